@@ -1,0 +1,38 @@
+# The kit's two commands:  make lab  (open the course)  and  make test  (run every test).
+# Both create .venv/ with the Python found below and install the kit into it first.
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.echoq-installed
+HOST   := 127.0.0.1
+PORT   ?= 8888
+# JupyterLab refuses to run as root unless told it may.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+.PHONY: setup lab test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[lab,test]'
+	@touch $@
+
+lab: setup
+	$(BIN)/jupyter lab --no-browser $(ROOT_FLAG) --ServerApp.ip=$(HOST) --port=$(PORT) \
+	  --ServerApp.root_dir=notebooks
+
+test: setup
+	@bash tools/system-deps.sh
+	$(BIN)/ruff check echoq tests bench
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check echoq tests bench
+
+bench: setup
+	$(BIN)/python bench/throughput.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis

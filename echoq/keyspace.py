@@ -1,0 +1,89 @@
+"""The one place every key of a queue is built.
+
+Every key of queue ``q`` starts with ``emq:{q}:``. The braces are a hash tag: Valkey Cluster
+hashes only the text between them, so all of a queue's keys land in one slot and each Lua
+script may touch them together.
+
+=====================  ==========  ==========================================================
+key                    type        holds
+=====================  ==========  ==========================================================
+``emq:{q}:pending``    sorted set  JOB ids, all at score 0: byte order is mint order
+``emq:{q}:active``     sorted set  JOB ids scored by lease deadline (server ms)
+``emq:{q}:scheduled``  sorted set  JOB ids waiting out a retry backoff, scored by due time (ms)
+``emq:{q}:dead``       sorted set  dead-lettered JOB ids scored by time of death (ms)
+``emq:{q}:done``       sorted set  recently completed ids scored by completion time (capped)
+``emq:{q}:job:<id>``   hash        the row: state, attempts, payload, stalled, error, ...
+``emq:{q}:stats``      hash        counters: enqueued, claimed, completed, retried, reaped, ...
+``emq:{q}:effects``    hash        the effects ledger: JOB id -> how many times its effect ran
+=====================  ==========  ==========================================================
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import InvalidQueueName
+from .ids import check_job_id
+
+QUEUE_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def check_queue_name(name: object) -> str:
+    if not isinstance(name, str) or QUEUE_NAME_RE.match(name) is None:
+        raise InvalidQueueName(
+            f"{name!r} is not a valid queue name: use 1 to 64 characters of A-Z, a-z, 0-9, "
+            "'_' and '-' (e.g. 'orders' or 'lesson-02')"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Keyspace:
+    """Builds every key of one queue. ``Keyspace('orders').pending == 'emq:{orders}:pending'``."""
+
+    queue: str
+
+    def __post_init__(self) -> None:
+        check_queue_name(self.queue)
+
+    @property
+    def prefix(self) -> str:
+        """``emq:{q}:``, passed to scripts that must build a row key from a popped id."""
+        return f"emq:{{{self.queue}}}:"
+
+    @property
+    def pending(self) -> str:
+        return self.prefix + "pending"
+
+    @property
+    def active(self) -> str:
+        return self.prefix + "active"
+
+    @property
+    def scheduled(self) -> str:
+        return self.prefix + "scheduled"
+
+    @property
+    def dead(self) -> str:
+        return self.prefix + "dead"
+
+    @property
+    def done(self) -> str:
+        return self.prefix + "done"
+
+    @property
+    def stats(self) -> str:
+        return self.prefix + "stats"
+
+    @property
+    def effects(self) -> str:
+        return self.prefix + "effects"
+
+    def job(self, job_id: str) -> str:
+        """The row key of one job; refuses anything that is not a branded JOB id."""
+        return self.prefix + "job:" + check_job_id(job_id)
+
+    def pattern(self) -> str:
+        """A SCAN pattern matching every key of this queue (the braces are literal in globs)."""
+        return self.prefix + "*"

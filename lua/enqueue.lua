@@ -1,0 +1,58 @@
+-- enqueue.lua: add one job to the queue, idempotently.
+--
+-- A job whose id the queue already knows (a live row, or a recent completion in
+-- emq:{q}:done) is refused as a duplicate and nothing changes, so a producer that retries
+-- an enqueue after a timeout cannot create the job twice.
+--
+-- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[2]  emq:{q}:scheduled   sorted set, score = due time (server ms)
+-- KEYS[3]  emq:{q}:done        sorted set of recently completed ids
+-- KEYS[4]  emq:{q}:stats       hash of counters
+-- KEYS[5]  emq:{q}:job:<id>    the new row
+-- ARGV[1]  job id              branded JOB id
+-- ARGV[2]  payload             string
+-- ARGV[3]  delay               milliseconds before the job may be claimed (0 = now)
+--
+-- Replies
+--   {'enqueued', id}              the row exists, id is in pending (or scheduled)
+--   {'duplicate', id, state}      refused; state is the row's state, or 'completed'
+-- Errors
+--   BADID   ARGV[1] is not a JOB id, or KEYS[5] is not that id's row key
+--   BADARG  ARGV[3] is not a number >= 0
+--- @include "includes/server_now"
+--- @include "includes/job_id"
+
+local pending_key, scheduled_key, done_key, stats_key, row_key =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id, payload, delay_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
+
+if not is_job_id(id) then
+  return redis.error_reply('BADID ' .. tostring(id) .. ' is not a JOB id')
+end
+local prefix = string.sub(pending_key, 1, #pending_key - #'pending')
+if row_key ~= prefix .. 'job:' .. id then
+  return redis.error_reply('BADID row key ' .. row_key .. ' does not belong to ' .. id)
+end
+if delay_ms == nil or delay_ms < 0 then
+  return redis.error_reply('BADARG delay must be a number of milliseconds >= 0')
+end
+
+if redis.call('EXISTS', row_key) == 1 then
+  return {'duplicate', id, redis.call('HGET', row_key, 'state')}
+end
+if redis.call('ZSCORE', done_key, id) then
+  return {'duplicate', id, 'completed'}
+end
+
+local now = server_now_ms()
+if delay_ms > 0 then
+  redis.call('HSET', row_key, 'state', 'scheduled', 'attempts', 0, 'stalled', 0,
+    'payload', payload, 'enqueued_ms', now)
+  redis.call('ZADD', scheduled_key, now + delay_ms, id)
+else
+  redis.call('HSET', row_key, 'state', 'pending', 'attempts', 0, 'stalled', 0,
+    'payload', payload, 'enqueued_ms', now)
+  redis.call('ZADD', pending_key, 0, id)
+end
+redis.call('HINCRBY', stats_key, 'enqueued', 1)
+return {'enqueued', id}

@@ -1,0 +1,33 @@
+-- extend.lua: the lease heartbeat of a long job, fenced.
+--
+-- The holder pushes its lease deadline to server now + lease, so a job that is still
+-- being worked is not reaped. A worker that lost the job (reaped, or claimed by another)
+-- is refused and the other holder's lease is left alone.
+--
+-- KEYS[1]  emq:{q}:active      sorted set, score = lease deadline (server ms)
+-- KEYS[2]  emq:{q}:job:<id>    the row
+-- ARGV[1]  job id
+-- ARGV[2]  token               the attempts value the claim returned
+-- ARGV[3]  lease               milliseconds from the server's now, > 0
+--
+-- Replies
+--   {'extended', deadline}      new deadline in server ms
+--   {'stale', state, attempts}  refused: the caller no longer holds the job
+--   {'gone'}                    refused: no such row
+-- Errors
+--   BADARG  lease out of range
+--- @include "includes/server_now"
+--- @include "includes/fence"
+
+local active_key, row_key = KEYS[1], KEYS[2]
+local id, token, lease_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
+
+if lease_ms == nil or lease_ms <= 0 then
+  return redis.error_reply('BADARG lease must be a number of milliseconds > 0')
+end
+local refused = fence(row_key, token)
+if refused then return refused end
+
+local deadline = server_now_ms() + lease_ms
+redis.call('ZADD', active_key, 'XX', deadline, id)
+return {'extended', deadline}

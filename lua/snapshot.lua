@@ -1,0 +1,70 @@
+-- snapshot.lua: one atomic read of a whole queue -- what the lab draws from.
+--
+-- Because it is one script, no move runs in the middle of it: a picture drawn from it
+-- never shows a job in two places, or in none.
+--
+-- KEYS[1]  emq:{q}:pending     KEYS[2]  emq:{q}:active    KEYS[3]  emq:{q}:scheduled
+-- KEYS[4]  emq:{q}:dead        KEYS[5]  emq:{q}:done      KEYS[6]  emq:{q}:stats
+-- KEYS[7]  emq:{q}:effects
+-- ARGV[1]  prefix              'emq:{q}:' -- builds listed ids' row keys (same slot)
+-- ARGV[2]  limit               most members listed per set (the counts are always exact)
+--
+-- Replies
+--   {now,
+--    {pending count, {id, ...}},
+--    {active count, {id, deadline, ...}},
+--    {scheduled count, {id, due, ...}},
+--    {dead count, {id, died, ...}},
+--    {done count, {id, finished, ...}},       newest first
+--    {field, value, ...},                     the stats hash
+--    {id, state, attempts, stalled, reason, ...}  one row per listed live id
+--    {id, effects, ...}}                      the effects ledger for listed ids
+-- Errors
+--   BADARG  limit out of range
+--- @include "includes/server_now"
+
+local prefix, limit = ARGV[1], tonumber(ARGV[2])
+if limit == nil or limit < 1 or limit > 10000 then
+  return redis.error_reply('BADARG limit must be between 1 and 10000')
+end
+local now = server_now_ms()
+
+local pending = redis.call('ZRANGE', KEYS[1], 0, limit - 1)
+local active = redis.call('ZRANGE', KEYS[2], 0, limit - 1, 'WITHSCORES')
+local scheduled = redis.call('ZRANGE', KEYS[3], 0, limit - 1, 'WITHSCORES')
+local dead = redis.call('ZRANGE', KEYS[4], 0, limit - 1, 'WITHSCORES')
+local done = redis.call('ZREVRANGE', KEYS[5], 0, limit - 1, 'WITHSCORES')
+
+local rows, effects = {}, {}
+local function add_row(id)
+  local f = redis.call('HMGET', prefix .. 'job:' .. id, 'state', 'attempts', 'stalled', 'reason')
+  rows[#rows + 1] = id
+  rows[#rows + 1] = f[1] or ''
+  rows[#rows + 1] = f[2] or '0'
+  rows[#rows + 1] = f[3] or '0'
+  rows[#rows + 1] = f[4] or ''
+end
+for _, id in ipairs(pending) do add_row(id) end
+for i = 1, #active, 2 do add_row(active[i]) end
+for i = 1, #scheduled, 2 do add_row(scheduled[i]) end
+for i = 1, #dead, 2 do add_row(dead[i]) end
+
+local function add_effects(id)
+  local n = redis.call('HGET', KEYS[7], id)
+  if n then
+    effects[#effects + 1] = id
+    effects[#effects + 1] = n
+  end
+end
+for i = 1, #rows, 5 do add_effects(rows[i]) end
+for i = 1, #done, 2 do add_effects(done[i]) end
+
+return {now,
+  {redis.call('ZCARD', KEYS[1]), pending},
+  {redis.call('ZCARD', KEYS[2]), active},
+  {redis.call('ZCARD', KEYS[3]), scheduled},
+  {redis.call('ZCARD', KEYS[4]), dead},
+  {redis.call('ZCARD', KEYS[5]), done},
+  redis.call('HGETALL', KEYS[6]),
+  rows,
+  effects}

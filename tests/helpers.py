@@ -1,0 +1,61 @@
+"""Shared test helpers: waiting on the server's clock, and the one-place invariant."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+import echoq
+
+
+def server_now_ms(client: redis.Redis) -> int:
+    seconds, micros = client.time()
+    return seconds * 1000 + micros // 1000
+
+
+def wait_for_server_time(client: redis.Redis, target_ms: int, timeout_s: float = 5.0) -> None:
+    """Poll the server's clock until it reaches ``target_ms`` (a lease deadline, say).
+
+    Leases are judged on the server's clock, so that is the clock we wait on; the poll has
+    a deadline so a stuck clock fails the test instead of hanging it.
+    """
+    give_up = time.monotonic() + timeout_s
+    while server_now_ms(client) < target_ms:
+        if time.monotonic() > give_up:
+            raise AssertionError(f"server clock did not reach {target_ms} within {timeout_s} s")
+        time.sleep(0.001)
+
+
+def expire(queue: echoq.Queue, *claims: echoq.Claim) -> None:
+    """Wait until every given claim's lease deadline has passed on the server."""
+    wait_for_server_time(queue.client, max(c.deadline_ms for c in claims) + 1)
+
+
+def places(snapshot: echoq.Snapshot) -> dict[str, list[str]]:
+    """Every listed id -> the places it appears in (should always be exactly one)."""
+    seen: dict[str, list[str]] = {}
+    for name, members in (
+        ("pending", snapshot.pending),
+        ("active", snapshot.active),
+        ("scheduled", snapshot.scheduled),
+        ("dead", snapshot.dead),
+        ("retired", snapshot.done),
+    ):
+        for job_id in members:
+            seen.setdefault(job_id, []).append(name)
+    return seen
+
+
+def assert_one_place(queue: echoq.Queue, known: set[str]) -> echoq.Snapshot:
+    """Every id ever enqueued is in exactly one of pending/active/scheduled/dead/retired,
+    and every live row's state names the set it is in."""
+    snap = queue.snapshot(limit=10_000)
+    seen = places(snap)
+    lost = known - seen.keys()
+    assert not lost, f"lost jobs: {sorted(lost)}"
+    doubled = {job_id: where for job_id, where in seen.items() if len(where) != 1}
+    assert not doubled, f"jobs in two places: {doubled}"
+    for job_id, row in snap.rows.items():
+        assert row.state == seen[job_id][0], f"{job_id} is in {seen[job_id][0]} but its row says {row.state}"
+    return snap

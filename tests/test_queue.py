@@ -1,0 +1,450 @@
+"""Every script, every outcome, against real servers (Valkey, and Redis 7 where installed)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import redis
+
+import echoq
+from echoq import Complete, Enqueue, Extend, JobState, Retry
+from tests.helpers import assert_one_place, expire, server_now_ms, wait_for_server_time
+
+# -- enqueue -----------------------------------------------------------------------------
+
+
+def test_enqueue_puts_a_pending_row(queue: echoq.Queue) -> None:
+    result = queue.enqueue("hello")
+    assert result.outcome is Enqueue.ENQUEUED and echoq.is_job_id(result.job_id)
+    job = queue.job(result.job_id)
+    assert job is not None and job.state is JobState.PENDING and job.attempts == 0 and job.payload == "hello"
+    assert queue.client.zscore(queue.keys.pending, result.job_id) == 0
+    assert queue.snapshot().stats["enqueued"] == 1
+
+
+def test_enqueue_refuses_a_duplicate_and_changes_nothing(queue: echoq.Queue) -> None:
+    first = queue.enqueue("original")
+    again = queue.enqueue("impostor", job_id=first.job_id)
+    assert again.outcome is Enqueue.DUPLICATE and again.state is JobState.PENDING
+    assert queue.job(first.job_id).payload == "original"
+    assert queue.snapshot().counts["pending"] == 1 and queue.snapshot().stats["enqueued"] == 1
+
+
+def test_enqueue_refuses_an_id_that_already_completed(queue: echoq.Queue) -> None:
+    first = queue.enqueue("once")
+    assert queue.complete(queue.claim()) is Complete.COMPLETED
+    again = queue.enqueue("twice", job_id=first.job_id)
+    assert again.outcome is Enqueue.DUPLICATE and again.state is JobState.RETIRED
+    assert queue.snapshot().counts["pending"] == 0
+
+
+def test_enqueue_refuses_unbranded_ids_in_python(queue: echoq.Queue) -> None:
+    for bad in ["42", "job01M8VR0VZ392JWZQ00C1WN6N9Y", "JOB01M8VR0VZ392JWZQ00C1WN6N9I", "JOB123", None and "x"]:
+        if bad is None:
+            continue
+        with pytest.raises(echoq.InvalidJobId, match="is not a JOB id"):
+            queue.enqueue("x", job_id=bad)
+    assert list(queue.keys_in_use()) == []
+
+
+def test_enqueue_refuses_unbranded_ids_on_the_server(queue: echoq.Queue) -> None:
+    """The script checks too: a client that skips the Python check still cannot add one."""
+    k = queue.keys
+    with pytest.raises(echoq.InvalidJobId, match="not a JOB id"):
+        queue._run("enqueue", [k.pending, k.scheduled, k.done, k.stats, k.prefix + "job:42"], ["42", "p", 0])
+    good = echoq.new_job_id()
+    with pytest.raises(echoq.InvalidJobId, match="does not belong"):
+        queue._run("enqueue", [k.pending, k.scheduled, k.done, k.stats, k.prefix + "job:other"], [good, "p", 0])
+    assert list(queue.keys_in_use()) == []
+
+
+def test_enqueue_with_delay_waits_in_scheduled(queue: echoq.Queue) -> None:
+    job = queue.enqueue("later", delay_ms=60_000)
+    assert queue.job(job.job_id).state is JobState.SCHEDULED
+    assert queue.claim() is None
+
+
+def test_bad_arguments_are_refused_before_the_server(queue: echoq.Queue) -> None:
+    for call in (
+        lambda: queue.claim(lease_ms=0),
+        lambda: queue.claim(lease_ms=-5),
+        lambda: queue.claim_many(0),
+        lambda: queue.enqueue("x", delay_ms=-1),
+        lambda: queue.reap_once(limit=0),
+        lambda: queue.stalled_check(max_stalled=-1),
+    ):
+        with pytest.raises(echoq.InvalidArgument, match="must be a whole number"):
+            call()
+    assert list(queue.keys_in_use()) == []
+
+
+def test_bad_arguments_are_refused_by_the_scripts_too(queue: echoq.Queue) -> None:
+    k = queue.keys
+    with pytest.raises(echoq.InvalidArgument, match="lease must be"):
+        queue._run("claim", [k.pending, k.active, k.scheduled, k.stats], [k.prefix, 0, 1])
+    with pytest.raises(echoq.InvalidArgument, match="count must be"):
+        queue._run("claim", [k.pending, k.active, k.scheduled, k.stats], [k.prefix, 100, 1001])
+    with pytest.raises(echoq.InvalidArgument, match="limit must be"):
+        queue._run("reap", [k.active, k.pending, k.stats], [k.prefix, "lots"])
+
+
+# -- claim -------------------------------------------------------------------------------
+
+
+def test_claim_takes_the_oldest_and_leases_on_the_server_clock(queue: echoq.Queue) -> None:
+    ids = [queue.enqueue(f"job {i}").job_id for i in range(5)]
+    before = server_now_ms(queue.client)
+    claim = queue.claim(lease_ms=30_000)
+    after = server_now_ms(queue.client)
+    assert claim.job_id == ids[0] and claim.payload == "job 0" and claim.token == 1
+    assert before + 30_000 <= claim.deadline_ms <= after + 30_000
+    assert queue.client.zscore(queue.keys.active, claim.job_id) == claim.deadline_ms
+    assert queue.job(claim.job_id).state is JobState.ACTIVE
+    assert [c.job_id for c in queue.claim_many(10)] == ids[1:]
+
+
+def test_claim_on_an_empty_queue_returns_nothing(queue: echoq.Queue) -> None:
+    assert queue.claim() is None
+    assert queue.claim_many(5) == []
+
+
+def test_each_claim_bumps_the_token(queue: echoq.Queue) -> None:
+    queue.enqueue("again and again")
+    tokens = []
+    for _ in range(3):
+        claim = queue.claim(lease_ms=5)
+        tokens.append(claim.token)
+        expire(queue, claim)
+        assert queue.reap() == [claim.job_id]
+    assert tokens == [1, 2, 3]
+
+
+def test_claim_many_leases_each_job_with_its_own_token(queue: echoq.Queue) -> None:
+    queue.enqueue_many(["a", "b", "c"])
+    claims = queue.claim_many(2, lease_ms=10_000)
+    assert [c.payload for c in claims] == ["a", "b"] and all(c.token == 1 for c in claims)
+    assert queue.snapshot().counts == {"pending": 1, "active": 2, "scheduled": 0, "dead": 0, "done": 0}
+
+
+# -- complete ----------------------------------------------------------------------------
+
+
+def test_complete_retires_the_row(queue: echoq.Queue) -> None:
+    job = queue.enqueue("x").job_id
+    assert queue.complete(queue.claim()) is Complete.COMPLETED
+    snap = queue.snapshot()
+    assert queue.job(job) is None and job in snap.done and snap.counts["active"] == 0
+    assert snap.stats["completed"] == 1
+
+
+def test_complete_twice_is_gone(queue: echoq.Queue) -> None:
+    queue.enqueue("x")
+    claim = queue.claim()
+    assert queue.complete(claim) is Complete.COMPLETED
+    assert queue.complete(claim) is Complete.GONE
+
+
+def test_a_stale_token_cannot_complete(queue: echoq.Queue) -> None:
+    queue.enqueue("contested")
+    old = queue.claim(lease_ms=5)
+    expire(queue, old)
+    queue.reap()
+    new = queue.claim(lease_ms=60_000)
+    assert new.token == old.token + 1
+    before = queue.snapshot()
+    assert queue.complete(old) is Complete.STALE
+    after = queue.snapshot()
+    assert after.active == before.active and after.stats == before.stats
+    assert queue.job(new.job_id).state is JobState.ACTIVE
+    assert queue.complete(new) is Complete.COMPLETED
+
+
+def test_a_worker_whose_job_was_reaped_cannot_complete_it(queue: echoq.Queue) -> None:
+    """Reaped but not yet claimed again: the token still matches, the lease does not."""
+    queue.enqueue("x")
+    claim = queue.claim(lease_ms=5)
+    expire(queue, claim)
+    queue.reap()
+    assert queue.complete(claim) is Complete.STALE
+    assert queue.job(claim.job_id).state is JobState.PENDING
+
+
+def test_complete_needs_a_token(queue: echoq.Queue) -> None:
+    job = queue.enqueue("x").job_id
+    with pytest.raises(echoq.InvalidArgument, match="token"):
+        queue.complete(job)
+    with pytest.raises(echoq.InvalidJobId):
+        queue.complete("not-an-id", 1)
+
+
+def test_complete_and_claim_is_fenced_and_claims_the_next(queue: echoq.Queue) -> None:
+    ids = queue.enqueue_many(["a", "b", "c"])
+    first = queue.claim()
+    outcome, nxt = queue.complete_and_claim(first, lease_ms=10_000)
+    assert outcome is Complete.COMPLETED and [c.job_id for c in nxt] == [ids[1]]
+    outcome, more = queue.complete_and_claim(first, count=2)
+    assert outcome is Complete.GONE and [c.job_id for c in more] == [ids[2]]
+    outcome, none = queue.complete_and_claim(nxt[0], count=0)
+    assert outcome is Complete.COMPLETED and none == []
+    assert queue.snapshot().counts["active"] == 1
+
+
+# -- retry -------------------------------------------------------------------------------
+
+
+def test_retry_without_backoff_goes_straight_back(queue: echoq.Queue) -> None:
+    job = queue.enqueue("flaky").job_id
+    result = queue.retry(queue.claim(), error="boom", backoff_ms=0)
+    assert result.outcome is Retry.RETRIED and result.attempts == 1
+    row = queue.job(job)
+    assert row.state is JobState.PENDING and row.error == "boom"
+    assert queue.claim().token == 2
+
+
+def test_retry_with_backoff_waits_on_the_server_clock(queue: echoq.Queue) -> None:
+    job = queue.enqueue("flaky").job_id
+    before = server_now_ms(queue.client)
+    result = queue.retry(queue.claim(), error="boom", backoff_ms=150)
+    assert result.outcome is Retry.SCHEDULED and result.due_ms >= before + 150
+    assert queue.job(job).state is JobState.SCHEDULED
+    assert queue.claim() is None  # not due yet
+    wait_for_server_time(queue.client, result.due_ms)
+    again = queue.claim()
+    assert again.job_id == job and again.token == 2
+
+
+def test_retry_dead_letters_at_max_attempts(queue: echoq.Queue) -> None:
+    job = queue.enqueue("poison").job_id
+    outcomes = [queue.retry(queue.claim(), error=f"fail {n}", max_attempts=3).outcome for n in range(1, 4)]
+    assert outcomes == [Retry.RETRIED, Retry.RETRIED, Retry.DEAD]
+    row = queue.job(job)
+    assert row.state is JobState.DEAD and row.reason == "max_attempts" and row.error == "fail 3"
+    snap = queue.snapshot()
+    assert job in snap.dead and snap.counts["pending"] == 0 and snap.stats["dead"] == 1
+
+
+def test_a_stale_token_cannot_retry(queue: echoq.Queue) -> None:
+    queue.enqueue("x")
+    old = queue.claim(lease_ms=5)
+    expire(queue, old)
+    queue.reap()
+    new = queue.claim()
+    assert queue.retry(old, error="late").outcome is Retry.STALE
+    assert queue.job(new.job_id).state is JobState.ACTIVE and queue.job(new.job_id).error is None
+    assert queue.complete(new) is Complete.COMPLETED
+    assert queue.retry(new).outcome is Retry.GONE
+
+
+# -- extend ------------------------------------------------------------------------------
+
+
+def test_extend_pushes_the_deadline(queue: echoq.Queue) -> None:
+    queue.enqueue("long job")
+    claim = queue.claim(lease_ms=50)
+    assert queue.extend(claim, lease_ms=60_000) is Extend.EXTENDED
+    wait_for_server_time(queue.client, claim.deadline_ms + 1)
+    assert queue.reap() == []  # alive: its lease was pushed out
+    assert queue.client.zscore(queue.keys.active, claim.job_id) > claim.deadline_ms
+
+
+def test_a_stale_token_cannot_extend(queue: echoq.Queue) -> None:
+    queue.enqueue("x")
+    old = queue.claim(lease_ms=5)
+    expire(queue, old)
+    queue.reap()
+    new = queue.claim(lease_ms=100_000)
+    assert queue.extend(old, lease_ms=1) is Extend.STALE
+    assert queue.client.zscore(queue.keys.active, new.job_id) == new.deadline_ms
+    queue.complete(new)
+    assert queue.extend(new) is Extend.GONE
+
+
+# -- reap --------------------------------------------------------------------------------
+
+
+def test_reap_moves_only_expired_leases(queue: echoq.Queue) -> None:
+    queue.enqueue_many(["short", "long"])
+    short = queue.claim(lease_ms=5)
+    long = queue.claim(lease_ms=60_000)
+    expire(queue, short)
+    assert queue.reap() == [short.job_id]
+    snap = queue.snapshot()
+    assert snap.pending == [short.job_id] and list(snap.active) == [long.job_id]
+    assert queue.job(short.job_id).state is JobState.PENDING
+    assert snap.stats["reaped"] == 1
+
+
+def test_reap_judges_expiry_on_the_server_clock(queue: echoq.Queue) -> None:
+    """A lease deadline exactly at the server's now counts as expired; one ms later does not."""
+    queue.enqueue("x")
+    claim = queue.claim(lease_ms=200)
+    now, moved = queue.reap_once()
+    assert moved == [] and now < claim.deadline_ms
+    wait_for_server_time(queue.client, claim.deadline_ms)
+    now, moved = queue.reap_once()
+    assert moved == [claim.job_id] and now >= claim.deadline_ms
+
+
+def test_reap_is_bounded_per_call(queue: echoq.Queue) -> None:
+    queue.enqueue_many([str(i) for i in range(25)])
+    claims = queue.claim_many(25, lease_ms=5)
+    expire(queue, *claims)
+    _now, first = queue.reap_once(limit=10)
+    assert len(first) == 10 and queue.snapshot().counts["active"] == 15
+    rest = queue.reap(limit=10)
+    assert len(rest) == 15 and queue.snapshot().counts == {
+        "pending": 25,
+        "active": 0,
+        "scheduled": 0,
+        "dead": 0,
+        "done": 0,
+    }
+
+
+# -- stalled check -----------------------------------------------------------------------
+
+
+def _stall(queue: echoq.Queue) -> echoq.Claim:
+    claim = queue.claim(lease_ms=5)
+    expire(queue, claim)
+    return claim
+
+
+def test_stalled_check_recovers_up_to_max_stalled_times(queue: echoq.Queue) -> None:
+    """Edge 1: with max_stalled=2 the first two stalls are recovered..."""
+    job = queue.enqueue("crashes workers").job_id
+    for n in (1, 2):
+        _stall(queue)
+        report = queue.stalled_check(max_stalled=2)
+        assert report.recovered == [job] and report.dead == []
+        assert queue.job(job).stalled == n and queue.job(job).state is JobState.PENDING
+    # ... edge 2: and the third (count would exceed max_stalled) is dead-lettered.
+    _stall(queue)
+    report = queue.stalled_check(max_stalled=2)
+    assert report.recovered == [] and report.dead == [job]
+    row = queue.job(job)
+    assert row.state is JobState.DEAD and row.reason == "stalled" and row.stalled == 3
+    assert "stalled 3 times" in row.error
+    snap = queue.snapshot()
+    assert job in snap.dead and snap.stats["dead"] == 1 and snap.stats["stalled"] == 3
+
+
+def test_max_stalled_zero_dead_letters_the_first_stall(queue: echoq.Queue) -> None:
+    job = queue.enqueue("x").job_id
+    _stall(queue)
+    assert queue.stalled_check(max_stalled=0).dead == [job]
+
+
+def test_stalled_check_leaves_live_leases_alone(queue: echoq.Queue) -> None:
+    queue.enqueue_many(["a", "b"])
+    stalled = _stall(queue)
+    live = queue.claim(lease_ms=60_000)
+    report = queue.stalled_check(max_stalled=1)
+    assert report.recovered == [stalled.job_id]
+    assert list(queue.snapshot().active) == [live.job_id] and queue.job(live.job_id).stalled == 0
+
+
+def test_stalled_check_is_bounded_per_call_and_loops(queue: echoq.Queue) -> None:
+    queue.enqueue_many([str(i) for i in range(12)])
+    claims = queue.claim_many(12, lease_ms=5)
+    expire(queue, *claims)
+    assert len(queue.stalled_check(max_stalled=1, limit=5).recovered) == 12
+
+
+# -- snapshot, slots, invariant ----------------------------------------------------------
+
+
+def test_snapshot_reads_everything_at_once(queue: echoq.Queue) -> None:
+    ids = queue.enqueue_many(["a", "b", "c", "d"])
+    done = queue.claim()
+    queue.complete(done)
+    leased = queue.claim(lease_ms=60_000)
+    dead = queue.claim()
+    queue.retry(dead, error="x", max_attempts=1)
+    snap = queue.snapshot()
+    assert snap.pending == [ids[3]]
+    assert snap.active == {leased.job_id: leased.deadline_ms}
+    assert list(snap.dead) == [ids[2]] and list(snap.done) == [ids[0]]
+    assert snap.counts == {"pending": 1, "active": 1, "scheduled": 0, "dead": 1, "done": 1}
+    assert snap.rows[leased.job_id].state == "active" and snap.rows[ids[2]].reason == "max_attempts"
+    assert snap.now_ms <= server_now_ms(queue.client)
+    assert snap.place_of(ids[0]) is JobState.RETIRED and snap.place_of(ids[3]) is JobState.PENDING
+
+
+def test_snapshot_lists_are_capped_but_counts_are_exact(queue: echoq.Queue) -> None:
+    queue.enqueue_many([str(i) for i in range(30)])
+    snap = queue.snapshot(limit=10)
+    assert len(snap.pending) == 10 and snap.counts["pending"] == 30
+
+
+def crc16_xmodem(data: bytes) -> int:
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def cluster_slot(key: str) -> int:
+    """Valkey Cluster's slot rule: CRC16 of the hash tag (text in the first {...}) mod 16384."""
+    start = key.find("{")
+    if start >= 0:
+        end = key.find("}", start + 1)
+        if end > start + 1:
+            key = key[start + 1 : end]
+    return crc16_xmodem(key.encode()) % 16384
+
+
+def test_crc16_matches_the_reference_vector() -> None:
+    assert crc16_xmodem(b"123456789") == 0x31C3
+
+
+def test_every_key_of_a_queue_is_in_one_slot(queue: echoq.Queue) -> None:
+    k = queue.keys
+    job = echoq.new_job_id()
+    keys = [k.pending, k.active, k.scheduled, k.dead, k.done, k.stats, k.effects, k.job(job)]
+    local = {cluster_slot(key) for key in keys}
+    assert len(local) == 1
+    try:
+        server = {queue.client.execute_command("CLUSTER", "KEYSLOT", key) for key in keys}
+    except redis.ResponseError:  # Redis 7 answers CLUSTER only in cluster mode; Valkey always
+        assert queue.client.info("server").get("redis_version", "").startswith("7.")
+        return
+    assert local == server
+
+
+def test_the_invariant_holds_after_a_random_mix_of_moves(queue: echoq.Queue) -> None:
+    """Every job in exactly one of pending / active / scheduled / dead, or retired."""
+    rng = random.Random(20261202)
+    known: set[str] = set()
+    held: list[echoq.Claim] = []
+    for _step in range(300):
+        move = rng.choice(["enqueue", "enqueue", "claim", "complete", "stale", "retry", "extend", "expire", "stalled"])
+        if move == "enqueue":
+            known.add(queue.enqueue(str(_step)).job_id)
+        elif move == "claim":
+            held += queue.claim_many(rng.randint(1, 3), lease_ms=rng.choice([5, 60_000]))
+        elif move in ("complete", "retry", "extend", "stale") and held:
+            claim = held.pop(rng.randrange(len(held)))
+            if move == "complete":
+                queue.complete(claim)
+            elif move == "retry":
+                queue.retry(claim, error="x", backoff_ms=rng.choice([0, 5]), max_attempts=3)
+            elif move == "extend":
+                queue.extend(claim, lease_ms=5)
+                held.append(claim)
+            else:
+                queue.complete(claim.job_id, claim.token - 1)
+        elif move == "expire":
+            short = [c for c in held if c.deadline_ms - server_now_ms(queue.client) < 1_000]
+            if short:
+                expire(queue, *short)
+            queue.reap()
+        elif move == "stalled":
+            queue.stalled_check(max_stalled=1)
+        if _step % 10 == 0:
+            assert_one_place(queue, known)
+    assert_one_place(queue, known)

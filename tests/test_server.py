@@ -1,0 +1,192 @@
+"""Where Valkey comes from: the embedded server, VALKEY_URL, unix sockets, docker, and errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+import echoq
+from echoq.server import redact, start_server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_echoq(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "echoq", *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def own_server():
+    server = start_server()
+    yield server
+    server.stop()
+
+
+def test_embedded_server_is_loopback_only_with_a_password(own_server) -> None:
+    client = redis.Redis(host="127.0.0.1", port=own_server.port, password=own_server.password, decode_responses=True)
+    assert client.config_get("bind") == {"bind": "127.0.0.1"}
+    assert client.config_get("protected-mode") == {"protected-mode": "yes"}
+    anonymous = redis.Redis(host="127.0.0.1", port=own_server.port)
+    with pytest.raises(redis.AuthenticationError):
+        anonymous.ping()
+    assert len(own_server.password) >= 24
+    # The password is not on the command line, where other users' `ps` would see it.
+    cmdline = Path(f"/proc/{own_server.process.pid}/cmdline").read_bytes().decode()
+    assert own_server.password not in cmdline
+
+
+def test_embedded_server_answers_quickly(own_server) -> None:
+    # The figure lives in the benchmark (bench/startup.py); this only guards a gross regression.
+    assert own_server.startup_s < 2.0
+
+
+def test_the_embedded_server_is_reused_within_a_process() -> None:
+    assert echoq.server_url() == echoq.server_url()
+
+
+def test_embedded_server_stops_at_interpreter_exit(tmp_path: Path) -> None:
+    script = "import echoq; from echoq.server import _embedded_server as e; echoq.connect(); print(e().process.pid)"
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "VALKEY_URL"},
+    )
+    pid = int(result.stdout.strip())
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_valkey_url_is_used_when_set(own_server) -> None:
+    result = run_echoq("check", env={"VALKEY_URL": own_server.url})
+    assert result.returncode == 0, result.stderr
+    assert f"127.0.0.1:{own_server.port}" in result.stdout and "VALKEY_URL" in result.stdout
+    assert own_server.password not in result.stdout
+
+
+def test_unix_socket_urls_work(tmp_path: Path) -> None:
+    sock = tmp_path / "v.sock"
+    server = start_server(extra_config={"unixsocket": str(sock), "unixsocketperm": "700"})
+    try:
+        for url in (f"unix://{sock}?password={server.password}", f"valkey+unix://{sock}?password={server.password}"):
+            client = echoq.connect(url)
+            assert client.ping() and client.connection_pool.connection_kwargs["path"] == str(sock)
+            q = echoq.Queue("over-a-socket", client)
+            q.enqueue("x")
+            assert q.claim().payload == "x"
+    finally:
+        server.stop()
+
+
+def test_unreachable_url_gives_one_clear_line() -> None:
+    result = run_echoq("check", env={"VALKEY_URL": "redis://:s3cret@127.0.0.1:1/0"})
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "cannot reach Valkey at redis://:***@127.0.0.1:1/0" in lines[0] and "s3cret" not in lines[0]
+    assert "unset VALKEY_URL" in lines[0]
+
+
+def test_wrong_password_gives_one_clear_line(own_server) -> None:
+    result = run_echoq("check", env={"VALKEY_URL": f"redis://:wrong@127.0.0.1:{own_server.port}/0"})
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "refused the password" in result.stderr and ":***@" in result.stderr and "wrong" not in result.stderr
+
+
+def test_missing_password_is_reported_as_such(own_server) -> None:
+    with pytest.raises(echoq.ServerUnavailable, match="refused the password"):
+        echoq.connect(f"redis://127.0.0.1:{own_server.port}/0")
+
+
+def test_a_server_that_dies_gives_a_clear_error() -> None:
+    server = start_server()
+    q = echoq.Queue("doomed", echoq.connect(server.url))
+    q.enqueue("x")
+    server.stop()
+    with pytest.raises(echoq.ServerUnavailable, match="lost Valkey at redis://:\\*\\*\\*@127.0.0.1") as info:
+        q.claim()
+    assert server.password not in str(info.value)
+
+
+def test_bad_url_scheme_is_explained() -> None:
+    with pytest.raises(echoq.ServerUnavailable, match="not a URL this kit understands"):
+        echoq.connect("http://example.invalid")
+
+
+def test_unknown_source_is_explained() -> None:
+    result = run_echoq("check", env={"ECHOQ_VALKEY": "cloud"})
+    assert result.returncode == 2 and "'cloud' is not a known source" in result.stderr
+
+
+def _docker_engine_reachable() -> bool:
+    try:
+        import docker  # type: ignore
+
+        docker.from_env().ping()
+        return True
+    except Exception:
+        return False
+
+
+def test_docker_source_without_an_engine_says_so_in_one_line() -> None:
+    if _docker_engine_reachable():
+        pytest.skip("a Docker engine is reachable here; the no-engine message cannot be shown")
+    result = run_echoq("check", env={"ECHOQ_VALKEY": "docker"})
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "no Docker engine answered" in lines[0] and "VALKEY_URL" in lines[0] and "embedded" in lines[0]
+
+
+def test_docker_source_runs_a_real_container_where_an_engine_runs() -> None:
+    if not _docker_engine_reachable():
+        pytest.skip(
+            "no Docker engine reachable (none runs on this machine); ECHOQ_VALKEY=docker is tested where one does"
+        )
+    result = run_echoq("check", env={"ECHOQ_VALKEY": "docker"})
+    assert result.returncode == 0 and "Docker container" in result.stdout
+
+
+def test_redact_hides_only_the_password() -> None:
+    assert redact("redis://user:pw@host:6379/0") == "redis://user:***@host:6379/0"
+    assert redact("rediss://:pw@h:1") == "rediss://:***@h:1"
+    assert redact("redis://host:6379") == "redis://host:6379"
+
+
+def test_lua_scripts_ship_in_the_wheel(tmp_path: Path, own_server) -> None:
+    """pip install . into a folder, then import and run a script from another directory."""
+    target = tmp_path / "site"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert build.returncode == 0, build.stderr[-2000:]
+    assert (target / "echoq" / "lua" / "claim.lua").is_file()
+    assert (target / "echoq" / "lua" / "includes" / "fence.lua").is_file()
+    probe = (
+        "import echoq, echoq.scripts as s; q = echoq.Queue('from-wheel'); q.reset(); q.enqueue('w'); "
+        "c = q.claim(); print(s.lua_dir()); print(q.complete(c).value)"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {"PYTHONPATH": str(target), "VALKEY_URL": own_server.url, "PATH": os.environ.get("PATH", "")}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    lua_dir, outcome = result.stdout.split()
+    assert Path(lua_dir) == target / "echoq" / "lua" and outcome == "completed"
