@@ -15,6 +15,7 @@ key                    type        holds
 ``emq:{q}:job:<id>``   hash        the row: state, attempts, payload, stalled, error, ...
 ``emq:{q}:stats``      hash        counters: enqueued, claimed, completed, retried, reaped, ...
 ``emq:{q}:effects``    hash        the effects ledger: JOB id -> how many times its effect ran
+``emq:{q}:outbox``     list        the stand-in side effect: one record per effect performed
 =====================  ==========  ==========================================================
 """
 
@@ -79,6 +80,10 @@ class Keyspace:
     @property
     def effects(self) -> str:
         return self.prefix + "effects"
+
+    @property
+    def outbox(self) -> str:
+        return self.prefix + "outbox"
 
     def job(self, job_id: str) -> str:
         """The row key of one job; refuses anything that is not a branded JOB id."""

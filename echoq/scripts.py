@@ -34,6 +34,7 @@ NAMES = (
     "reap",
     "stalled_check",
     "snapshot",
+    "effect",
 )
 
 

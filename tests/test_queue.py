@@ -405,7 +405,7 @@ def test_crc16_matches_the_reference_vector() -> None:
 def test_every_key_of_a_queue_is_in_one_slot(queue: echoq.Queue) -> None:
     k = queue.keys
     job = echoq.new_job_id()
-    keys = [k.pending, k.active, k.scheduled, k.dead, k.done, k.stats, k.effects, k.job(job)]
+    keys = [k.pending, k.active, k.scheduled, k.dead, k.done, k.stats, k.effects, k.outbox, k.job(job)]
     local = {cluster_slot(key) for key in keys}
     assert len(local) == 1
     try:
