@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -20,7 +20,7 @@ import redis
 from .errors import InvalidArgument
 from .ids import check_job_id, new_job_id
 from .keyspace import Keyspace
-from .scripts import Scripts, lost_server
+from .scripts import Scripts, lost_server, translate
 
 DEFAULT_LEASE_MS = 30_000
 DEFAULT_KEEP_DONE = 10_000
@@ -234,6 +234,35 @@ class Queue:
         k = self.keys
         reply = self._run("complete", [k.active, k.done, k.stats, k.job(job_id)], [job_id, token, self.keep_done])
         return Complete(_text(reply[0]))
+
+    def complete_many(self, claims: Sequence[Claim]) -> list[Complete]:
+        """Complete several held jobs in one pipeline, each fenced by its own token.
+
+        The completions are independent (a non-transactional pipeline of complete.lua): one
+        stale claim is refused on its own and does not hold back the others. The outcomes
+        come back in the order of ``claims``.
+        """
+        for claim in claims:
+            if not isinstance(claim, Claim):
+                raise InvalidArgument(f"complete_many takes the Claims that claim_many returned, got {claim!r}")
+        if not claims:
+            return []
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        for claim in claims:
+            self._scripts.run(
+                "complete",
+                [k.active, k.done, k.stats, k.job(claim.job_id)],
+                [claim.job_id, claim.token, self.keep_done],
+                client=pipe,
+            )
+        try:
+            replies = pipe.execute()
+        except redis.ResponseError as exc:
+            raise translate(exc, "complete") from None
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise lost_server(self.client, exc) from None
+        return [Complete(_text(reply[0])) for reply in replies]
 
     def complete_and_claim(
         self, claim: Claim | str, token: int | None = None, *, lease_ms: int = DEFAULT_LEASE_MS, count: int = 1
