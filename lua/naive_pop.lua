@@ -1,0 +1,34 @@
+-- naive_pop.lua: THE CAUTIONARY CONTRAST -- pop-and-process. Not part of the real path.
+--
+-- Takes the oldest pending job and removes it from Valkey entirely: the id leaves the
+-- pending set and its row is deleted, in this one script. The caller now holds the only
+-- copy of the job, in its own memory. If it crashes before the work is done (a deploy, an
+-- OOM kill, a power cut) the job is in no set and has no row: it is lost, and nothing can
+-- recover it. Compare claim.lua, which parks the id in the active set under a lease.
+-- Like claim.lua it cannot know the popped id's row key beforehand, so it builds it from
+-- the prefix (same {q} hash tag, same slot).
+--
+-- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[2]  emq:{q}:stats       hash of counters ('naive_popped' is bumped)
+-- ARGV[1]  prefix              'emq:{q}:' -- builds the row key, prefix .. 'job:' .. id
+--
+-- Replies
+--   {}                          nothing pending
+--   {id, payload}               the job, now held nowhere but by the caller
+local pending_key, stats_key = KEYS[1], KEYS[2]
+local prefix = ARGV[1]
+
+while true do
+  local popped = redis.call('ZPOPMIN', pending_key)
+  if #popped == 0 then return {} end
+  local id = popped[1]
+  local row = prefix .. 'job:' .. id
+  local payload = redis.call('HGET', row, 'payload')
+  if payload then
+    redis.call('DEL', row)
+    redis.call('HINCRBY', stats_key, 'naive_popped', 1)
+    return {id, payload}
+  end
+  -- An id without a row: count it and take the next, as claim.lua does.
+  redis.call('HINCRBY', stats_key, 'orphans', 1)
+end

@@ -1,0 +1,112 @@
+"""The cautionary contrasts do the damage they are kept to show, and the real path does not."""
+
+from __future__ import annotations
+
+import threading
+
+import echoq
+from echoq import contrasts
+from echoq.effects import Effects
+from tests.helpers import assert_one_place, expire, places
+
+
+def test_naive_pop_takes_the_job_out_of_valkey(queue: echoq.Queue) -> None:
+    assert contrasts.naive_pop(queue) is None
+    first = queue.enqueue("one").job_id
+    queue.enqueue("two")
+    assert contrasts.naive_pop(queue) == (first, "one")
+    snap = queue.snapshot()
+    assert snap.place_of(first) is None and queue.job(first) is None
+    assert snap.counts["pending"] == 1 and snap.stats["naive_popped"] == 1
+
+
+def test_naive_loop_loses_the_job_a_crash_interrupts_and_the_claim_does_not(queue: echoq.Queue) -> None:
+    ids = queue.enqueue_many([f"job {n}" for n in range(4)])
+    effects = Effects(queue)
+    # Naive loop: the worker dies while processing the second job it popped.
+    for n in range(2):
+        job_id, _payload = contrasts.naive_pop(queue)
+        if n == 0:
+            effects.apply_once(job_id)
+    # A restarted worker drains what is left the naive way.
+    while (popped := contrasts.naive_pop(queue)) is not None:
+        effects.apply_once(popped[0])
+    lost = [job_id for job_id in ids if effects.count(job_id) == 0]
+    assert lost == [ids[1]]
+    assert places(queue.snapshot()) == {}  # and nothing in Valkey remembers it
+
+    # The real path under the same crash: the job stays leased, the reaper returns it.
+    queue.reset()
+    ids = queue.enqueue_many([f"job {n}" for n in range(4)])
+    crashed = queue.claim(lease_ms=5)
+    expire(queue, crashed)
+    assert queue.reap() == [crashed.job_id]
+    done = []
+    while (claim := queue.claim()) is not None:
+        assert queue.complete(claim) is echoq.Complete.COMPLETED
+        done.append(claim.job_id)
+    assert sorted(done) == sorted(ids)
+    assert_one_place(queue, set(ids))
+
+
+def test_overlapping_racy_sweeps_deliver_one_crashed_job_twice(queue: echoq.Queue) -> None:
+    report = contrasts.overlapping_sweeps(queue, racy=True)
+    job = report.job_id
+    assert report.first_sweep == [job] and report.second_sweep == [job]  # moved twice
+    assert [c.job_id for c in report.claims] == [job, job, job]
+    assert report.deliveries == 3 and report.duplicate_deliveries == 1
+    b, c = report.live_holders
+    assert (b.attempt, c.attempt) == (2, 3)
+    # B was working the job when sweep 1 took it away; its finish is refused, so B's work
+    # is wasted and the job is done again by C.
+    assert queue.complete(b) is echoq.Complete.STALE
+    assert queue.complete(c) is echoq.Complete.COMPLETED
+    assert queue.snapshot().stats["reaped"] == 2
+
+
+def test_atomic_reap_under_the_same_overlap_delivers_once(queue: echoq.Queue) -> None:
+    report = contrasts.overlapping_sweeps(queue, racy=False)
+    assert report.second_sweep == [report.job_id] and report.first_sweep == []
+    assert report.deliveries == 2 and report.duplicate_deliveries == 0
+    (b,) = report.live_holders
+    assert queue.complete(b) is echoq.Complete.COMPLETED
+    assert queue.snapshot().stats["reaped"] == 1
+
+
+def test_two_threads_at_a_barrier_both_move_the_same_job(queue: echoq.Queue, server_url: str) -> None:
+    job = queue.enqueue("x").job_id
+    expire(queue, queue.claim(lease_ms=5))
+    barrier = threading.Barrier(2, timeout=10)
+    moved: list[list[str]] = []
+
+    def sweep() -> None:
+        # Each thread its own connection, as two reaper processes would have.
+        q = echoq.Queue(queue.name, echoq.connect(server_url))
+        try:
+            moved.append(contrasts.racy_reap(q, between=barrier.wait))
+        finally:
+            q.client.close()
+
+    threads = [threading.Thread(target=sweep) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert moved == [[job], [job]]
+    assert queue.snapshot().stats["reaped"] == 2
+
+
+def test_unfenced_stale_completion_retires_a_job_another_worker_holds(queue: echoq.Queue) -> None:
+    report = contrasts.stale_completion(queue, fenced=False)
+    assert report.corrupted
+    assert report.place_while_held is echoq.JobState.RETIRED  # gone while B still works it
+    assert report.holder_outcome is echoq.Complete.GONE  # B's real finish is refused
+    assert report.holder.attempt == 2
+
+
+def test_fenced_stale_completion_is_refused_and_changes_nothing(queue: echoq.Queue) -> None:
+    report = contrasts.stale_completion(queue, fenced=True)
+    assert not report.corrupted
+    assert report.stale_outcome is echoq.Complete.STALE
+    assert report.place_while_held is echoq.JobState.ACTIVE
+    assert report.holder_outcome is echoq.Complete.COMPLETED
