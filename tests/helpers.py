@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import time
-
 import redis
 
 import echoq
+from echoq.clock import server_now_ms, wait_for_server_ms
 
-
-def server_now_ms(client: redis.Redis) -> int:
-    seconds, micros = client.time()
-    return seconds * 1000 + micros // 1000
+__all__ = ["server_now_ms", "wait_for_server_time", "expire", "places", "assert_one_place"]
 
 
 def wait_for_server_time(client: redis.Redis, target_ms: int, timeout_s: float = 5.0) -> None:
-    """Poll the server's clock until it reaches ``target_ms`` (a lease deadline, say).
-
-    Leases are judged on the server's clock, so that is the clock we wait on; the poll has
-    a deadline so a stuck clock fails the test instead of hanging it.
-    """
-    give_up = time.monotonic() + timeout_s
-    while server_now_ms(client) < target_ms:
-        if time.monotonic() > give_up:
-            raise AssertionError(f"server clock did not reach {target_ms} within {timeout_s} s")
-        time.sleep(0.001)
+    """Wait on the server's clock (leases are judged on it); a stuck clock fails the test."""
+    if not wait_for_server_ms(client, target_ms, timeout_s):
+        raise AssertionError(f"server clock did not reach {target_ms} within {timeout_s} s")
 
 
 def expire(queue: echoq.Queue, *claims: echoq.Claim) -> None:
