@@ -1,0 +1,91 @@
+"""The exercise checks: the stubs the learner starts from are reported wrong, in words, and
+the solutions pass. A check that passed everything would teach nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from echoq import exercises
+
+
+def run_handler_source(source: str):
+    namespace: dict = {}
+    exec(source, namespace)
+    return namespace["handle"]
+
+
+def test_claim_stub_is_wrong_and_says_the_job_would_be_lost() -> None:
+    feedback = exercises.check_claim_script(exercises.CLAIM_STUB)
+    assert not feedback.ok
+    assert any("would be lost" in line for line in feedback.failed)
+    assert any("HINCRBY" in line for line in feedback.failed)
+
+
+def test_claim_solution_passes() -> None:
+    feedback = exercises.check_claim_script(exercises.CLAIM_SOLUTION)
+    assert feedback.ok, str(feedback)
+
+
+def test_claim_on_the_callers_clock_is_caught() -> None:
+    wrong = exercises.CLAIM_SOLUTION.replace(
+        "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)", "local now = 0"
+    )
+    feedback = exercises.check_claim_script(wrong)
+    assert not feedback.ok and any("read TIME" in line for line in feedback.failed)
+
+
+def test_claim_that_does_not_parse_is_reported_not_raised() -> None:
+    feedback = exercises.check_claim_script("this is not lua")
+    assert not feedback.ok and feedback.failed[0].startswith("Valkey refused the script")
+
+
+def test_handler_stub_charges_every_delivery() -> None:
+    feedback = exercises.check_handler(run_handler_source(exercises.HANDLER_STUB))
+    assert not feedback.ok
+    assert any("4 deliveries made 4 effects" in line for line in feedback.failed)
+
+
+def test_handler_solution_passes() -> None:
+    feedback = exercises.check_handler(run_handler_source(exercises.HANDLER_SOLUTION))
+    assert feedback.ok, str(feedback)
+
+
+def test_handler_that_does_nothing_or_raises_is_caught() -> None:
+    assert not exercises.check_handler(lambda job_id, payload, effects: None).ok
+
+    def boom(job_id, payload, effects):
+        raise RuntimeError("card declined")
+
+    feedback = exercises.check_handler(boom)
+    assert not feedback.ok and "card declined" in feedback.failed[0]
+
+
+def test_reap_stub_reaps_a_live_lease() -> None:
+    feedback = exercises.check_reap_script(exercises.REAP_STUB)
+    assert not feedback.ok
+    assert any("live lease was reaped" in line for line in feedback.failed)
+    assert any("set its state to pending" in line for line in feedback.failed)
+
+
+def test_reap_solution_passes() -> None:
+    feedback = exercises.check_reap_script(exercises.REAP_SOLUTION)
+    assert feedback.ok, str(feedback)
+
+
+@pytest.mark.parametrize("answer", [0, 2, 5, "one", True])
+def test_wrong_loss_predictions_are_wrong(answer: object) -> None:
+    pytest.importorskip("echoq.contrasts")
+    assert not exercises.check_lost_prediction(answer).ok
+
+
+def test_right_loss_prediction_is_right() -> None:
+    pytest.importorskip("echoq.contrasts")
+    feedback = exercises.check_lost_prediction(1)
+    assert feedback.ok, str(feedback)
+
+
+def test_feedback_renders_in_words() -> None:
+    feedback = exercises.check_reap_script(exercises.REAP_STUB)
+    text, page = str(feedback), feedback._repr_html_()
+    assert text.startswith("Lesson 04 reap script: 3 thing(s) to fix") and "✗" in text and "✓" in text
+    assert "<li>✗" in page
