@@ -1,0 +1,62 @@
+"""The lessons' committed form and shape (nbval runs them; this checks how they are kept).
+
+Decision (see README § Testing): notebooks are committed WITH outputs, produced by
+tools/run_notebooks.py, so a lesson reads well on GitHub or nbviewer before anyone runs it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import nbformat
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def code_cells(path: Path) -> list:
+    return [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+
+
+def test_there_are_lessons() -> None:
+    assert NOTEBOOKS, "no notebooks/NN_*.ipynb found"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_committed_executed_in_order_without_errors(path: Path) -> None:
+    cells = code_cells(path)
+    counts = [c.execution_count for c in cells]
+    assert counts == list(range(1, len(cells) + 1)), (
+        f"{path.name} is not stored as one top-to-bottom run (execution counts {counts}); "
+        "run .venv/bin/python tools/run_notebooks.py"
+    )
+    errors = [o for c in cells for o in c.outputs if o.output_type == "error"]
+    assert not errors, f"{path.name} has stored error outputs"
+    assert "widgets" not in nbformat.read(path, as_version=4).metadata, "widget state should be stripped"
+    assert path.stat().st_size < 1_000_000
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_cells_are_short(path: Path) -> None:
+    lengths = [len(c.source.strip().splitlines()) for c in code_cells(path)]
+    assert statistics.median(lengths) <= 3, f"{path.name}: median code cell is {statistics.median(lengths)} lines"
+    ninetieth = sorted(lengths)[int(0.9 * (len(lengths) - 1))]
+    assert ninetieth <= 10, f"{path.name}: 90th percentile code cell is {ninetieth} lines"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_lesson_shape(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    first = nb.cells[0].source
+    assert first.startswith("# "), "a lesson opens with its title"
+    assert "What you will be able to do" in first and "Time:" in first
+    for heading in ("## Summary", "## Free play"):
+        assert heading in text, f"{path.name} lacks {heading}"
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "course.start(" in code.split("\n\n")[0] or "course.start(" in code_cells(path)[0].source
+    if not path.name.startswith("00"):
+        assert "exercises.check" in code, f"{path.name} has no exercise with an automatic check"
+        assert "course.reveal(" in code, f"{path.name} has no solution to reveal"
+        assert "assert " in code, f"{path.name} demonstrates no guarantee with an assert"
