@@ -1,0 +1,473 @@
+"""The consumer: a worker that runs on a beat -- stalled check, then drain.
+
+>>> worker = Worker(queue, handler, concurrency=2, lease_ms=5_000)
+>>> report = worker.work(burst=True)          # drain what is there, then return
+>>> report.completed, report.retried, report.dead
+
+Each drain thread claims a job under a lease, hands the handler a :class:`Delivery` (JOB
+id, payload, attempt number), and then completes the job -- fenced by the claim's token --
+or, if the handler raised, gives it back through ``retry`` with an exponential backoff,
+which dead-letters it once it has used ``max_attempts``. A busy thread finishes one job
+and claims the next in one round trip (``complete_and_claim``). While a job runs, a lease
+keeper pushes its lease forward every ``extend_every_ms`` with the fenced ``extend``, so a
+long job that is alive is never reaped; a job whose extend is refused is marked
+``lease_lost`` and no longer extended. Every ``beat_ms`` the worker runs the
+count-thresholded stalled check, which returns jobs of dead workers to pending and
+dead-letters those that stalled more than ``max_stalled`` times.
+
+Fault points (:class:`CrashPoint`) let a lesson kill the worker at a named moment:
+``after_claim`` (before the handler runs), ``mid_job`` (inside the handler, at
+:meth:`Delivery.checkpoint`), ``after_effect`` (the handler returned, the job is not yet
+completed). In ``simulate`` mode the worker abandons everything as a killed process would:
+no complete, no retry, no extend, no cleanup -- it stops touching Valkey at once and
+``work`` returns with ``report.crashed`` set. In ``kill`` mode the process SIGKILLs itself.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .effects import EffectResult, Effects
+from .errors import InvalidArgument
+from .queue import DEFAULT_LEASE_MS, Claim, Complete, Extend, Queue, Retry, StalledReport
+
+__all__ = [
+    "Backoff",
+    "CrashMode",
+    "CrashPoint",
+    "Delivery",
+    "Fault",
+    "Handler",
+    "Worker",
+    "WorkReport",
+    "keyed_consumer",
+    "naive_consumer",
+]
+
+
+class CrashPoint(StrEnum):
+    AFTER_CLAIM = "after_claim"  # the job is leased; the handler never starts
+    MID_JOB = "mid_job"  # inside the handler, before its effect (Delivery.checkpoint)
+    AFTER_EFFECT = "after_effect"  # the handler's effect happened; complete never runs
+
+
+class CrashMode(StrEnum):
+    SIMULATE = "simulate"  # abandon the job in-process, as a killed process would
+    KILL = "kill"  # SIGKILL this process (for worker subprocesses)
+
+
+class SimulatedCrash(BaseException):
+    """Unwinds a worker thread without another word to Valkey.
+
+    A BaseException, so a handler's ``except Exception`` cannot swallow the crash.
+    """
+
+
+@dataclass
+class Fault:
+    """When to crash: at ``at`` (one point, or a random one of several), on a ``rate``
+    fraction of deliveries, at most ``times`` times (None: no limit)."""
+
+    at: CrashPoint | tuple[CrashPoint, ...]
+    mode: CrashMode = CrashMode.SIMULATE
+    rate: float = 1.0
+    times: int | None = None
+    seed: int | None = None
+    crashes: int = 0
+    _rng: random.Random = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        points = self.at if isinstance(self.at, tuple) else (self.at,)
+        try:
+            self.at = tuple(CrashPoint(p) for p in points)
+        except ValueError:
+            names = ", ".join(p.value for p in CrashPoint)
+            raise InvalidArgument(f"crash point must be one of {names}, got {points!r}") from None
+        if not self.at:
+            raise InvalidArgument("a Fault needs at least one crash point")
+        try:
+            self.mode = CrashMode(self.mode)
+        except ValueError:
+            raise InvalidArgument(f"crash mode must be 'simulate' or 'kill', got {self.mode!r}") from None
+        if not 0.0 <= self.rate <= 1.0:
+            raise InvalidArgument(f"crash rate must be between 0 and 1, got {self.rate!r}")
+        if self.times is not None and self.times < 0:
+            raise InvalidArgument(f"crash times must be >= 0 or None, got {self.times!r}")
+        self._rng = random.Random(self.seed)
+
+    def pick(self) -> CrashPoint | None:
+        """Decide, at claim time, where (if anywhere) this delivery crashes."""
+        if self.times is not None and self.crashes >= self.times:
+            return None
+        if self.rate < 1.0 and self._rng.random() >= self.rate:
+            return None
+        assert isinstance(self.at, tuple)
+        return self._rng.choice(self.at)
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delay before retry n (n = attempts used so far): ``min(cap, base * factor**(n-1))`` ms."""
+
+    base_ms: int = 100
+    factor: float = 2.0
+    cap_ms: int = 30_000
+
+    def __post_init__(self) -> None:
+        if self.base_ms < 0 or self.cap_ms < 0 or self.factor < 1:
+            raise InvalidArgument(
+                f"backoff needs base_ms >= 0, cap_ms >= 0 and factor >= 1, got {self.base_ms}, "
+                f"{self.cap_ms}, {self.factor}"
+            )
+
+    def delay_ms(self, attempt: int) -> int:
+        return int(min(self.cap_ms, self.base_ms * self.factor ** max(0, attempt - 1)))
+
+
+class Delivery:
+    """One delivery of a job to a handler: what it may read, and the mid-job checkpoint."""
+
+    def __init__(self, worker: Worker, claim: Claim, crash_at: CrashPoint | None) -> None:
+        self._worker = worker
+        self.claim = claim
+        self.crash_at = crash_at
+        self.lease_lost = False  # set when a lease extension was refused: stop early
+        self.passed_mid_job = False
+
+    @property
+    def job_id(self) -> str:
+        return self.claim.job_id
+
+    @property
+    def payload(self) -> str:
+        return self.claim.payload
+
+    @property
+    def attempt(self) -> int:
+        """1 on the first delivery, 2 on the second, ... (the claim's fencing token)."""
+        return self.claim.token
+
+    def checkpoint(self) -> None:
+        """Mark the middle of the job: the work is under way, its effect not yet done.
+
+        Where a ``mid_job`` fault fires. A handler that never calls it gets its ``mid_job``
+        crash when it returns, before the worker completes the job.
+        """
+        self.passed_mid_job = True
+        self._worker._reach(self, CrashPoint.MID_JOB)
+
+    def __repr__(self) -> str:
+        return f"Delivery({self.job_id}, attempt={self.attempt}, payload={self.payload!r})"
+
+
+Handler = Callable[[Delivery], Any]
+
+
+@dataclass
+class WorkReport:
+    """What one ``work()`` call did."""
+
+    claimed: int = 0
+    completed: int = 0
+    retried: int = 0  # handler raised; the job went back (now or after a backoff)
+    dead: int = 0  # dead-lettered: by retry at max attempts, or by this worker's stalled check
+    stale: int = 0  # a completion or retry the fence refused (the lease had been lost)
+    recovered: int = 0  # stalled jobs this worker's beat returned to pending
+    extended: int = 0  # lease extensions granted
+    beats: int = 0
+    crashed: CrashPoint | None = None  # where a simulated crash stopped the worker
+    errors: list[str] = field(default_factory=list)  # last handler errors (capped)
+
+    @property
+    def processed(self) -> int:
+        return self.completed
+
+
+def _check(name: str, value: int, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgument(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    return value
+
+
+class Worker:
+    """Consumes one queue: ``concurrency`` drain threads, a lease keeper and the beat."""
+
+    def __init__(
+        self,
+        queue: Queue,
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        extend_every_ms: int | None = None,
+        max_stalled: int = 1,
+        max_attempts: int = 3,
+        backoff: Backoff | None = None,
+        beat_ms: int = 1_000,
+        idle_wait_ms: int = 50,
+        fault: Fault | None = None,
+        crash_at: CrashPoint | str | Iterable[CrashPoint | str] | None = None,
+        crash_mode: CrashMode | str = CrashMode.SIMULATE,
+    ) -> None:
+        self.queue = queue
+        self.handler = handler
+        self.concurrency = _check("concurrency", concurrency, 1)
+        self.lease_ms = _check("lease_ms", lease_ms, 1)
+        # 0 turns the keeper off; by default a lease is renewed three times per lease length.
+        self.extend_every_ms = (
+            max(1, lease_ms // 3) if extend_every_ms is None else _check("extend_every_ms", extend_every_ms, 0)
+        )
+        self.max_stalled = _check("max_stalled", max_stalled, 0)
+        self.max_attempts = _check("max_attempts", max_attempts, 1)
+        self.backoff = backoff if backoff is not None else Backoff()
+        self.beat_ms = _check("beat_ms", beat_ms, 1)
+        self.idle_wait_ms = _check("idle_wait_ms", idle_wait_ms, 1)
+        if fault is None and crash_at is not None:
+            points = (crash_at,) if isinstance(crash_at, str) else tuple(crash_at)
+            fault = Fault(tuple(CrashPoint(p) if p in set(CrashPoint) else p for p in points), crash_mode)  # type: ignore[arg-type]
+        self.fault = fault
+        self.report = WorkReport()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._crashed = threading.Event()
+        self._wake = threading.Event()
+        self._drained = threading.Event()  # every drain thread has ended: the keeper may go
+        self._in_flight: dict[str, tuple[Delivery, float]] = {}
+        self._running = False
+
+    # -- control ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Graceful stop: claim nothing new; jobs in hand finish (or keep their lease)."""
+        self._stopping.set()
+        self._wake.set()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def in_flight(self) -> list[Delivery]:
+        with self._lock:
+            return [d for d, _ in self._in_flight.values()]
+
+    def work(self, burst: bool = False) -> WorkReport:
+        """Run until :meth:`stop` (or, with ``burst``, until nothing is pending or waiting
+        out a backoff and this worker's jobs are done). Returns what this call did."""
+        if self._running:
+            raise InvalidArgument("this worker is already working; call stop() first or start another Worker")
+        self._running = True
+        self.report = WorkReport()
+        self._stopping.clear()
+        self._crashed.clear()
+        self._wake.clear()
+        self._drained.clear()
+        failure: list[BaseException] = []
+        keeper = threading.Thread(target=self._keep_leases, name="echoq-lease-keeper", daemon=True)
+        try:
+            self.beat()  # reap before the first claim: recover what dead workers left
+            drains = [
+                threading.Thread(target=self._drain, args=(burst, failure), name=f"echoq-drain-{n}", daemon=True)
+                for n in range(self.concurrency)
+            ]
+            for t in drains:
+                t.start()
+            if self.extend_every_ms:
+                keeper.start()
+            next_beat = time.monotonic() + self.beat_ms / 1000
+            while any(t.is_alive() for t in drains):
+                self._wake.wait(max(0.0, min(next_beat - time.monotonic(), 0.05)))
+                self._wake.clear()
+                if time.monotonic() >= next_beat and not self._done():
+                    try:
+                        self.beat()
+                    except SimulatedCrash:
+                        pass
+                    except Exception as exc:  # the server went away: stop the drains, report it
+                        failure.append(exc)
+                        self.stop()
+                    next_beat = time.monotonic() + self.beat_ms / 1000
+        finally:
+            self._stopping.set()
+            self._drained.set()
+            if keeper.is_alive():
+                keeper.join()
+            self._running = False
+        if failure:
+            raise failure[0]
+        return self.report
+
+    def _done(self) -> bool:
+        return self._stopping.is_set() or self._crashed.is_set()
+
+    def beat(self) -> StalledReport:
+        """One stalled check: recover expired leases, dead-letter repeat stallers."""
+        self._alive_or_unwind()
+        stalled = self.queue.stalled_check(self.max_stalled)
+        with self._lock:
+            self.report.beats += 1
+            self.report.recovered += len(stalled.recovered)
+            self.report.dead += len(stalled.dead)
+        return stalled
+
+    # -- the drain -------------------------------------------------------------------------
+
+    def _alive_or_unwind(self) -> None:
+        # After a simulated crash the worker is "dead": it must not say another word to Valkey.
+        if self._crashed.is_set():
+            raise SimulatedCrash
+
+    def _reach(self, delivery: Delivery, point: CrashPoint) -> None:
+        self._alive_or_unwind()
+        if delivery.crash_at is not point or self.fault is None:
+            return
+        self.fault.crashes += 1
+        if self.fault.mode is CrashMode.KILL:
+            os.kill(os.getpid(), signal.SIGKILL)
+        with self._lock:
+            self.report.crashed = point
+        self._crashed.set()
+        self._wake.set()
+        raise SimulatedCrash
+
+    def _drain(self, burst: bool, failure: list[BaseException]) -> None:
+        claim: Claim | None = None
+        try:
+            while True:
+                self._alive_or_unwind()
+                if claim is None:
+                    if self._stopping.is_set():
+                        return
+                    claim = self.queue.claim(self.lease_ms)
+                    if claim is None:
+                        if burst and self._nothing_left():
+                            return
+                        self._stopping.wait(self.idle_wait_ms / 1000)
+                        continue
+                    with self._lock:
+                        self.report.claimed += 1
+                claim = self._process(claim)
+        except SimulatedCrash:
+            return
+        except Exception as exc:
+            failure.append(exc)
+            self.stop()
+
+    def _nothing_left(self) -> bool:
+        k = self.queue.keys
+        pipe = self.queue.client.pipeline(transaction=False)
+        pipe.zcard(k.pending)
+        pipe.zcard(k.scheduled)
+        pending, scheduled = pipe.execute()
+        return pending == 0 and scheduled == 0
+
+    def _process(self, claim: Claim) -> Claim | None:
+        """Run one job to its end; returns the next claim when the finish fetched one."""
+        delivery = Delivery(self, claim, self.fault.pick() if self.fault is not None else None)
+        self._reach(delivery, CrashPoint.AFTER_CLAIM)
+        with self._lock:
+            self._in_flight[claim.job_id] = (delivery, time.monotonic())
+        try:
+            try:
+                self.handler(delivery)
+            except SimulatedCrash:
+                raise
+            except Exception as exc:
+                self._alive_or_unwind()
+                self._give_back(delivery, exc)
+                return None
+            if not delivery.passed_mid_job:
+                self._reach(delivery, CrashPoint.MID_JOB)
+            self._reach(delivery, CrashPoint.AFTER_EFFECT)
+        finally:
+            with self._lock:
+                self._in_flight.pop(claim.job_id, None)
+        if self._stopping.is_set():
+            outcome, claims = self.queue.complete(claim), []
+        else:
+            outcome, claims = self.queue.complete_and_claim(claim, lease_ms=self.lease_ms)
+        with self._lock:
+            if outcome is Complete.COMPLETED:
+                self.report.completed += 1
+            else:
+                self.report.stale += 1
+            self.report.claimed += len(claims)
+        return claims[0] if claims else None
+
+    def _give_back(self, delivery: Delivery, exc: Exception) -> None:
+        error = f"{type(exc).__name__}: {exc}"[:500]
+        result = self.queue.retry(
+            delivery.claim,
+            error=error,
+            backoff_ms=self.backoff.delay_ms(delivery.attempt),
+            max_attempts=self.max_attempts,
+        )
+        with self._lock:
+            self.report.errors = (self.report.errors + [error])[-20:]
+            if result.outcome in (Retry.RETRIED, Retry.SCHEDULED):
+                self.report.retried += 1
+            elif result.outcome is Retry.DEAD:
+                self.report.dead += 1
+            else:
+                self.report.stale += 1
+        self._wake.set()
+
+    # -- the lease keeper --------------------------------------------------------------------
+
+    def _keep_leases(self) -> None:
+        every = self.extend_every_ms / 1000
+        tick = max(0.002, every / 4)
+        while not self._drained.is_set():
+            if self._crashed.is_set():
+                return  # a dead worker sends no heartbeat: its leases must run out
+            now = time.monotonic()
+            with self._lock:
+                due = [(d, since) for d, since in self._in_flight.values() if now - since >= every]
+            for delivery, _since in due:
+                try:
+                    outcome = self.queue.extend(delivery.claim, lease_ms=self.lease_ms)
+                except Exception:
+                    continue  # the drain thread will meet the same failure and report it
+                with self._lock:
+                    if outcome is Extend.EXTENDED:
+                        self.report.extended += 1
+                        if delivery.job_id in self._in_flight:
+                            self._in_flight[delivery.job_id] = (delivery, time.monotonic())
+                    else:
+                        delivery.lease_lost = True
+                        self._in_flight.pop(delivery.job_id, None)
+            self._drained.wait(tick)
+
+
+# -- idempotent (and naive) consumers on the effects ledger ------------------------------------
+
+
+def _consumer(effects: Effects, once: bool, work: Callable[[Delivery], str | None] | None) -> Handler:
+    apply = effects.apply_once if once else effects.apply_every
+
+    def handle(delivery: Delivery) -> EffectResult:
+        record = work(delivery) if work is not None else None
+        delivery.checkpoint()  # the work is done, the effect is not
+        return apply(delivery.job_id, record if record is not None else f"attempt {delivery.attempt}")
+
+    handle.__name__ = "keyed_consumer" if once else "naive_consumer"
+    return handle
+
+
+def keyed_consumer(effects: Effects, work: Callable[[Delivery], str | None] | None = None) -> Handler:
+    """The idempotent consumer: run ``work``, then the effect once per JOB id (the ledger
+    skips it on a redelivery). ``work`` may return the effect's record text."""
+    return _consumer(effects, True, work)
+
+
+def naive_consumer(effects: Effects, work: Callable[[Delivery], str | None] | None = None) -> Handler:
+    """CONTRAST: the same consumer, but the effect runs on every delivery."""
+    return _consumer(effects, False, work)
