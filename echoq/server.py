@@ -63,6 +63,7 @@ class EmbeddedValkey:
     password: str
     workdir: Path
     startup_s: float
+    owns_workdir: bool = True
 
     @property
     def url(self) -> str:
@@ -79,7 +80,14 @@ class EmbeddedValkey:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL the server, as a power cut would: no shutdown save, no final fsync."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
 def _valkey_binary() -> Path:
@@ -114,17 +122,22 @@ def start_server(
     *,
     extra_config: dict[str, str] | None = None,
     timeout_s: float = 10.0,
+    workdir: Path | None = None,
+    password: str | None = None,
 ) -> EmbeddedValkey:
     """Start a private valkey-server (or a compatible ``redis-server`` given as ``binary``).
 
     Binds to 127.0.0.1 only, requires a generated password, keeps no data on disk unless
-    ``extra_config`` asks for it. Returns once the server answers PING.
+    ``extra_config`` asks for it. Returns once the server answers PING. Pass ``workdir``
+    (and the same ``password``) to start again on the data files a previous server left
+    there, e.g. after :meth:`EmbeddedValkey.kill`; such a folder is the caller's to remove.
     """
     binary = binary or _valkey_binary()
+    given_workdir, given_password = workdir, password
     for _attempt in range(5):
         port = _free_port()
-        password = secrets.token_urlsafe(24)
-        workdir = Path(tempfile.mkdtemp(prefix="echoq-valkey-"))  # mode 0700
+        password = given_password or secrets.token_urlsafe(24)
+        workdir = given_workdir or Path(tempfile.mkdtemp(prefix="echoq-valkey-"))  # mode 0700
         config = {
             "bind": "127.0.0.1",
             "port": str(port),
@@ -142,37 +155,47 @@ def start_server(
         conf.write_text("".join(f"{k} {v}\n" for k, v in config.items()))
         conf.chmod(0o600)
         started = time.perf_counter()
-        process = subprocess.Popen(
-            [str(binary), str(conf)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-        )
+        # Config errors are printed before the log file opens: keep the console too.
+        with open(workdir / "console.log", "wb") as console:
+            process = subprocess.Popen(
+                [str(binary), str(conf)],
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
         probe = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=1)
         deadline = started + timeout_s
         try:
             while time.perf_counter() < deadline and process.poll() is None:
                 try:
                     if probe.ping():
-                        return EmbeddedValkey(process, port, password, workdir, time.perf_counter() - started)
+                        return EmbeddedValkey(
+                            process, port, password, workdir, time.perf_counter() - started, given_workdir is None
+                        )
                 except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
                     time.sleep(0.005)
                 except redis.AuthenticationError:
                     break  # another server grabbed the port between our probe and its bind
         finally:
             probe.close()
-        log = (workdir / "server.log").read_text(errors="replace") if (workdir / "server.log").exists() else ""
-        if process.poll() is None:
+        log = "".join(
+            (workdir / name).read_text(errors="replace")
+            for name in ("console.log", "server.log")
+            if (workdir / name).exists()
+        )
+        exited = process.poll() is not None
+        if not exited:
             process.kill()
             process.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
-        if "Address already in use" not in log and "AuthenticationError" not in log:
+        if given_workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        port_taken = "Address already in use" in log or not exited  # not exited: the auth probe hit another server
+        if not port_taken:
             last_line = log.strip().splitlines()[-1] if log.strip() else "no log"
-            if time.perf_counter() >= deadline:
-                raise ServerUnavailable(
-                    f"the embedded Valkey ({binary}) did not answer within {timeout_s:.0f} s "
-                    f"({last_line}); set VALKEY_URL to a server you run instead"
-                )
+            why = "exited" if exited else f"did not answer within {timeout_s:.0f} s"
+            raise ServerUnavailable(
+                f"the embedded Valkey ({binary.name}) {why} ({last_line}); set VALKEY_URL to a server you run instead"
+            )
     raise ServerUnavailable(
         "the embedded Valkey could not start after 5 tries (ports kept being taken); "
         "set VALKEY_URL to a server you run instead"
