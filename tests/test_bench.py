@@ -1,0 +1,113 @@
+"""The benchmarks run, at a tiny size, and say something sane. No timing is asserted here:
+figures belong to bench/, and a loaded machine must not fail a test."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import echoq
+from tests.conftest import fresh_name
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def run_bench(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=240, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def throughput_report() -> dict[str, Any]:
+    done = run_bench("throughput.py", "--jobs", "60", "--rounds", "1", "--batch", "7", "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def bench_modules(monkeypatch: pytest.MonkeyPatch) -> dict[str, ModuleType]:
+    # The benchmarks are scripts that import their neighbour `_common`, as when run as files.
+    monkeypatch.syspath_prepend(str(BENCH))
+    import startup
+    import throughput
+
+    return {"throughput": throughput, "startup": startup}
+
+
+def test_throughput_reports_every_path_with_sane_figures(throughput_report: dict[str, Any]) -> None:
+    report = throughput_report
+    assert report["jobs"] == 60 and report["rounds"] == 1 and report["batch"] == 7
+    assert report["machine"]["cores"] >= 1 and report["machine"]["server"].startswith(("Valkey", "Redis"))
+    rows = {(r["key"], r["processes"]): r for r in report["rows"]}
+    expected = {("ceiling", 1), ("limit", 1), ("rq", 1)} | {
+        (path, procs) for path in ("two_call", "complete_and_claim", "batch") for procs in (1, 4)
+    }
+    assert rows.keys() == expected
+    for row in rows.values():
+        assert row["seconds"] > 0 and math.isfinite(row["rate"]) and row["rate"] > 0
+        assert row["count"] == (120 if row["key"] == "ceiling" else 60)
+        if row["key"] not in ("ceiling", "limit"):
+            assert row["ratio"] > 0 and row["ratio_to"]
+    assert rows[("limit", 1)]["rate"] == pytest.approx(rows[("ceiling", 1)]["rate"] / 2)
+    two_call = rows[("two_call", 1)]["rate"]
+    assert rows[("complete_and_claim", 1)]["ratio"] == pytest.approx(rows[("complete_and_claim", 1)]["rate"] / two_call)
+    headlines = report["headlines"]
+    assert headlines["fastest_path"] in ("complete_and_claim", "batch")
+    assert headlines["two_call_vs_rq"] == pytest.approx(two_call / rows[("rq", 1)]["rate"])
+
+
+def test_throughput_renders_a_markdown_table(
+    throughput_report: dict[str, Any], bench_modules: dict[str, ModuleType]
+) -> None:
+    text = bench_modules["throughput"].render(throughput_report)
+    lines = text.splitlines()
+    assert lines[1].startswith("machine: ") and "cores" in lines[1]
+    table = [line for line in lines if line.startswith("|")]
+    assert len(table) == 2 + len(throughput_report["rows"])  # header, rule, one line per row
+    assert {len(line) for line in table} == {len(table[0])}  # columns line up
+    assert "claim_many(7) + complete_many" in text and "rq 3 SimpleWorker" in text
+    assert "target: >= 1.8x" in text
+
+
+def test_the_benchmark_refuses_to_report_a_run_that_lost_jobs(
+    valkey_client, bench_modules: dict[str, ModuleType]
+) -> None:
+    throughput = bench_modules["throughput"]
+    queue = echoq.Queue(fresh_name("bench"), valkey_client)
+    try:
+        queue.enqueue_many(["a", "b", "c"])
+        queue.complete(queue.claim())
+        queue.claim()  # one left active, one pending: a loop that stopped early
+        with pytest.raises(throughput.BenchmarkMiscounted, match="left over"):
+            throughput.verify(queue, 3, 1)
+        with pytest.raises(throughput.BenchmarkMiscounted, match="the loops completed 3"):
+            throughput.verify(queue, 3, 3)  # the loop's own count cannot vouch for itself
+    finally:
+        queue.reset()
+
+
+def test_throughput_refuses_bad_arguments_in_one_line() -> None:
+    for args in (["--jobs", "0"], ["--jobs", "many"], ["--batch", "5000"]):
+        done = run_bench("throughput.py", *args)
+        assert done.returncode == 2 and done.stdout == ""
+        assert "error:" in done.stderr.strip().splitlines()[-1]  # argparse: usage, then one line
+
+
+def test_startup_reports_time_to_first_ping() -> None:
+    done = run_bench("startup.py", "--runs", "3", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["runs"] == 3 and len(report["samples_s"]) == 3 and report["target_s"] == 0.3
+    for key in ("launch_to_first_ping", "start_server_call"):
+        summary = report[key]
+        assert 0 < summary["min_s"] <= summary["median_s"] <= summary["p95_s"] <= summary["max_s"] < 10
+    assert report["launch_to_first_ping"]["max_s"] <= report["start_server_call"]["max_s"]
+    assert report["machine"]["server"].startswith(("Valkey", "Redis"))
