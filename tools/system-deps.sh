@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Debian packages some tests use, installed when missing and when we can (root + apt-get):
 #   redis-server  -- the integration suite also runs against Redis 7 (tests skip without it)
+#   chromium      -- the browser tests drive it through Playwright (never a browser download)
 # Extra names on the command line are installed too. As an ordinary user nothing is
 # installed: the tests that need a package say so when they skip.
 set -u
-want=(redis-server "$@")
+want=(redis-server chromium "$@")
 declare -A binary_of=([redis-server]=redis-server [chromium]=chromium)
 missing=()
 for pkg in "${want[@]}"; do

@@ -1,0 +1,263 @@
+"""A real browser against real servers: Debian's Chromium driven by Playwright, JupyterLab and Voila.
+
+Everything binds 127.0.0.1 on a free port with no token (nothing else can reach it), runs as
+root where we are root (``--allow-root``), waits for readiness by polling, and is shut down at the
+end with the kernels it started. Import the fixtures into a test module:
+
+    from tests.browser_support import browser, page, valkey_for_kernels  # noqa: F401
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from echoq.server import EmbeddedValkey, start_server
+
+ROOT = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+# Screenshots always go to build/ (ignored by git); with ECHOQ_UPDATE_DOCS=1 also to docs/, where
+# the README shows them: a plain test run leaves the working tree clean.
+SHOTS = ROOT / "build" / "screenshots"
+DOCS = ROOT / "docs"
+READY_TIMEOUT_S = 90.0  # a loaded 2-core machine can be slow to bring up a Jupyter server
+
+
+def chromium_path() -> str:
+    """Debian's Chromium, or skip (fail under CI) with the reason it is missing."""
+    found = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    if found:
+        return found
+    if IN_CI:
+        pytest.fail("CI must run the browser tests, but chromium is missing: tools/system-deps.sh did not install it")
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip("chromium is not installed and cannot be here (needs root and apt-get: apt-get install chromium)")
+    pytest.skip("chromium is not installed: run `make test` (as root it installs chromium through apt-get)")
+
+
+def save_screenshot(png: bytes, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    (SHOTS / name).write_bytes(png)
+    if os.environ.get("ECHOQ_UPDATE_DOCS") == "1":
+        DOCS.mkdir(exist_ok=True)
+        (DOCS / name).write_bytes(png)
+    return SHOTS / name
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _http_status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return reply.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+@dataclass
+class Served:
+    """A Jupyter server process we started (JupyterLab or Voila) and where to reach it."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    port: int
+    log: Path
+    workdir: Path
+    kernels_api: bool
+    started_s: float = 0.0
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_tail(self, lines: int = 30) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.kernels_api and self.process.poll() is None:
+            # Kernels outlive the browser; ask the server to shut each one down cleanly first.
+            with contextlib.suppress(Exception):
+                import json
+
+                with urllib.request.urlopen(f"{self.url}/api/kernels", timeout=5) as reply:
+                    kernels = json.load(reply)
+                for kernel in kernels:
+                    req = urllib.request.Request(f"{self.url}/api/kernels/{kernel['id']}", method="DELETE")
+                    urllib.request.urlopen(req, timeout=10).close()
+        if self.process.poll() is None:
+            # The server runs in its own process group (start_new_session): SIGTERM reaches it and
+            # any kernel it still has; both shut down on it.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _launch(
+    name: str, argv: Callable[[int, Path], list[str]], env: dict[str, str], ready_path: str, kernels_api: bool
+) -> Served:
+    """Start ``argv(port, workdir)`` and poll ``ready_path`` until it answers (not 5xx)."""
+    last = ""
+    for _attempt in range(3):  # a free port can be taken between our probe and the server's bind
+        workdir = Path(tempfile.mkdtemp(prefix=f"echoq-{name}-"))
+        port = _free_port()
+        log = workdir / "server.log"
+        full_env = {
+            **env,
+            # Private config, runtime and data dirs: no user settings, no workspace from an
+            # earlier run, no connection files shared with anyone else's server.
+            "JUPYTER_CONFIG_DIR": str(workdir / "config"),
+            "JUPYTER_RUNTIME_DIR": str(workdir / "runtime"),
+            "IPYTHONDIR": str(workdir / "ipython"),
+            "MPLCONFIGDIR": str(workdir / "mpl"),
+        }
+        # No "get notified about Jupyter news?" toast over the page (and no fetch: we are offline).
+        toast = workdir / "settings" / "@jupyterlab" / "apputils-extension"
+        toast.mkdir(parents=True)
+        (toast / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+        started = time.perf_counter()
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                argv(port, workdir),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=full_env,
+                cwd=workdir,
+                start_new_session=True,
+            )
+        served = Served(name, process, port, log, workdir, kernels_api)
+        deadline = started + READY_TIMEOUT_S
+        while time.perf_counter() < deadline and process.poll() is None:
+            status = _http_status(served.url + ready_path)
+            if status is not None and status < 500:
+                served.started_s = time.perf_counter() - started
+                return served
+            time.sleep(0.1)
+        last = served.log_tail()
+        served.stop()
+        if "Address already in use" not in last and "is already in use" not in last:
+            break
+    raise RuntimeError(f"{name} did not come up on 127.0.0.1 within {READY_TIMEOUT_S:.0f} s; its log:\n{last}")
+
+
+def _root_flag() -> list[str]:
+    return ["--allow-root"] if os.geteuid() == 0 else []
+
+
+def start_lab(root_dir: Path, env: dict[str, str]) -> Served:
+    def argv(port: int, workdir: Path) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            *_root_flag(),
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            f"--ServerApp.root_dir={root_dir}",
+            # Lets the test drive Lab's own commands (run all cells) instead of guessing menus.
+            "--LabApp.expose_app_in_browser=True",
+            f"--LabApp.workspaces_dir={workdir / 'workspaces'}",
+            f"--LabApp.user_settings_dir={workdir / 'settings'}",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+        ]
+
+    return _launch("lab", argv, env, "/api/status", kernels_api=True)
+
+
+def start_voila(notebook: Path, env: dict[str, str]) -> Served:
+    def argv(port: int, workdir: Path) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "voila",
+            str(notebook),
+            "--no-browser",
+            "--Voila.ip=127.0.0.1",
+            f"--Voila.port={port}",
+            "--Voila.port_retries=0",
+            "--show_tracebacks=True",
+        ]
+
+    # Voila runs the notebook on every page load, so readiness is a static file, not "/".
+    return _launch("voila", argv, env, "/voila/static/extension.js", kernels_api=False)
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    return chromium_path()
+
+
+@pytest.fixture(scope="session")
+def browser(chromium: str) -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    pg = context.new_page()
+    yield pg
+    context.close()
+
+
+@pytest.fixture(scope="session")
+def valkey_for_kernels() -> Iterator[EmbeddedValkey]:
+    """One server the kernels and the test both use, so a test can check what a click did."""
+    server = start_server()
+    yield server
+    server.stop()
+
+
+def kernel_env(valkey: EmbeddedValkey) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ECHOQ_VALKEY", "JUPYTER_PLATFORM_DIRS")}
+    env["VALKEY_URL"] = valkey.url
+    return env
+
+
+def lab_url(server: Served, notebook: str) -> str:
+    # A fresh workspace per visit, reset: Lab would otherwise reopen whatever was open last.
+    return f"{server.url}/lab/workspaces/t{uuid.uuid4().hex[:8]}/tree/{notebook}?reset"
