@@ -3,15 +3,75 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from .errors import EchoqError
+
+
+def _add_worker(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("worker", help="consume a queue (the process the chaos lab starts and kills)")
+    p.add_argument("--queue", required=True, help="queue name")
+    p.add_argument("--concurrency", type=int, default=1, help="drain threads (default 1)")
+    p.add_argument("--lease-ms", type=int, default=500, help="lease per claim, ms (default 500)")
+    p.add_argument("--max-stalled", type=int, default=3, help="recoveries before dead-lettering (default 3)")
+    p.add_argument("--max-attempts", type=int, default=5, help="deliveries before a failing job is dead (default 5)")
+    p.add_argument("--beat-ms", type=int, default=100, help="stalled check every this many ms (default 100)")
+    p.add_argument("--work-ms", type=int, default=0, help="each job works a random 0..N ms (default 0)")
+    p.add_argument("--kill-rate", type=float, default=0.0, help="fraction of deliveries that SIGKILL this process")
+    p.add_argument("--kill-at", default="after_claim,mid_job,after_effect", help="fault points to die at (comma list)")
+    p.add_argument("--seed", type=int, default=None, help="seed for the kills and work times")
+    p.add_argument("--naive", action="store_true", help="CONTRAST: run the pop-and-process loop")
+    p.add_argument("--burst", action="store_true", help="drain the queue and exit")
+    p.add_argument("--quiet", action="store_true", help="print no report at exit")
+
+
+def _add_chaos(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("chaos", help="kill real worker processes at random and prove no job is lost")
+    p.add_argument("--workers", type=int, default=4, help="worker processes (default 4)")
+    p.add_argument("--jobs", type=int, default=2000, help="jobs to run (default 2000)")
+    p.add_argument(
+        "--kill-rate",
+        type=float,
+        default=0.01,
+        help="fraction of deliveries where a worker SIGKILLs itself at a random fault point (default 0.01)",
+    )
+    p.add_argument(
+        "--kill-every",
+        type=float,
+        default=0.5,
+        help="mean seconds between SIGKILLs of a random worker at a random moment; 0 = never (default 0.5)",
+    )
+    p.add_argument(
+        "--kill-at", default="after_claim,mid_job,after_effect", help="fault points a worker may die at (comma list)"
+    )
+    p.add_argument("--lease-ms", type=int, default=500, help="lease per claim, ms (default 500)")
+    p.add_argument("--max-stalled", type=int, default=3, help="recoveries before dead-lettering (default 3)")
+    p.add_argument("--work-ms", type=int, default=2, help="each job works a random 0..N ms (default 2)")
+    p.add_argument("--seed", type=int, default=None, help="seed for kills and work times (default: random)")
+    p.add_argument("--timeout", type=float, default=120.0, help="give up after this many seconds (default 120)")
+    p.add_argument("--naive", action="store_true", help="CONTRAST: workers run the naive pop-and-process loop")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _points(text: str) -> tuple:
+    from .errors import InvalidArgument
+    from .worker import CrashPoint
+
+    try:
+        return tuple(CrashPoint(p.strip()) for p in text.split(",") if p.strip())
+    except ValueError:
+        names = ",".join(p.value for p in CrashPoint)
+        raise InvalidArgument(f"--kill-at takes a comma list of {names}, got {text!r}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="echoq", description="The echoq reliable-queue kit.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("check", help="connect to Valkey and say which server it is")
+    _add_worker(sub)
+    _add_chaos(sub)
     args = parser.parse_args(argv)
     try:
         if args.command == "check":
@@ -19,6 +79,50 @@ def main(argv: list[str] | None = None) -> int:
 
             print(describe(connect()))
             return 0
+        if args.command == "worker":
+            from .chaos import worker_main
+
+            report = worker_main(
+                queue_name=args.queue,
+                lease_ms=args.lease_ms,
+                max_stalled=args.max_stalled,
+                max_attempts=args.max_attempts,
+                concurrency=args.concurrency,
+                kill_rate=args.kill_rate,
+                kill_at=_points(args.kill_at),
+                seed=args.seed,
+                work_ms=args.work_ms,
+                beat_ms=args.beat_ms,
+                naive=args.naive,
+                burst=args.burst,
+            )
+            if not args.quiet:
+                print(json.dumps(report, default=str))
+            return 0
+        if args.command == "chaos":
+            from .chaos import run_chaos
+
+            result = run_chaos(
+                workers=args.workers,
+                jobs=args.jobs,
+                kill_rate=args.kill_rate,
+                kill_every_s=args.kill_every,
+                kill_at=_points(args.kill_at),
+                lease_ms=args.lease_ms,
+                max_stalled=args.max_stalled,
+                work_ms=args.work_ms,
+                seed=args.seed,
+                naive=args.naive,
+                timeout_s=args.timeout,
+                progress=not args.no_progress and not args.json,
+            )
+            if args.json:
+                data = result.to_dict()
+                data.pop("timeline")
+                print(json.dumps(data))
+            else:
+                print(result.format())
+            return 0 if result.ok else 1
     except EchoqError as exc:
         print(f"echoq: {exc}", file=sys.stderr)
         return 2

@@ -81,6 +81,7 @@ class Fault:
     rate: float = 1.0
     times: int | None = None
     seed: int | None = None
+    on_crash: Callable[[CrashPoint], None] | None = None  # told just before the crash (bookkeeping)
     crashes: int = 0
     _rng: random.Random = field(init=False, repr=False)
 
@@ -330,6 +331,8 @@ class Worker:
         if delivery.crash_at is not point or self.fault is None:
             return
         self.fault.crashes += 1
+        if self.fault.on_crash is not None:
+            self.fault.on_crash(point)
         if self.fault.mode is CrashMode.KILL:
             os.kill(os.getpid(), signal.SIGKILL)
         with self._lock:

