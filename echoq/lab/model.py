@@ -1,0 +1,703 @@
+"""The lab's state: what each panel knows about its queue, with no widget in sight.
+
+Each model owns one queue on a real server (its own name, so two panels never disturb
+each other). A move is a method that runs real scripts on Valkey and then re-reads the
+whole queue with one atomic ``snapshot`` -- so the picture drawn from it can never show a
+job in two places. The model says in words what the last move did (``readout``), and
+whether the server is there (``connected``); the views in :mod:`echoq.lab.views` only
+bind widgets to these traits.
+
+If Valkey goes away, a move does not raise: ``connected`` turns False and ``readout`` says
+so in one line; :meth:`LabModel.reconnect` tries again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import redis
+from traitlets import Bool, HasTraits, Int, TraitError, Unicode, observe, validate
+
+from ..clock import wait_for_server_ms
+from ..contrasts import OverlapReport, overlapping_sweeps
+from ..effects import Effects
+from ..errors import EchoqError, InvalidArgument, ServerUnavailable
+from ..keyspace import check_queue_name
+from ..queue import Claim, Complete, Queue, Snapshot
+from ..scripts import lost_server, raw_source, source, translate
+from ..server import check, connect, describe_client
+
+__all__ = [
+    "LabModel",
+    "ClaimModel",
+    "DeliveryModel",
+    "ReapModel",
+    "fast_forward",
+    "short",
+]
+
+_instances = itertools.count(1)
+GONE = (ServerUnavailable, redis.ConnectionError, redis.TimeoutError)
+
+
+def short(job_id: str) -> str:
+    """``JOB…WXYZ``: the last four characters are random, so they tell a handful apart."""
+    return f"JOB…{job_id[-4:]}"
+
+
+def seconds(ms: int) -> str:
+    return f"{ms / 1000:.1f} s"
+
+
+def fast_forward(queue: Queue, advance_ms: int | None = None) -> tuple[int, int]:
+    """TEACHING AFFORDANCE: pull live lease deadlines ``advance_ms`` earlier (all the way
+    to the server's now when None) with ``lua/fast_forward.lua``. Returns (now, moved).
+
+    The server's clock is untouched: the reaper still judges leases against ``TIME``.
+    """
+    if advance_ms is None:
+        advance_ms = 2**52  # any lease: the script clamps every deadline at now
+    if isinstance(advance_ms, bool) or not isinstance(advance_ms, int) or advance_ms < 0:
+        raise InvalidArgument(f"advance_ms must be a whole number of milliseconds >= 0, got {advance_ms!r}")
+    script = getattr(queue.client, "_echoq_fast_forward", None)
+    if script is None:
+        script = queue.client.register_script(source("fast_forward"))
+        queue.client._echoq_fast_forward = script  # type: ignore[attr-defined]
+    try:
+        now, moved = script(keys=[queue.keys.active], args=[advance_ms])
+    except redis.ResponseError as exc:
+        raise translate(exc, "fast_forward") from None
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise lost_server(queue.client, exc) from None
+    return int(now), int(moved)
+
+
+def wait_past(queue: Queue, deadline_ms: int, timeout_s: float = 5.0) -> None:
+    """Poll the server's clock until a lease deadline has come (reap takes deadline <= now)."""
+    if not wait_for_server_ms(queue.client, deadline_ms, timeout_s):
+        raise ServerUnavailable(
+            f"the server's clock did not reach {deadline_ms} within {timeout_s:.0f} s; is Valkey overloaded?"
+        )
+
+
+class LabModel(HasTraits):
+    """What every panel shares: a queue, a snapshot, a readout in words, the connection."""
+
+    kind: ClassVar[str] = "lab"
+
+    readout = Unicode("", help="what the last move did and where the jobs are, in words")
+    last_move = Unicode("", help="name of the last move run")
+    connected = Bool(False, help="False once Valkey went away, until reconnect() succeeds")
+    revision = Int(0, help="bumped on every fresh snapshot; views redraw on it")
+    clock = Unicode("", help="the lease countdown against the server's clock")
+
+    def __init__(self, name: str | None = None, *, client: redis.Redis | None = None, url: str | None = None) -> None:
+        super().__init__()
+        self.name = check_queue_name(name or f"lab-{self.kind}-{os.getpid()}-{next(_instances)}")
+        self.url = url
+        self._given_client = client
+        self.queue: Queue | None = None
+        self.snapshot: Snapshot | None = None
+        self.previous: Snapshot | None = None
+        self._fresh = True
+        self.reconnect()
+
+    # -- connection -----------------------------------------------------------------------
+
+    def keys(self, part: str) -> str:
+        return f"emq:{{{self.name}}}:{part}"
+
+    def reconnect(self) -> bool:
+        """Connect (again): the given client, else ``url``, else :func:`echoq.connect`."""
+        try:
+            if self._given_client is not None:
+                check(self._given_client)
+                client = self._given_client
+            else:
+                client = connect(self.url)
+            self.queue = Queue(self.name, client)
+            if self._fresh:
+                self.queue.reset()
+                self.setup()
+                self._fresh = False
+            self.connected = True
+            self.refresh()
+        except GONE as exc:
+            self._gone(exc)
+            return False
+        self.last_move = "connect"
+        self.readout = f"Connected to Valkey at {describe_client(client)}, queue {self.name!r}. " + self.describe()
+        return True
+
+    def _gone(self, exc: BaseException) -> None:
+        where = describe_client(self.queue.client) if self.queue is not None else (self.url or "the default server")
+        self.connected = False
+        self.readout = (
+            f"Valkey went away: cannot reach {where} ({type(exc).__name__}). "
+            "The buttons are off; press reconnect once the server is back."
+        )
+
+    # -- moves ----------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Runs once, on the first connection, after the panel's queue was emptied."""
+
+    def act(self, move: str, run: Callable[[], str]) -> bool:
+        """Run one move; write what it did (or why it was refused) into ``readout``."""
+        if not self.connected or self.queue is None:
+            self.readout = f"{move}: not connected to Valkey. Press reconnect."
+            return False
+        try:
+            words = run()
+            self.refresh()
+        except GONE as exc:
+            self._gone(exc)
+            return False
+        except EchoqError as exc:
+            self.last_move = move
+            self.readout = f"{move} refused: {exc}"
+            return False
+        self.last_move = move
+        self.readout = f"{words} {self.describe()}".strip()
+        return True
+
+    def refresh(self) -> None:
+        assert self.queue is not None
+        self.previous, self.snapshot = self.snapshot, self.queue.snapshot()
+        self.clock = self.describe_clock()
+        self.revision += 1
+
+    def tick(self) -> bool:
+        """Re-read the queue (the live countdown calls this on a beat); False if gone."""
+        if not self.connected:
+            return False
+        try:
+            self.refresh()
+        except GONE as exc:
+            self._gone(exc)
+            return False
+        return True
+
+    def reset(self) -> bool:
+        def run() -> str:
+            assert self.queue is not None
+            gone = self.queue.reset()
+            self.setup()
+            return f"reset: deleted {gone} keys of queue {self.name!r}."
+
+        return self.act("reset", run)
+
+    # -- words ----------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        """Where the jobs are now, naming the keys."""
+        snap = self.snapshot
+        if snap is None:
+            return ""
+        parts = []
+        for place in ("pending", "active", "dead"):
+            members = list(getattr(snap, place))
+            n = snap.counts[place]
+            if place == "dead" and n == 0:
+                continue
+            listed = ", ".join(short(j) for j in members[:3]) + (", …" if n > 3 else "")
+            parts.append(f"{self.keys(place)} holds {n}" + (f" ({listed})" if n else ""))
+        return "Now " + "; ".join(parts) + "."
+
+    def describe_clock(self) -> str:
+        snap = self.snapshot
+        if snap is None or not snap.active:
+            return "no lease is running"
+        words = []
+        for job_id, deadline in list(snap.active.items())[:3]:
+            left = deadline - snap.now_ms
+            if left > 0:
+                words.append(f"{short(job_id)}: lease ends in {seconds(left)}")
+            else:
+                words.append(f"{short(job_id)}: lease ran out {seconds(-left)} ago, a reap will take it")
+        return "server clock · " + "; ".join(words)
+
+
+# -- panel 1: the recoverable claim ---------------------------------------------------------
+
+CLAIM_STEPS: dict[str, str | None] = {
+    "enqueue": "enqueue",
+    "claim": "claim",
+    "finish": "complete",
+    "crash": None,
+    "reap": "reap",
+    "fast-forward": "fast_forward",
+}
+
+
+@dataclass
+class ClaimPicture:
+    """What the claim diagram draws."""
+
+    queue: str
+    pending: list[str]
+    active: dict[str, int]  # id -> ms left on its lease (negative: expired)
+    done: list[str]
+    counts: dict[str, int]
+    lit: str
+    crash: bool
+    held: str | None
+    status: str
+
+
+class ClaimModel(LabModel):
+    """One worker, one job at a time: enqueue, claim, finish (or crash), reap."""
+
+    kind = "claim"
+    crash = Bool(False, help="when on, 'finish' kills the worker mid-job instead of completing")
+    lease_ms = Int(10_000, help="lease of each claim, in milliseconds")
+    step = Unicode("claim", help="the step whose path is lit and whose Lua is shown")
+
+    def __init__(self, name: str | None = None, **kw: object) -> None:
+        self.held: Claim | None = None
+        self._made = 0
+        super().__init__(name, **kw)  # type: ignore[arg-type]
+
+    @validate("step")
+    def _known_step(self, proposal: dict) -> str:
+        if proposal["value"] not in CLAIM_STEPS:
+            raise TraitError(f"step must be one of {', '.join(CLAIM_STEPS)}, got {proposal['value']!r}")
+        return proposal["value"]
+
+    @validate("lease_ms")
+    def _positive_lease(self, proposal: dict) -> int:
+        if proposal["value"] <= 0:
+            raise TraitError(f"lease_ms must be > 0 milliseconds, got {proposal['value']!r}")
+        return proposal["value"]
+
+    def setup(self) -> None:
+        self.held = None
+
+    def step_source(self, step: str | None = None) -> str:
+        """The exact Lua a step runs, as written in lua/ (a crash runs none)."""
+        script = CLAIM_STEPS[step or self.step]
+        if script is None:
+            return (
+                "-- A crash runs no script: that is the point. The worker dies between claim.lua and\n"
+                f"-- complete.lua, so nothing moves the job: it stays in {self.keys('active')}, scored\n"
+                "-- by its lease deadline, until reap.lua finds the lease expired."
+            )
+        return raw_source(script)
+
+    def enqueue(self) -> bool:
+        def run() -> str:
+            assert self.queue is not None
+            self._made += 1
+            job = self.queue.enqueue(f"job {self._made}")
+            return f"enqueue.lua added {short(job.job_id)} to {self.keys('pending')}."
+
+        self.step = "enqueue"
+        return self.act("enqueue", run)
+
+    def claim(self) -> bool:
+        def run() -> str:
+            assert self.queue is not None
+            if self.held is not None:
+                return f"The worker already holds {short(self.held.job_id)}: finish it (or crash) first."
+            claim = self.queue.claim(lease_ms=self.lease_ms)
+            if claim is None:
+                return f"claim.lua found {self.keys('pending')} empty: enqueue a job first."
+            self.held = claim
+            return (
+                f"claim.lua moved {short(claim.job_id)} from pending to {self.keys('active')} under a "
+                f"{seconds(self.lease_ms)} lease (deadline {claim.deadline_ms} on the server's clock); "
+                f"token (attempts) = {claim.token}."
+            )
+
+        self.step = "claim"
+        return self.act("claim", run)
+
+    def finish(self) -> bool:
+        def run() -> str:
+            assert self.queue is not None
+            held = self.held
+            if held is None:
+                return "The worker holds no job: claim one first."
+            self.held = None
+            if self.crash:
+                return (
+                    f"The worker crashed mid-job: no complete ran, so {short(held.job_id)} stays leased "
+                    f"in {self.keys('active')} until its lease runs out; then a reap returns it to pending."
+                )
+            outcome = self.queue.complete(held)
+            if outcome is Complete.COMPLETED:
+                return (
+                    f"complete.lua (token {held.token}) took {short(held.job_id)} out of {self.keys('active')}: "
+                    f"the row is retired, the id remembered in {self.keys('done')}."
+                )
+            return (
+                f"complete.lua refused {short(held.job_id)} as {outcome.value}: token {held.token} no longer "
+                "holds it (the lease ran out and it was reaped). Nothing changed."
+            )
+
+        self.step = "crash" if self.crash else "finish"
+        return self.act(self.step, run)
+
+    def reap(self) -> bool:
+        def run() -> str:
+            assert self.queue is not None
+            moved = self.queue.reap()
+            if moved:
+                names = ", ".join(short(j) for j in moved)
+                return (
+                    f"reap.lua moved {names} from {self.keys('active')} back to {self.keys('pending')}: "
+                    "the lease ran out on the server's clock."
+                )
+            snap = self.queue.snapshot()
+            if not snap.active:
+                return f"reap.lua found {self.keys('active')} empty: nothing to recover."
+            job_id, deadline = next(iter(snap.active.items()))
+            return (
+                f"reap.lua moved nothing: the lease of {short(job_id)} runs {seconds(deadline - snap.now_ms)} "
+                "more on the server's clock. Wait, or fast-forward."
+            )
+
+        self.step = "reap"
+        return self.act("reap", run)
+
+    def fast_forward(self) -> bool:
+        def run() -> str:
+            assert self.queue is not None
+            _now, moved = fast_forward(self.queue)
+            return (
+                f"fast_forward.lua (a teaching script; the clock is untouched) pulled {moved} lease "
+                "deadline(s) to the server's now: the next reap finds them expired."
+            )
+
+        self.step = "fast-forward"
+        return self.act("fast-forward", run)
+
+    def picture(self) -> ClaimPicture:
+        snap = self.snapshot
+        if snap is None:
+            return ClaimPicture(self.name, [], {}, [], {}, self.step, self.crash, None, self.clock)
+        return ClaimPicture(
+            queue=self.name,
+            pending=list(snap.pending),
+            active={j: d - snap.now_ms for j, d in snap.active.items()},
+            done=list(snap.done),
+            counts=dict(snap.counts),
+            lit=self.step,
+            crash=self.crash,
+            held=self.held.job_id if self.held else None,
+            status=self.clock,
+        )
+
+
+# -- panel 2: at-least-once delivery, effect-once consumer ---------------------------------
+
+
+@dataclass
+class DeliveryRun:
+    consumer: str
+    job_id: str
+    effects_after: list[int]  # the ledger's count for the job after each delivery
+    tokens: list[int]  # the fencing token each delivery got
+
+    @property
+    def deliveries(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def effects(self) -> int:
+        return self.effects_after[-1] if self.effects_after else 0
+
+
+@dataclass
+class DeliveryPicture:
+    queue: str
+    run: DeliveryRun | None
+    fence: list[str] = field(default_factory=list)
+    fence_step: int = 0
+
+
+CONSUMERS = ("keyed", "naive")
+CRASH_LEASE_MS = 3  # the leases of deliveries that crash: short, so the demo never waits long
+
+
+class DeliveryModel(LabModel):
+    """Redeliver one job N times for real and count its effects in the ledger."""
+
+    kind = "delivery"
+    deliveries = Int(3, help="how many times the job is delivered, 1..10")
+    consumer = Unicode("keyed", help="'keyed' (effect keyed on the JOB id) or 'naive' (effect per delivery)")
+    fence_step = Int(0, help="how far the stale-completion demo has gone, 0..5")
+
+    FENCE_STEPS = 5
+
+    def __init__(self, name: str | None = None, **kw: object) -> None:
+        self.run: DeliveryRun | None = None
+        self.fence_log: list[str] = []
+        self._fence_claims: dict[str, Claim] = {}
+        super().__init__(name, **kw)  # type: ignore[arg-type]
+        if self.connected:
+            self.deliver()
+
+    @validate("deliveries")
+    def _deliveries_range(self, proposal: dict) -> int:
+        if not 1 <= proposal["value"] <= 10:
+            raise TraitError(f"deliveries must be between 1 and 10, got {proposal['value']!r}")
+        return proposal["value"]
+
+    @validate("consumer")
+    def _known_consumer(self, proposal: dict) -> str:
+        if proposal["value"] not in CONSUMERS:
+            raise TraitError(f"consumer must be 'keyed' or 'naive', got {proposal['value']!r}")
+        return proposal["value"]
+
+    @observe("deliveries", "consumer")
+    def _redeliver(self, _change: dict) -> None:
+        self.deliver()
+
+    def setup(self) -> None:
+        self.run = None
+
+    def deliver(self) -> bool:
+        """Deliver one fresh job ``deliveries`` times: each delivery but the last claims
+        under a 3 ms lease, performs the effect, and crashes; the lease runs out on the
+        server's clock, reap.lua returns the job, and it is claimed again. The last
+        delivery completes."""
+        n, consumer = self.deliveries, self.consumer
+
+        def run() -> str:
+            assert self.queue is not None
+            queue = self.queue
+            queue.reset()
+            effects = Effects(queue)
+            apply = effects.apply_once if consumer == "keyed" else effects.apply_every
+            job_id = queue.enqueue("charge card 4242 once").job_id
+            result = DeliveryRun(consumer, job_id, [], [])
+            for delivery in range(1, n + 1):
+                last = delivery == n
+                claim = queue.claim(lease_ms=30_000 if last else CRASH_LEASE_MS)
+                if claim is None:
+                    raise InvalidArgument(f"delivery {delivery}: the job was not back in pending")
+                result.tokens.append(claim.token)
+                result.effects_after.append(apply(claim.job_id, f"charge, delivery {delivery}").count)
+                if last:
+                    queue.complete(claim)
+                else:
+                    wait_past(queue, claim.deadline_ms)  # the worker is dead; its lease runs out
+                    queue.reap()
+            self.run = result
+            how = "keyed on the JOB id" if consumer == "keyed" else "naive: one per delivery"
+            return (
+                f"Delivered {short(job_id)} {n} time(s) (claim, effect, crash, reap … then complete): "
+                f"{self.keys('effects')} counts {result.effects} effect(s), {how}."
+            )
+
+        return self.act("deliver", run)
+
+    # The fence, one real step per call.
+
+    def fence_next(self) -> bool:
+        step = self.fence_step + 1 if self.fence_step < self.FENCE_STEPS else 1
+
+        def run() -> str:
+            assert self.queue is not None
+            fq = Queue(f"{self.name}-fence", self.queue.client)
+            claims = self._fence_claims
+            if step == 1:
+                fq.reset()
+                self.fence_log = []
+                job_id = fq.enqueue("send invoice 7").job_id
+                claims["A"] = a = fq.claim(lease_ms=CRASH_LEASE_MS)  # type: ignore[assignment]
+                line = f"1. Worker A claims {short(job_id)}: token {a.token}, a {CRASH_LEASE_MS} ms lease. A stalls."
+            elif step == 2:
+                a = claims["A"]
+                wait_past(fq, a.deadline_ms)
+                moved = fq.reap()
+                line = f"2. A's lease runs out on the server's clock; reap.lua moves {len(moved)} job back to pending."
+            elif step == 3:
+                claims["B"] = b = fq.claim(lease_ms=30_000)  # type: ignore[assignment]
+                line = f"3. Worker B claims it: token {b.token}. B holds the job now."
+            elif step == 4:
+                a = claims["A"]
+                outcome = fq.complete(a)
+                place = fq.snapshot().place_of(a.job_id)
+                line = (
+                    f"4. A wakes up and completes with token {a.token}: {outcome.value.upper()}. "
+                    f"Refused, nothing changed: the job is still in emq:{{{fq.name}}}:{place.value if place else '?'}."
+                )
+            else:
+                b = claims["B"]
+                outcome = fq.complete(b)
+                line = f"5. B completes with token {b.token}: {outcome.value.upper()}. One finish, by the holder."
+            self.fence_log = [*self.fence_log, line]
+            self.fence_step = step
+            return line
+
+        return self.act("fence", run)
+
+    def picture(self) -> DeliveryPicture:
+        return DeliveryPicture(self.name, self.run, list(self.fence_log), self.fence_step)
+
+    def describe(self) -> str:
+        return ""
+
+
+# -- panel 3: stalled recovery ---------------------------------------------------------------
+
+
+@dataclass
+class ReapPicture:
+    queue: str
+    now_ms: int
+    pending: list[str]
+    active: dict[str, int]  # id -> deadline - now (ms)
+    dead: list[str]
+    stalled: dict[str, int]
+    moved: dict[str, tuple[str, float]]  # id -> (lane it came from, x it came from) for the animation
+    max_stalled: int
+    race: dict[str, OverlapReport]
+
+
+class ReapModel(LabModel):
+    """Crashed workers' jobs on a time axis, the reap step, the stalled count, the race."""
+
+    kind = "reap"
+    max_stalled = Int(1, help="recoveries allowed per job before stalled_check.lua dead-letters it")
+    lease_ms = Int(3_000, help="lease of the first worker; the others get 2x, 3x ... of it")
+    workers = Int(3, help="how many jobs 'start workers' claims")
+
+    def __init__(self, name: str | None = None, **kw: object) -> None:
+        self.race: dict[str, OverlapReport] = {}
+        self.moved: dict[str, tuple[str, float]] = {}
+        super().__init__(name, **kw)  # type: ignore[arg-type]
+
+    @validate("max_stalled")
+    def _max_range(self, proposal: dict) -> int:
+        if not 0 <= proposal["value"] <= 10:
+            raise TraitError(f"max_stalled must be between 0 and 10, got {proposal['value']!r}")
+        return proposal["value"]
+
+    def setup(self) -> None:
+        self.moved = {}
+
+    def _claim_staggered(self, queue: Queue, count: int) -> list[Claim]:
+        return [c for i in range(count) if (c := queue.claim(lease_ms=self.lease_ms * (i + 1))) is not None]
+
+    def start_workers(self) -> bool:
+        """Enqueue jobs and hand each to a worker that crashes at once (staggered leases)."""
+
+        def run() -> str:
+            assert self.queue is not None
+            self.moved = {}
+            self.queue.enqueue_many([f"job {i}" for i in range(self.workers)])
+            claims = self._claim_staggered(self.queue, self.queue.snapshot().counts["pending"])
+            return (
+                f"{len(claims)} worker(s) claimed a job each into {self.keys('active')} and crashed; each job "
+                "sits at its lease deadline on the time axis."
+            )
+
+        return self.act("start workers", run)
+
+    def claim_again(self) -> bool:
+        """Redeliver every pending job to a new worker, which crashes too."""
+
+        def run() -> str:
+            assert self.queue is not None
+            self.moved = {}
+            pending = self.queue.snapshot().counts["pending"]
+            claims = self._claim_staggered(self.queue, pending)
+            if not claims:
+                return f"{self.keys('pending')} is empty: nothing to claim."
+            return f"{len(claims)} job(s) claimed again by new workers, which crashed too."
+
+        return self.act("claim again", run)
+
+    def _lanes(self) -> dict[str, tuple[str, float]]:
+        picture = self.picture()
+        where: dict[str, tuple[str, float]] = {}
+        for lane, xs in (("pending", pending_x(picture.pending)), ("dead", pending_x(picture.dead))):
+            where.update({j: (lane, x) for j, x in xs.items()})
+        where.update({j: ("active", left / 1000) for j, left in picture.active.items()})
+        return where
+
+    def step_reap(self) -> bool:
+        """One stalled_check.lua sweep with the chosen ``max_stalled``."""
+        max_stalled = self.max_stalled
+
+        def run() -> str:
+            assert self.queue is not None
+            before = self._lanes()
+            report = self.queue.stalled_check(max_stalled=max_stalled)
+            self.moved = {j: before[j] for j in report.recovered + report.dead if j in before}
+            if not report.recovered and not report.dead:
+                return (
+                    "stalled_check.lua found no expired lease: every worker's lease still runs. Wait, or fast-forward."
+                )
+            words = []
+            if report.recovered:
+                words.append(f"moved {', '.join(short(j) for j in report.recovered)} back to {self.keys('pending')}")
+            if report.dead:
+                words.append(
+                    f"dead-lettered {', '.join(short(j) for j in report.dead)} into {self.keys('dead')} "
+                    f"(stalled more than max_stalled={max_stalled} times)"
+                )
+            return f"stalled_check.lua {' and '.join(words)}."
+
+        return self.act("step the reap", run)
+
+    def fast_forward(self, advance_ms: int | None = 2_000) -> bool:
+        def run() -> str:
+            assert self.queue is not None
+            self.moved = {}
+            _now, moved = fast_forward(self.queue, advance_ms)
+            how = "to the server's now" if advance_ms is None else f"{seconds(advance_ms)} earlier"
+            return (
+                f"fast_forward.lua (a teaching script; the clock is untouched) moved {moved} lease deadline(s) {how}."
+            )
+
+        return self.act("fast-forward", run)
+
+    def race_demo(self) -> bool:
+        """Two overlapping sweeps around one crashed job: two-step vs atomic, side by side."""
+
+        def run() -> str:
+            assert self.queue is not None
+            reports = {}
+            for label, racy in (("two-step", True), ("atomic", False)):
+                q = Queue(f"{self.name}-{'racy' if racy else 'atomic'}", self.queue.client)
+                q.reset()
+                reports[label] = overlapping_sweeps(q, racy=racy)
+                q.reset()
+            self.race = reports
+            racy, atomic = reports["two-step"], reports["atomic"]
+            return (
+                f"Race: two overlapping two-step sweeps (check, then move) gave one crashed job "
+                f"{racy.deliveries} deliveries, {racy.duplicate_deliveries} duplicate: two workers hold it at once. "
+                f"The atomic reap.lua gave {atomic.deliveries} deliveries, {atomic.duplicate_deliveries} duplicate."
+            )
+
+        return self.act("race", run)
+
+    def picture(self) -> ReapPicture:
+        snap = self.snapshot
+        if snap is None:
+            return ReapPicture(self.name, 0, [], {}, [], {}, {}, self.max_stalled, self.race)
+        return ReapPicture(
+            queue=self.name,
+            now_ms=snap.now_ms,
+            pending=list(snap.pending),
+            active={j: d - snap.now_ms for j, d in snap.active.items()},
+            dead=list(snap.dead),
+            stalled={j: row.stalled for j, row in snap.rows.items()},
+            moved=dict(self.moved),
+            max_stalled=self.max_stalled,
+            race=dict(self.race),
+        )
+
+
+def pending_x(ids: list[str], start: float = -4.6, gap: float = 0.9) -> dict[str, float]:
+    """Where jobs without a deadline sit on the reap lab's axis: in a row, oldest first."""
+    return {j: start + i * gap for i, j in enumerate(ids)}
