@@ -18,7 +18,6 @@ The real counterparts are ``lua/claim.lua``, ``lua/reap.lua`` and ``lua/complete
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -26,6 +25,7 @@ from functools import cache
 import redis
 from redis.commands.core import Script
 
+from .clock import server_now_ms, wait_for_server_ms
 from .errors import ServerUnavailable
 from .ids import check_job_id
 from .queue import Claim, Complete, JobState, Queue, _text
@@ -59,11 +59,6 @@ def _naive_pop_script(client: redis.Redis) -> Script:
     return script
 
 
-def _server_now_ms(client: redis.Redis) -> int:
-    seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
-
-
 # -- contrast 1: the naive pop-and-process loop ----------------------------------------------
 
 
@@ -87,7 +82,7 @@ def naive_pop(queue: Queue) -> tuple[str, str] | None:
 
 def racy_reap_read(queue: Queue) -> list[str]:
     """CONTRAST, step 1: the ids whose lease deadline is at or before the server's now."""
-    now = _server_now_ms(queue.client)
+    now = server_now_ms(queue.client)
     return [_text(x) for x in queue.client.zrangebyscore(queue.keys.active, "-inf", now)]
 
 
@@ -114,13 +109,10 @@ def racy_reap(queue: Queue, between: Callable[[], None] | None = None) -> list[s
 
 def wait_until_expired(queue: Queue, deadline_ms: int, timeout_s: float = 5.0) -> None:
     """Poll the server's clock until it is past ``deadline_ms`` (a lease deadline)."""
-    give_up = time.monotonic() + timeout_s
-    while _server_now_ms(queue.client) <= deadline_ms:
-        if time.monotonic() > give_up:
-            raise ServerUnavailable(
-                f"the server clock of {queue!r} did not pass {deadline_ms} within {timeout_s} s; is it stuck?"
-            )
-        time.sleep(0.001)
+    if not wait_for_server_ms(queue.client, deadline_ms + 1, timeout_s):
+        raise ServerUnavailable(
+            f"the server clock of {queue!r} did not pass {deadline_ms} within {timeout_s} s; is it stuck?"
+        )
 
 
 @dataclass
@@ -200,7 +192,7 @@ def unfenced_complete(queue: Queue, job_id: str) -> None:
     pipe = queue.client.pipeline(transaction=True)
     pipe.zrem(k.active, job_id)
     pipe.delete(k.job(check_job_id(job_id)))
-    pipe.zadd(k.done, {job_id: _server_now_ms(queue.client)})
+    pipe.zadd(k.done, {job_id: server_now_ms(queue.client)})
     pipe.hincrby(k.stats, "completed", 1)
     try:
         pipe.execute()

@@ -82,8 +82,9 @@ class Fault:
     times: int | None = None
     seed: int | None = None
     on_crash: Callable[[CrashPoint], None] | None = None  # told just before the crash (bookkeeping)
-    crashes: int = 0
+    crashes: int = 0  # deliveries picked to crash so far
     _rng: random.Random = field(init=False, repr=False)
+    _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         points = self.at if isinstance(self.at, tuple) else (self.at,)
@@ -106,12 +107,14 @@ class Fault:
 
     def pick(self) -> CrashPoint | None:
         """Decide, at claim time, where (if anywhere) this delivery crashes."""
-        if self.times is not None and self.crashes >= self.times:
-            return None
-        if self.rate < 1.0 and self._rng.random() >= self.rate:
-            return None
-        assert isinstance(self.at, tuple)
-        return self._rng.choice(self.at)
+        with self._lock:  # drain threads pick concurrently; `times` must hold across them
+            if self.times is not None and self.crashes >= self.times:
+                return None
+            if self.rate < 1.0 and self._rng.random() >= self.rate:
+                return None
+            assert isinstance(self.at, tuple)
+            self.crashes += 1
+            return self._rng.choice(self.at)
 
 
 @dataclass(frozen=True)
@@ -233,7 +236,7 @@ class Worker:
         self.idle_wait_ms = _check("idle_wait_ms", idle_wait_ms, 1)
         if fault is None and crash_at is not None:
             points = (crash_at,) if isinstance(crash_at, str) else tuple(crash_at)
-            fault = Fault(tuple(CrashPoint(p) if p in set(CrashPoint) else p for p in points), crash_mode)  # type: ignore[arg-type]
+            fault = Fault(points, crash_mode)  # type: ignore[arg-type]  # Fault checks the names
         self.fault = fault
         self.report = WorkReport()
         self._lock = threading.Lock()
@@ -330,7 +333,6 @@ class Worker:
         self._alive_or_unwind()
         if delivery.crash_at is not point or self.fault is None:
             return
-        self.fault.crashes += 1
         if self.fault.on_crash is not None:
             self.fault.on_crash(point)
         if self.fault.mode is CrashMode.KILL:

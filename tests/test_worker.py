@@ -80,7 +80,8 @@ def test_a_job_that_always_fails_is_dead_lettered_at_max_attempts(queue: echoq.Q
 
 
 def _crash_and_expire(queue: echoq.Queue, job_id: str, point: CrashPoint, max_stalled: int = 1) -> Worker:
-    worker = Worker(queue, lambda d: None, lease_ms=30, max_stalled=max_stalled, crash_at=point, **FAST)
+    # The lease outlasts a slow thread on a loaded machine, so no beat reaps before the crash.
+    worker = Worker(queue, lambda d: None, lease_ms=200, max_stalled=max_stalled, crash_at=point, **FAST)
     report = worker.work(burst=True)
     assert report.crashed is point
     snap = queue.snapshot()
@@ -101,7 +102,7 @@ def test_a_job_that_keeps_killing_its_worker_is_dead_lettered_at_max_stalled(que
 
 def test_a_long_job_keeps_its_lease_while_alive(queue: echoq.Queue) -> None:
     job_id = queue.enqueue("long").job_id
-    lease_ms = 300
+    lease_ms = 500
     reaped_while_alive: list[list[str]] = []
 
     def long_job(delivery: Delivery) -> None:
@@ -161,7 +162,7 @@ def test_each_fault_point_leaves_the_job_leased_then_reaped_then_redelivered(
 ) -> None:
     job_id = queue.enqueue("crash me").job_id
     effects = Effects(queue)
-    crashing = Worker(queue, keyed_consumer(effects), lease_ms=30, crash_at=point, **FAST)
+    crashing = Worker(queue, keyed_consumer(effects), lease_ms=200, crash_at=point, **FAST)
     report = crashing.work(burst=True)
     assert report.crashed is point and report.completed == 0
     snap = assert_one_place(queue, {job_id})
@@ -187,7 +188,7 @@ def test_each_fault_point_leaves_the_job_leased_then_reaped_then_redelivered(
 def test_naive_consumer_repeats_the_effect_after_an_after_effect_crash(queue: echoq.Queue) -> None:
     job_id = queue.enqueue("charge").job_id
     effects = Effects(queue)
-    Worker(queue, naive_consumer(effects), lease_ms=30, crash_at="after_effect", **FAST).work(burst=True)
+    Worker(queue, naive_consumer(effects), lease_ms=200, crash_at="after_effect", **FAST).work(burst=True)
     wait_for_server_time(queue.client, queue.snapshot().active[job_id] + 1)
     report = Worker(queue, naive_consumer(effects), **FAST).work(burst=True)
     assert report.completed == 1 and effects.count(job_id) == 2 and effects.duplicates() == 1
