@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 
 import echoq  # noqa: E402
 from echoq.errors import InvalidArgument  # noqa: E402
-from echoq.lab import ClaimLab, DeliveryLab, ReapLab, fast_forward  # noqa: E402
+from echoq.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab, fast_forward  # noqa: E402
 from echoq.lab.model import short  # noqa: E402
 from echoq.scripts import raw_source  # noqa: E402
 from echoq.server import start_server  # noqa: E402
@@ -277,3 +277,41 @@ def test_server_gone_disables_the_buttons_and_reconnect_works(name: str) -> None
         assert "enqueue.lua added" in lab.readout.value
     finally:
         server.stop()
+
+
+# -- the fleet lab ------------------------------------------------------------------------------
+
+
+def test_killing_a_worker_mid_job_loses_nothing_and_duplicates_no_effect(name: str, valkey_client: redis.Redis) -> None:
+    lab = FleetLab(name, client=valkey_client, live=False)
+    try:
+        lab.model.job_ms = 1_000  # a kill lands mid-job with a second to spare, even on a loaded machine
+        lab.start_button.click()
+        lab.model.add_jobs(5)
+        victim = lab.model.fleet[0].worker
+        give_up = time.monotonic() + 5
+        while not victim.in_flight and time.monotonic() < give_up:
+            time.sleep(0.002)
+        lab.kill_buttons[0].click()
+        killed_job = lab.model.fleet[0].killed_job
+        assert killed_job is not None and f"{short(killed_job)} stays leased" in lab.readout.value
+
+        give_up = time.monotonic() + 15
+        while valkey_client.zcard(key(name, "done")) < 5 and time.monotonic() < give_up:
+            time.sleep(0.02)
+        lab.model.tick()
+        assert killed_job in valkey_client.zrange(key(name, "done"), 0, -1)
+        stats = valkey_client.hgetall(key(name, "stats"))
+        assert int(stats["stalled"]) >= 1  # the killed worker's job came back through a beat
+        assert int(stats["claimed"]) > 5
+        effects = valkey_client.hgetall(key(name, "effects"))
+        assert len(effects) == 5 and set(effects.values()) == {"1"}
+        assert "Lost: 0. Duplicate effects: 0." in lab.clock.value
+        assert lab.model.fleet[0].state == "killed"
+
+        lab.restart_buttons[0].click()
+        assert lab.model.fleet[0].state == "working"
+        assert "restarted worker 1" in lab.readout.value
+    finally:
+        lab.close()
+    assert all(not entry.thread.is_alive() for entry in lab.model.fleet)

@@ -8,14 +8,16 @@
 * :mod:`echoq.lab.views` -- the ``VBox`` panels binding widgets to a model.
 """
 
-from .model import ClaimModel, DeliveryModel, LabModel, ReapModel, fast_forward
-from .views import ClaimLab, DeliveryLab, LabPanel, ReapLab
+from .model import ClaimModel, DeliveryModel, FleetModel, LabModel, ReapModel, fast_forward
+from .views import ClaimLab, DeliveryLab, FleetLab, LabPanel, ReapLab
 
 __all__ = [
     "ClaimLab",
     "ClaimModel",
     "DeliveryLab",
     "DeliveryModel",
+    "FleetLab",
+    "FleetModel",
     "LabModel",
     "LabPanel",
     "ReapLab",

@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-from .model import ClaimPicture, DeliveryPicture, ReapPicture, pending_x, short
+from .model import FLEET_PLACES, ClaimPicture, DeliveryPicture, FleetPicture, ReapPicture, pending_x, short
 
 
 def _petroff10() -> list[str]:
@@ -335,4 +335,63 @@ class ReapFigure(LabFigure):
             bar.set_height(height)
             text.set_position((bar.get_x() + bar.get_width() / 2, height + 0.1))
             text.set_text(f"{report.duplicate_deliveries} dup" if report else "")
+        self.redraw()
+
+
+# -- 4. the fleet over time -----------------------------------------------------------------------
+
+WINDOW_S = 30.0
+MAX_WORKERS = 4
+
+
+class FleetFigure(LabFigure):
+    """Counts of pending / active / done / dead over time, each worker's state, and the
+    two numbers that must stay 0: lost jobs and duplicate effects."""
+
+    def __init__(self, picture: FleetPicture) -> None:
+        self.fig = fig = new_figure(8.4, 3.4)
+        ax = self.ax = fig.add_axes((0.08, 0.16, 0.56, 0.68))
+        ax.set_xlabel("seconds", fontsize=FONT - 1)
+        ax.set_ylabel("jobs", fontsize=FONT - 1)
+        ax.tick_params(labelsize=FONT - 1)
+        ax.grid(True, alpha=0.25)
+        ax.spines[["top", "right"]].set_visible(False)
+        q = picture.queue
+        self.lines = {}
+        for place, style in zip(FLEET_PLACES, ("-", "-", "-", "--"), strict=True):
+            (line,) = ax.plot([], [], style, color=COLOURS[place], lw=2, label=f"emq:{{{q}}}:{place}")
+            self.lines[place] = line
+        ax.legend(loc="center left", bbox_to_anchor=(1.03, 0.30), fontsize=FONT - 2, frameon=False)
+        self.title = fig.text(0.02, 0.97, "", fontsize=FONT + 1, weight="bold", va="top")
+        fig.text(0.68, 0.84, "workers (threads; kills simulated)", fontsize=FONT - 1, weight="bold")
+        self.worker_rows = [
+            fig.text(0.68, 0.76 - i * 0.075, "", fontsize=FONT - 1, family="monospace") for i in range(MAX_WORKERS)
+        ]
+        self.verdict = fig.text(0.68, 0.04, "", fontsize=FONT, weight="bold", linespacing=1.4)
+        self.update(picture)
+
+    def update(self, picture: FleetPicture) -> None:
+        self.title.set_text(f"The worker path: a fleet on a beat · queue {picture.queue!r} · {picture.rate} jobs/s")
+        times = picture.times
+        end = times[-1] if times else 0.0
+        start = max(0.0, end - WINDOW_S)
+        top = 1
+        for place, line in self.lines.items():
+            values = picture.series.get(place, [])
+            line.set_data(times, values)
+            shown = [v for t, v in zip(times, values, strict=False) if t >= start]
+            top = max(top, *shown) if shown else top
+        self.ax.set_xlim(start, max(start + 5.0, end + 0.5))
+        self.ax.set_ylim(0, top * 1.15 + 1)
+        marks = {"working": "●", "killed": "✕", "stopped": "○", "failed": "!"}
+        for i, row in enumerate(self.worker_rows):
+            if i < len(picture.workers):
+                slot, state, completed, job = picture.workers[i]
+                holding = f" {short(job)}" if job and state == "working" else ""
+                row.set_text(f"{marks.get(state, '?')} w{slot} {state:<7} done {completed:>3}{holding}")
+                row.set_color(COLOURS["dead"] if state in ("killed", "failed") else COLOURS["ink"])
+            else:
+                row.set_text("")
+        self.verdict.set_text(f"lost jobs: {picture.lost}\nduplicate effects: {picture.duplicates}")
+        self.verdict.set_color(COLOURS["ink"] if picture.lost == 0 and picture.duplicates == 0 else COLOURS["dead"])
         self.redraw()

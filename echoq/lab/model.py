@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import redis
 from traitlets import Bool, HasTraits, Int, TraitError, Unicode, observe, validate
@@ -30,12 +32,14 @@ from ..keyspace import check_queue_name
 from ..queue import Claim, Complete, Queue, Snapshot
 from ..scripts import lost_server, raw_source, source, translate
 from ..server import check, connect, describe_client
+from ..worker import CrashPoint
 
 __all__ = [
     "LabModel",
     "ClaimModel",
     "DeliveryModel",
     "ReapModel",
+    "FleetModel",
     "fast_forward",
     "short",
 ]
@@ -701,3 +705,250 @@ class ReapModel(LabModel):
 def pending_x(ids: list[str], start: float = -4.6, gap: float = 0.9) -> dict[str, float]:
     """Where jobs without a deadline sit on the reap lab's axis: in a row, oldest first."""
     return {j: start + i * gap for i, j in enumerate(ids)}
+
+
+# -- panel 4: the fleet ------------------------------------------------------------------------
+
+
+@dataclass
+class FleetWorker:
+    """One lab worker: an in-process :class:`echoq.worker.Worker` on its own thread."""
+
+    slot: int
+    worker: Any
+    thread: threading.Thread
+    stop_signal: threading.Event
+    state: str = "working"  # working / killed / stopped / failed
+    killed_job: str | None = None
+
+    @property
+    def completed(self) -> int:
+        return self.worker.report.completed
+
+
+@dataclass
+class FleetPicture:
+    queue: str
+    times: list[float]
+    series: dict[str, list[int]]
+    workers: list[tuple[int, str, int, str | None]]  # slot, state, completed, job in hand
+    lost: int
+    duplicates: int
+    rate: int
+
+
+FLEET_PLACES = ("pending", "active", "done", "dead")
+
+
+class FleetModel(LabModel):
+    """Workers on a beat (stalled check, then drain) consuming one queue; kill and restart
+    them; a producer enqueues at ``rate`` jobs per second.
+
+    The workers are threads in this Python process and a kill is SIMULATED: the worker's
+    job in hand is abandoned mid-job (no complete, no extend, no retry -- exactly what a
+    killed process leaves), and the worker claims nothing more. Real process kills are the
+    chaos runner's (``python -m echoq chaos``).
+    """
+
+    kind = "fleet"
+    rate = Int(0, help="jobs enqueued per second by the producer, 0..50")
+    job_ms = Int(150, help="how long each job's work takes, in milliseconds")
+    lease_ms = Int(600, help="each claim's lease; a live worker extends it, a killed one cannot")
+    beat_ms = Int(200, help="how often each worker runs the stalled check")
+
+    def __init__(self, name: str | None = None, **kw: object) -> None:
+        self.fleet: list[FleetWorker] = []
+        self.enqueued: set[str] = set()
+        self.history_t: list[float] = []
+        self.history: dict[str, list[int]] = {p: [] for p in FLEET_PLACES}
+        self.lost = 0
+        self.duplicates = 0
+        self._started = time.monotonic()
+        self._producer: threading.Thread | None = None
+        self._producing = threading.Event()
+        self._lock = threading.Lock()
+        super().__init__(name, **kw)  # type: ignore[arg-type]
+
+    @validate("rate")
+    def _rate_range(self, proposal: dict) -> int:
+        if not 0 <= proposal["value"] <= 50:
+            raise TraitError(f"rate must be between 0 and 50 jobs per second, got {proposal['value']!r}")
+        return proposal["value"]
+
+    @observe("rate")
+    def _rate_changed(self, change: dict) -> None:
+        if change["new"] > 0 and (self._producer is None or not self._producer.is_alive()):
+            self._producing.clear()
+            self._producer = threading.Thread(target=self._produce, daemon=True, name=f"echoq-lab-producer-{self.name}")
+            self._producer.start()
+        elif change["new"] == 0:
+            self._producing.set()
+
+    def _produce(self) -> None:
+        while not self._producing.is_set() and self.rate > 0 and self.connected:
+            try:
+                self._enqueue(1)
+            except GONE as exc:
+                self._gone(exc)
+                return
+            self._producing.wait(1 / max(self.rate, 1))  # pacing the producer, not synchronisation
+
+    def _enqueue(self, count: int) -> list[str]:
+        assert self.queue is not None
+        ids = self.queue.enqueue_many([f"fleet job {len(self.enqueued) + i + 1}" for i in range(count)])
+        with self._lock:
+            self.enqueued.update(ids)
+        return ids
+
+    def add_jobs(self, count: int = 20) -> bool:
+        def run() -> str:
+            self._enqueue(count)
+            return f"enqueued {count} jobs into {self.keys('pending')}."
+
+        return self.act("add jobs", run)
+
+    def _spawn(self, slot: int) -> FleetWorker:
+        from ..worker import Fault, Worker, keyed_consumer
+
+        assert self.queue is not None
+        stop_signal = threading.Event()
+        queue = Queue(self.name, self.queue.client)
+
+        def work(_delivery: object) -> None:
+            stop_signal.wait(self.job_ms / 1000)  # the job's work; a kill cuts it short
+
+        worker = Worker(
+            queue,
+            keyed_consumer(Effects(queue), work),
+            lease_ms=self.lease_ms,
+            beat_ms=self.beat_ms,
+            idle_wait_ms=20,
+            fault=Fault(CrashPoint.MID_JOB, rate=0.0),  # armed per delivery by kill()
+        )
+        entry = FleetWorker(slot, worker, threading.Thread(), stop_signal)
+
+        def run() -> None:
+            try:
+                worker.work()
+            except GONE:
+                entry.state = "failed"
+                return
+            if entry.state == "working":
+                entry.state = "stopped"
+
+        entry.thread = threading.Thread(target=run, daemon=True, name=f"echoq-lab-worker-{self.name}-{slot}")
+        entry.thread.start()
+        return entry
+
+    def start(self, workers: int = 3) -> bool:
+        def run() -> str:
+            self.stop_all(quiet=True)
+            self.fleet = [self._spawn(slot) for slot in range(1, workers + 1)]
+            return (
+                f"started {workers} workers (threads in this kernel), each on a {self.beat_ms} ms beat: "
+                "stalled check, then drain; the consumer is keyed on the JOB id."
+            )
+
+        return self.act("start", run)
+
+    def kill(self, slot: int) -> bool:
+        """Simulated kill: the job in hand is abandoned mid-job; the worker claims no more."""
+
+        def run() -> str:
+            entry = self._entry(slot)
+            if entry.state != "working":
+                return f"worker {slot} is already {entry.state}."
+            in_hand = entry.worker.in_flight
+            for delivery in in_hand:
+                delivery.crash_at = CrashPoint.MID_JOB  # dies at its next checkpoint, mid-job
+            entry.state = "killed"
+            entry.killed_job = in_hand[0].job_id if in_hand else None
+            entry.worker.stop()
+            entry.stop_signal.set()
+            where = (
+                f"{short(entry.killed_job)} stays leased in {self.keys('active')} until its lease runs out "
+                "and a live worker's beat returns it"
+                if entry.killed_job
+                else "it held no job"
+            )
+            return f"killed worker {slot} (simulated: a thread cannot be SIGKILLed) mid-job: {where}."
+
+        return self.act(f"kill {slot}", run)
+
+    def restart(self, slot: int) -> bool:
+        def run() -> str:
+            entry = self._entry(slot)
+            if entry.state == "working":
+                return f"worker {slot} is still working."
+            entry.thread.join(timeout=5)
+            self.fleet[self.fleet.index(entry)] = self._spawn(slot)
+            return f"restarted worker {slot}: its first beat recovers any expired lease, then it drains."
+
+        return self.act(f"restart {slot}", run)
+
+    def _entry(self, slot: int) -> FleetWorker:
+        for entry in self.fleet:
+            if entry.slot == slot:
+                return entry
+        raise InvalidArgument(f"no worker {slot}: start the fleet first (workers are numbered from 1)")
+
+    def stop_all(self, quiet: bool = False) -> None:
+        """Stop the producer and every worker gracefully, and wait for their threads."""
+        self._producing.set()
+        for entry in self.fleet:
+            entry.worker.stop()
+        for entry in self.fleet:
+            entry.thread.join(timeout=10)
+            if entry.state == "working":
+                entry.state = "stopped"
+        if self._producer is not None:
+            self._producer.join(timeout=5)
+
+    def refresh(self) -> None:
+        super().refresh()
+        snap = self.snapshot
+        assert snap is not None and self.queue is not None
+        with self._lock:
+            known = len(self.enqueued)
+        placed = sum(snap.counts[p] for p in ("pending", "active", "scheduled", "dead", "done"))
+        self.lost = max(0, known - placed)
+        self.duplicates = Effects(self.queue).duplicates()
+        with self._lock:
+            self.history_t.append(time.monotonic() - self._started)
+            for place in FLEET_PLACES:
+                self.history[place].append(snap.counts[place])
+            if len(self.history_t) > 600:  # keep the last few minutes
+                self.history_t = self.history_t[-600:]
+                self.history = {p: v[-600:] for p, v in self.history.items()}
+
+    def describe_clock(self) -> str:
+        return self.describe()
+
+    def describe(self) -> str:
+        snap = self.snapshot
+        if snap is None:
+            return ""
+        c = snap.counts
+        alive = sum(1 for e in self.fleet if e.state == "working")
+        return (
+            f"{alive} of {len(self.fleet)} workers alive. {self.keys('pending')} {c['pending']}, "
+            f"active {c['active']}, done {c['done']}, dead {c['dead']}. "
+            f"Lost: {self.lost}. Duplicate effects: {self.duplicates}."
+        )
+
+    def picture(self) -> FleetPicture:
+        workers = []
+        for e in self.fleet:
+            in_hand = e.worker.in_flight
+            workers.append((e.slot, e.state, e.completed, in_hand[0].job_id if in_hand else None))
+        with self._lock:
+            times, series = list(self.history_t), {p: list(v) for p, v in self.history.items()}
+        return FleetPicture(
+            self.name,
+            times,
+            series,
+            workers,
+            self.lost,
+            self.duplicates,
+            self.rate,
+        )

@@ -25,11 +25,11 @@ import ipywidgets as widgets
 import matplotlib
 from traitlets import TraitError, link
 
-from ..errors import EchoqError
-from .figures import ClaimFigure, DeliveryFigure, LabFigure, ReapFigure
-from .model import CLAIM_STEPS, ClaimModel, DeliveryModel, LabModel, ReapModel
+from ..errors import EchoqError, InvalidArgument
+from .figures import ClaimFigure, DeliveryFigure, FleetFigure, LabFigure, ReapFigure
+from .model import CLAIM_STEPS, ClaimModel, DeliveryModel, FleetModel, LabModel, ReapModel
 
-__all__ = ["LabPanel", "ClaimLab", "DeliveryLab", "ReapLab", "ipympl_active"]
+__all__ = ["LabPanel", "ClaimLab", "DeliveryLab", "ReapLab", "FleetLab", "ipympl_active"]
 
 
 def ipympl_active() -> bool:
@@ -171,6 +171,12 @@ class LabPanel(widgets.VBox):
         with self._draw_lock:
             self.figure.update(self.model.picture())  # type: ignore[attr-defined]
             self._publish()
+
+    def save_png(self, path: Any) -> None:
+        """Redraw from the model and save the figure (the docs' renders use this)."""
+        with self._draw_lock:
+            self.redraw()
+            self.figure.png(path)
 
     def _publish(self) -> None:
         self._last_draw = time.monotonic()
@@ -332,3 +338,52 @@ class ReapLab(LabPanel):
                 time.sleep(0.04)  # frame pacing for the eye
             self.figure.update(self.model.picture())  # type: ignore[attr-defined]
             self._publish()
+
+
+class FleetLab(LabPanel):
+    """Workers on a beat: kill and restart each, set the job rate, watch nothing get lost.
+
+    The workers are threads in this kernel and a kill is simulated (the job in hand is
+    abandoned mid-job, as a killed process would leave it); lesson 05's chaos run kills
+    real processes.
+    """
+
+    def __init__(self, name: str | None = None, *, workers: int = 3, live: bool | None = None, **connect: Any) -> None:
+        if not 1 <= workers <= 4:
+            raise InvalidArgument(f"workers must be between 1 and 4 (the figure lists four), got {workers!r}")
+        model = FleetModel(name, **connect)
+        self.workers = workers
+        self.start_button = self.button(
+            f"start {workers} workers", lambda: model.start(workers), "threads running echoq.Worker"
+        )
+        self.add_button = self.button("add 20 jobs", model.add_jobs, "enqueue 20 jobs at once")
+        self.stop_button = self.button("stop all", model.stop_all, "graceful stop: finish jobs in hand, claim no more")
+        self.rate_slider = widgets.IntSlider(
+            value=model.rate, min=0, max=50, description="jobs / s", continuous_update=False
+        )
+        link((self.rate_slider, "value"), (model, "rate"))
+        self.kill_buttons = [
+            self.button(f"kill w{slot}", lambda slot=slot: model.kill(slot), "simulated kill, mid-job")
+            for slot in range(1, workers + 1)
+        ]
+        self.restart_buttons = [
+            self.button(f"restart w{slot}", lambda slot=slot: model.restart(slot), "a fresh worker in this slot")
+            for slot in range(1, workers + 1)
+        ]
+        for b in self.kill_buttons:
+            b.button_style = "danger"
+        super().__init__(
+            model,
+            FleetFigure(model.picture()),
+            [
+                widgets.HBox([self.start_button, self.add_button, self.rate_slider, self.stop_button]),
+                widgets.HBox(self.kill_buttons),
+                widgets.HBox(self.restart_buttons),
+            ],
+            live=live,
+            clock_s=0.25,
+        )
+
+    def close(self) -> None:
+        self.model.stop_all()  # type: ignore[attr-defined]
+        super().close()
