@@ -26,13 +26,12 @@ import echoq
 from echoq import Claim, Complete, Extend, Retry
 from echoq.effects import Effect, Effects
 from tests.conftest import fresh_name
-from tests.helpers import assert_one_place, wait_for_server_time
+from tests.helpers import assert_one_place, server_now_ms, wait_for_server_time
 
 LONG_MS = 60_000
 SHORT_LEASES = st.integers(min_value=1, max_value=4)
 LEASES = st.one_of(SHORT_LEASES, st.just(LONG_MS))
 BACKOFFS = st.sampled_from([0, 0, 1, 3, LONG_MS])
-PLACES = ("pending", "active", "scheduled", "dead", "retired")
 
 EXAMPLES = settings(
     max_examples=300,
@@ -95,14 +94,15 @@ class QueueMachine(RuleBasedStateMachine):
 
     def promote_due(self) -> None:
         """Before a claim: wait out short backoffs so the claim promotes them, deterministically."""
-        short = [due for due in self.due.values() if due < _server_now(self.queue.client) + LONG_MS // 2]
+        now = server_now_ms(self.queue.client)
+        short = [due for due in self.due.values() if due < now + LONG_MS // 2]
         if short:
             wait_for_server_time(self.queue.client, max(short) + 1)
             for job_id in [j for j, due in self.due.items() if due <= max(short)]:
                 self.move(job_id, "pending")
 
     def expire_short_leases(self) -> None:
-        now = _server_now(self.queue.client)
+        now = server_now_ms(self.queue.client)
         short = [d for d in self.deadline.values() if d < now + LONG_MS // 2]
         if short:
             wait_for_server_time(self.queue.client, max(short) + 1)
@@ -253,11 +253,6 @@ class QueueMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.queue.reset()
-
-
-def _server_now(client: redis.Redis) -> int:
-    seconds, micros = client.time()
-    return seconds * 1000 + micros // 1000
 
 
 def test_the_queue_keeps_its_guarantees_under_random_moves(valkey_client: redis.Redis) -> None:
