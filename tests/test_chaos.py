@@ -19,14 +19,13 @@ QUICK = {"lease_ms": 200, "beat_ms": 50, "work_ms": 1, "timeout_s": 60}
 
 
 def test_reliable_path_loses_nothing_and_duplicates_no_effect_under_kills() -> None:
-    report = run_chaos(workers=2, jobs=200, kill_rate=0.05, kill_every_s=0.3, seed=11, **QUICK)
+    report = run_chaos(workers=2, jobs=150, kill_rate=0.04, kill_every_s=0.5, seed=11, **QUICK)
     assert report.ok, report.format()
     assert (report.lost, report.duplicate_effects, report.unsettled) == (0, 0, 0)
     assert report.kills > 0 and report.restarts >= report.kills
-    assert (
-        report.completed + report.dead == 200 and report.effects == 200 - report.dead_reasons.get("stalled", 0) or True
-    )
-    assert report.effects <= 200 and report.deliveries == 200 + report.redeliveries
+    assert report.completed + report.dead == 150
+    # A dead-lettered job may or may not have had its effect; a completed one always did.
+    assert report.completed <= report.effects <= 150 and report.deliveries == 150 + report.redeliveries
     assert report.invariant_samples > 0 and report.invariant_violations == 0
     assert report.settle_p50_ms is not None and report.settle_p50_ms <= report.settle_p99_ms
 
@@ -50,11 +49,12 @@ def test_chaos_cli_exit_zero_when_nothing_is_lost(capsys: pytest.CaptureFixture[
 
 
 def test_naive_chaos_loses_jobs_and_exits_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["chaos", "--workers", "2", "--jobs", "200", "--kill-rate", "0.1", "--kill-at", "after_claim,mid_job"]
-    assert main(argv + ["--seed", "5", "--lease-ms", "200", "--naive", "--json"]) == 1
+    # A kill between the pop and the effect loses the job: 1 in 10 deliveries here.
+    argv = ["chaos", "--workers", "2", "--jobs", "100", "--kill-rate", "0.1", "--kill-at", "after_claim,mid_job"]
+    assert main(argv + ["--kill-every", "0", "--seed", "5", "--lease-ms", "200", "--naive", "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["mode"] == "naive" and data["lost"] > 0 and not data["ok"]
-    assert data["effects"] == 200 - data["lost"]  # each lost job is one effect that never happened
+    assert data["effects"] == 100 - data["lost"]  # each lost job is one effect that never happened
 
 
 @pytest.mark.parametrize(
