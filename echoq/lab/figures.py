@@ -60,16 +60,58 @@ def new_figure(width_in: float, height_in: float, dpi: int = 100) -> Figure:
 
 
 class LabFigure:
-    """Shared by the panels' figures: the figure and a redraw request."""
+    """Shared by the panels' figures: the figure, and a redraw that blits.
+
+    Text is what costs most in a matplotlib draw, and most of a lab figure's text never
+    changes (titles, key names, axes). So the artists a move can change are marked
+    ``dynamic``: a full draw renders everything else once into a background, and each
+    redraw restores that background and draws only the dynamic artists over it (the
+    blitting recipe from matplotlib's docs). A figure that changes its axes draws in full.
+    """
 
     fig: Figure
+    dynamic: list[Any] = []
+    _background: Any = None
 
-    def redraw(self) -> None:
-        # On Agg this draws now; on ipympl it schedules one draw for the browser.
-        self.fig.canvas.draw_idle()
+    def blit_artists(self, artists: list[Any]) -> None:
+        self.dynamic = artists
+        for artist in artists:
+            artist.set_animated(True)
+        self._background = None
+        self.fig.canvas.mpl_connect("draw_event", self._on_full_draw)
+
+    _saving = False
+
+    def _on_full_draw(self, _event: object) -> None:
+        if self._saving:
+            return
+        canvas = self.fig.canvas
+        self._background = canvas.copy_from_bbox(self.fig.bbox)
+        for artist in self.dynamic:
+            self.fig.draw_artist(artist)
+
+    def redraw(self, full: bool = False) -> None:
+        canvas = self.fig.canvas
+        if full or not self.dynamic or self._background is None:
+            # On Agg this draws now; on ipympl it schedules one draw for the browser.
+            canvas.draw_idle() if not full else canvas.draw()
+            return
+        canvas.restore_region(self._background)
+        for artist in self.dynamic:
+            self.fig.draw_artist(artist)
+        canvas.blit(self.fig.bbox)
 
     def png(self, path: Any) -> None:
-        self.fig.savefig(path, dpi=self.fig.dpi)
+        for artist in self.dynamic:
+            artist.set_animated(False)  # savefig leaves animated artists out
+        self._saving = True
+        try:
+            self.fig.savefig(path, dpi=self.fig.dpi)
+        finally:
+            self._saving = False
+            for artist in self.dynamic:
+                artist.set_animated(True)
+            self.redraw(full=True)
 
 
 # -- 1. the claim diagram ---------------------------------------------------------------------
@@ -147,6 +189,17 @@ class ClaimFigure(LabFigure):
         }
         self.lease = ax.text(0.02, 0.085, "", fontsize=FONT - 1, color=COLOURS["ink"], va="center")
         self.status = ax.text(0.02, 0.03, "", fontsize=FONT - 1, color=COLOURS["ink"], va="center")
+        self.blit_artists(
+            [
+                *self.boxes.values(),
+                *self.counts.values(),
+                *(slot for slots in self.slots.values() for slot in slots),
+                *self.arrows.values(),
+                *self.arrow_labels.values(),
+                self.lease,
+                self.status,
+            ]
+        )
         self.update(picture)
 
     def update(self, picture: ClaimPicture) -> None:
@@ -217,6 +270,7 @@ class DeliveryFigure(LabFigure):
         self.title = fig.text(0.02, 0.96, "", fontsize=FONT + 1, weight="bold", va="top")
         self.total = fig.text(0.71, 0.80, "", fontsize=FONT + 1, va="top", weight="bold")
         self.detail = fig.text(0.71, 0.60, "", fontsize=FONT - 1, va="top", linespacing=1.5)
+        self.blit_artists([self.delivered, self.effects, self.total, self.detail])
         self.update(picture)
 
     def update(self, picture: DeliveryPicture) -> None:
@@ -289,6 +343,7 @@ class ReapFigure(LabFigure):
         rax.spines[["top", "right"]].set_visible(False)
         self.race_bars = rax.bar([0, 1], [0, 0], color=[COLOURS["dead"], COLOURS["pending"]], width=0.6)
         self.race_text = [rax.text(x, 0.1, "", ha="center", fontsize=FONT - 2) for x in (0, 1)]
+        self.blit_artists([self.title, self.dots, *self.labels, self.caption, *self.race_bars, *self.race_text])
         self.update(picture)
 
     def positions(self, picture: ReapPicture) -> dict[str, tuple[float, float]]:
@@ -351,7 +406,9 @@ class FleetFigure(LabFigure):
     def __init__(self, picture: FleetPicture) -> None:
         self.fig = fig = new_figure(8.4, 3.4)
         ax = self.ax = fig.add_axes((0.08, 0.16, 0.56, 0.68))
-        ax.set_xlabel("seconds", fontsize=FONT - 1)
+        ax.set_xlabel("seconds before now", fontsize=FONT - 1)
+        ax.set_xlim(-WINDOW_S, 0.5)
+        ax.set_ylim(0, 10)
         ax.set_ylabel("jobs", fontsize=FONT - 1)
         ax.tick_params(labelsize=FONT - 1)
         ax.grid(True, alpha=0.25)
@@ -368,21 +425,25 @@ class FleetFigure(LabFigure):
             fig.text(0.68, 0.76 - i * 0.075, "", fontsize=FONT - 1, family="monospace") for i in range(MAX_WORKERS)
         ]
         self.verdict = fig.text(0.68, 0.04, "", fontsize=FONT, weight="bold", linespacing=1.4)
+        self.blit_artists([self.title, *self.lines.values(), *self.worker_rows, self.verdict])
         self.update(picture)
 
     def update(self, picture: FleetPicture) -> None:
         self.title.set_text(f"The worker path: a fleet on a beat · queue {picture.queue!r} · {picture.rate} jobs/s")
-        times = picture.times
-        end = times[-1] if times else 0.0
-        start = max(0.0, end - WINDOW_S)
+        end = picture.times[-1] if picture.times else 0.0
+        ago = [t - end for t in picture.times]
         top = 1
         for place, line in self.lines.items():
             values = picture.series.get(place, [])
-            line.set_data(times, values)
-            shown = [v for t, v in zip(times, values, strict=False) if t >= start]
+            line.set_data(ago, values)
+            shown = [v for t, v in zip(ago, values, strict=False) if t >= -WINDOW_S]
             top = max(top, *shown) if shown else top
-        self.ax.set_xlim(start, max(start + 5.0, end + 0.5))
-        self.ax.set_ylim(0, top * 1.15 + 1)
+        # The y axis only changes when the counts outgrow it or shrink well inside it;
+        # then the background (ticks included) must be drawn afresh.
+        _, limit = self.ax.get_ylim()
+        axes_changed = top * 1.1 > limit or (limit > 12 and top * 3 < limit)
+        if axes_changed:
+            self.ax.set_ylim(0, max(10, top * 1.4))
         marks = {"working": "●", "killed": "✕", "stopped": "○", "failed": "!"}
         for i, row in enumerate(self.worker_rows):
             if i < len(picture.workers):
@@ -394,4 +455,4 @@ class FleetFigure(LabFigure):
                 row.set_text("")
         self.verdict.set_text(f"lost jobs: {picture.lost}\nduplicate effects: {picture.duplicates}")
         self.verdict.set_color(COLOURS["ink"] if picture.lost == 0 and picture.duplicates == 0 else COLOURS["dead"])
-        self.redraw()
+        self.redraw(full=axes_changed)

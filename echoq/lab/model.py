@@ -108,6 +108,7 @@ class LabModel(HasTraits):
         self.snapshot: Snapshot | None = None
         self.previous: Snapshot | None = None
         self._fresh = True
+        self.busy = False
         self.reconnect()
 
     # -- connection -----------------------------------------------------------------------
@@ -155,6 +156,7 @@ class LabModel(HasTraits):
         if not self.connected or self.queue is None:
             self.readout = f"{move}: not connected to Valkey. Press reconnect."
             return False
+        self.busy = True  # views hold their redraws until the fresh snapshot is in
         try:
             words = run()
             self.refresh()
@@ -165,6 +167,8 @@ class LabModel(HasTraits):
             self.last_move = move
             self.readout = f"{move} refused: {exc}"
             return False
+        finally:
+            self.busy = False
         self.last_move = move
         self.readout = f"{words} {self.describe()}".strip()
         return True
@@ -299,8 +303,7 @@ class ClaimModel(LabModel):
             job = self.queue.enqueue(f"job {self._made}")
             return f"enqueue.lua added {short(job.job_id)} to {self.keys('pending')}."
 
-        self.step = "enqueue"
-        return self.act("enqueue", run)
+        return self.act("enqueue", self._stepping("enqueue", run))
 
     def claim(self) -> bool:
         def run() -> str:
@@ -317,8 +320,7 @@ class ClaimModel(LabModel):
                 f"token (attempts) = {claim.token}."
             )
 
-        self.step = "claim"
-        return self.act("claim", run)
+        return self.act("claim", self._stepping("claim", run))
 
     def finish(self) -> bool:
         def run() -> str:
@@ -343,8 +345,15 @@ class ClaimModel(LabModel):
                 "holds it (the lease ran out and it was reaped). Nothing changed."
             )
 
-        self.step = "crash" if self.crash else "finish"
-        return self.act(self.step, run)
+        step = "crash" if self.crash else "finish"
+        return self.act(step, self._stepping(step, run))
+
+    def _stepping(self, step: str, run: Callable[[], str]) -> Callable[[], str]:
+        def lit_then_run() -> str:
+            self.step = step  # inside the move, so the picture redraws once, after it
+            return run()
+
+        return lit_then_run
 
     def reap(self) -> bool:
         def run() -> str:
@@ -365,8 +374,7 @@ class ClaimModel(LabModel):
                 "more on the server's clock. Wait, or fast-forward."
             )
 
-        self.step = "reap"
-        return self.act("reap", run)
+        return self.act("reap", self._stepping("reap", run))
 
     def fast_forward(self) -> bool:
         def run() -> str:
@@ -377,8 +385,7 @@ class ClaimModel(LabModel):
                 "deadline(s) to the server's now: the next reap finds them expired."
             )
 
-        self.step = "fast-forward"
-        return self.act("fast-forward", run)
+        return self.act("fast-forward", self._stepping("fast-forward", run))
 
     def picture(self) -> ClaimPicture:
         snap = self.snapshot

@@ -254,7 +254,7 @@ class ClaimLab(LabPanel):
             clock_s=0.5,
         )
         model.observe(self._show_source, "step")
-        model.observe(lambda _c: self.request_redraw(), ["step", "crash"])
+        model.observe(lambda _c: None if model.busy else self.request_redraw(), ["step", "crash"])
         self._show_source()
 
     def _show_source(self, _change: object = None) -> None:
