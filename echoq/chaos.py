@@ -20,7 +20,6 @@ instead (``echoq.contrasts.naive_pop``) and loses the jobs its killed workers he
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -496,7 +495,3 @@ def _naive_loop(queue, effects, rng, kill_rate, kill_at, work, note_kill, burst)
         processed += 1
         die_at(CrashPoint.AFTER_EFFECT)  # nothing to complete: the pop already removed it
     return {"processed": processed}
-
-
-def print_json(data: dict[str, Any]) -> None:
-    print(json.dumps(data, default=str))
