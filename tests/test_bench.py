@@ -47,16 +47,17 @@ def test_throughput_reports_every_path_with_sane_figures(throughput_report: dict
     assert report["jobs"] == 60 and report["rounds"] == 1 and report["batch"] == 7
     assert report["machine"]["cores"] >= 1 and report["machine"]["server"].startswith(("Valkey", "Redis"))
     rows = {(r["key"], r["processes"]): r for r in report["rows"]}
-    expected = {("ceiling", 1), ("limit", 1), ("rq", 1)} | {
+    expected = {("ceiling", 1), ("limit", 1), ("shaped", 1), ("shaped_limit", 1), ("rq", 1)} | {
         (path, procs) for path in ("two_call", "complete_and_claim", "batch") for procs in (1, 4)
     }
     assert rows.keys() == expected
     for row in rows.values():
         assert row["seconds"] > 0 and math.isfinite(row["rate"]) and row["rate"] > 0
-        assert row["count"] == (120 if row["key"] == "ceiling" else 60)
-        if row["key"] not in ("ceiling", "limit"):
+        assert row["count"] == (120 if row["key"] in ("ceiling", "shaped") else 60)
+        if row["key"] not in ("ceiling", "limit", "shaped", "shaped_limit"):
             assert row["ratio"] > 0 and row["ratio_to"]
     assert rows[("limit", 1)]["rate"] == pytest.approx(rows[("ceiling", 1)]["rate"] / 2)
+    assert rows[("shaped_limit", 1)]["rate"] == pytest.approx(rows[("shaped", 1)]["rate"] / 2)
     two_call = rows[("two_call", 1)]["rate"]
     assert rows[("complete_and_claim", 1)]["ratio"] == pytest.approx(rows[("complete_and_claim", 1)]["rate"] / two_call)
     headlines = report["headlines"]
