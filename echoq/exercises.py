@@ -323,3 +323,149 @@ def check_reap_script(source: str, *, client: redis.Redis | None = None) -> Feed
 
 STUBS = {"claim": CLAIM_STUB, "handler": HANDLER_STUB, "reap": REAP_STUB}
 SOLUTIONS = {"claim": CLAIM_SOLUTION, "handler": HANDLER_SOLUTION, "reap": REAP_SOLUTION}
+
+
+# -- lesson 05: the consumer loop ------------------------------------------------------------
+
+LOOP_STUB = '''\
+def my_worker_loop(q, handle) -> None:
+    """One beat of a worker: recover stalled jobs, then drain the queue."""
+    # TODO: jobs of dead workers sit in the active set until someone reaps them
+    while (claim := q.claim(lease_ms=60_000)) is not None:
+        q.complete(claim)      # TODO: is this the right moment to say "done"?
+        handle(claim)
+'''
+
+LOOP_SOLUTION = '''\
+def my_worker_loop(q, handle) -> None:
+    """One beat of a worker: recover stalled jobs, then drain the queue."""
+    q.stalled_check(max_stalled=1)
+    while (claim := q.claim(lease_ms=60_000)) is not None:
+        handle(claim)
+        q.complete(claim)
+'''
+
+
+class _HandlerCrash(Exception):
+    """Raised by the check's handler to play a worker dying inside the work."""
+
+
+def check_worker_loop(loop: Callable[[Queue, Callable[[object], None]], None]) -> Feedback:
+    """Lesson 05: a dead worker left one job leased; three jobs wait. The learner's loop
+    runs twice (the first time its handler dies inside one job) and every job must end
+    up done, exactly once."""
+    from .lab.model import fast_forward
+
+    fb = Feedback("Lesson 05 worker loop")
+    queue = _scratch("loop", None)
+    try:
+        abandoned = queue.enqueue("left by a dead worker").job_id
+        dead_claim = queue.claim(lease_ms=5)
+        waiting = queue.enqueue_many(["a", "b", "crashes the first time"])
+        wait_for_server_ms(queue.client, dead_claim.deadline_ms + 1)
+        handled: list[str] = []
+        crash_once = {waiting[2]}
+
+        def handle(claim: object) -> None:
+            job_id = getattr(claim, "job_id", None)
+            if job_id in crash_once:
+                crash_once.discard(job_id)
+                raise _HandlerCrash(job_id)
+            handled.append(str(job_id))
+
+        for run in (1, 2):
+            try:
+                loop(queue, handle)
+            except _HandlerCrash:
+                if run == 2:
+                    fb.bad("The loop crashed on the second run too.")
+                # The worker died holding a 60 s lease. Rather than make the learner wait a
+                # minute, pull that lease's deadline to the server's now (the lab's labelled
+                # teaching affordance; the reaper still judges it on the server's clock).
+                fast_forward(queue)
+            except Exception as exc:
+                fb.bad(f"The loop raised {type(exc).__name__}: {exc}")
+                return fb
+        snap = queue.snapshot()
+        fb.expect(
+            abandoned in handled,
+            "The job a dead worker left in the active set was recovered and handled.",
+            "The job a dead worker left in emq:{q}:active was never handled: run a stalled check "
+            "(or reap) at the start of each beat.",
+        )
+        fb.expect(
+            waiting[2] in handled,
+            "The job whose handler crashed was delivered again and handled.",
+            "The job whose handler crashed was never handled again: it was marked done before the work "
+            "ran. Complete a job only after handle() returns.",
+        )
+        fb.expect(
+            sorted(handled) == sorted(set(handled)),
+            "No job was handled twice.",
+            f"Some job was handled twice: {sorted(handled)}.",
+        )
+        fb.expect(
+            snap.counts["pending"] == 0 and snap.counts["active"] == 0,
+            "The queue is empty at the end.",
+            f"Left over: {snap.counts['pending']} pending, {snap.counts['active']} active.",
+        )
+    finally:
+        queue.reset()
+    return fb
+
+
+# -- lesson 06: long jobs and lease extension ------------------------------------------------
+
+
+def check_long_job(extend_every_ms: object, *, lease_ms: int = 300, job_ms: int = 900) -> Feedback:
+    """Lesson 06: a job takes ``job_ms`` under a ``lease_ms`` lease, and a second worker
+    runs stalled checks all the while. With the right ``extend_every_ms`` the job is
+    delivered once; with extension off (0) or too rare it is reaped while alive and runs
+    twice."""
+    import threading
+    import time
+
+    from .worker import Worker
+
+    fb = Feedback("Lesson 06 lease extension")
+    if not isinstance(extend_every_ms, int) or isinstance(extend_every_ms, bool) or extend_every_ms < 0:
+        fb.bad(f"extend_every_ms must be a whole number of milliseconds >= 0 (0 = never), got {extend_every_ms!r}")
+        return fb
+    queue = _scratch("long", None)
+    deliveries: list[int] = []
+    try:
+        queue.enqueue("a long report")
+
+        def slow(delivery: object) -> None:
+            deliveries.append(getattr(delivery, "attempt", 0))
+            time.sleep(job_ms / 1000)  # the work itself takes this long
+
+        worker = Worker(queue, slow, lease_ms=lease_ms, extend_every_ms=extend_every_ms, beat_ms=50, idle_wait_ms=20)
+        watcher = Worker(queue, slow, lease_ms=lease_ms, extend_every_ms=extend_every_ms, beat_ms=50, idle_wait_ms=20)
+        first = threading.Thread(target=worker.work, kwargs={"burst": True})
+        first.start()
+        give_up = time.monotonic() + 5
+        while not deliveries and time.monotonic() < give_up:
+            time.sleep(0.005)
+        second = threading.Thread(target=watcher.work, kwargs={"burst": True})
+        second.start()
+        first.join(30)
+        second.join(30)
+        fb.expect(
+            len(deliveries) == 1,
+            f"The {job_ms} ms job under a {lease_ms} ms lease was delivered once: its lease kept being extended.",
+            f"The job was delivered {len(deliveries)} times: its lease ran out while the work was still "
+            f"running, so the other worker reaped it and ran it again. Extend more often than every {lease_ms} ms.",
+        )
+        fb.expect(
+            queue.snapshot().counts["done"] == 1,
+            "It completed.",
+            "It did not complete.",
+        )
+    finally:
+        queue.reset()
+    return fb
+
+
+STUBS |= {"loop": LOOP_STUB}
+SOLUTIONS |= {"loop": LOOP_SOLUTION}

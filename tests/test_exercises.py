@@ -89,3 +89,36 @@ def test_feedback_renders_in_words() -> None:
     text, page = str(feedback), feedback._repr_html_()
     assert text.startswith("Lesson 04 reap script: 3 thing(s) to fix") and "✗" in text and "✓" in text
     assert "<li>✗" in page
+
+
+def define(source: str, name: str):
+    namespace: dict = {}
+    exec(source, namespace)
+    return namespace[name]
+
+
+def test_loop_stub_misses_the_stalled_job_and_completes_too_early() -> None:
+    feedback = exercises.check_worker_loop(define(exercises.LOOP_STUB, "my_worker_loop"))
+    assert not feedback.ok
+    assert any("never handled: run a stalled check" in line for line in feedback.failed)
+    assert any("Complete a job only after handle() returns" in line for line in feedback.failed)
+
+
+def test_loop_solution_passes() -> None:
+    feedback = exercises.check_worker_loop(define(exercises.LOOP_SOLUTION, "my_worker_loop"))
+    assert feedback.ok, str(feedback)
+
+
+def test_long_job_without_extension_runs_twice() -> None:
+    feedback = exercises.check_long_job(0)
+    assert not feedback.ok and any("delivered 2 times" in line for line in feedback.failed)
+
+
+def test_long_job_with_extension_runs_once() -> None:
+    feedback = exercises.check_long_job(60)
+    assert feedback.ok, str(feedback)
+
+
+def test_long_job_check_refuses_nonsense() -> None:
+    feedback = exercises.check_long_job("often")
+    assert not feedback.ok and "whole number" in feedback.failed[0]
