@@ -1,0 +1,54 @@
+"""Static charts for the lessons' results: pure functions from a report to a figure.
+
+The panels' live figures are in :mod:`echoq.lab.figures`; these draw a finished run once
+(the chaos run of lesson 05, the server restarts of lesson 06), in the same palette.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from matplotlib.figure import Figure
+
+from ..chaos import ChaosReport
+from ..durability import RestartReport
+from .figures import COLOURS, FONT
+
+PLACES = ("pending", "active", "done", "dead")
+
+
+def chaos_timeline(report: ChaosReport) -> Figure:
+    """Where the jobs were during a chaos run, sample by sample, with the verdict in words."""
+    fig = Figure(figsize=(8, 3.2), layout="constrained")
+    ax = fig.add_subplot()
+    t = [s.t_s for s in report.timeline]
+    for place in PLACES:
+        ax.plot(t, [getattr(s, place) for s in report.timeline], label=place, color=COLOURS[place], lw=2)
+    ax.set_xlabel("seconds since the run started", fontsize=FONT)
+    ax.set_ylabel("jobs", fontsize=FONT)
+    ax.legend(fontsize=FONT - 1, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_title(
+        f"{report.jobs} jobs, {report.workers} workers, {report.kills} kills: "
+        f"lost {report.lost}, duplicate effects {report.duplicate_effects}",
+        fontsize=FONT + 1,
+        loc="left",
+    )
+    return fig
+
+
+def durability_bars(reports: Sequence[RestartReport]) -> Figure:
+    """Acknowledged jobs that survived a server SIGKILL, per persistence setting."""
+    fig = Figure(figsize=(6.5, 3), layout="constrained")
+    ax = fig.add_subplot()
+    names = [r.persistence for r in reports]
+    ax.bar(names, [r.survived for r in reports], color=COLOURS["pending"], label="survived")
+    ax.bar(names, [r.lost for r in reports], bottom=[r.survived for r in reports], color=COLOURS["dead"], label="lost")
+    for x, r in enumerate(reports):
+        ax.text(x, r.acknowledged + 1, f"{r.lost} lost", ha="center", fontsize=FONT)
+    ax.set_ylabel("acknowledged jobs", fontsize=FONT)
+    ax.set_ylim(0, max(r.acknowledged for r in reports) * 1.2)
+    ax.legend(fontsize=FONT - 1, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_title("After the server was SIGKILLed and restarted", fontsize=FONT + 1, loc="left")
+    return fig

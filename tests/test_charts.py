@@ -1,0 +1,28 @@
+"""The lessons' result charts are pure functions of a report: what they draw is the data."""
+
+from __future__ import annotations
+
+from echoq.chaos import ChaosReport, Sample
+from echoq.durability import RestartReport
+from echoq.lab.charts import chaos_timeline, durability_bars
+
+
+def test_chaos_timeline_draws_every_place_from_the_samples() -> None:
+    report = ChaosReport("reliable", "q", 3, 1, 0, 500, 1, 0.0, 0.0, kills=2)
+    report.timeline = [
+        Sample(0.0, 3, 0, 0, 0, 0, 0, 0),
+        Sample(0.5, 1, 1, 0, 1, 0, 0, 0),
+        Sample(1.0, 0, 0, 0, 3, 0, 0, 0),
+    ]
+    ax = chaos_timeline(report).axes[0]
+    lines = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+    assert lines == {"pending": [3, 1, 0], "active": [0, 1, 0], "done": [0, 1, 3], "dead": [0, 0, 0]}
+    assert "lost 0, duplicate effects 0" in ax.get_title(loc="left")
+
+
+def test_durability_bars_stack_survived_and_lost() -> None:
+    reports = [RestartReport("none", 10, 0, 0, 0), RestartReport("aof", 10, 10, 8, 2)]
+    ax = durability_bars(reports).axes[0]
+    heights = [round(p.get_height()) for p in ax.patches]
+    assert heights == [0, 10, 10, 0]  # survived bars, then lost bars
+    assert [t.get_text() for t in ax.texts] == ["10 lost", "0 lost"]
