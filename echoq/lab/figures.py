@@ -333,7 +333,7 @@ class ReapFigure(LabFigure):
         self.caption = fig.text(0.02, 0.025, "", fontsize=FONT - 1)
         # the race: deliveries of one crashed job, two-step vs atomic sweeps
         rax = self.race_ax = fig.add_axes((0.83, 0.22, 0.15, 0.58))
-        rax.set_title("race: 2 overlapping sweeps", fontsize=FONT - 1)
+        rax.set_title("race: 2 sweeps overlap", fontsize=FONT - 1)
         rax.set_xticks([0, 1])
         rax.set_xticklabels(["two-step", "atomic"], fontsize=FONT - 2)
         rax.set_ylim(0, 4)

@@ -117,10 +117,13 @@ class LabPanel(widgets.VBox):
     def _canvas(self) -> widgets.Widget:
         fig = self.figure.fig
         if self.live:
-            from ipympl.backend_nbagg import Canvas, FigureManager
+            from ipympl.backend_nbagg import _Backend_ipympl
 
-            canvas = Canvas(fig)
-            FigureManager(canvas, id(fig))
+            # ipympl's own path (what pyplot.figure uses), with interactive mode off so the
+            # canvas is not also queued for display on its own at the end of the cell.
+            with matplotlib.rc_context({"interactive": False}):
+                manager = _Backend_ipympl.new_figure_manager_given_figure(id(fig), fig)
+            canvas = manager.canvas
             canvas.header_visible = False
             canvas.footer_visible = False
             canvas.toolbar_visible = False
