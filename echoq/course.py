@@ -12,6 +12,8 @@ which connects (``VALKEY_URL`` or the embedded server), empties the lesson's own
 from __future__ import annotations
 
 import html
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
@@ -88,3 +90,14 @@ def predict(question: str, options: list[str], answer: int, why: str):
 
     button.on_click(on_check)
     return widgets.VBox([widgets.HTML(f"<b>Predict:</b> {html.escape(question)}"), choice, button, verdict])
+
+
+def wait_until(condition: Callable[[], bool], *, timeout_s: float = 20.0, what: str = "the condition") -> float:
+    """Poll ``condition`` until it holds; returns the seconds it took. Raises TimeoutError
+    (in one line, naming ``what``) if it does not hold within ``timeout_s``."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout_s:
+            raise TimeoutError(f"{what} did not happen within {timeout_s:.0f} s; is the machine very busy?")
+        time.sleep(0.02)
+    return time.monotonic() - started

@@ -54,6 +54,8 @@ class Feedback:
         lines += [f"  ✓ {line}" for line in self.passed]
         return "\n".join(lines)
 
+    __repr__ = __str__  # what a notebook shows as text/plain (GitHub, nbviewer, a terminal)
+
     def _repr_html_(self) -> str:
         colour = "#1b7837" if self.ok else "#b35806"
         items = [f"<li>✗ {html.escape(line)}</li>" for line in self.failed]
@@ -457,11 +459,8 @@ def check_long_job(extend_every_ms: object, *, lease_ms: int = 300, job_ms: int 
             f"The job was delivered {len(deliveries)} times: its lease ran out while the work was still "
             f"running, so the other worker reaped it and ran it again. Extend more often than every {lease_ms} ms.",
         )
-        fb.expect(
-            queue.snapshot().counts["done"] == 1,
-            "It completed.",
-            "It did not complete.",
-        )
+        if len(deliveries) == 1:
+            fb.expect(queue.snapshot().counts["done"] == 1, "It completed.", "It did not complete.")
     finally:
         queue.reset()
     return fb

@@ -60,3 +60,19 @@ def test_lesson_shape(path: Path) -> None:
         assert "exercises.check" in code, f"{path.name} has no exercise with an automatic check"
         assert "course.reveal(" in code, f"{path.name} has no solution to reveal"
         assert "assert " in code, f"{path.name} demonstrates no guarantee with an assert"
+
+
+def test_exercise_stubs_in_the_notebooks_are_the_ones_the_tests_prove_wrong() -> None:
+    """tests/test_exercises.py proves each stub fails its check; the notebooks must carry
+    those very stubs, not a drifted copy."""
+    from echoq import exercises
+
+    sources = {p.name: "\n".join(c.source for c in code_cells(p)) for p in NOTEBOOKS}
+    for stub, lesson in (
+        (exercises.CLAIM_STUB, "02"),
+        (exercises.HANDLER_STUB, "03"),
+        (exercises.REAP_STUB, "04"),
+        (exercises.LOOP_STUB, "05"),
+    ):
+        (name,) = [n for n in sources if n.startswith(lesson)]
+        assert stub.strip() in sources[name], f"{name} does not carry the exercise stub from echoq/exercises.py"
