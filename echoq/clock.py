@@ -6,6 +6,8 @@ import time
 
 import redis
 
+from .errors import ServerUnavailable
+
 
 def server_now_ms(client: redis.Redis) -> int:
     """The server's TIME in milliseconds (what the scripts compute as `now`)."""
@@ -25,3 +27,13 @@ def wait_for_server_ms(client: redis.Redis, target_ms: int, timeout_s: float = 5
             return False
         time.sleep(0.001)
     return True
+
+
+def wait_until_expired(client: redis.Redis, deadline_ms: int, timeout_s: float = 5.0) -> None:
+    """Wait until a lease deadline has come on the server's clock: from then on the reaper
+    (which takes deadline <= now) treats the lease as expired. Raises
+    :class:`ServerUnavailable` in one line if the clock does not get there in time."""
+    if not wait_for_server_ms(client, deadline_ms, timeout_s):
+        raise ServerUnavailable(
+            f"the server's clock did not reach {deadline_ms} within {timeout_s:.0f} s; is Valkey overloaded?"
+        )

@@ -25,8 +25,7 @@ from functools import cache
 import redis
 from redis.commands.core import Script
 
-from .clock import server_now_ms, wait_for_server_ms
-from .errors import ServerUnavailable
+from .clock import server_now_ms, wait_until_expired
 from .ids import check_job_id
 from .queue import Claim, Complete, JobState, Queue, _text
 from .scripts import lost_server, source
@@ -41,7 +40,6 @@ __all__ = [
     "overlapping_sweeps",
     "StaleCompletionReport",
     "stale_completion",
-    "wait_until_expired",
 ]
 
 
@@ -107,14 +105,6 @@ def racy_reap(queue: Queue, between: Callable[[], None] | None = None) -> list[s
     return racy_reap_move(queue, ids)
 
 
-def wait_until_expired(queue: Queue, deadline_ms: int, timeout_s: float = 5.0) -> None:
-    """Poll the server's clock until it is past ``deadline_ms`` (a lease deadline)."""
-    if not wait_for_server_ms(queue.client, deadline_ms + 1, timeout_s):
-        raise ServerUnavailable(
-            f"the server clock of {queue!r} did not pass {deadline_ms} within {timeout_s} s; is it stuck?"
-        )
-
-
 @dataclass
 class OverlapReport:
     """What two overlapping sweeps did to one stalled job.
@@ -157,7 +147,7 @@ def overlapping_sweeps(queue: Queue, *, racy: bool, lease_ms: int = 5, holder_le
     crashed = queue.claim(lease_ms=lease_ms)
     if crashed is None or crashed.job_id != job_id:
         raise RuntimeError(f"{queue!r} must be empty for this demonstration; call queue.reset() first")
-    wait_until_expired(queue, crashed.deadline_ms)  # worker A is gone: its lease runs out
+    wait_until_expired(queue.client, crashed.deadline_ms)  # worker A is gone: its lease runs out
     report = OverlapReport(job_id, racy, [], [], [crashed])
 
     def second_sweep_then_claim() -> None:
@@ -226,7 +216,7 @@ def stale_completion(queue: Queue, *, fenced: bool, lease_ms: int = 5) -> StaleC
     a = queue.claim(lease_ms=lease_ms)
     if a is None or a.job_id != job_id:
         raise RuntimeError(f"{queue!r} must be empty for this demonstration; call queue.reset() first")
-    wait_until_expired(queue, a.deadline_ms)
+    wait_until_expired(queue.client, a.deadline_ms)
     queue.reap()
     b = queue.claim(lease_ms=30_000)
     assert b is not None and b.job_id == job_id

@@ -24,11 +24,11 @@ from typing import Any, ClassVar
 import redis
 from traitlets import Bool, HasTraits, Int, TraitError, Unicode, observe, validate
 
-from ..clock import wait_for_server_ms
+from ..clock import wait_until_expired
 from ..contrasts import OverlapReport, overlapping_sweeps
 from ..effects import Effects
 from ..errors import EchoqError, InvalidArgument, ServerUnavailable
-from ..keyspace import check_queue_name
+from ..keyspace import Keyspace, check_queue_name
 from ..queue import Claim, Complete, Queue, Snapshot
 from ..scripts import lost_server, raw_source, source, translate
 from ..server import check, connect, describe_client
@@ -80,14 +80,6 @@ def fast_forward(queue: Queue, advance_ms: int | None = None) -> tuple[int, int]
     return int(now), int(moved)
 
 
-def wait_past(queue: Queue, deadline_ms: int, timeout_s: float = 5.0) -> None:
-    """Poll the server's clock until a lease deadline has come (reap takes deadline <= now)."""
-    if not wait_for_server_ms(queue.client, deadline_ms, timeout_s):
-        raise ServerUnavailable(
-            f"the server's clock did not reach {deadline_ms} within {timeout_s:.0f} s; is Valkey overloaded?"
-        )
-
-
 class LabModel(HasTraits):
     """What every panel shares: a queue, a snapshot, a readout in words, the connection."""
 
@@ -114,7 +106,8 @@ class LabModel(HasTraits):
     # -- connection -----------------------------------------------------------------------
 
     def keys(self, part: str) -> str:
-        return f"emq:{{{self.name}}}:{part}"
+        """A key of this panel's queue, by its Keyspace name: ``keys('active')``."""
+        return getattr(Keyspace(self.name), part)
 
     def reconnect(self) -> bool:
         """Connect (again): the given client, else ``url``, else :func:`echoq.connect`."""
@@ -497,7 +490,7 @@ class DeliveryModel(LabModel):
                 if last:
                     queue.complete(claim)
                 else:
-                    wait_past(queue, claim.deadline_ms)  # the worker is dead; its lease runs out
+                    wait_until_expired(queue.client, claim.deadline_ms)  # the worker is dead; its lease runs out
                     queue.reap()
             self.run = result
             how = "keyed on the JOB id" if consumer == "keyed" else "naive: one per delivery"
@@ -525,7 +518,7 @@ class DeliveryModel(LabModel):
                 line = f"1. Worker A claims {short(job_id)}: token {a.token}, a {CRASH_LEASE_MS} ms lease. A stalls."
             elif step == 2:
                 a = claims["A"]
-                wait_past(fq, a.deadline_ms)
+                wait_until_expired(fq.client, a.deadline_ms)
                 moved = fq.reap()
                 line = f"2. A's lease runs out on the server's clock; reap.lua moves {len(moved)} job back to pending."
             elif step == 3:
