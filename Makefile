@@ -9,7 +9,7 @@ PORT   ?= 8888
 # JupyterLab refuses to run as root unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup lab test lint bench clean
+.PHONY: setup lab test lint bench clean present
 
 setup: $(STAMP)
 
@@ -22,6 +22,11 @@ $(STAMP): pyproject.toml
 lab: setup
 	$(BIN)/jupyter lab --no-browser $(ROOT_FLAG) --ServerApp.ip=$(HOST) --port=$(PORT) \
 	  --ServerApp.root_dir=notebooks
+
+# The lab panels as a web page without code, for projecting in class (Voila; loopback only).
+PRESENT_PORT ?= 8866
+present: setup
+	$(BIN)/voila notebooks/present.ipynb --no-browser --Voila.ip=$(HOST) --port=$(PRESENT_PORT)
 
 test: setup
 	@bash tools/system-deps.sh

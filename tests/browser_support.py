@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
@@ -123,9 +125,20 @@ class Served:
 
 
 def _launch(
-    name: str, argv: Callable[[int, Path], list[str]], env: dict[str, str], ready_path: str, kernels_api: bool
+    name: str,
+    argv: Callable[[int, Path], list[str]],
+    env: dict[str, str],
+    ready_path: str,
+    kernels_api: bool,
+    *,
+    cwd: Path | None = None,
+    port_from_log: bool = False,
 ) -> Served:
-    """Start ``argv(port, workdir)`` and poll ``ready_path`` until it answers (not 5xx)."""
+    """Start ``argv(port, workdir)`` and poll ``ready_path`` until it answers (not 5xx).
+
+    With ``port_from_log`` the server may have moved to another port (Voila's port_retries):
+    the port is read from the URL it logs once it listens.
+    """
     last = ""
     for _attempt in range(3):  # a free port can be taken between our probe and the server's bind
         workdir = Path(tempfile.mkdtemp(prefix=f"echoq-{name}-"))
@@ -152,12 +165,18 @@ def _launch(
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=full_env,
-                cwd=workdir,
+                cwd=cwd or workdir,
                 start_new_session=True,
             )
         served = Served(name, process, port, log, workdir, kernels_api)
         deadline = started + READY_TIMEOUT_S
         while time.perf_counter() < deadline and process.poll() is None:
+            if port_from_log:
+                found = re.search(r"running at:\s*http://127\.0\.0\.1:(\d+)/", served.log_tail(200))
+                if not found:
+                    time.sleep(0.1)
+                    continue
+                served.port = int(found.group(1))
             status = _http_status(served.url + ready_path)
             if status is not None and status < 500:
                 served.started_s = time.perf_counter() - started
@@ -218,6 +237,34 @@ def start_voila(notebook: Path, env: dict[str, str]) -> Served:
     return _launch("voila", argv, env, "/voila/static/extension.js", kernels_api=False)
 
 
+def present_command(port: int) -> list[str]:
+    """The command `make present` runs (read from make itself, so the test runs the real recipe)."""
+    bin_dir = Path(sys.executable).parent
+    dry = subprocess.run(
+        ["make", "-s", "-n", "present", f"PRESENT_PORT={port}", f"BIN={bin_dir}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert dry.returncode == 0, dry.stderr
+    lines = [line for line in dry.stdout.splitlines() if f"{bin_dir}/voila " in line]
+    assert len(lines) == 1, f"`make -n present` should run voila once:\n{dry.stdout}"
+    return shlex.split(lines[0])
+
+
+def start_present(env: dict[str, str]) -> tuple[Served, list[str]]:
+    """`make present`'s own command, on a free port, from the repository root."""
+    command: list[str] = []
+
+    def argv(port: int, _workdir: Path) -> list[str]:
+        command[:] = present_command(port)
+        return command
+
+    served = _launch("present", argv, env, "/voila/static/extension.js", False, cwd=ROOT, port_from_log=True)
+    return served, command
+
+
 # ---------------------------------------------------------------- fixtures
 
 
@@ -250,6 +297,47 @@ def valkey_for_kernels() -> Iterator[EmbeddedValkey]:
     server = start_server()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def lab_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What JupyterLab serves: a copy of the lessons, so running them never rewrites the repo's
+    notebooks (Lab saves what it runs), and room for the tests' own notebooks."""
+    root = tmp_path_factory.mktemp("lab-root")
+    shutil.copytree(ROOT / "notebooks", root / "notebooks")
+    return root
+
+
+@pytest.fixture(scope="session")
+def lab_server(chromium: str, lab_root: Path, valkey_for_kernels: EmbeddedValkey) -> Iterator[Served]:
+    """One JupyterLab for the session (it takes seconds to start); each test opens its own workspace."""
+    server = start_lab(lab_root, kernel_env(valkey_for_kernels))
+    yield server
+    server.stop()
+
+
+def open_in_lab(pg, server: Served, notebook: str):
+    """Open ``notebook`` (a path under the Lab root), run all its cells; the notebook's panel."""
+    pg.goto(lab_url(server, notebook))
+    panel = pg.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    panel.wait_for(timeout=60_000)
+    pg.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=60_000)
+    # Wait for the kernel, then start "run all" without awaiting it: page.evaluate has no
+    # timeout, and a cell that never returns would hang the test instead of failing it. The
+    # caller waits (with a deadline) for what the cells should show.
+    pg.wait_for_function(
+        """() => {
+            if (document.querySelector('.jp-Dialog')) return true;  // e.g. "Select Kernel"
+            const ctx = window.jupyterapp.shell.currentWidget.sessionContext;
+            return ctx.isReady && ctx.session && ctx.session.kernel && ctx.session.kernel.status === 'idle';
+        }""",
+        timeout=60_000,
+    )
+    dialog = pg.locator(".jp-Dialog")
+    if dialog.count():
+        pytest.fail(f"JupyterLab opened a dialog instead of running {notebook}: {dialog.inner_text()[:200]!r}")
+    pg.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    return panel
 
 
 def kernel_env(valkey: EmbeddedValkey) -> dict[str, str]:

@@ -22,14 +22,17 @@ from tests.browser_support import (  # noqa: F401  (fixtures)
     browser,
     chromium,
     kernel_env,
-    lab_url,
+    lab_root,
+    lab_server,
+    open_in_lab,
     page,
     save_screenshot,
-    start_lab,
+    start_present,
     start_voila,
     valkey_for_kernels,
 )
 
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 PROBE_QUEUE = "browser-probe"
 BAR_RGB = (214, 39, 40)  # the bar's colour, counted in the figure's pixels
 
@@ -115,25 +118,11 @@ def _ink(png: bytes) -> int:
     return int((grey < 200).sum())
 
 
-def test_jupyterlab_runs_a_widget_notebook_against_valkey(page, valkey_for_kernels, tmp_path: Path) -> None:  # noqa: F811
-    write_probe(tmp_path)
-    lab = start_lab(tmp_path, kernel_env(valkey_for_kernels))
-    try:
-        page.goto(lab_url(lab, "probe.ipynb"))
-        panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
-        panel.wait_for(timeout=60_000)
-        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=60_000)
-        page.evaluate(
-            """async () => {
-                const nb = window.jupyterapp.shell.currentWidget;
-                await nb.sessionContext.ready;
-                await window.jupyterapp.commands.execute('notebook:run-all-cells');
-            }"""
-        )
-        click_and_check(page, panel, valkey_for_kernels.url)
-        save_screenshot(page.screenshot(), "browser-lab-probe.png")
-    finally:
-        lab.stop()
+def test_jupyterlab_runs_a_widget_notebook_against_valkey(page, lab_server, lab_root, valkey_for_kernels) -> None:  # noqa: F811
+    write_probe(lab_root)
+    panel = open_in_lab(page, lab_server, "probe.ipynb")
+    click_and_check(page, panel, valkey_for_kernels.url)
+    save_screenshot(page.screenshot(), "browser-lab-probe.png")
 
 
 def test_voila_serves_the_widgets_without_code(page, valkey_for_kernels, tmp_path: Path) -> None:  # noqa: F811
@@ -148,3 +137,149 @@ def test_voila_serves_the_widgets_without_code(page, valkey_for_kernels, tmp_pat
         save_screenshot(page.screenshot(), "browser-voila-probe.png")
     finally:
         voila.stop()
+
+
+# ---------------------------------------------------------------- the lab panels
+
+
+def changed_pixels(a: bytes, b: bytes) -> int:
+    """How many pixels differ between two screenshots of the same element."""
+    pa = np.asarray(Image.open(io.BytesIO(a)).convert("RGB"), dtype=int)
+    pb = np.asarray(Image.open(io.BytesIO(b)).convert("RGB"), dtype=int)
+    if pa.shape != pb.shape:
+        return pa.size  # the element was redrawn at another size: certainly changed
+    return int((np.abs(pa - pb).sum(axis=2) > 30).sum())
+
+
+def redrawn(figure, reference: bytes, what: str, min_pixels: int = 100) -> bytes:
+    """Poll until the figure's pixels differ from ``reference`` by at least ``min_pixels``; the new PNG."""
+    latest: list[bytes] = []
+
+    def changed() -> bool:
+        latest[:] = [figure.screenshot()]
+        return changed_pixels(reference, latest[0]) >= min_pixels
+
+    poll(changed, what=what)
+    return latest[0]
+
+
+def panel_output(pg, marker: str):
+    """The cell output holding the panel whose controls include ``marker`` (a widget's text)."""
+    return pg.locator(".jp-OutputArea-output").filter(has=pg.get_by_text(marker, exact=True)).first
+
+
+def wait_drawn(figure, what: str) -> None:
+    """The panel's figure must get its size and some ink; ipympl sizes it as soon as it renders."""
+    poll(lambda: (box := figure.bounding_box()) and box["width"] > 100, timeout_s=15, what=f"{what} to get a size")
+    poll(lambda: _ink(figure.screenshot()) > 200, timeout_s=15, what=f"{what} to be drawn")
+
+
+def panel_figure(panel):
+    """The panel's drawing: ipympl's canvas when live, else the PNG the panel renders."""
+    return panel.locator(".jupyter-matplotlib-figure, .widget-image").first
+
+
+def drag_slider_to(pg, slider, fraction: float) -> None:
+    """Drag the slider's handle with the mouse to ``fraction`` of its track, as a person would."""
+    handle = slider.locator(".noUi-handle").first
+    track = slider.locator(".noUi-target").first
+    hb, tb = handle.bounding_box(), track.bounding_box()
+    assert hb and tb, "the slider is not laid out"
+    pg.mouse.move(hb["x"] + hb["width"] / 2, hb["y"] + hb["height"] / 2)
+    pg.mouse.down()
+    pg.mouse.move(tb["x"] + tb["width"] * fraction, tb["y"] + tb["height"] / 2, steps=8)
+    pg.mouse.up()
+
+
+# Found by these tests: since echoq.lab draws through ipympl's figure manager and blits
+# (commits 55fa6d6 / 788b951), a panel's live canvas stays blank (8 x 6 px) in JupyterLab and
+# in Voila, while the readout and controls work. strict: once the panels draw, this marker
+# must go, and the tests then guard the fix.
+LIVE_CANVAS_BLANK = pytest.mark.xfail(
+    strict=True, reason="echoq.lab live canvas is not drawn in a real browser (blank 8x6 px ipympl figure)"
+)
+
+
+@LIVE_CANVAS_BLANK
+def test_present_delivery_slider_redelivers_and_redraws(page, valkey_for_kernels) -> None:  # noqa: F811
+    """`make present` in Voila: drag the Delivery lab's slider, then switch to the naive consumer."""
+    if not (NOTEBOOKS / "present.ipynb").is_file():
+        pytest.skip("notebooks/present.ipynb not present")
+    voila, command = start_present(kernel_env(valkey_for_kernels))
+    try:
+        assert "--Voila.ip=127.0.0.1" in command and "--no-browser" in command
+        page.goto(voila.url + "/")
+        panel = panel_output(page, "deliveries")
+        panel.wait_for(timeout=90_000)
+        readout = panel.locator(".widget-html", has_text="emq:{").first
+        readout.wait_for(timeout=30_000)
+        figure = panel_figure(panel)
+        figure.wait_for(timeout=30_000)
+        wait_drawn(figure, "the delivery chart")
+        before_text, before_png = readout.inner_text(), figure.screenshot()
+
+        slider = panel.locator(".widget-slider", has_text="deliveries")
+        drag_slider_to(page, slider, 0.9)
+        shown = slider.locator(".widget-readout")
+        n = int(poll(lambda: shown.inner_text().strip() not in ("", "1") and shown.inner_text().strip(), what="slider"))
+        assert 2 <= n <= 10
+        page.wait_for_function(
+            "([el, n]) => el.innerText.includes(`${n} time`)", arg=[readout.element_handle(), n], timeout=30_000
+        )
+        keyed_text = readout.inner_text()
+        assert keyed_text != before_text
+        assert "counts 1 effect" in keyed_text, keyed_text  # keyed on the JOB id: one effect
+        keyed_png = redrawn(figure, before_png, "the keyed run to be drawn")
+
+        panel.get_by_role("button", name="naive").click()
+        page.wait_for_function(
+            "([el, n]) => el.innerText.includes(`counts ${n} effect`)",
+            arg=[readout.element_handle(), n],
+            timeout=30_000,
+        )
+        redrawn(figure, keyed_png, "the naive run to be drawn")
+        # Voila shows the panels, never the code that builds them.
+        assert page.get_by_text("from echoq.lab import").count() == 0
+        save_screenshot(page.screenshot(full_page=True), "voila-present.png")
+    finally:
+        voila.stop()
+
+
+@LIVE_CANVAS_BLANK
+def test_lesson_02_crash_and_reap_in_jupyterlab(page, lab_server) -> None:  # noqa: F811
+    """Lesson 02 in JupyterLab: run all, crash a claimed job, reap it; readout and figure follow."""
+    lessons = sorted(NOTEBOOKS.glob("02_*.ipynb"))
+    if not lessons:
+        pytest.skip("notebooks/02_… not present yet (the lesson comes with the course, issue 5)")
+    open_in_lab(page, lab_server, f"notebooks/{lessons[0].name}")
+    crash_then_reap(page)
+    save_screenshot(page.screenshot(), "lab-lesson-02.png")
+
+
+def crash_then_reap(pg) -> None:
+    """In the first Claim lab on the page: enqueue, claim, crash mid-job, fast-forward, reap."""
+    panel = panel_output(pg, "crash mid-job")
+    panel.wait_for(timeout=120_000)
+    readout = panel.locator(".widget-html", has_text="emq:{").first
+    readout.wait_for(timeout=30_000)
+    figure = panel_figure(panel)
+    figure.wait_for(timeout=30_000)
+    wait_drawn(figure, "the claim diagram")
+
+    def press(name: str) -> str:
+        before = readout.inner_text()
+        panel.get_by_role("button", name=name, exact=True).click()
+        return poll(lambda: (t := readout.inner_text()) != before and t, what=f"the readout after {name!r}")
+
+    press("enqueue")
+    press("claim")
+    panel.get_by_role("button", name="crash mid-job").click()
+    start_png = figure.screenshot()
+    crashed = press("finish")
+    assert "crash" in crashed.lower() and "active" in crashed, crashed
+    crashed_png = redrawn(figure, start_png, "the crash to be drawn")
+    press("fast-forward")
+    reaped = press("reap")
+    assert "pending" in reaped, reaped
+    redrawn(figure, crashed_png, "the reap to be drawn")
+    panel.scroll_into_view_if_needed()
