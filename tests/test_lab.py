@@ -315,3 +315,14 @@ def test_killing_a_worker_mid_job_loses_nothing_and_duplicates_no_effect(name: s
     finally:
         lab.close()
     assert all(not entry.thread.is_alive() for entry in lab.model.fleet)
+
+
+@pytest.mark.parametrize("panel", [ClaimLab, DeliveryLab, ReapLab])
+def test_a_live_panel_waits_for_its_browser_view_before_drawing(panel, name: str) -> None:
+    """An ipympl canvas rendered before its view reports in stays blank in JupyterLab
+    (tests/test_browser.py shows it); the panel must leave the first draw to the view."""
+    pytest.importorskip("ipympl")
+    lab = panel(name, live=True)
+    lab.model.reset()
+    assert lab.canvas.syncing_data_url and lab.canvas._data_url is None
+    assert lab.redraws >= 1  # the artists were updated all the same

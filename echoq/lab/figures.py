@@ -92,6 +92,12 @@ class LabFigure:
 
     def redraw(self, full: bool = False) -> None:
         canvas = self.fig.canvas
+        if getattr(canvas, "syncing_data_url", False):
+            # An ipympl canvas whose browser view has not reported in yet. Rendering now
+            # races the view's start-up and leaves it blank (seen in JupyterLab: the first
+            # frame and size arrive before the view has an image to draw). The artists are
+            # already up to date; the view asks for a full draw itself once it is ready.
+            return
         if full or not self.dynamic or self._background is None:
             # On Agg this draws now; on ipympl it schedules one draw for the browser.
             canvas.draw_idle() if not full else canvas.draw()

@@ -65,7 +65,11 @@ class LabPanel(widgets.VBox):
         self.reconnect_button.on_click(lambda _b: self.model.reconnect())
         self.reset_button = self.button("reset", self.model.reset, "delete this panel's keys and start afresh")
         self.canvas = self._canvas()
-        picture = widgets.HBox([self.canvas, self.readout], layout=widgets.Layout(align_items="flex-start"))
+        # Wrap: where the notebook is narrower than figure + readout, the readout goes below
+        # the figure instead of being cut off on the right.
+        picture = widgets.HBox(
+            [self.canvas, self.readout], layout=widgets.Layout(align_items="flex-start", flex_flow="row wrap")
+        )
         footer = widgets.HBox([self.clock, self.reset_button, self.reconnect_button])
         super().__init__([picture, *controls, footer])
         model.observe(self._show_readout, "readout")
