@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 
 lab: setup
 	$(BIN)/jupyter lab --no-browser $(ROOT_FLAG) --ServerApp.ip=$(HOST) --port=$(PORT) \
-	  --ServerApp.root_dir=notebooks
+	  --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/00_start_here.ipynb
 
 # The lab panels as a web page without code, for projecting in class (Voila; loopback only).
 PRESENT_PORT ?= 8866

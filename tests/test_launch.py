@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import tomllib
+import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -94,20 +95,27 @@ def test_start_script_leaves_a_chosen_server_alone() -> None:
     assert out.stdout.strip() == "docker"
 
 
-def test_readme_binder_badge_opens_the_first_lesson_in_jupyterlab() -> None:
+def test_readme_opens_with_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text()
     title, _, rest = readme.partition("\n")
     assert title == "# echoq"
-    # The badge sits just under the title.
-    first = next(line for line in rest.splitlines() if line.strip())
-    match = re.search(r"https://mybinder\.org/v2/gh/([\w.-]+)/([\w.-]+)/HEAD\?urlpath=lab/tree/(\S+?\.ipynb)\)", first)
-    assert match, f"no Binder badge under the title: {first!r}"
+    block = rest.strip().split("```")
+    assert block[0] == "" and block[1].startswith("bash\n"), "the README must open with a bash block"
+    commands = [line.split("#")[0].strip() for line in block[1].splitlines()[1:] if line.strip()]
+    assert commands == ["make lab", "make test"]
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_binder_badge_opens_the_first_lesson_in_jupyterlab() -> None:
+    readme = (ROOT / "README.md").read_text()
+    opening = readme.split("\n## ")[0]  # the badge sits in the opening, next to the two commands
+    match = re.search(
+        r"https://mybinder\.org/v2/gh/([\w.-]+)/([\w.-]+)/HEAD\?urlpath=lab/tree/(\S+?\.ipynb)\)", opening
+    )
+    assert match, "no Binder badge in the README's opening section"
     target = match.group(3)
     assert target.startswith("notebooks/00_")
-    lesson0 = sorted((ROOT / "notebooks").glob("00_*.ipynb"))
-    if not lesson0:
-        pytest.skip("notebooks/00_*.ipynb not present yet; the badge's target is checked once it is")
-    assert (ROOT / target).is_file(), f"the badge opens {target}, but the first lesson is {lesson0[0].name}"
+    assert (ROOT / target).is_file(), f"the badge opens {target}, which does not exist"
 
 
 # ---------------------------------------------------------------- no drift between the lists
@@ -244,3 +252,50 @@ def test_suite_and_notebooks_run_against_a_valkey_container(tmp_path: Path) -> N
     )
     said = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
     assert "a Docker container started by testcontainers" in said, said
+
+
+def test_make_lab_serves_the_first_lesson_on_loopback_only() -> None:
+    """The README's first command, as written: JupyterLab on 127.0.0.1 opening lesson 00."""
+    import signal
+    import socket
+    import time
+    import urllib.error
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PORT": str(port), "JUPYTER_PLATFORM_DIRS": "1"}
+    lab = subprocess.Popen(
+        ["make", "--no-print-directory", "lab"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        location = None
+        give_up = time.monotonic() + 60
+        while location is None and time.monotonic() < give_up and lab.poll() is None:
+            try:
+                request = urllib.request.Request(f"http://127.0.0.1:{port}/")
+                opener = urllib.request.build_opener(NoRedirect())
+                opener.open(request, timeout=2)
+            except urllib.error.HTTPError as reply:  # the 302 we want
+                location = reply.headers.get("Location")
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.2)
+        assert location is not None, "make lab did not answer within 60 s"
+        assert location.split("?")[0].endswith("/lab/tree/00_start_here.ipynb"), location
+        listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
+        if listening.strip():  # ss is there: nothing but loopback may listen on the port
+            assert all("127.0.0.1:" in line for line in listening.splitlines()), listening
+    finally:
+        os.killpg(lab.pid, signal.SIGTERM)
+        lab.wait(timeout=30)
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return None
