@@ -7,6 +7,7 @@ The three guarantees (see lua/ for the contract):
 3. stalled recovery -- an expired lease goes back to pending in one atomic sweep.
 """
 
+from .effects import Effects
 from .errors import (
     DockerUnavailable,
     EchoqError,
@@ -33,8 +34,17 @@ from .queue import (
     StalledReport,
 )
 from .server import connect, describe, server_url
+from .worker import Backoff, CrashPoint, Delivery, Worker, WorkReport, keyed_consumer, naive_consumer
 
 __all__ = [
+    "Backoff",
+    "CrashPoint",
+    "Delivery",
+    "Effects",
+    "Worker",
+    "WorkReport",
+    "keyed_consumer",
+    "naive_consumer",
     "Claim",
     "Complete",
     "DockerUnavailable",

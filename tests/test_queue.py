@@ -448,3 +448,13 @@ def test_the_invariant_holds_after_a_random_mix_of_moves(queue: echoq.Queue) -> 
         if _step % 10 == 0:
             assert_one_place(queue, known)
     assert_one_place(queue, known)
+
+
+def test_scripts_survive_a_script_cache_flush(queue: echoq.Queue) -> None:
+    """EVALSHA first; after SCRIPT FLUSH (or a restarted server) NOSCRIPT reloads the source."""
+    queue.enqueue("before the flush")
+    queue.client.script_flush()
+    claim = queue.claim()
+    assert claim is not None and claim.payload == "before the flush"
+    queue.client.script_flush()
+    assert queue.complete(claim) is Complete.COMPLETED
