@@ -8,10 +8,11 @@ import pytest
 from echoq import exercises
 
 
-def run_handler_source(source: str):
+def define(source: str, name: str):
+    """Run a learner's cell (a stub or a solution) and return what it defines under ``name``."""
     namespace: dict = {}
     exec(source, namespace)
-    return namespace["handle"]
+    return namespace[name]
 
 
 def test_claim_stub_is_wrong_and_says_the_job_would_be_lost() -> None:
@@ -40,13 +41,13 @@ def test_claim_that_does_not_parse_is_reported_not_raised() -> None:
 
 
 def test_handler_stub_charges_every_delivery() -> None:
-    feedback = exercises.check_handler(run_handler_source(exercises.HANDLER_STUB))
+    feedback = exercises.check_handler(define(exercises.HANDLER_STUB, "handle"))
     assert not feedback.ok
     assert any("4 deliveries made 4 effects" in line for line in feedback.failed)
 
 
 def test_handler_solution_passes() -> None:
-    feedback = exercises.check_handler(run_handler_source(exercises.HANDLER_SOLUTION))
+    feedback = exercises.check_handler(define(exercises.HANDLER_SOLUTION, "handle"))
     assert feedback.ok, str(feedback)
 
 
@@ -89,12 +90,6 @@ def test_feedback_renders_in_words() -> None:
     text, page = str(feedback), feedback._repr_html_()
     assert text.startswith("Lesson 04 reap script: 3 thing(s) to fix") and "✗" in text and "✓" in text
     assert "<li>✗" in page
-
-
-def define(source: str, name: str):
-    namespace: dict = {}
-    exec(source, namespace)
-    return namespace[name]
 
 
 def test_loop_stub_misses_the_stalled_job_and_completes_too_early() -> None:
