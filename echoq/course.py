@@ -12,6 +12,7 @@ which connects (``VALKEY_URL`` or the embedded server), empties the lesson's own
 from __future__ import annotations
 
 import html
+import io
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,12 +48,34 @@ class Lesson:
 def start(number: str, *, quiet: bool = False) -> Lesson:
     """Connect, empty the lesson's queue, and say which server this is."""
     client = connect()
+    _show_figures_as_pictures()
     lesson = Lesson(number, Queue(f"lesson-{number}", client))
     lesson.queue.reset()
     if not quiet:
         print(describe(client))
         print(f"This lesson uses the queue {lesson.queue.name!r}: its keys all start with {lesson.queue.keys.prefix}")
     return lesson
+
+
+def _show_figures_as_pictures() -> None:
+    """Let a cell that ends in a matplotlib Figure (the lessons' result charts) show it as
+    a PNG, whichever backend is active: the charts are built without pyplot, so no
+    backend's display hook knows them."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    from matplotlib.figure import Figure
+
+    def png(fig: Figure) -> bytes:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=90)
+        return buffer.getvalue()
+
+    shell.display_formatter.formatters["image/png"].for_type(Figure, png)
 
 
 def lua(name: str):  # -> IPython.display.Code, imported lazily so the library needs no IPython

@@ -26,3 +26,11 @@ def test_durability_bars_stack_survived_and_lost() -> None:
     heights = [round(p.get_height()) for p in ax.patches]
     assert heights == [0, 10, 10, 0]  # survived bars, then lost bars
     assert [t.get_text() for t in ax.texts] == ["10 lost", "0 lost"]
+
+
+def test_job_places_draws_the_lost_jobs_beside_the_places() -> None:
+    from echoq.lab.charts import job_places
+
+    ax = job_places({"pending": 2, "active": 0, "done": 2}, lost=1).axes[0]
+    assert [round(p.get_height()) for p in ax.patches] == [2, 0, 2, 1]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["pending", "active", "done", "lost"]

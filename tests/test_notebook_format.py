@@ -76,3 +76,12 @@ def test_exercise_stubs_in_the_notebooks_are_the_ones_the_tests_prove_wrong() ->
     ):
         (name,) = [n for n in sources if n.startswith(lesson)]
         assert stub.strip() in sources[name], f"{name} does not carry the exercise stub from echoq/exercises.py"
+
+
+@pytest.mark.parametrize("lesson", ["01", "05", "06"])
+def test_result_charts_are_stored_as_pictures(lesson: str) -> None:
+    """The lessons' result charts must reach GitHub/nbviewer readers as images, not as
+    `<Figure size …>` text (course.start registers the PNG formatter)."""
+    (path,) = [p for p in NOTEBOOKS if p.name.startswith(lesson)]
+    outputs = [o for c in code_cells(path) for o in c.outputs]
+    assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name} stores no picture"

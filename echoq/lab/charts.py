@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ..chaos import ChaosReport
 from ..durability import RestartReport
@@ -51,4 +52,21 @@ def durability_bars(reports: Sequence[RestartReport]) -> Figure:
     ax.legend(fontsize=FONT - 1, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     ax.spines[["top", "right"]].set_visible(False)
     ax.set_title("After the server was SIGKILLed and restarted", fontsize=FONT + 1, loc="left")
+    return fig
+
+
+def job_places(counts: dict[str, int], lost: int, *, title: str = "Where the jobs are") -> Figure:
+    """One bar per place a job can be, plus the jobs that are in no place at all: lost."""
+    fig = Figure(figsize=(6, 2.6), layout="constrained")
+    ax = fig.add_subplot()
+    names = ["pending", "active", "done", "lost"]
+    values = [counts.get("pending", 0), counts.get("active", 0), counts.get("done", 0), lost]
+    colours = [COLOURS["pending"], COLOURS["active"], COLOURS["done"], COLOURS["dead"]]
+    bars = ax.bar(names, values, color=colours)
+    ax.bar_label(bars, fontsize=FONT)
+    ax.set_ylabel("jobs", fontsize=FONT)
+    ax.set_ylim(0, max(values + [1]) * 1.25)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_title(title, fontsize=FONT + 1, loc="left")
     return fig
