@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import queue
 import secrets
 import shutil
 import signal
@@ -22,7 +23,10 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -43,15 +47,25 @@ TRY_INSTEAD = (
 
 
 def redact(url: str) -> str:
-    """The URL with any password replaced by ``***``, safe to print."""
+    """The URL with any password (in the user part or a ``password=`` query) replaced by ``***``."""
     parts = urlsplit(url)
-    if parts.password is None:
+    if parts.password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        url = urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    # Edited as text: urlunsplit would turn unix:///path into unix:/path.
+    head, sep, query = url.partition("?")
+    if not sep:
         return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    query, hash_sep, fragment = query.partition("#")
+    pairs = [
+        f"{name}=***" if name.lower() == "password" else pair
+        for pair in query.split("&")
+        for name in [pair.partition("=")[0]]
+    ]
+    return f"{head}?{'&'.join(pairs)}{hash_sep}{fragment}"
 
 
 @dataclass
@@ -60,7 +74,7 @@ class EmbeddedValkey:
 
     process: subprocess.Popen[bytes]
     port: int
-    password: str
+    password: str = field(repr=False)
     workdir: Path
     startup_s: float
     owns_workdir: bool = True
@@ -117,6 +131,40 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
         pass
 
 
+_spawn_requests: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen[bytes]], Future[subprocess.Popen[bytes]]]] = (
+    queue.SimpleQueue()
+)
+_spawner_lock = threading.Lock()
+_spawner: threading.Thread | None = None
+
+
+def _spawner_loop() -> None:
+    while True:
+        spawn, result = _spawn_requests.get()
+        try:
+            result.set_result(spawn())
+        except BaseException as exc:  # handed to the caller, who re-raises it
+            result.set_exception(exc)
+
+
+def _spawn_from_long_lived_thread(spawn: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """Run ``spawn`` on one daemon thread that lives as long as the interpreter.
+
+    Linux sends PR_SET_PDEATHSIG when the *thread* that forked the child exits, not the
+    process: a server started from a worker thread (a widget callback, a ThreadPool) would
+    be killed the moment that thread finished. Forking from a thread that never ends
+    keeps the signal for what it is meant for, the whole interpreter dying.
+    """
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or not _spawner.is_alive():
+            _spawner = threading.Thread(target=_spawner_loop, name="echoq-server-spawner", daemon=True)
+            _spawner.start()
+    result: Future[subprocess.Popen[bytes]] = Future()
+    _spawn_requests.put((spawn, result))
+    return result.result()
+
+
 def start_server(
     binary: Path | None = None,
     *,
@@ -157,12 +205,13 @@ def start_server(
         started = time.perf_counter()
         # Config errors are printed before the log file opens: keep the console too.
         with open(workdir / "console.log", "wb") as console:
-            process = subprocess.Popen(
-                [str(binary), str(conf)],
-                stdout=console,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-            )
+            argv = [str(binary), str(conf)]
+            if sys.platform.startswith("linux"):
+                process = _spawn_from_long_lived_thread(
+                    partial(subprocess.Popen, argv, stdout=console, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+                )
+            else:
+                process = subprocess.Popen(argv, stdout=console, stderr=subprocess.STDOUT)
         probe = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=1)
         deadline = started + timeout_s
         try:

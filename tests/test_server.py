@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -66,6 +68,45 @@ def test_embedded_server_stops_at_interpreter_exit(tmp_path: Path) -> None:
     )
     pid = int(result.stdout.strip())
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_a_server_started_from_a_short_lived_thread_outlives_it() -> None:
+    # Linux ties PDEATHSIG to the forking thread: a server forked from a widget callback's
+    # thread used to die as soon as that thread returned.
+    started: list = []
+    thread = threading.Thread(target=lambda: started.append(start_server()))
+    thread.start()
+    thread.join()
+    server = started[0]
+    try:
+        client = redis.Redis(host="127.0.0.1", port=server.port, password=server.password)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:  # the signal, were it sent, would land within this
+            assert server.alive() and client.ping()
+        assert server.password not in repr(server)
+    finally:
+        server.stop()
+
+
+def test_a_killed_interpreter_leaves_no_server_behind() -> None:
+    script = (
+        "import os, signal, threading; from echoq.server import start_server; box = [];"
+        "t = threading.Thread(target=lambda: box.append(start_server())); t.start(); t.join();"
+        "print(box[0].process.pid, flush=True); os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    pid = int(result.stdout.strip())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and "zombie" not in _status(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)  # polling another process's exit: there is no event to wait on
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in _status(pid), "the orphaned server is still running"
+
+
+def _status(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except FileNotFoundError:
+        return "zombie (gone)"
 
 
 def test_valkey_url_is_used_when_set(own_server) -> None:
@@ -163,6 +204,8 @@ def test_redact_hides_only_the_password() -> None:
     assert redact("redis://user:pw@host:6379/0") == "redis://user:***@host:6379/0"
     assert redact("rediss://:pw@h:1") == "rediss://:***@h:1"
     assert redact("redis://host:6379") == "redis://host:6379"
+    assert redact("unix:///tmp/v.sock?password=s3cret&db=0") == "unix:///tmp/v.sock?password=***&db=0"
+    assert redact("redis://h:1/0?PASSWORD=x") == "redis://h:1/0?PASSWORD=***"
 
 
 def test_lua_scripts_ship_in_the_wheel(tmp_path: Path, own_server) -> None:
