@@ -208,7 +208,9 @@ def start_server(
             argv = [str(binary), str(conf)]
             if sys.platform.startswith("linux"):
                 process = _spawn_from_long_lived_thread(
-                    partial(subprocess.Popen, argv, stdout=console, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+                    partial(
+                        subprocess.Popen, argv, stdout=console, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+                    )
                 )
             else:
                 process = subprocess.Popen(argv, stdout=console, stderr=subprocess.STDOUT)
