@@ -433,6 +433,12 @@ def check_long_job(extend_every_ms: object, *, lease_ms: int = 300, job_ms: int 
     if not isinstance(extend_every_ms, int) or isinstance(extend_every_ms, bool) or extend_every_ms < 0:
         fb.bad(f"extend_every_ms must be a whole number of milliseconds >= 0 (0 = never), got {extend_every_ms!r}")
         return fb
+    if extend_every_ms >= lease_ms:
+        fb.bad(
+            f"Every {extend_every_ms} ms is not often enough: the lease is {lease_ms} ms, so it would run out "
+            "between two extensions. Pick a value well below it."
+        )
+        return fb
     queue = _scratch("long", None)
     deliveries: list[int] = []
     try:

@@ -225,10 +225,16 @@ class Worker:
         self.handler = handler
         self.concurrency = _check("concurrency", concurrency, 1)
         self.lease_ms = _check("lease_ms", lease_ms, 1)
-        # 0 turns the keeper off; by default a lease is renewed three times per lease length.
+        # 0 turns the keeper off; by default a lease is renewed three times per lease length
+        # (a lease under 3 ms is too short to renew and is left to run out).
         self.extend_every_ms = (
-            max(1, lease_ms // 3) if extend_every_ms is None else _check("extend_every_ms", extend_every_ms, 0)
+            lease_ms // 3 if extend_every_ms is None else _check("extend_every_ms", extend_every_ms, 0)
         )
+        if self.extend_every_ms >= self.lease_ms:
+            raise InvalidArgument(
+                f"extend_every_ms ({self.extend_every_ms}) must be shorter than lease_ms ({self.lease_ms}), "
+                "or the lease runs out between heartbeats; use about lease_ms // 3, or 0 to turn extension off"
+            )
         self.max_stalled = _check("max_stalled", max_stalled, 0)
         self.max_attempts = _check("max_attempts", max_attempts, 1)
         self.backoff = backoff if backoff is not None else Backoff()
@@ -394,7 +400,8 @@ class Worker:
             self._reach(delivery, CrashPoint.AFTER_EFFECT)
         finally:
             with self._lock:
-                self._in_flight.pop(claim.job_id, None)
+                self._forget(delivery)
+        self._alive_or_unwind()  # a worker that crashed while the handler ran must not complete
         if self._stopping.is_set():
             outcome, claims = self.queue.complete(claim), []
         else:
@@ -444,12 +451,22 @@ class Worker:
                 with self._lock:
                     if outcome is Extend.EXTENDED:
                         self.report.extended += 1
-                        if delivery.job_id in self._in_flight:
+                        # The handler may have finished meanwhile, and the same JOB id may be
+                        # in flight again under a newer delivery: touch only our own entry.
+                        if self._holds(delivery):
                             self._in_flight[delivery.job_id] = (delivery, time.monotonic())
                     else:
                         delivery.lease_lost = True
-                        self._in_flight.pop(delivery.job_id, None)
+                        self._forget(delivery)
             self._drained.wait(tick)
+
+    def _holds(self, delivery: Delivery) -> bool:
+        entry = self._in_flight.get(delivery.job_id)
+        return entry is not None and entry[0] is delivery
+
+    def _forget(self, delivery: Delivery) -> None:
+        if self._holds(delivery):
+            del self._in_flight[delivery.job_id]
 
 
 # -- idempotent (and naive) consumers on the effects ledger ------------------------------------

@@ -264,7 +264,7 @@ def crash_then_reap(pg) -> None:
     def press(name: str) -> str:
         before = readout.inner_text()
         # Plain buttons only: the step picker has toggle buttons with the same names.
-        panel.locator(f"button.widget-button:text-is(\"{name}\")").click()
+        panel.locator(f'button.widget-button:text-is("{name}")').click()
         return poll(lambda: (t := readout.inner_text()) != before and t, what=f"the readout after {name!r}")
 
     press("enqueue")

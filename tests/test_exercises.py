@@ -117,3 +117,8 @@ def test_long_job_with_extension_runs_once() -> None:
 def test_long_job_check_refuses_nonsense() -> None:
     feedback = exercises.check_long_job("often")
     assert not feedback.ok and "whole number" in feedback.failed[0]
+
+
+def test_long_job_check_explains_an_extension_slower_than_the_lease() -> None:
+    feedback = exercises.check_long_job(300)
+    assert not feedback.ok and "not often enough" in feedback.failed[0]

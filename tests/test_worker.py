@@ -205,6 +205,46 @@ def test_a_simulated_crash_stops_every_thread_without_a_word_to_valkey(queue: ec
     assert sum(snap.counts.values()) == 10 and snap.counts["active"] >= 1
 
 
+def test_a_thread_still_working_when_its_worker_crashes_does_not_complete(queue: echoq.Queue) -> None:
+    slow_id, quick_id = queue.enqueue_many(["slow", "quick"])
+    slow_started, crashed = threading.Event(), threading.Event()
+
+    def handler(delivery: Delivery) -> None:
+        if delivery.payload == "slow":
+            slow_started.set()
+            assert crashed.wait(10), "the other thread never crashed"
+        else:
+            assert slow_started.wait(10), "the slow job never started"
+            delivery.checkpoint()  # the quick job's thread crashes here, the slow one is mid-work
+
+    fault = Fault(CrashPoint.MID_JOB, on_crash=lambda point: crashed.set())
+    worker = Worker(queue, handler, concurrency=2, lease_ms=5_000, extend_every_ms=0, fault=fault, **FAST)
+    report = worker.work(burst=True)
+    assert report.crashed is CrashPoint.MID_JOB and report.completed == 0
+    # Both stay leased, as in a killed process: the slow job's thread did not complete it.
+    assert set(queue.snapshot().active) == {slow_id, quick_id}
+
+
+def test_the_lease_keeper_touches_only_its_own_delivery_of_a_job(queue: echoq.Queue) -> None:
+    # The keeper extends delivery A; meanwhile A's handler finished and the same JOB id went
+    # into flight again as delivery B. The keeper must neither drop nor overwrite B.
+    queue.enqueue("x")
+    worker = Worker(queue, print, lease_ms=5_000, extend_every_ms=1, **FAST)
+    first = Delivery(worker, queue.claim(5_000), None)
+    second = Delivery(worker, first.claim, None)
+    real_extend = queue.extend
+
+    def extend_while_redelivered(claim, *, lease_ms):
+        worker._in_flight[claim.job_id] = (second, float("inf"))  # B: not due for a heartbeat
+        worker._drained.set()  # one pass of the keeper is enough
+        return real_extend(claim, lease_ms=lease_ms)
+
+    queue.extend = extend_while_redelivered  # a real extend on the server, with the race forced
+    worker._in_flight[first.job_id] = (first, 0.0)
+    worker._keep_leases()
+    assert worker._in_flight[first.job_id] == (second, float("inf"))
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -214,6 +254,7 @@ def test_a_simulated_crash_stops_every_thread_without_a_word_to_valkey(queue: ec
         (lambda q: Worker(q, print, crash_at="mid_job", crash_mode="maim"), "crash mode"),
         (lambda q: Fault(CrashPoint.MID_JOB, rate=1.5), "crash rate"),
         (lambda q: Backoff(factor=0.5), "backoff"),
+        (lambda q: Worker(q, print, lease_ms=300, extend_every_ms=300), "shorter than lease_ms"),
     ],
 )
 def test_bad_options_are_one_line_errors(valkey_client, make, message: str) -> None:
