@@ -92,8 +92,14 @@ class ChaosReport:
 
     @property
     def ok(self) -> bool:
-        """Nothing lost, no effect twice, everything settled."""
-        return self.lost == 0 and self.duplicate_effects == 0 and not self.timed_out and self.unsettled == 0
+        """Nothing lost, no effect twice, everything settled, every sample one place per job."""
+        return (
+            self.lost == 0
+            and self.duplicate_effects == 0
+            and not self.timed_out
+            and self.unsettled == 0
+            and self.invariant_violations == 0
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"ok": self.ok}
@@ -139,6 +145,10 @@ class ChaosReport:
                     (f"{self.lost} job(s) lost", self.lost),
                     (f"{self.duplicate_effects} duplicate effect(s)", self.duplicate_effects),
                     (f"{self.unsettled} job(s) unsettled", self.unsettled or self.timed_out),
+                    (
+                        f"{self.invariant_violations} sample(s) with a job in no place or in two",
+                        self.invariant_violations,
+                    ),
                 )
                 if bad
             )
@@ -387,7 +397,13 @@ def _audit(queue: Queue, ids: list[str], enqueued_ms: int, report: ChaosReport) 
     for job_id in dead:
         pipe.hget(k.job(job_id), "reason")
     report.dead_reasons = dict(Counter(_text(r or "unknown") for r in pipe.execute()))
-    lost = [j for j in ids if counts.get(j, 0) == 0 and j not in dead and j not in waiting]
+    if report.mode == "naive":
+        # The naive loop completes nothing: a job it took counts as handled if its effect ran.
+        lost = [j for j in ids if counts.get(j, 0) == 0 and j not in dead and j not in waiting]
+    else:
+        # On the reliable path a job ends in done or dead or is still waiting; anywhere else
+        # (even with its effect applied) it fell out of the queue, and that is a loss.
+        lost = [j for j in ids if j not in done and j not in dead and j not in waiting]
     report.lost = len(lost)
     report.lost_examples = lost[:5]
     report.unsettled = len(waiting)

@@ -85,3 +85,30 @@ def test_a_worker_process_killed_after_claim_leaves_its_job_leased(valkey_client
         assert snap.stats["chaos_kill_after_claim"] == 1
     finally:
         queue.reset()
+
+
+def test_the_audit_counts_a_job_that_fell_out_of_the_queue_as_lost(valkey_client) -> None:
+    # A job whose effect ran but whose row vanished from every set is lost, not "handled".
+    from echoq.chaos import ChaosReport, _audit
+    from echoq.effects import Effects
+
+    queue = echoq.Queue(fresh_name("audit"), valkey_client, keep_done=-1)
+    kept, vanished = queue.enqueue_many(["kept", "vanished"])
+    for claim in queue.claim_many(2, lease_ms=5_000):
+        Effects(queue).apply_once(claim.job_id, "done")
+        if claim.job_id == kept:
+            queue.complete(claim)
+    valkey_client.zrem(queue.keys.active, vanished)  # what a broken script would do
+    valkey_client.delete(queue.keys.job(vanished))
+    report = ChaosReport("reliable", queue.name, 2, 1, 0, 5_000, 1, 0.0, 0.0)
+    _audit(queue, [kept, vanished], 0, report)
+    assert (report.lost, report.lost_examples, report.effects) == (1, [vanished], 2)
+    assert not report.ok and "1 job(s) lost" in report.format()
+    queue.reset()
+
+
+def test_a_run_with_an_invariant_violation_is_not_ok() -> None:
+    from echoq.chaos import ChaosReport
+
+    report = ChaosReport("reliable", "q", 1, 1, 0, 500, 1, 0.0, 0.0, invariant_violations=1)
+    assert not report.ok and "with a job in no place or in two" in report.format().splitlines()[-1]
