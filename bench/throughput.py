@@ -128,7 +128,7 @@ def measure_ceiling(client: redis.Redis, trips: int, *, shaped: bool = False) ->
     calls = [((), ())]
     if shaped:
         calls = [
-            ((keys.pending, keys.active, keys.scheduled, keys.stats), (keys.prefix, LEASE_MS, 1)),
+            ((keys.pending, keys.active, keys.scheduled, keys.stats), (LEASE_MS, 1)),
             ((keys.active, keys.done, keys.stats, keys.job(job_id)), (job_id, 1, 1_000)),
         ]
     started = time.perf_counter()

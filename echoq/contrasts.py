@@ -28,7 +28,7 @@ from redis.commands.core import Script
 from .clock import server_now_ms, wait_until_expired
 from .ids import check_job_id
 from .queue import Claim, Complete, JobState, Queue, _text
-from .scripts import lost_server, source
+from .scripts import lost_server, source, translate
 
 __all__ = [
     "naive_pop",
@@ -67,7 +67,9 @@ def naive_pop(queue: Queue) -> tuple[str, str] | None:
     """
     k = queue.keys
     try:
-        reply = _naive_pop_script(queue.client)(keys=[k.pending, k.stats], args=[k.prefix])
+        reply = _naive_pop_script(queue.client)(keys=[k.pending, k.stats], args=[])
+    except redis.ResponseError as exc:
+        raise translate(exc, "naive_pop") from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise lost_server(queue.client, exc) from None
     if not reply:

@@ -50,7 +50,7 @@ class Keyspace:
 
     @property
     def prefix(self) -> str:
-        """``emq:{q}:``, passed to scripts that must build a row key from a popped id."""
+        """``emq:{q}:``; the scripts read it off their own KEYS[1] (lua/includes/queue_keys.lua)."""
         return f"emq:{{{self.queue}}}:"
 
     @property

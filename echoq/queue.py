@@ -225,7 +225,7 @@ class Queue:
         _positive("lease_ms", lease_ms)
         _positive("count", count)
         k = self.keys
-        reply = self._run("claim", [k.pending, k.active, k.scheduled, k.stats], [k.prefix, lease_ms, count])
+        reply = self._run("claim", [k.pending, k.active, k.scheduled, k.stats], [lease_ms, count])
         return _claims(reply, 0)
 
     def complete(self, claim: Claim | str, token: int | None = None) -> Complete:
@@ -275,7 +275,7 @@ class Queue:
         reply = self._run(
             "complete_and_claim",
             [k.pending, k.active, k.scheduled, k.done, k.stats, k.job(job_id)],
-            [k.prefix, job_id, token, self.keep_done, lease_ms, count],
+            [job_id, token, self.keep_done, lease_ms, count],
         )
         return Complete(_text(reply[0])), _claims(reply, 1)
 
@@ -315,7 +315,7 @@ class Queue:
         """One bounded sweep: (server now in ms, ids moved from active back to pending)."""
         _positive("limit", limit)
         k = self.keys
-        reply = self._run("reap", [k.active, k.pending, k.stats], [k.prefix, limit])
+        reply = self._run("reap", [k.active, k.pending, k.stats], [limit])
         return int(reply[0]), [_text(x) for x in reply[1:]]
 
     def reap(self, limit: int = 100) -> list[str]:
@@ -335,9 +335,7 @@ class Queue:
         recovered: list[str] = []
         dead: list[str] = []
         while True:
-            now, rec, died = self._run(
-                "stalled_check", [k.active, k.pending, k.dead, k.stats], [k.prefix, max_stalled, limit]
-            )
+            now, rec, died = self._run("stalled_check", [k.active, k.pending, k.dead, k.stats], [max_stalled, limit])
             recovered += [_text(x) for x in rec]
             dead += [_text(x) for x in died]
             if len(rec) + len(died) < limit:
@@ -352,7 +350,7 @@ class Queue:
         reply = self._run(
             "snapshot",
             [k.pending, k.active, k.scheduled, k.dead, k.done, k.stats, k.effects],
-            [k.prefix, limit],
+            [limit],
         )
         now, pending, active, scheduled, dead, done, stats, rows, effects = reply
 

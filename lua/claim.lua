@@ -6,29 +6,33 @@
 -- the fencing token that complete/retry/extend must present. The lease deadline is the
 -- server's TIME plus the lease, so a reap judges it on the same clock. A worker that dies
 -- now leaves the job in the active set, where a reap finds it once the lease runs out.
--- Before claiming, retries whose backoff has run out move from scheduled to pending.
+-- Before popping, it promotes due rows: every retry in emq:{q}:scheduled whose backoff has
+-- run out (due time <= server now, at most 1000 per call) moves to pending, row state
+-- 'pending', so it is claimed in id order with the rest.
+-- The one key not in KEYS, a popped id's row emq:{q}:job:<id>, is built from KEYS[1]'s own
+-- prefix (includes/queue_keys), so it carries the same {q} tag and lives in the same slot.
 --
 -- KEYS[1]  emq:{q}:pending     sorted set, score 0
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
 -- KEYS[4]  emq:{q}:stats       hash of counters
--- ARGV[1]  prefix              'emq:{q}:' -- the one key built here: a popped id's row,
---                               prefix .. 'job:' .. id, which carries the same {q} tag and
---                               so lives in the same slot as KEYS
--- ARGV[2]  lease               milliseconds, > 0
--- ARGV[3]  count               how many jobs to claim at most, 1..1000 (1 if absent)
+-- ARGV[1]  lease               milliseconds, > 0
+-- ARGV[2]  count               how many jobs to claim at most, 1..1000 (1 if absent)
 --
 -- Replies
 --   {}                                   nothing pending
 --   {id, payload, token, deadline, ...}  four values per claimed job; token is the
 --                                        attempts count, deadline is server ms
 -- Errors
---   BADARG  lease or count out of range
+--   BADARG  lease or count out of range, or KEYS not the four keys above of one queue
 --- @include "includes/server_now"
+--- @include "includes/queue_keys"
 --- @include "includes/claim_jobs"
 
 local pending_key, active_key, scheduled_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local prefix, lease_ms, count = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3] or '1')
+local lease_ms, count = tonumber(ARGV[1]), tonumber(ARGV[2] or '1')
+local prefix, refused = queue_prefix({'pending', 'active', 'scheduled', 'stats'})
+if not prefix then return refused end
 
 if lease_ms == nil or lease_ms <= 0 then
   return redis.error_reply('BADARG lease must be a number of milliseconds > 0')

@@ -18,11 +18,20 @@
 --   {'completed'}               retired
 --   {'stale', state, attempts}  refused: the caller no longer holds the job
 --   {'gone'}                    refused: no such row (already completed, or never enqueued)
+-- Errors
+--   BADARG  KEYS[1..3] not the keys above of one queue
+--   BADID   KEYS[4] is not the row of ARGV[1] in that queue
 --- @include "includes/server_now"
+--- @include "includes/queue_keys"
 --- @include "includes/fence"
 --- @include "includes/complete_job"
 
 local active_key, done_key, stats_key, row_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id, token, keep_done = ARGV[1], ARGV[2], tonumber(ARGV[3] or '10000')
+
+local prefix, refused = queue_prefix({'active', 'done', 'stats'})
+if not prefix then return refused end
+refused = check_row_key(prefix, row_key, id)
+if refused then return refused end
 
 return complete_job(active_key, done_key, stats_key, row_key, id, token, keep_done, server_now_ms())

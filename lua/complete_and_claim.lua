@@ -4,7 +4,8 @@
 -- is fenced exactly as in complete.lua, and the next claim is exactly claim.lua's, so no
 -- guarantee is weakened; the worker just saves the second round trip per job. The claim
 -- happens whatever the completion's outcome: a stale completion changes nothing, and the
--- worker still wants work.
+-- worker still wants work. Like claim.lua, it first promotes due retries from scheduled
+-- to pending, and builds claimed ids' rows from KEYS[1]'s prefix (includes/queue_keys).
 --
 -- KEYS[1]  emq:{q}:pending     sorted set, score 0
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
@@ -12,27 +13,33 @@
 -- KEYS[4]  emq:{q}:done        sorted set of recently completed ids
 -- KEYS[5]  emq:{q}:stats       hash of counters
 -- KEYS[6]  emq:{q}:job:<id>    the row of the job being completed
--- ARGV[1]  prefix              'emq:{q}:', used to build the rows of claimed ids (same slot)
--- ARGV[2]  job id              the job being completed
--- ARGV[3]  token               its claim's attempts value
--- ARGV[4]  keep done           how many completed ids to remember (-1 = all)
--- ARGV[5]  lease               milliseconds for the next claim, > 0
--- ARGV[6]  count               how many jobs to claim next, 0..1000
+-- ARGV[1]  job id              the job being completed
+-- ARGV[2]  token               its claim's attempts value
+-- ARGV[3]  keep done           how many completed ids to remember (-1 = all)
+-- ARGV[4]  lease               milliseconds for the next claim, > 0
+-- ARGV[5]  count               how many jobs to claim next, 0..1000
 --
 -- Replies
 --   {outcome, id, payload, token, deadline, ...}  outcome is 'completed', 'stale' or
 --                                                 'gone'; then four values per claimed job
 -- Errors
---   BADARG  lease or count out of range
+--   BADARG  lease or count out of range, or KEYS[1..5] not the keys above of one queue
+--   BADID   KEYS[6] is not the row of ARGV[1] in that queue
 --- @include "includes/server_now"
+--- @include "includes/queue_keys"
 --- @include "includes/fence"
 --- @include "includes/complete_job"
 --- @include "includes/claim_jobs"
 
 local pending_key, active_key, scheduled_key, done_key, stats_key, row_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local prefix, id, token = ARGV[1], ARGV[2], ARGV[3]
-local keep_done, lease_ms, count = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local id, token = ARGV[1], ARGV[2]
+local keep_done, lease_ms, count = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+
+local prefix, refused = queue_prefix({'pending', 'active', 'scheduled', 'done', 'stats'})
+if not prefix then return refused end
+refused = check_row_key(prefix, row_key, id)
+if refused then return refused end
 
 if lease_ms == nil or lease_ms <= 0 then
   return redis.error_reply('BADARG lease must be a number of milliseconds > 0')

@@ -17,10 +17,11 @@
 --   {'enqueued', id}              the row exists, id is in pending (or scheduled)
 --   {'duplicate', id, state}      refused; state is the row's state, or 'completed'
 -- Errors
---   BADID   ARGV[1] is not a JOB id, or KEYS[5] is not that id's row key
---   BADARG  ARGV[3] is not a number >= 0
+--   BADID   ARGV[1] is not a JOB id, or KEYS[5] is not that id's row key in this queue
+--   BADARG  ARGV[3] is not a number >= 0, or KEYS[1..4] not the keys above of one queue
 --- @include "includes/server_now"
 --- @include "includes/job_id"
+--- @include "includes/queue_keys"
 
 local pending_key, scheduled_key, done_key, stats_key, row_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -29,10 +30,10 @@ local id, payload, delay_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if not is_job_id(id) then
   return redis.error_reply('BADID ' .. tostring(id) .. ' is not a JOB id')
 end
-local prefix = string.sub(pending_key, 1, #pending_key - #'pending')
-if row_key ~= prefix .. 'job:' .. id then
-  return redis.error_reply('BADID row key ' .. row_key .. ' does not belong to ' .. id)
-end
+local prefix, refused = queue_prefix({'pending', 'scheduled', 'done', 'stats'})
+if not prefix then return refused end
+refused = check_row_key(prefix, row_key, id)
+if refused then return refused end
 if delay_ms == nil or delay_ms < 0 then
   return redis.error_reply('BADARG delay must be a number of milliseconds >= 0')
 end

@@ -15,17 +15,24 @@
 --   {'stale', state, attempts}  refused: the caller no longer holds the job
 --   {'gone'}                    refused: no such row
 -- Errors
---   BADARG  lease out of range
+--   BADARG  lease out of range, or KEYS[1] not a queue's active set
+--   BADID   KEYS[2] is not the row of ARGV[1] in that queue
 --- @include "includes/server_now"
+--- @include "includes/queue_keys"
 --- @include "includes/fence"
 
 local active_key, row_key = KEYS[1], KEYS[2]
 local id, token, lease_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
+local prefix, refused = queue_prefix({'active'})
+if not prefix then return refused end
+refused = check_row_key(prefix, row_key, id)
+if refused then return refused end
+
 if lease_ms == nil or lease_ms <= 0 then
   return redis.error_reply('BADARG lease must be a number of milliseconds > 0')
 end
-local refused = fence(row_key, token)
+refused = fence(row_key, token)
 if refused then return refused end
 
 local deadline = server_now_ms() + lease_ms

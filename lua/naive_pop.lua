@@ -6,17 +6,22 @@
 -- OOM kill, a power cut) the job is in no set and has no row: it is lost, and nothing can
 -- recover it. Compare claim.lua, which parks the id in the active set under a lease.
 -- Like claim.lua it cannot know the popped id's row key beforehand, so it builds it from
--- the prefix (same {q} hash tag, same slot).
+-- KEYS[1]'s own prefix (includes/queue_keys): same {q} hash tag, same slot.
 --
 -- KEYS[1]  emq:{q}:pending     sorted set, score 0
 -- KEYS[2]  emq:{q}:stats       hash of counters ('naive_popped' is bumped)
--- ARGV[1]  prefix              'emq:{q}:' -- builds the row key, prefix .. 'job:' .. id
+-- (no ARGV)
 --
 -- Replies
 --   {}                          nothing pending
 --   {id, payload}               the job, now held nowhere but by the caller
+-- Errors
+--   BADARG  KEYS not the two keys above of one queue
+--- @include "includes/queue_keys"
+
 local pending_key, stats_key = KEYS[1], KEYS[2]
-local prefix = ARGV[1]
+local prefix, refused = queue_prefix({'pending', 'stats'})
+if not prefix then return refused end
 
 while true do
   local popped = redis.call('ZPOPMIN', pending_key)

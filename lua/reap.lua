@@ -5,23 +5,26 @@
 -- same job (the two-step check-then-move in echoq/contrasts.py can). "Expired" means a
 -- deadline at or before the server's now -- the same clock claim.lua wrote it with.
 -- At most `limit` jobs move per call, so one call never holds the server for long; the
--- caller calls again while a full batch came back.
+-- caller calls again while a full batch came back. Each moved id's row emq:{q}:job:<id> is
+-- built from KEYS[1]'s prefix (includes/queue_keys): same {q} tag, same slot.
 --
 -- KEYS[1]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[2]  emq:{q}:pending     sorted set, score 0
 -- KEYS[3]  emq:{q}:stats       hash of counters ('reaped' is bumped)
--- ARGV[1]  prefix              'emq:{q}:' -- builds each moved id's row key,
---                               prefix .. 'job:' .. id (same {q} tag, same slot)
--- ARGV[2]  limit               most jobs to move in this call, 1..10000
+-- ARGV[1]  limit               most jobs to move in this call, 1..10000
 --
 -- Replies
 --   {now, id, ...}              the server's now (ms), then the ids moved (maybe none)
 -- Errors
---   BADARG  limit out of range
+--   BADARG  limit out of range, or KEYS not the three keys above of one queue
 --- @include "includes/server_now"
+--- @include "includes/queue_keys"
 
 local active_key, pending_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
-local prefix, limit = ARGV[1], tonumber(ARGV[2])
+local limit = tonumber(ARGV[1])
+local prefix, refused = queue_prefix({'active', 'pending', 'stats'})
+if not prefix then return refused end
+
 if limit == nil or limit < 1 or limit > 10000 then
   return redis.error_reply('BADARG limit must be between 1 and 10000')
 end

@@ -25,14 +25,22 @@
 --   {'stale', state, attempts}     refused: the caller no longer holds the job
 --   {'gone'}                       refused: no such row
 -- Errors
---   BADARG  backoff or max attempts out of range
+--   BADARG  backoff or max attempts out of range, or KEYS[1..5] not the keys above of one
+--           queue
+--   BADID   KEYS[6] is not the row of ARGV[1] in that queue
 --- @include "includes/server_now"
+--- @include "includes/queue_keys"
 --- @include "includes/fence"
 
 local active_key, pending_key, scheduled_key, dead_key, stats_key, row_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, token, err = ARGV[1], ARGV[2], ARGV[3]
 local backoff_ms, max_attempts = tonumber(ARGV[4]), tonumber(ARGV[5])
+
+local prefix, refused = queue_prefix({'active', 'pending', 'scheduled', 'dead', 'stats'})
+if not prefix then return refused end
+refused = check_row_key(prefix, row_key, id)
+if refused then return refused end
 
 if backoff_ms == nil or backoff_ms < 0 then
   return redis.error_reply('BADARG backoff must be a number of milliseconds >= 0')
@@ -41,7 +49,7 @@ if max_attempts == nil or max_attempts < 1 then
   return redis.error_reply('BADARG max attempts must be >= 1')
 end
 
-local refused = fence(row_key, token)
+refused = fence(row_key, token)
 if refused then return refused end
 
 local now = server_now_ms()

@@ -1,13 +1,14 @@
 -- snapshot.lua: one atomic read of a whole queue -- what the lab draws from.
 --
 -- Because it is one script, no move runs in the middle of it: a picture drawn from it
--- never shows a job in two places, or in none.
+-- never shows a job in two places, or in none. Listed ids' rows emq:{q}:job:<id> are read
+-- at keys built from KEYS[1]'s prefix (includes/queue_keys): same {q} tag, same slot.
 --
 -- KEYS[1]  emq:{q}:pending     KEYS[2]  emq:{q}:active    KEYS[3]  emq:{q}:scheduled
 -- KEYS[4]  emq:{q}:dead        KEYS[5]  emq:{q}:done      KEYS[6]  emq:{q}:stats
 -- KEYS[7]  emq:{q}:effects
--- ARGV[1]  prefix              'emq:{q}:' -- builds listed ids' row keys (same slot)
--- ARGV[2]  limit               most members listed per set (the counts are always exact)
+-- ARGV[1]  limit               most members listed per set, 1..10000 (the counts are
+--                               always exact)
 --
 -- Replies
 --   {now,
@@ -20,10 +21,15 @@
 --    {id, state, attempts, stalled, reason, ...}  one row per listed live id
 --    {id, effects, ...}}                      the effects ledger for listed ids
 -- Errors
---   BADARG  limit out of range
+--   BADARG  limit out of range, or KEYS not the seven keys above of one queue
 --- @include "includes/server_now"
+--- @include "includes/queue_keys"
 
-local prefix, limit = ARGV[1], tonumber(ARGV[2])
+local limit = tonumber(ARGV[1])
+local prefix, refused =
+  queue_prefix({'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'})
+if not prefix then return refused end
+
 if limit == nil or limit < 1 or limit > 10000 then
   return redis.error_reply('BADARG limit must be between 1 and 10000')
 end

@@ -10,24 +10,28 @@
 -- the dead set; with max_stalled = 0 the first stall is fatal. A poison job that kills
 -- every worker that touches it thus lands on the durable floor instead of looping forever.
 -- Detect and move happen in one script, like reap.lua; at most `limit` jobs per call.
+-- Each stalled id's row emq:{q}:job:<id> is built from KEYS[1]'s prefix
+-- (includes/queue_keys): same {q} tag, same slot.
 --
 -- KEYS[1]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[2]  emq:{q}:pending     sorted set, score 0
 -- KEYS[3]  emq:{q}:dead        sorted set, score = time of death (server ms)
 -- KEYS[4]  emq:{q}:stats       hash of counters ('stalled' and 'dead' are bumped)
--- ARGV[1]  prefix              'emq:{q}:' -- builds each stalled id's row key,
---                               prefix .. 'job:' .. id (same {q} tag, same slot)
--- ARGV[2]  max stalled         recoveries allowed per job, >= 0
--- ARGV[3]  limit               most jobs to handle in this call, 1..10000
+-- ARGV[1]  max stalled         recoveries allowed per job, >= 0
+-- ARGV[2]  limit               most jobs to handle in this call, 1..10000
 --
 -- Replies
 --   {now, {recovered id, ...}, {dead id, ...}}
 -- Errors
---   BADARG  max stalled or limit out of range
+--   BADARG  max stalled or limit out of range, or KEYS not the four keys above of one queue
 --- @include "includes/server_now"
+--- @include "includes/queue_keys"
 
 local active_key, pending_key, dead_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local prefix, max_stalled, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local max_stalled, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local prefix, refused = queue_prefix({'active', 'pending', 'dead', 'stats'})
+if not prefix then return refused end
+
 if max_stalled == nil or max_stalled < 0 then
   return redis.error_reply('BADARG max stalled must be a whole number >= 0')
 end

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import random
+import re
+from collections.abc import Iterator
 
 import pytest
 import redis
 
 import echoq
-from echoq import Complete, Enqueue, Extend, JobState, Retry
+from echoq import Complete, Enqueue, Extend, JobState, Retry, contrasts
+from echoq.effects import Effects
+from echoq.keyspace import Keyspace
+from echoq.scripts import translate
+from tests.conftest import fresh_name
 from tests.helpers import assert_one_place, expire, server_now_ms, wait_for_server_time
 
 # -- enqueue -----------------------------------------------------------------------------
@@ -82,11 +88,250 @@ def test_bad_arguments_are_refused_before_the_server(queue: echoq.Queue) -> None
 def test_bad_arguments_are_refused_by_the_scripts_too(queue: echoq.Queue) -> None:
     k = queue.keys
     with pytest.raises(echoq.InvalidArgument, match="lease must be"):
-        queue._run("claim", [k.pending, k.active, k.scheduled, k.stats], [k.prefix, 0, 1])
+        queue._run("claim", [k.pending, k.active, k.scheduled, k.stats], [0, 1])
     with pytest.raises(echoq.InvalidArgument, match="count must be"):
-        queue._run("claim", [k.pending, k.active, k.scheduled, k.stats], [k.prefix, 100, 1001])
+        queue._run("claim", [k.pending, k.active, k.scheduled, k.stats], [100, 1001])
     with pytest.raises(echoq.InvalidArgument, match="limit must be"):
-        queue._run("reap", [k.active, k.pending, k.stats], [k.prefix, "lots"])
+        queue._run("reap", [k.active, k.pending, k.stats], ["lots"])
+
+
+# -- every key a script touches belongs to the queue its KEYS name -----------------------
+#
+# No script takes a key prefix in ARGV: a script that must build a key it cannot be handed
+# (a popped or moved id's row) reads the prefix off its own KEYS[1], and every other KEYS
+# must carry that prefix (lua/includes/queue_keys.lua). A call that mixes two queues, or
+# hands a row key that is not its id's row in that queue, is refused with a typed error
+# before anything is written.
+
+
+def _server_state(queue: echoq.Queue) -> dict[str, object]:
+    """Every key of a queue with its exact contents (scores and fields included)."""
+    client, state = queue.client, {}
+    for key in sorted(queue.keys_in_use()):
+        kind = client.type(key)
+        if kind == "zset":
+            state[key] = client.zrange(key, 0, -1, withscores=True)
+        elif kind == "hash":
+            state[key] = client.hgetall(key)
+        elif kind == "list":
+            state[key] = client.lrange(key, 0, -1)
+        else:
+            state[key] = (kind, client.dump(key))
+    return state
+
+
+def _busy(queue: echoq.Queue) -> echoq.Claim:
+    """A queue with work for every script: a held job (returned), an expired lease, a retry
+    whose backoff is due, a pending job and an effect in the ledger."""
+    for i in range(4):
+        queue.enqueue(f"job {i}")
+    held = queue.claim(lease_ms=60_000)
+    lapsed = queue.claim(lease_ms=1)
+    retried = queue.claim(lease_ms=60_000)
+    result = queue.retry(retried, error="boom", backoff_ms=1)
+    Effects(queue).apply_once(held.job_id, "charged")
+    wait_for_server_time(queue.client, max(lapsed.deadline_ms, result.due_ms or 0) + 1)
+    return held
+
+
+@pytest.fixture
+def other(client: redis.Redis) -> Iterator[echoq.Queue]:
+    q = echoq.Queue(fresh_name("other"), client)
+    yield q
+    q.reset()
+
+
+def _run_naive_pop(queue: echoq.Queue, keys: list[str], args: list[object]) -> object:
+    try:
+        return contrasts._naive_pop_script(queue.client)(keys=keys, args=args)
+    except redis.ResponseError as exc:
+        raise translate(exc, "naive_pop") from None
+
+
+Call = tuple[str, list[str], list[object], type[Exception], str]  # script, KEYS, ARGV, error, message
+
+
+def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim, new: str) -> dict[str, Call]:
+    """Calls that name queue A in KEYS[1] but also touch queue B (or no queue at all). ``ha``
+    and ``hb`` are jobs held in A and in B, ``new`` an id neither has seen."""
+    bad_keys, bad_row = echoq.InvalidArgument, echoq.InvalidJobId
+    not_a_queue_key = r"KEYS\[1\] \S+ is not a queue key"
+
+    def outside(n: int, queue: Keyspace = a) -> str:  # KEYS[n] is not in KEYS[1]'s queue
+        return rf"KEYS\[{n}\] \S+ is not {re.escape(queue.prefix)}"
+
+    a_sets = [a.pending, a.active, a.scheduled, a.done, a.stats]
+    return {
+        # claim once took the prefix as ARGV[1]: that shape is now simply a bad lease
+        "claim old ARGV prefix of B": (
+            "claim",
+            [a.pending, a.active, a.scheduled, a.stats],
+            [b.prefix, 60_000, 10],
+            bad_keys,
+            "lease must",
+        ),
+        "claim B active": (
+            "claim",
+            [a.pending, b.active, a.scheduled, a.stats],
+            [60_000, 10],
+            bad_keys,
+            outside(2),
+        ),
+        "claim no prefix": (
+            "claim",
+            ["pending", "active", "scheduled", "stats"],
+            [60_000, 10],
+            bad_keys,
+            not_a_queue_key,
+        ),
+        "claim no hash tag": (
+            "claim",
+            ["emq:q:pending", "emq:q:active", "emq:q:scheduled", "emq:q:stats"],
+            [60_000, 10],
+            bad_keys,
+            not_a_queue_key,
+        ),
+        "complete_and_claim B scheduled": (
+            "complete_and_claim",
+            [a.pending, a.active, b.scheduled, a.done, a.stats, a.job(ha.job_id)],
+            [ha.job_id, ha.token, -1, 60_000, 10],
+            bad_keys,
+            outside(3),
+        ),
+        "complete_and_claim B row": (
+            "complete_and_claim",
+            [*a_sets, b.job(hb.job_id)],
+            [hb.job_id, hb.token, -1, 60_000, 10],
+            bad_row,
+            "does not belong",
+        ),
+        "reap B pending": ("reap", [a.active, b.pending, a.stats], [100], bad_keys, outside(2)),
+        "stalled_check B dead": (
+            "stalled_check",
+            [a.active, a.pending, b.dead, a.stats],
+            [0, 100],
+            bad_keys,
+            outside(3),
+        ),
+        "snapshot B pending": (
+            "snapshot",
+            [b.pending, a.active, a.scheduled, a.dead, a.done, a.stats, a.effects],
+            [100],
+            bad_keys,
+            outside(2, b),
+        ),
+        "naive_pop B stats": ("naive_pop", [a.pending, b.stats], [], bad_keys, outside(2)),
+        "enqueue B done": (
+            "enqueue",
+            [a.pending, a.scheduled, b.done, a.stats, a.job(new)],
+            [new, "p", 0],
+            bad_keys,
+            outside(3),
+        ),
+        "enqueue B row": (
+            "enqueue",
+            [a.pending, a.scheduled, a.done, a.stats, b.job(new)],
+            [new, "p", 0],
+            bad_row,
+            "does not belong",
+        ),
+        "complete B row": (
+            "complete",
+            [a.active, a.done, a.stats, b.job(hb.job_id)],
+            [hb.job_id, hb.token, -1],
+            bad_row,
+            "does not belong",
+        ),
+        # the held row passes the fence; the script would then retire ha and drop `new` from active
+        "complete row of another id": (
+            "complete",
+            [a.active, a.done, a.stats, a.job(ha.job_id)],
+            [new, ha.token, -1],
+            bad_row,
+            "does not belong",
+        ),
+        "complete B done": (
+            "complete",
+            [a.active, b.done, a.stats, a.job(ha.job_id)],
+            [ha.job_id, ha.token, -1],
+            bad_keys,
+            outside(2),
+        ),
+        "retry B row": (
+            "retry",
+            [a.active, a.pending, a.scheduled, a.dead, a.stats, b.job(hb.job_id)],
+            [hb.job_id, hb.token, "e", 0, 1],
+            bad_row,
+            "does not belong",
+        ),
+        "retry B dead": (
+            "retry",
+            [a.active, a.pending, a.scheduled, b.dead, a.stats, a.job(ha.job_id)],
+            [ha.job_id, ha.token, "e", 0, 1],
+            bad_keys,
+            outside(4),
+        ),
+        "extend B row": (
+            "extend",
+            [a.active, b.job(hb.job_id)],
+            [hb.job_id, hb.token, 60_000],
+            bad_row,
+            "does not belong",
+        ),
+    }
+
+
+_placeholder = echoq.Claim(echoq.new_job_id(), "", 1, 0)
+MISMATCHED = list(_mismatched_calls(Keyspace("a"), Keyspace("b"), _placeholder, _placeholder, _placeholder.job_id))
+
+
+@pytest.mark.parametrize("case", MISMATCHED)
+def test_a_script_refuses_keys_of_another_queue_and_changes_nothing(
+    case: str, queue: echoq.Queue, other: echoq.Queue
+) -> None:
+    held_a, held_b = _busy(queue), _busy(other)
+    calls = _mismatched_calls(queue.keys, other.keys, held_a, held_b, echoq.new_job_id())
+    script, keys, args, error, message = calls[case]
+    before = _server_state(queue), _server_state(other)
+    with pytest.raises(error, match=message):
+        if script == "naive_pop":
+            _run_naive_pop(queue, keys, args)
+        else:
+            queue._run(script, keys, args)
+    assert (_server_state(queue), _server_state(other)) == before
+    assert not list(queue.client.scan_iter(match="emq:q:*")) and queue.client.exists("pending") == 0
+
+
+def test_a_popped_ids_row_is_read_in_its_own_queue_only(queue: echoq.Queue, other: echoq.Queue) -> None:
+    """The row built for a popped id is KEYS[1]'s queue's, never another queue's: an id
+    that has a row only in another queue is an orphan here, and that row is untouched."""
+    stray = other.enqueue("elsewhere").job_id
+    queue.client.zadd(queue.keys.pending, {stray: 0})
+    theirs = _server_state(other)
+    assert queue.claim() is None
+    assert queue.snapshot().stats["orphans"] == 1
+    assert _server_state(other) == theirs
+    assert contrasts.naive_pop(queue) is None and _server_state(other) == theirs
+
+
+@pytest.mark.parametrize("name", ["a", "Lesson_02-b", "9" * 64])
+def test_every_valid_queue_name_passes_the_scripts_key_check(client: redis.Redis, name: str) -> None:
+    q = echoq.Queue(name, client)
+    q.reset()
+    try:
+        q.enqueue("one")
+        q.enqueue("two", delay_ms=1)
+        claim = q.claim(lease_ms=1)
+        expire(q, claim)
+        assert q.reap() == [claim.job_id]
+        outcome, more = q.complete_and_claim(q.claim(), count=1)
+        assert outcome is Complete.COMPLETED and len(more) == 1
+        assert q.extend(more[0]) is Extend.EXTENDED
+        assert q.retry(more[0], backoff_ms=0).outcome is Retry.RETRIED
+        assert q.stalled_check().recovered == [] and q.snapshot().counts["pending"] == 1
+        assert contrasts.naive_pop(q) is not None
+    finally:
+        q.reset()
 
 
 # -- claim -------------------------------------------------------------------------------

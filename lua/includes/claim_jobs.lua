@@ -1,5 +1,7 @@
 -- includes/claim_jobs.lua: promote due retries, then claim up to `count` jobs under a lease.
 -- Shared by claim.lua and complete_and_claim.lua so both claim in exactly the same way.
+-- `prefix` is 'emq:{q}:' as queue_prefix (includes/queue_keys) read it off the caller's
+-- KEYS, never an argument: every row key built here stays in the declared keys' slot.
 
 -- Move retries whose backoff has run out (scheduled score <= now) into pending.
 local function promote_due(pending_key, scheduled_key, prefix, now)
