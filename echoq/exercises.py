@@ -108,11 +108,12 @@ def check_lost_prediction(answer: object, *, jobs: int = 5, crash_after: int = 3
 
 CLAIM_STUB = """\
 -- KEYS[1] = emq:{q}:pending   KEYS[2] = emq:{q}:active
--- ARGV[1] = prefix 'emq:{q}:'  ARGV[2] = lease in milliseconds
+-- ARGV[1] = lease in milliseconds
 local popped = redis.call('ZPOPMIN', KEYS[1])
 if #popped == 0 then return {} end
 local id = popped[1]
-local row = ARGV[1] .. 'job:' .. id
+-- the row's key is built from KEYS[1] ('emq:{q}:pending' minus 'pending'): same queue, same {q}
+local row = string.sub(KEYS[1], 1, -8) .. 'job:' .. id
 
 -- TODO 1: bump the row's attempts by 1; the new value is the fencing token
 local token = 0
@@ -123,26 +124,27 @@ local now = 0
 -- TODO 3: park the id in the active set, scored by its lease deadline (now + lease)
 
 redis.call('HSET', row, 'state', 'active')
-return {id, token, now + tonumber(ARGV[2])}
+return {id, token, now + tonumber(ARGV[1])}
 """
 
 CLAIM_SOLUTION = """\
 -- KEYS[1] = emq:{q}:pending   KEYS[2] = emq:{q}:active
--- ARGV[1] = prefix 'emq:{q}:'  ARGV[2] = lease in milliseconds
+-- ARGV[1] = lease in milliseconds
 local popped = redis.call('ZPOPMIN', KEYS[1])
 if #popped == 0 then return {} end
 local id = popped[1]
-local row = ARGV[1] .. 'job:' .. id
+-- the row's key is built from KEYS[1] ('emq:{q}:pending' minus 'pending'): same queue, same {q}
+local row = string.sub(KEYS[1], 1, -8) .. 'job:' .. id
 
 local token = redis.call('HINCRBY', row, 'attempts', 1)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), id)
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]), id)
 
 redis.call('HSET', row, 'state', 'active')
-return {id, token, now + tonumber(ARGV[2])}
+return {id, token, now + tonumber(ARGV[1])}
 """
 
 
@@ -156,7 +158,7 @@ def check_claim_script(source: str, *, client: redis.Redis | None = None) -> Fee
         older, newer = queue.enqueue_many(["older", "newer"])
         before = server_now_ms(queue.client)
         try:
-            reply = queue.client.eval(source, 2, k.pending, k.active, k.prefix, lease_ms)
+            reply = queue.client.eval(source, 2, k.pending, k.active, lease_ms)
         except redis.ResponseError as exc:
             fb.bad(f"Valkey refused the script: {str(exc).splitlines()[0]}")
             return fb
@@ -253,7 +255,8 @@ def check_handler(handle: Callable[[str, str, Effects], object], *, deliveries: 
 # -- lesson 04: the atomic reap --------------------------------------------------------------
 
 REAP_STUB = """\
--- KEYS[1] = emq:{q}:active   KEYS[2] = emq:{q}:pending   ARGV[1] = prefix 'emq:{q}:'
+-- KEYS[1] = emq:{q}:active   KEYS[2] = emq:{q}:pending
+local prefix = string.sub(KEYS[1], 1, -7)  -- 'emq:{q}:active' minus 'active'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- TODO: select only the members whose lease deadline is at or before now
@@ -267,14 +270,15 @@ return expired
 """
 
 REAP_SOLUTION = """\
--- KEYS[1] = emq:{q}:active   KEYS[2] = emq:{q}:pending   ARGV[1] = prefix 'emq:{q}:'
+-- KEYS[1] = emq:{q}:active   KEYS[2] = emq:{q}:pending
+local prefix = string.sub(KEYS[1], 1, -7)  -- 'emq:{q}:active' minus 'active'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], id)
   redis.call('ZADD', KEYS[2], 0, id)
-  redis.call('HSET', ARGV[1] .. 'job:' .. id, 'state', 'pending')
+  redis.call('HSET', prefix .. 'job:' .. id, 'state', 'pending')
 end
 return expired
 """
@@ -291,7 +295,7 @@ def check_reap_script(source: str, *, client: redis.Redis | None = None) -> Feed
         alive = queue.claim(lease_ms=60_000)
         wait_for_server_ms(queue.client, stalled.deadline_ms + 1)
         try:
-            moved = queue.client.eval(source, 2, k.active, k.pending, k.prefix)
+            moved = queue.client.eval(source, 2, k.active, k.pending)
         except redis.ResponseError as exc:
             fb.bad(f"Valkey refused the script: {str(exc).splitlines()[0]}")
             return fb
