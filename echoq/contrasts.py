@@ -28,7 +28,7 @@ from redis.commands.core import Script
 from .clock import server_now_ms, wait_until_expired
 from .ids import check_job_id
 from .queue import Claim, Complete, JobState, Queue, _text
-from .scripts import lost_server, source, translate
+from .scripts import call, lost_server, source
 
 __all__ = [
     "naive_pop",
@@ -66,12 +66,7 @@ def naive_pop(queue: Queue) -> tuple[str, str] | None:
     After this call the job exists only in the caller's memory; a crash loses it.
     """
     k = queue.keys
-    try:
-        reply = _naive_pop_script(queue.client)(keys=[k.pending, k.stats], args=[])
-    except redis.ResponseError as exc:
-        raise translate(exc, "naive_pop") from None
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise lost_server(queue.client, exc) from None
+    reply = call(_naive_pop_script(queue.client), "naive_pop", [k.pending, k.stats], [], queue.client)
     if not reply:
         return None
     return _text(reply[0]), _text(reply[1])

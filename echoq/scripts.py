@@ -72,12 +72,17 @@ class Scripts:
         self._scripts: dict[str, Script] = {name: client.register_script(source(name)) for name in NAMES}
 
     def run(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
-        try:
-            return self._scripts[name](keys=keys, args=args, client=client or self.client)
-        except redis.ResponseError as exc:
-            raise translate(exc, name) from None
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise lost_server(self.client, exc) from None
+        return call(self._scripts[name], name, keys, args, self.client, client)
+
+
+def call(script: Script, name: str, keys: list[str], args: list[Any], client: redis.Redis, via: Any = None) -> Any:
+    """Run a registered script on ``client`` (or the pipeline ``via``), its errors made typed."""
+    try:
+        return script(keys=keys, args=args, client=via or client)
+    except redis.ResponseError as exc:
+        raise translate(exc, name) from None
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise lost_server(client, exc) from None
 
 
 def translate(exc: redis.ResponseError, name: str) -> Exception:

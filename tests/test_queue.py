@@ -10,10 +10,9 @@ import pytest
 import redis
 
 import echoq
-from echoq import Complete, Enqueue, Extend, JobState, Retry, contrasts
+from echoq import Complete, Enqueue, Extend, JobState, Retry, contrasts, scripts
 from echoq.effects import Effects
 from echoq.keyspace import Keyspace
-from echoq.scripts import translate
 from tests.conftest import fresh_name
 from tests.helpers import assert_one_place, expire, server_now_ms, wait_for_server_time
 
@@ -142,10 +141,7 @@ def other(client: redis.Redis) -> Iterator[echoq.Queue]:
 
 
 def _run_naive_pop(queue: echoq.Queue, keys: list[str], args: list[object]) -> object:
-    try:
-        return contrasts._naive_pop_script(queue.client)(keys=keys, args=args)
-    except redis.ResponseError as exc:
-        raise translate(exc, "naive_pop") from None
+    return scripts.call(contrasts._naive_pop_script(queue.client), "naive_pop", keys, args, queue.client)
 
 
 Call = tuple[str, list[str], list[object], type[Exception], str]  # script, KEYS, ARGV, error, message
