@@ -29,9 +29,7 @@
 local active_key, done_key, stats_key, row_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id, token, keep_done = ARGV[1], ARGV[2], tonumber(ARGV[3] or '10000')
 
-local prefix, refused = queue_prefix({'active', 'done', 'stats'})
+local prefix, refused = queue_prefix({'active', 'done', 'stats'}, id)
 if not prefix then return refused end
-refused = check_row_key(prefix, row_key, id)
-if refused then return refused end
 
 return complete_job(active_key, done_key, stats_key, row_key, id, token, keep_done, server_now_ms())

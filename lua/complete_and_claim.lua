@@ -36,10 +36,8 @@ local pending_key, active_key, scheduled_key, done_key, stats_key, row_key =
 local id, token = ARGV[1], ARGV[2]
 local keep_done, lease_ms, count = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 
-local prefix, refused = queue_prefix({'pending', 'active', 'scheduled', 'done', 'stats'})
+local prefix, refused = queue_prefix({'pending', 'active', 'scheduled', 'done', 'stats'}, id)
 if not prefix then return refused end
-refused = check_row_key(prefix, row_key, id)
-if refused then return refused end
 
 if lease_ms == nil or lease_ms <= 0 then
   return redis.error_reply('BADARG lease must be a number of milliseconds > 0')

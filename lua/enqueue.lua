@@ -30,10 +30,8 @@ local id, payload, delay_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if not is_job_id(id) then
   return redis.error_reply('BADID ' .. tostring(id) .. ' is not a JOB id')
 end
-local prefix, refused = queue_prefix({'pending', 'scheduled', 'done', 'stats'})
+local prefix, refused = queue_prefix({'pending', 'scheduled', 'done', 'stats'}, id)
 if not prefix then return refused end
-refused = check_row_key(prefix, row_key, id)
-if refused then return refused end
 if delay_ms == nil or delay_ms < 0 then
   return redis.error_reply('BADARG delay must be a number of milliseconds >= 0')
 end

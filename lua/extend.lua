@@ -24,10 +24,8 @@
 local active_key, row_key = KEYS[1], KEYS[2]
 local id, token, lease_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
-local prefix, refused = queue_prefix({'active'})
+local prefix, refused = queue_prefix({'active'}, id)
 if not prefix then return refused end
-refused = check_row_key(prefix, row_key, id)
-if refused then return refused end
 
 if lease_ms == nil or lease_ms <= 0 then
   return redis.error_reply('BADARG lease must be a number of milliseconds > 0')

@@ -37,10 +37,8 @@ local active_key, pending_key, scheduled_key, dead_key, stats_key, row_key =
 local id, token, err = ARGV[1], ARGV[2], ARGV[3]
 local backoff_ms, max_attempts = tonumber(ARGV[4]), tonumber(ARGV[5])
 
-local prefix, refused = queue_prefix({'active', 'pending', 'scheduled', 'dead', 'stats'})
+local prefix, refused = queue_prefix({'active', 'pending', 'scheduled', 'dead', 'stats'}, id)
 if not prefix then return refused end
-refused = check_row_key(prefix, row_key, id)
-if refused then return refused end
 
 if backoff_ms == nil or backoff_ms < 0 then
   return redis.error_reply('BADARG backoff must be a number of milliseconds >= 0')

@@ -8,7 +8,9 @@
 
 -- names[i] is the expected name of KEYS[i] ('pending', 'active', ...). Returns 'emq:{q}:'
 -- when every KEYS[i] is exactly that prefix .. names[i]; else nil and a BADARG error reply.
-local function queue_prefix(names)
+-- With `row_of_id`, the key after those, KEYS[#names + 1], must be that id's row in the same
+-- queue (else the script would fence one job and move another); else nil and a BADID reply.
+local function queue_prefix(names, row_of_id)
   local first, name = KEYS[1], names[1]
   local prefix
   if type(first) == 'string' and #first > #name and string.sub(first, -#name) == name then
@@ -24,16 +26,12 @@ local function queue_prefix(names)
         ' is not ' .. prefix .. names[i] .. ', the same queue as KEYS[1]')
     end
   end
-  return prefix
-end
-
--- The row key a script was handed must be the row of the id it was handed, in the same
--- queue: else the script would check one job and move another. Returns nil when it is,
--- else a BADID error reply.
-local function check_row_key(prefix, row_key, id)
-  if row_key ~= prefix .. 'job:' .. tostring(id) then
-    return redis.error_reply('BADID row key ' .. tostring(row_key) .. ' does not belong to ' ..
-      tostring(id) .. ' in ' .. prefix)
+  if row_of_id ~= nil then
+    local row_key = KEYS[#names + 1]
+    if row_key ~= prefix .. 'job:' .. tostring(row_of_id) then
+      return nil, redis.error_reply('BADID row key ' .. tostring(row_key) .. ' does not belong to ' ..
+        tostring(row_of_id) .. ' in ' .. prefix)
+    end
   end
-  return nil
+  return prefix
 end
