@@ -1,14 +1,20 @@
-"""echoq: a small, real reliable queue on Valkey, and a Jupyter kit that teaches it.
+"""echoq: a small, real reliable queue on Valkey.
 
 The three guarantees (see lua/ for the contract):
 
 1. the recoverable claim -- a job moves pending -> active under a lease, never out of Valkey;
 2. at-least-once delivery -- so effects are keyed on the JOB id, and completion is fenced;
 3. stalled recovery -- an expired lease goes back to pending in one atomic sweep.
+
+Everything this module exports is the supported library API. The Jupyter teaching kit
+built on it lives in :mod:`echoq.teaching` (lessons, lab panels, exercises, contrasts,
+chaos and durability demos); ``import echoq`` loads none of it, and the library needs
+none of the kit's dependencies.
 """
 
-from .effects import Effects
+from .effects import Effect, EffectResult, Effects
 from .errors import (
+    SCRIPT_ERRORS,
     DockerUnavailable,
     EchoqError,
     InvalidArgument,
@@ -19,6 +25,7 @@ from .errors import (
 )
 from .ids import is_job_id, new_job_id
 from .keyspace import Keyspace
+from .limits import BOUNDS
 from .queue import (
     Claim,
     Complete,
@@ -33,22 +40,32 @@ from .queue import (
     Snapshot,
     StalledReport,
 )
-from .server import connect, describe, server_url
-from .worker import Backoff, CrashPoint, Delivery, Worker, WorkReport, keyed_consumer, naive_consumer
+from .server import connect, describe, redact, server_url
+from .worker import (
+    Abandon,
+    Backoff,
+    Checkpoint,
+    Delivery,
+    Worker,
+    WorkerHooks,
+    WorkReport,
+    keyed_consumer,
+    naive_consumer,
+)
 
 __all__ = [
+    "Abandon",
+    "BOUNDS",
     "Backoff",
-    "CrashPoint",
-    "Delivery",
-    "Effects",
-    "Worker",
-    "WorkReport",
-    "keyed_consumer",
-    "naive_consumer",
+    "Checkpoint",
     "Claim",
     "Complete",
+    "Delivery",
     "DockerUnavailable",
     "EchoqError",
+    "Effect",
+    "EffectResult",
+    "Effects",
     "Enqueue",
     "Enqueued",
     "Extend",
@@ -61,14 +78,21 @@ __all__ = [
     "Queue",
     "Retry",
     "RetryResult",
+    "SCRIPT_ERRORS",
     "ScriptFailed",
     "ServerUnavailable",
     "Snapshot",
     "StalledReport",
+    "WorkReport",
+    "Worker",
+    "WorkerHooks",
     "connect",
     "describe",
     "is_job_id",
+    "keyed_consumer",
+    "naive_consumer",
     "new_job_id",
+    "redact",
     "server_url",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

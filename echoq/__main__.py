@@ -1,4 +1,5 @@
-"""``python -m echoq``: small command-line tools around the kit."""
+"""``python -m echoq``: ``check`` and ``worker`` use the library; ``chaos`` and the worker's
+``--kill-*`` options come from the teaching kit, imported only when asked for."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ def _add_worker(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--queue", required=True, help="queue name")
     p.add_argument("--concurrency", type=int, default=1, help="drain threads (default 1)")
     p.add_argument("--lease-ms", type=int, default=500, help="lease per claim, ms (default 500)")
-    p.add_argument("--max-stalled", type=int, default=3, help="recoveries before dead-lettering (default 3)")
+    p.add_argument("--max-stalled", type=int, default=4, help="the stall count that dead-letters a job (default 4)")
     p.add_argument("--max-attempts", type=int, default=5, help="deliveries before a failing job is dead (default 5)")
     p.add_argument("--beat-ms", type=int, default=100, help="stalled check every this many ms (default 100)")
     p.add_argument("--work-ms", type=int, default=0, help="each job works a random 0..N ms (default 0)")
@@ -46,24 +47,13 @@ def _add_chaos(sub: argparse._SubParsersAction) -> None:
         "--kill-at", default="after_claim,mid_job,after_effect", help="fault points a worker may die at (comma list)"
     )
     p.add_argument("--lease-ms", type=int, default=500, help="lease per claim, ms (default 500)")
-    p.add_argument("--max-stalled", type=int, default=3, help="recoveries before dead-lettering (default 3)")
+    p.add_argument("--max-stalled", type=int, default=4, help="the stall count that dead-letters a job (default 4)")
     p.add_argument("--work-ms", type=int, default=2, help="each job works a random 0..N ms (default 2)")
     p.add_argument("--seed", type=int, default=None, help="seed for kills and work times (default: random)")
     p.add_argument("--timeout", type=float, default=120.0, help="give up after this many seconds (default 120)")
     p.add_argument("--naive", action="store_true", help="CONTRAST: workers run the naive pop-and-process loop")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def _points(text: str) -> tuple:
-    from .errors import InvalidArgument
-    from .worker import CrashPoint
-
-    try:
-        return tuple(CrashPoint(p.strip()) for p in text.split(",") if p.strip())
-    except ValueError:
-        names = ",".join(p.value for p in CrashPoint)
-        raise InvalidArgument(f"--kill-at takes a comma list of {names}, got {text!r}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             print(describe(connect()))
             return 0
         if args.command == "worker":
-            from .chaos import worker_main
+            from .teaching.chaos import worker_main
+            from .teaching.faults import checkpoints
 
             report = worker_main(
                 queue_name=args.queue,
@@ -89,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_attempts=args.max_attempts,
                 concurrency=args.concurrency,
                 kill_rate=args.kill_rate,
-                kill_at=_points(args.kill_at),
+                kill_at=checkpoints(args.kill_at),
                 seed=args.seed,
                 work_ms=args.work_ms,
                 beat_ms=args.beat_ms,
@@ -100,14 +91,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(report, default=str))
             return 0
         if args.command == "chaos":
-            from .chaos import run_chaos
+            from .teaching.chaos import run_chaos
+            from .teaching.faults import checkpoints
 
             result = run_chaos(
                 workers=args.workers,
                 jobs=args.jobs,
                 kill_rate=args.kill_rate,
                 kill_every_s=args.kill_every,
-                kill_at=_points(args.kill_at),
+                kill_at=checkpoints(args.kill_at),
                 lease_ms=args.lease_ms,
                 max_stalled=args.max_stalled,
                 work_ms=args.work_ms,

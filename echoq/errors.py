@@ -1,4 +1,9 @@
-"""Typed errors. Each message is one line: what was wrong, and what to do about it."""
+"""Typed errors. Each message is one line: what was wrong, and what to do about it.
+
+:data:`SCRIPT_ERRORS` is the one table of the error codes the Lua scripts reply with
+(``redis.error_reply('BADARG ...')``): the code is the first word of the reply, and the
+registry (:mod:`echoq.scripts`) raises the class the table names for it.
+"""
 
 from __future__ import annotations
 
@@ -29,3 +34,11 @@ class DockerUnavailable(ServerUnavailable):
 
 class ScriptFailed(EchoqError, RuntimeError):
     """A Lua script replied with an error code the Python side does not expect."""
+
+
+# code -> (class raised, what the code means). Every code a script in lua/ replies with is
+# here; tests/test_scripts.py fails on a code used in lua/ but missing from this table.
+SCRIPT_ERRORS: dict[str, tuple[type[EchoqError], str]] = {
+    "BADARG": (InvalidArgument, "an argument or a key is out of range, or KEYS mix two queues"),
+    "BADID": (InvalidJobId, "an id is not a JOB id, or a row key does not belong to the id"),
+}

@@ -4,6 +4,11 @@ Every key of queue ``q`` starts with ``emq:{q}:``. The braces are a hash tag: Va
 hashes only the text between them, so all of a queue's keys land in one slot and each Lua
 script may touch them together.
 
+A queue name may carry one namespace, ``<namespace>.<name>`` (``alice.lesson-02``): the
+namespace stays inside the tag (``emq:{alice.lesson-02}:pending``), so the queue is still in
+one slot, and every key of every queue in namespace ``alice`` matches the one pattern
+``emq:{alice.*`` -- which is what an ACL user of a shared server is allowed to touch.
+
 =====================  ==========  ==========================================================
 key                    type        holds
 =====================  ==========  ==========================================================
@@ -27,16 +32,27 @@ from dataclasses import dataclass
 from .errors import InvalidQueueName
 from .ids import check_job_id
 
-QUEUE_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+QUEUE_NAME_RE = re.compile(r"^(?:[a-z0-9][a-z0-9_-]{0,31}\.)?[A-Za-z0-9_-]{1,64}$")
 
 
 def check_queue_name(name: object) -> str:
     if not isinstance(name, str) or QUEUE_NAME_RE.match(name) is None:
         raise InvalidQueueName(
             f"{name!r} is not a valid queue name: use 1 to 64 characters of A-Z, a-z, 0-9, "
-            "'_' and '-' (e.g. 'orders' or 'lesson-02')"
+            "'_' and '-' (e.g. 'orders' or 'lesson-02'), optionally after a namespace and a dot "
+            "('alice.lesson-02'; a namespace is 1 to 32 of a-z, 0-9, '_' and '-')"
         )
     return name
+
+
+def check_namespace(namespace: object) -> str:
+    if not isinstance(namespace, str) or NAMESPACE_RE.match(namespace) is None:
+        raise InvalidQueueName(
+            f"{namespace!r} is not a valid namespace: use 1 to 32 characters of a-z, 0-9, '_' and '-', "
+            "starting with a letter or digit (e.g. 'alice' or 'learner-07')"
+        )
+    return namespace
 
 
 @dataclass(frozen=True)
@@ -47,6 +63,12 @@ class Keyspace:
 
     def __post_init__(self) -> None:
         check_queue_name(self.queue)
+
+    @property
+    def namespace(self) -> str | None:
+        """The part of the name before the dot, if any: ``Keyspace('alice.q').namespace == 'alice'``."""
+        head, dot, _ = self.queue.partition(".")
+        return head if dot else None
 
     @property
     def prefix(self) -> str:

@@ -4,7 +4,7 @@
 >>> q.enqueue("ship #1").outcome
 <Enqueue.ENQUEUED: 'enqueued'>
 >>> claim = q.claim(lease_ms=30_000)        # pending -> active, under a lease
->>> q.complete(claim)                       # fenced by claim.token
+>>> q.complete(claim)                       # fenced by claim.attempt
 <Complete.COMPLETED: 'completed'>
 """
 
@@ -17,23 +17,26 @@ from typing import Any
 
 import redis
 
+from . import scripts
 from .errors import InvalidArgument
 from .ids import check_job_id, new_job_id
 from .keyspace import Keyspace
-from .scripts import Scripts, lost_server, translate
+from .limits import BOUNDS, check, whole
 
 DEFAULT_LEASE_MS = 30_000
 DEFAULT_KEEP_DONE = 10_000
+DEFAULT_MAX_STALLED = 2  # the second stall is fatal: one stall is recovered
+BATCH = BOUNDS["count"][1]  # most jobs one batch script takes (enqueue_many, complete_many)
 
 
 class JobState(StrEnum):
-    """Where a job is. A live job is in exactly one of these; a completed one is retired."""
+    """Where a job is: in exactly one of these at every instant."""
 
     PENDING = "pending"
     SCHEDULED = "scheduled"
     ACTIVE = "active"
     DEAD = "dead"
-    RETIRED = "retired"  # completed: the row is gone, the id is remembered in emq:{q}:done
+    DONE = "done"  # completed: the row is gone, the id is remembered in emq:{q}:done (capped)
 
 
 class Enqueue(StrEnum):
@@ -43,7 +46,7 @@ class Enqueue(StrEnum):
 
 class Complete(StrEnum):
     COMPLETED = "completed"
-    STALE = "stale"  # the caller's token no longer holds the job; nothing changed
+    STALE = "stale"  # the caller's attempt no longer holds the job (its lease was lost); nothing changed
     GONE = "gone"  # no such row; nothing changed
 
 
@@ -70,16 +73,12 @@ class Enqueued:
 
 @dataclass(frozen=True)
 class Claim:
-    """A job this worker holds until ``deadline_ms`` (server clock), fenced by ``token``."""
+    """A job this worker holds until ``deadline_ms`` (server clock), fenced by ``attempt``."""
 
     job_id: str
     payload: str
-    token: int  # the row's attempts after this claim: 1 on the first delivery
+    attempt: int  # the row's attempts after this claim, 1 on the first delivery: the fencing token
     deadline_ms: int
-
-    @property
-    def attempt(self) -> int:
-        return self.token
 
 
 @dataclass(frozen=True)
@@ -139,7 +138,7 @@ class Snapshot:
             (JobState.ACTIVE, self.active),
             (JobState.SCHEDULED, self.scheduled),
             (JobState.DEAD, self.dead),
-            (JobState.RETIRED, self.done),
+            (JobState.DONE, self.done),
         ):
             if job_id in members:
                 return state
@@ -148,13 +147,6 @@ class Snapshot:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _positive(name: str, value: int, *, allow_zero: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (value == 0 and not allow_zero):
-        need = ">= 0" if allow_zero else "> 0"
-        raise InvalidArgument(f"{name} must be a whole number {need}, got {value!r}")
-    return value
 
 
 class Queue:
@@ -166,13 +158,12 @@ class Queue:
 
     def __init__(self, name: str, client: redis.Redis | None = None, *, keep_done: int = DEFAULT_KEEP_DONE) -> None:
         self.keys = Keyspace(name)
+        self.keep_done = check("keep_done", keep_done)
         if client is None:
             from .server import connect
 
             client = connect()
         self.client = client
-        self.keep_done = keep_done
-        self._scripts = Scripts(client)
 
     @property
     def name(self) -> str:
@@ -182,14 +173,14 @@ class Queue:
         return f"Queue({self.name!r})"
 
     def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
-        return self._scripts.run(script, keys, args)
+        return scripts.run(self.client, script, keys, args)
 
     # -- moves -------------------------------------------------------------------------
 
     def enqueue(self, payload: str = "", *, job_id: str | None = None, delay_ms: int = 0) -> Enqueued:
         """Add a job; a known ``job_id`` is refused as a duplicate and nothing changes."""
         job_id = check_job_id(job_id) if job_id is not None else new_job_id()
-        _positive("delay_ms", delay_ms, allow_zero=True)
+        check("delay_ms", delay_ms)
         k = self.keys
         reply = self._run(
             "enqueue",
@@ -197,22 +188,20 @@ class Queue:
             [job_id, payload, delay_ms],
         )
         outcome = Enqueue(_text(reply[0]))
-        state = JobState(_text(reply[2]).replace("completed", "retired")) if len(reply) > 2 else None
+        state = JobState(_text(reply[2])) if len(reply) > 2 else None
         return Enqueued(job_id, outcome, state)
 
-    def enqueue_many(self, payloads: list[str]) -> list[str]:
-        """Enqueue several jobs in one pipeline round trip; returns their new ids."""
+    def enqueue_many(self, payloads: Sequence[str], *, delay_ms: int = 0) -> list[str]:
+        """Enqueue several jobs, one script call per 1000; returns their new ids in order."""
+        check("delay_ms", delay_ms)
         k = self.keys
         ids = [new_job_id() for _ in payloads]
-        pipe = self.client.pipeline(transaction=False)
-        for job_id, payload in zip(ids, payloads, strict=True):
-            self._scripts.run(
-                "enqueue", [k.pending, k.scheduled, k.done, k.stats, k.job(job_id)], [job_id, payload, 0], client=pipe
-            )
-        try:
-            pipe.execute()
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise lost_server(self.client, exc) from None
+        for start in range(0, len(ids), BATCH):
+            chunk = ids[start : start + BATCH]
+            args: list[Any] = [delay_ms]
+            for job_id, payload in zip(chunk, payloads[start : start + BATCH], strict=True):
+                args += [job_id, payload]
+            self._run("enqueue_many", [k.pending, k.scheduled, k.done, k.stats, *map(k.job, chunk)], args)
         return ids
 
     def claim(self, lease_ms: int = DEFAULT_LEASE_MS) -> Claim | None:
@@ -221,99 +210,100 @@ class Queue:
         return claims[0] if claims else None
 
     def claim_many(self, count: int, lease_ms: int = DEFAULT_LEASE_MS) -> list[Claim]:
-        """Claim up to ``count`` jobs in one call, each under its own lease and token."""
-        _positive("lease_ms", lease_ms)
-        _positive("count", count)
+        """Claim up to ``count`` jobs in one call, each under its own lease and attempt."""
+        check("lease_ms", lease_ms)
+        check("count", count)
         k = self.keys
         reply = self._run("claim", [k.pending, k.active, k.scheduled, k.stats], [lease_ms, count])
-        return _claims(reply, 0)
+        return _claims(reply)
 
-    def complete(self, claim: Claim | str, token: int | None = None) -> Complete:
+    def complete(self, claim: Claim | str, attempt: int | None = None) -> Complete:
         """Finish a job you hold. Refused (STALE) if your lease was lost; GONE if no row."""
-        job_id, token = _holder(claim, token)
+        job_id, attempt = _holder(claim, attempt)
         k = self.keys
-        reply = self._run("complete", [k.active, k.done, k.stats, k.job(job_id)], [job_id, token, self.keep_done])
+        reply = self._run("complete", [k.active, k.done, k.stats, k.job(job_id)], [job_id, attempt, self.keep_done])
         return Complete(_text(reply[0]))
 
     def complete_many(self, claims: Sequence[Claim]) -> list[Complete]:
-        """Complete several held jobs in one pipeline, each fenced by its own token.
+        """Complete held jobs, each fenced by its own attempt: one script call per 1000.
 
-        The completions are independent (a non-transactional pipeline of complete.lua): one
-        stale claim is refused on its own and does not hold back the others. The outcomes
-        come back in the order of ``claims``.
+        The completions are independent: one stale claim is refused on its own and does
+        not hold back the others. The outcomes come back in the order of ``claims``.
         """
-        for claim in claims:
-            if not isinstance(claim, Claim):
-                raise InvalidArgument(f"complete_many takes the Claims that claim_many returned, got {claim!r}")
-        if not claims:
-            return []
+        return self.complete_many_and_claim(claims, count=0)[0]
+
+    def complete_many_and_claim(
+        self, claims: Sequence[Claim], *, count: int, lease_ms: int = DEFAULT_LEASE_MS
+    ) -> tuple[list[Complete], list[Claim]]:
+        """Complete held jobs (each fenced by its own attempt) and claim up to ``count`` more,
+        in one script call (``complete_many.lua``) per 1000 jobs: a busy worker's round trip.
+        Returns the outcomes in the order of ``claims``, and the new claims."""
+        for held in claims:
+            if not isinstance(held, Claim):
+                raise InvalidArgument(f"complete_many takes the Claims that claim_many returned, got {held!r}")
+        check("lease_ms", lease_ms)
+        whole("count", count, 0, BATCH)  # 0: complete and claim nothing
         k = self.keys
-        pipe = self.client.pipeline(transaction=False)
-        for claim in claims:
-            self._scripts.run(
-                "complete",
-                [k.active, k.done, k.stats, k.job(claim.job_id)],
-                [claim.job_id, claim.token, self.keep_done],
-                client=pipe,
+        outcomes: list[Complete] = []
+        fresh: list[Claim] = []
+        chunks = [claims[start : start + BATCH] for start in range(0, len(claims), BATCH)] or [[]]
+        for n, chunk in enumerate(chunks):
+            args: list[Any] = [self.keep_done, lease_ms, count if n == len(chunks) - 1 else 0]
+            for held in chunk:
+                args += [held.job_id, held.attempt]
+            done, claimed = self._run(
+                "complete_many",
+                [k.pending, k.active, k.scheduled, k.done, k.stats, *(k.job(h.job_id) for h in chunk)],
+                args,
             )
-        try:
-            replies = pipe.execute()
-        except redis.ResponseError as exc:
-            raise translate(exc, "complete") from None
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise lost_server(self.client, exc) from None
-        return [Complete(_text(reply[0])) for reply in replies]
+            outcomes += [Complete(_text(x)) for x in done]
+            fresh += _claims(claimed)
+        return outcomes, fresh
 
     def complete_and_claim(
-        self, claim: Claim | str, token: int | None = None, *, lease_ms: int = DEFAULT_LEASE_MS, count: int = 1
+        self, claim: Claim | str, attempt: int | None = None, *, lease_ms: int = DEFAULT_LEASE_MS, count: int = 1
     ) -> tuple[Complete, list[Claim]]:
         """Complete one job and claim up to ``count`` more in ONE round trip."""
-        job_id, token = _holder(claim, token)
-        _positive("lease_ms", lease_ms)
-        _positive("count", count, allow_zero=True)
-        k = self.keys
-        reply = self._run(
-            "complete_and_claim",
-            [k.pending, k.active, k.scheduled, k.done, k.stats, k.job(job_id)],
-            [job_id, token, self.keep_done, lease_ms, count],
-        )
-        return Complete(_text(reply[0])), _claims(reply, 1)
+        job_id, attempt = _holder(claim, attempt)
+        held = Claim(job_id, "", attempt, 0)
+        outcomes, claims = self.complete_many_and_claim([held], count=count, lease_ms=lease_ms)
+        return outcomes[0], claims
 
     def retry(
         self,
         claim: Claim | str,
-        token: int | None = None,
+        attempt: int | None = None,
         *,
         error: str = "",
         backoff_ms: int = 0,
         max_attempts: int = 3,
     ) -> RetryResult:
         """Give a failed job back: pending now, scheduled after ``backoff_ms``, or dead."""
-        job_id, token = _holder(claim, token)
-        _positive("backoff_ms", backoff_ms, allow_zero=True)
-        _positive("max_attempts", max_attempts)
+        job_id, attempt = _holder(claim, attempt)
+        check("delay_ms", backoff_ms, "backoff_ms")
+        check("max_attempts", max_attempts)
         k = self.keys
         reply = self._run(
             "retry",
             [k.active, k.pending, k.scheduled, k.dead, k.stats, k.job(job_id)],
-            [job_id, token, error, backoff_ms, max_attempts],
+            [job_id, attempt, error, backoff_ms, max_attempts],
         )
         outcome = Retry(_text(reply[0]))
         if outcome in (Retry.RETRIED, Retry.SCHEDULED, Retry.DEAD):
             return RetryResult(outcome, int(reply[1]), int(reply[2]) if len(reply) > 2 else None)
         return RetryResult(outcome)
 
-    def extend(self, claim: Claim | str, token: int | None = None, *, lease_ms: int = DEFAULT_LEASE_MS) -> Extend:
+    def extend(self, claim: Claim | str, attempt: int | None = None, *, lease_ms: int = DEFAULT_LEASE_MS) -> Extend:
         """Push your lease to server now + ``lease_ms``; refused if you no longer hold it."""
-        job_id, token = _holder(claim, token)
-        _positive("lease_ms", lease_ms)
+        job_id, attempt = _holder(claim, attempt)
+        check("lease_ms", lease_ms)
         k = self.keys
-        reply = self._run("extend", [k.active, k.job(job_id)], [job_id, token, lease_ms])
+        reply = self._run("extend", [k.active, k.job(job_id)], [job_id, attempt, lease_ms])
         return Extend(_text(reply[0]))
 
     def reap_once(self, limit: int = 100) -> tuple[int, list[str]]:
         """One bounded sweep: (server now in ms, ids moved from active back to pending)."""
-        _positive("limit", limit)
+        check("limit", limit)
         k = self.keys
         reply = self._run("reap", [k.active, k.pending, k.stats], [limit])
         return int(reply[0]), [_text(x) for x in reply[1:]]
@@ -327,10 +317,12 @@ class Queue:
             if len(batch) < limit:
                 return moved
 
-    def stalled_check(self, max_stalled: int = 1, limit: int = 100) -> StalledReport:
-        """Recover stalled jobs; dead-letter those recovered ``max_stalled`` times already."""
-        _positive("max_stalled", max_stalled, allow_zero=True)
-        _positive("limit", limit)
+    def stalled_check(self, max_stalled: int = DEFAULT_MAX_STALLED, limit: int = 100) -> StalledReport:
+        """Sweep expired leases, counting a stall on each job: a job whose count reaches
+        ``max_stalled`` is dead-lettered, the others go back to pending. ``max_stalled=N``
+        means the N-th stall is fatal (BullMQ's ``maxStalledCount`` is N - 1)."""
+        check("max_stalled", max_stalled)
+        check("limit", limit)
         k = self.keys
         recovered: list[str] = []
         dead: list[str] = []
@@ -345,7 +337,7 @@ class Queue:
 
     def snapshot(self, limit: int = 1000) -> Snapshot:
         """One atomic read of every set, the counters and the server's now."""
-        _positive("limit", limit)
+        check("limit", limit)
         k = self.keys
         reply = self._run(
             "snapshot",
@@ -409,16 +401,16 @@ class Queue:
         return len(keys)
 
 
-def _holder(claim: Claim | str, token: int | None) -> tuple[str, int]:
+def _holder(claim: Claim | str, attempt: int | None) -> tuple[str, int]:
     if isinstance(claim, Claim):
-        return claim.job_id, claim.token if token is None else token
-    if token is None:
-        raise InvalidArgument("pass the Claim, or a job id together with its token")
-    return check_job_id(claim), token
+        return claim.job_id, claim.attempt if attempt is None else attempt
+    if attempt is None:
+        raise InvalidArgument("pass the Claim, or a job id together with its attempt number")
+    return check_job_id(claim), attempt
 
 
-def _claims(reply: list[Any], start: int) -> list[Claim]:
+def _claims(reply: list[Any]) -> list[Claim]:
     return [
         Claim(_text(reply[i]), _text(reply[i + 1]), int(reply[i + 2]), int(reply[i + 3]))
-        for i in range(start, len(reply), 4)
+        for i in range(0, len(reply), 4)
     ]

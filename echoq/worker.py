@@ -5,7 +5,7 @@
 >>> report.completed, report.retried, report.dead
 
 Each drain thread claims a job under a lease, hands the handler a :class:`Delivery` (JOB
-id, payload, attempt number), and then completes the job -- fenced by the claim's token --
+id, payload, attempt number), and then completes the job -- fenced by the claim's attempt --
 or, if the handler raised, gives it back through ``retry`` with an exponential backoff,
 which dead-letters it once it has used ``max_attempts``. A busy thread finishes one job
 and claims the next in one round trip (``complete_and_claim``). While a job runs, a lease
@@ -13,108 +13,69 @@ keeper pushes its lease forward every ``extend_every_ms`` with the fenced ``exte
 long job that is alive is never reaped; a job whose extend is refused is marked
 ``lease_lost`` and no longer extended. Every ``beat_ms`` the worker runs the
 count-thresholded stalled check, which returns jobs of dead workers to pending and
-dead-letters those that stalled more than ``max_stalled`` times.
+dead-letters those that reached ``max_stalled`` stalls.
 
-Fault points (:class:`CrashPoint`) let a lesson kill the worker at a named moment:
-``after_claim`` (before the handler runs), ``mid_job`` (inside the handler, at
-:meth:`Delivery.checkpoint`), ``after_effect`` (the handler returned, the job is not yet
-completed). In ``simulate`` mode the worker abandons everything as a killed process would:
-no complete, no retry, no extend, no cleanup -- it stops touching Valkey at once and
-``work`` returns with ``report.crashed`` set. In ``kill`` mode the process SIGKILLs itself.
+**Hooks.** ``Worker(..., hooks=h)`` calls ``h.reached(delivery, checkpoint)`` at three
+:class:`Checkpoint` s of every delivery: ``after_claim`` (before the handler runs),
+``mid_job`` (inside the handler, at :meth:`Delivery.checkpoint`), ``after_effect`` (the
+handler returned, the job is not yet completed). Without hooks nothing is called. A hook
+may raise :class:`Abandon`: the worker then behaves as a process killed at that moment --
+no complete, no retry, no extend, not another word to Valkey -- and ``work`` returns with
+``report.abandoned_at`` set. :meth:`Worker.abandon` does the same from any thread. The
+teaching kit's fault injection (``echoq.teaching.faults``) is built on these two.
 """
 
 from __future__ import annotations
 
-import os
-import random
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from .effects import EffectResult, Effects
 from .errors import InvalidArgument
-from .queue import DEFAULT_LEASE_MS, Claim, Complete, Extend, Queue, Retry, StalledReport
+from .limits import BOUNDS, check, fraction, whole
+from .queue import DEFAULT_LEASE_MS, DEFAULT_MAX_STALLED, Claim, Complete, Extend, Queue, Retry, StalledReport
 
 __all__ = [
+    "Abandon",
     "Backoff",
-    "CrashMode",
-    "CrashPoint",
+    "Checkpoint",
     "Delivery",
-    "Fault",
     "Handler",
     "Worker",
+    "WorkerHooks",
     "WorkReport",
     "keyed_consumer",
     "naive_consumer",
 ]
 
 
-class CrashPoint(StrEnum):
-    AFTER_CLAIM = "after_claim"  # the job is leased; the handler never starts
+class Checkpoint(StrEnum):
+    """Moments in one delivery where a worker calls its hooks."""
+
+    AFTER_CLAIM = "after_claim"  # the job is leased; the handler has not started
     MID_JOB = "mid_job"  # inside the handler, before its effect (Delivery.checkpoint)
-    AFTER_EFFECT = "after_effect"  # the handler's effect happened; complete never runs
+    AFTER_EFFECT = "after_effect"  # the handler's effect happened; complete has not run
 
 
-class CrashMode(StrEnum):
-    SIMULATE = "simulate"  # abandon the job in-process, as a killed process would
-    KILL = "kill"  # SIGKILL this process (for worker subprocesses)
+class Abandon(BaseException):
+    """Raised by a hook: the worker dies here, as a killed process would.
 
-
-class SimulatedCrash(BaseException):
-    """Unwinds a worker thread without another word to Valkey.
-
-    A BaseException, so a handler's ``except Exception`` cannot swallow the crash.
+    A BaseException, so a handler's ``except Exception`` cannot swallow it.
     """
 
+    def __init__(self, at: Checkpoint | None = None) -> None:
+        super().__init__(at)
+        self.at = at
 
-@dataclass
-class Fault:
-    """When to crash: at ``at`` (one point, or a random one of several), on a ``rate``
-    fraction of deliveries, at most ``times`` times (None: no limit)."""
 
-    at: CrashPoint | tuple[CrashPoint, ...]
-    mode: CrashMode = CrashMode.SIMULATE
-    rate: float = 1.0
-    times: int | None = None
-    seed: int | None = None
-    on_crash: Callable[[CrashPoint], None] | None = None  # told just before the crash (bookkeeping)
-    crashes: int = 0  # deliveries picked to crash so far
-    _rng: random.Random = field(init=False, repr=False)
-    _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
+class WorkerHooks(Protocol):
+    """What a worker calls at each :class:`Checkpoint` of a delivery (fault injection, tracing)."""
 
-    def __post_init__(self) -> None:
-        points = self.at if isinstance(self.at, tuple) else (self.at,)
-        try:
-            self.at = tuple(CrashPoint(p) for p in points)
-        except ValueError:
-            names = ", ".join(p.value for p in CrashPoint)
-            raise InvalidArgument(f"crash point must be one of {names}, got {points!r}") from None
-        if not self.at:
-            raise InvalidArgument("a Fault needs at least one crash point")
-        try:
-            self.mode = CrashMode(self.mode)
-        except ValueError:
-            raise InvalidArgument(f"crash mode must be 'simulate' or 'kill', got {self.mode!r}") from None
-        if not 0.0 <= self.rate <= 1.0:
-            raise InvalidArgument(f"crash rate must be between 0 and 1, got {self.rate!r}")
-        if self.times is not None and self.times < 0:
-            raise InvalidArgument(f"crash times must be >= 0 or None, got {self.times!r}")
-        self._rng = random.Random(self.seed)
-
-    def pick(self) -> CrashPoint | None:
-        """Decide, at claim time, where (if anywhere) this delivery crashes."""
-        with self._lock:  # drain threads pick concurrently; `times` must hold across them
-            if self.times is not None and self.crashes >= self.times:
-                return None
-            if self.rate < 1.0 and self._rng.random() >= self.rate:
-                return None
-            assert isinstance(self.at, tuple)
-            self.crashes += 1
-            return self._rng.choice(self.at)
+    def reached(self, delivery: Delivery, checkpoint: Checkpoint) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -126,23 +87,21 @@ class Backoff:
     cap_ms: int = 30_000
 
     def __post_init__(self) -> None:
-        if self.base_ms < 0 or self.cap_ms < 0 or self.factor < 1:
-            raise InvalidArgument(
-                f"backoff needs base_ms >= 0, cap_ms >= 0 and factor >= 1, got {self.base_ms}, "
-                f"{self.cap_ms}, {self.factor}"
-            )
+        high = BOUNDS["delay_ms"][1]
+        whole("base_ms", self.base_ms, 0, high, unit="of milliseconds")
+        whole("cap_ms", self.cap_ms, 0, high, unit="of milliseconds")
+        fraction("factor", self.factor, 1.0, 100.0)
 
     def delay_ms(self, attempt: int) -> int:
-        return int(min(self.cap_ms, self.base_ms * self.factor ** max(0, attempt - 1)))
+        return int(min(self.cap_ms, self.base_ms * self.factor ** min(64, max(0, attempt - 1))))
 
 
 class Delivery:
     """One delivery of a job to a handler: what it may read, and the mid-job checkpoint."""
 
-    def __init__(self, worker: Worker, claim: Claim, crash_at: CrashPoint | None) -> None:
+    def __init__(self, worker: Worker, claim: Claim) -> None:
         self._worker = worker
         self.claim = claim
-        self.crash_at = crash_at
         self.lease_lost = False  # set when a lease extension was refused: stop early
         self.passed_mid_job = False
 
@@ -157,16 +116,18 @@ class Delivery:
     @property
     def attempt(self) -> int:
         """1 on the first delivery, 2 on the second, ... (the claim's fencing token)."""
-        return self.claim.token
+        return self.claim.attempt
 
     def checkpoint(self) -> None:
         """Mark the middle of the job: the work is under way, its effect not yet done.
 
-        Where a ``mid_job`` fault fires. A handler that never calls it gets its ``mid_job``
-        crash when it returns, before the worker completes the job.
+        Hooks see ``mid_job`` here (for a handler that never calls this, they see it when
+        the handler returns). A worker that was abandoned meanwhile unwinds here.
         """
         self.passed_mid_job = True
-        self._worker._reach(self, CrashPoint.MID_JOB)
+        self._worker._alive_or_unwind()
+        if self._worker.hooks is not None:
+            self._worker._reached(self, Checkpoint.MID_JOB)
 
     def __repr__(self) -> str:
         return f"Delivery({self.job_id}, attempt={self.attempt}, payload={self.payload!r})"
@@ -187,18 +148,13 @@ class WorkReport:
     recovered: int = 0  # stalled jobs this worker's beat returned to pending
     extended: int = 0  # lease extensions granted
     beats: int = 0
-    crashed: CrashPoint | None = None  # where a simulated crash stopped the worker
+    abandoned: bool = False  # the worker was abandoned (a hook raised Abandon, or abandon())
+    abandoned_at: Checkpoint | None = None  # the checkpoint a hook abandoned it at, if any
     errors: list[str] = field(default_factory=list)  # last handler errors (capped)
 
     @property
     def processed(self) -> int:
         return self.completed
-
-
-def _check(name: str, value: int, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgument(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    return value
 
 
 class Worker:
@@ -212,42 +168,43 @@ class Worker:
         concurrency: int = 1,
         lease_ms: int = DEFAULT_LEASE_MS,
         extend_every_ms: int | None = None,
-        max_stalled: int = 1,
+        max_stalled: int = DEFAULT_MAX_STALLED,
         max_attempts: int = 3,
         backoff: Backoff | None = None,
         beat_ms: int = 1_000,
         idle_wait_ms: int = 50,
-        fault: Fault | None = None,
-        crash_at: CrashPoint | str | Iterable[CrashPoint | str] | None = None,
-        crash_mode: CrashMode | str = CrashMode.SIMULATE,
+        hooks: WorkerHooks | None = None,
     ) -> None:
         self.queue = queue
         self.handler = handler
-        self.concurrency = _check("concurrency", concurrency, 1)
-        self.lease_ms = _check("lease_ms", lease_ms, 1)
+        self.concurrency = whole("concurrency", concurrency, 1, 256)
+        self.lease_ms = check("lease_ms", lease_ms)
         # 0 turns the keeper off; by default a lease is renewed three times per lease length
         # (a lease under 3 ms is too short to renew and is left to run out).
         self.extend_every_ms = (
-            lease_ms // 3 if extend_every_ms is None else _check("extend_every_ms", extend_every_ms, 0)
+            lease_ms // 3
+            if extend_every_ms is None
+            else whole("extend_every_ms", extend_every_ms, 0, unit="of milliseconds")
         )
         if self.extend_every_ms >= self.lease_ms:
             raise InvalidArgument(
                 f"extend_every_ms ({self.extend_every_ms}) must be shorter than lease_ms ({self.lease_ms}), "
                 "or the lease runs out between heartbeats; use about lease_ms // 3, or 0 to turn extension off"
             )
-        self.max_stalled = _check("max_stalled", max_stalled, 0)
-        self.max_attempts = _check("max_attempts", max_attempts, 1)
+        self.max_stalled = check("max_stalled", max_stalled)
+        self.max_attempts = check("max_attempts", max_attempts)
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise InvalidArgument(f"backoff must be an echoq.Backoff, got {backoff!r}")
         self.backoff = backoff if backoff is not None else Backoff()
-        self.beat_ms = _check("beat_ms", beat_ms, 1)
-        self.idle_wait_ms = _check("idle_wait_ms", idle_wait_ms, 1)
-        if fault is None and crash_at is not None:
-            points = (crash_at,) if isinstance(crash_at, str) else tuple(crash_at)
-            fault = Fault(points, crash_mode)  # type: ignore[arg-type]  # Fault checks the names
-        self.fault = fault
+        self.beat_ms = whole("beat_ms", beat_ms, 1, 3_600_000, unit="of milliseconds")
+        self.idle_wait_ms = whole("idle_wait_ms", idle_wait_ms, 1, 60_000, unit="of milliseconds")
+        if hooks is not None and not callable(getattr(hooks, "reached", None)):
+            raise InvalidArgument(f"hooks must have a reached(delivery, checkpoint) method, got {hooks!r}")
+        self.hooks = hooks
         self.report = WorkReport()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._crashed = threading.Event()
+        self._crashed = threading.Event()  # abandoned: this worker is "dead"
         self._wake = threading.Event()
         self._drained = threading.Event()  # every drain thread has ended: the keeper may go
         self._in_flight: dict[str, tuple[Delivery, float]] = {}
@@ -258,6 +215,16 @@ class Worker:
     def stop(self) -> None:
         """Graceful stop: claim nothing new; jobs in hand finish (or keep their lease)."""
         self._stopping.set()
+        self._wake.set()
+
+    def abandon(self) -> None:
+        """Die now, as a SIGKILLed process would, from any thread: the jobs in hand are
+        neither completed nor given back and their leases are no longer extended, so
+        they stay in the active set until a reaper finds them expired. ``work`` returns
+        with ``report.abandoned`` set."""
+        with self._lock:
+            self.report.abandoned = True
+        self._crashed.set()
         self._wake.set()
 
     @property
@@ -299,7 +266,7 @@ class Worker:
                 if time.monotonic() >= next_beat and not self._done():
                     try:
                         self.beat()
-                    except SimulatedCrash:
+                    except Abandon:
                         pass
                     except Exception as exc:  # the server went away: stop the drains, report it
                         failure.append(exc)
@@ -331,23 +298,23 @@ class Worker:
     # -- the drain -------------------------------------------------------------------------
 
     def _alive_or_unwind(self) -> None:
-        # After a simulated crash the worker is "dead": it must not say another word to Valkey.
+        # An abandoned worker is "dead": it must not say another word to Valkey.
         if self._crashed.is_set():
-            raise SimulatedCrash
+            raise Abandon
 
-    def _reach(self, delivery: Delivery, point: CrashPoint) -> None:
+    def _reached(self, delivery: Delivery, checkpoint: Checkpoint) -> None:
         self._alive_or_unwind()
-        if delivery.crash_at is not point or self.fault is None:
+        if self.hooks is None:
             return
-        if self.fault.on_crash is not None:
-            self.fault.on_crash(point)
-        if self.fault.mode is CrashMode.KILL:
-            os.kill(os.getpid(), signal.SIGKILL)
-        with self._lock:
-            self.report.crashed = point
-        self._crashed.set()
-        self._wake.set()
-        raise SimulatedCrash
+        try:
+            self.hooks.reached(delivery, checkpoint)
+        except Abandon as abandon:
+            with self._lock:
+                self.report.abandoned = True
+                self.report.abandoned_at = abandon.at or checkpoint
+            self._crashed.set()
+            self._wake.set()
+            raise
 
     def _drain(self, burst: bool, failure: list[BaseException]) -> None:
         claim: Claim | None = None
@@ -366,7 +333,7 @@ class Worker:
                     with self._lock:
                         self.report.claimed += 1
                 claim = self._process(claim)
-        except SimulatedCrash:
+        except Abandon:
             return
         except Exception as exc:
             failure.append(exc)
@@ -382,26 +349,28 @@ class Worker:
 
     def _process(self, claim: Claim) -> Claim | None:
         """Run one job to its end; returns the next claim when the finish fetched one."""
-        delivery = Delivery(self, claim, self.fault.pick() if self.fault is not None else None)
-        self._reach(delivery, CrashPoint.AFTER_CLAIM)
+        delivery = Delivery(self, claim)
+        if self.hooks is not None:
+            self._reached(delivery, Checkpoint.AFTER_CLAIM)
         with self._lock:
             self._in_flight[claim.job_id] = (delivery, time.monotonic())
         try:
             try:
                 self.handler(delivery)
-            except SimulatedCrash:
+            except Abandon:
                 raise
             except Exception as exc:
                 self._alive_or_unwind()
                 self._give_back(delivery, exc)
                 return None
-            if not delivery.passed_mid_job:
-                self._reach(delivery, CrashPoint.MID_JOB)
-            self._reach(delivery, CrashPoint.AFTER_EFFECT)
+            if self.hooks is not None:
+                if not delivery.passed_mid_job:
+                    self._reached(delivery, Checkpoint.MID_JOB)
+                self._reached(delivery, Checkpoint.AFTER_EFFECT)
         finally:
             with self._lock:
                 self._forget(delivery)
-        self._alive_or_unwind()  # a worker that crashed while the handler ran must not complete
+        self._alive_or_unwind()  # a worker abandoned while the handler ran must not complete
         if self._stopping.is_set():
             outcome, claims = self.queue.complete(claim), []
         else:

@@ -18,12 +18,15 @@
 --   {'skipped', count}          mode 'once' and the id was in the ledger: nothing ran
 -- Errors
 --   BADID   ARGV[1] is not a JOB id
---   BADARG  ARGV[2] is not 'once' or 'every'
+--   BADARG  ARGV[2] is not 'once' or 'every', or KEYS not the two keys above of one queue
 --- @include "includes/job_id"
+--- @include "includes/queue_keys"
 
 local effects_key, outbox_key = KEYS[1], KEYS[2]
 local id, mode, record = ARGV[1], ARGV[2], ARGV[3]
 
+local prefix, refused = queue_prefix({'effects', 'outbox'})
+if not prefix then return refused end
 if not is_job_id(id) then
   return redis.error_reply('BADID ' .. tostring(id) .. ' is not a JOB id')
 end

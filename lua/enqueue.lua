@@ -11,36 +11,37 @@
 -- KEYS[5]  emq:{q}:job:<id>    the new row
 -- ARGV[1]  job id              branded JOB id
 -- ARGV[2]  payload             string
--- ARGV[3]  delay               milliseconds before the job may be claimed (0 = now)
+-- ARGV[3]  delay               milliseconds before the job may be claimed, 0..604800000
 --
 -- Replies
 --   {'enqueued', id}              the row exists, id is in pending (or scheduled)
---   {'duplicate', id, state}      refused; state is the row's state, or 'completed'
+--   {'duplicate', id, state}      refused; state is the row's state, or 'done'
 -- Errors
 --   BADID   ARGV[1] is not a JOB id, or KEYS[5] is not that id's row key in this queue
---   BADARG  ARGV[3] is not a number >= 0, or KEYS[1..4] not the keys above of one queue
+--   BADARG  delay out of range, or KEYS[1..4] not the keys above of one queue
 --- @include "includes/server_now"
 --- @include "includes/job_id"
 --- @include "includes/queue_keys"
+--- @include "includes/args"
 
 local pending_key, scheduled_key, done_key, stats_key, row_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local id, payload, delay_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local id, payload = ARGV[1], ARGV[2]
 
+local prefix, refused = queue_prefix({'pending', 'scheduled', 'done', 'stats'}, id)
+if not prefix then return refused end
 if not is_job_id(id) then
   return redis.error_reply('BADID ' .. tostring(id) .. ' is not a JOB id')
 end
-local prefix, refused = queue_prefix({'pending', 'scheduled', 'done', 'stats'}, id)
-if not prefix then return refused end
-if delay_ms == nil or delay_ms < 0 then
-  return redis.error_reply('BADARG delay must be a number of milliseconds >= 0')
-end
+local delay_ms
+delay_ms, refused = whole(ARGV[3], 'delay', 'delay_ms')
+if not delay_ms then return refused end
 
 if redis.call('EXISTS', row_key) == 1 then
   return {'duplicate', id, redis.call('HGET', row_key, 'state')}
 end
 if redis.call('ZSCORE', done_key, id) then
-  return {'duplicate', id, 'completed'}
+  return {'duplicate', id, 'done'}
 end
 
 local now = server_now_ms()

@@ -7,8 +7,8 @@
 -- KEYS[1]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[2]  emq:{q}:job:<id>    the row
 -- ARGV[1]  job id
--- ARGV[2]  token               the attempts value the claim returned
--- ARGV[3]  lease               milliseconds from the server's now, > 0
+-- ARGV[2]  attempt             the attempt number (fencing token) the claim returned
+-- ARGV[3]  lease               milliseconds from the server's now, 1..86400000
 --
 -- Replies
 --   {'extended', deadline}      new deadline in server ms
@@ -19,18 +19,18 @@
 --   BADID   KEYS[2] is not the row of ARGV[1] in that queue
 --- @include "includes/server_now"
 --- @include "includes/queue_keys"
+--- @include "includes/args"
 --- @include "includes/fence"
 
 local active_key, row_key = KEYS[1], KEYS[2]
-local id, token, lease_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local id, attempt = ARGV[1], ARGV[2]
 
 local prefix, refused = queue_prefix({'active'}, id)
 if not prefix then return refused end
-
-if lease_ms == nil or lease_ms <= 0 then
-  return redis.error_reply('BADARG lease must be a number of milliseconds > 0')
-end
-refused = fence(row_key, token)
+local lease_ms
+lease_ms, refused = whole(ARGV[3], 'lease', 'lease_ms')
+if not lease_ms then return refused end
+refused = fence(row_key, attempt)
 if refused then return refused end
 
 local deadline = server_now_ms() + lease_ms

@@ -19,15 +19,15 @@
 --   BADARG  limit out of range, or KEYS not the three keys above of one queue
 --- @include "includes/server_now"
 --- @include "includes/queue_keys"
+--- @include "includes/args"
 
 local active_key, pending_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
-local limit = tonumber(ARGV[1])
 local prefix, refused = queue_prefix({'active', 'pending', 'stats'})
 if not prefix then return refused end
 
-if limit == nil or limit < 1 or limit > 10000 then
-  return redis.error_reply('BADARG limit must be between 1 and 10000')
-end
+local limit
+limit, refused = whole(ARGV[1], 'limit', 'limit')
+if not limit then return refused end
 
 local now = server_now_ms()
 local expired = redis.call('ZRANGEBYSCORE', active_key, '-inf', now, 'LIMIT', 0, limit)

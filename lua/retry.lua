@@ -13,10 +13,11 @@
 -- KEYS[5]  emq:{q}:stats       hash of counters ('retried' or 'dead' is bumped)
 -- KEYS[6]  emq:{q}:job:<id>    the row
 -- ARGV[1]  job id
--- ARGV[2]  token               the attempts value the claim returned
+-- ARGV[2]  attempt             the attempt number (fencing token) the claim returned
 -- ARGV[3]  error               text kept on the row as 'error'
--- ARGV[4]  backoff             milliseconds before the job may be claimed again, >= 0
--- ARGV[5]  max attempts        dead-letter once attempts >= this, >= 1
+-- ARGV[4]  backoff             milliseconds before the job may be claimed again,
+--                               0..604800000
+-- ARGV[5]  max attempts        dead-letter once attempts >= this, 1..1000
 --
 -- Replies
 --   {'retried', attempts}          back in pending now
@@ -30,28 +31,26 @@
 --   BADID   KEYS[6] is not the row of ARGV[1] in that queue
 --- @include "includes/server_now"
 --- @include "includes/queue_keys"
+--- @include "includes/args"
 --- @include "includes/fence"
 
 local active_key, pending_key, scheduled_key, dead_key, stats_key, row_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local id, token, err = ARGV[1], ARGV[2], ARGV[3]
-local backoff_ms, max_attempts = tonumber(ARGV[4]), tonumber(ARGV[5])
+local id, attempt, err = ARGV[1], ARGV[2], ARGV[3]
 
 local prefix, refused = queue_prefix({'active', 'pending', 'scheduled', 'dead', 'stats'}, id)
 if not prefix then return refused end
+local backoff_ms, max_attempts
+backoff_ms, refused = whole(ARGV[4], 'backoff', 'delay_ms')
+if not backoff_ms then return refused end
+max_attempts, refused = whole(ARGV[5], 'max attempts', 'max_attempts')
+if not max_attempts then return refused end
 
-if backoff_ms == nil or backoff_ms < 0 then
-  return redis.error_reply('BADARG backoff must be a number of milliseconds >= 0')
-end
-if max_attempts == nil or max_attempts < 1 then
-  return redis.error_reply('BADARG max attempts must be >= 1')
-end
-
-refused = fence(row_key, token)
+refused = fence(row_key, attempt)
 if refused then return refused end
 
 local now = server_now_ms()
-local attempts = tonumber(token)
+local attempts = tonumber(attempt)
 redis.call('ZREM', active_key, id)
 if attempts >= max_attempts then
   redis.call('HSET', row_key, 'state', 'dead', 'error', err, 'reason', 'max_attempts',

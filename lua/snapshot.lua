@@ -24,15 +24,15 @@
 --   BADARG  limit out of range, or KEYS not the seven keys above of one queue
 --- @include "includes/server_now"
 --- @include "includes/queue_keys"
+--- @include "includes/args"
 
-local limit = tonumber(ARGV[1])
 local prefix, refused =
   queue_prefix({'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'})
 if not prefix then return refused end
 
-if limit == nil or limit < 1 or limit > 10000 then
-  return redis.error_reply('BADARG limit must be between 1 and 10000')
-end
+local limit
+limit, refused = whole(ARGV[1], 'limit', 'limit')
+if not limit then return refused end
 local now = server_now_ms()
 
 local pending = redis.call('ZRANGE', KEYS[1], 0, limit - 1)

@@ -3,12 +3,12 @@
 --
 -- A job is stalled when its lease deadline is at or before the server's now: no live
 -- worker holds it. Each time this sweep finds a job stalled it adds 1 to the row's
--- 'stalled' count. Threshold: max_stalled is how many times a job may be RECOVERED
--- (BullMQ's maxStalledCount). A job is dead-lettered when the count it had BEFORE this
--- sweep is already >= max_stalled -- said the other way, when its new count exceeds
--- max_stalled. So with max_stalled = 1 the first stall is recovered and the second goes to
--- the dead set; with max_stalled = 0 the first stall is fatal. A poison job that kills
--- every worker that touches it thus lands on the durable floor instead of looping forever.
+-- 'stalled' count, and compares the new count with max_stalled: below it, the job is
+-- recovered to pending; at or above it, the job is dead-lettered. So max_stalled = N
+-- means the N-th stall is fatal: with 2, the first stall is recovered and the second goes
+-- to the dead set; with 1, the first stall is fatal. (BullMQ's maxStalledCount counts the
+-- recoveries instead: it is N - 1.) A poison job that kills every worker that touches it
+-- thus lands on the durable floor instead of looping forever.
 -- Detect and move happen in one script, like reap.lua; at most `limit` jobs per call.
 -- Each stalled id's row emq:{q}:job:<id> is built from KEYS[1]'s prefix
 -- (includes/queue_keys): same {q} tag, same slot.
@@ -17,7 +17,7 @@
 -- KEYS[2]  emq:{q}:pending     sorted set, score 0
 -- KEYS[3]  emq:{q}:dead        sorted set, score = time of death (server ms)
 -- KEYS[4]  emq:{q}:stats       hash of counters ('stalled' and 'dead' are bumped)
--- ARGV[1]  max stalled         recoveries allowed per job, >= 0
+-- ARGV[1]  max stalled         the stall count that is fatal, 1..1000
 -- ARGV[2]  limit               most jobs to handle in this call, 1..10000
 --
 -- Replies
@@ -26,18 +26,17 @@
 --   BADARG  max stalled or limit out of range, or KEYS not the four keys above of one queue
 --- @include "includes/server_now"
 --- @include "includes/queue_keys"
+--- @include "includes/args"
 
 local active_key, pending_key, dead_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local max_stalled, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+
 local prefix, refused = queue_prefix({'active', 'pending', 'dead', 'stats'})
 if not prefix then return refused end
-
-if max_stalled == nil or max_stalled < 0 then
-  return redis.error_reply('BADARG max stalled must be a whole number >= 0')
-end
-if limit == nil or limit < 1 or limit > 10000 then
-  return redis.error_reply('BADARG limit must be between 1 and 10000')
-end
+local max_stalled, limit
+max_stalled, refused = whole(ARGV[1], 'max stalled', 'max_stalled')
+if not max_stalled then return refused end
+limit, refused = whole(ARGV[2], 'limit', 'limit')
+if not limit then return refused end
 
 local now = server_now_ms()
 local recovered, dead = {}, {}
@@ -46,7 +45,7 @@ for _, id in ipairs(expired) do
   local row = prefix .. 'job:' .. id
   local stalled = redis.call('HINCRBY', row, 'stalled', 1)
   redis.call('ZREM', active_key, id)
-  if stalled > max_stalled then
+  if stalled >= max_stalled then
     redis.call('HSET', row, 'state', 'dead', 'reason', 'stalled',
       'error', 'stalled ' .. stalled .. ' times (max_stalled ' .. max_stalled .. ')',
       'dead_ms', now)

@@ -1,5 +1,5 @@
 -- includes/claim_jobs.lua: promote due retries, then claim up to `count` jobs under a lease.
--- Shared by claim.lua and complete_and_claim.lua so both claim in exactly the same way.
+-- Shared by claim.lua and complete_many.lua so both claim in exactly the same way.
 -- `prefix` is 'emq:{q}:' as queue_prefix (includes/queue_keys) read it off the caller's
 -- KEYS, never an argument: every row key built here stays in the declared keys' slot.
 
@@ -13,8 +13,9 @@ local function promote_due(pending_key, scheduled_key, prefix, now)
   end
 end
 
--- Pop the oldest pending ids into active. Appends id, payload, token, deadline per job to
--- `reply`. The id moves pending -> active inside this one script: it is never in neither.
+-- Pop the oldest pending ids into active. Appends id, payload, attempt, deadline per job
+-- to `reply`. The id moves pending -> active inside this one script: it is never in
+-- neither.
 local function claim_jobs(pending_key, active_key, stats_key, prefix, now, lease_ms, count, reply)
   local claimed = 0
   while claimed < count do
@@ -23,13 +24,13 @@ local function claim_jobs(pending_key, active_key, stats_key, prefix, now, lease
     local id = popped[1]
     local row = prefix .. 'job:' .. id
     if redis.call('EXISTS', row) == 1 then
-      local token = redis.call('HINCRBY', row, 'attempts', 1)
+      local attempt = redis.call('HINCRBY', row, 'attempts', 1)
       local deadline = now + lease_ms
       redis.call('HSET', row, 'state', 'active', 'claimed_ms', now)
       redis.call('ZADD', active_key, deadline, id)
       reply[#reply + 1] = id
       reply[#reply + 1] = redis.call('HGET', row, 'payload')
-      reply[#reply + 1] = token
+      reply[#reply + 1] = attempt
       reply[#reply + 1] = deadline
       claimed = claimed + 1
     else

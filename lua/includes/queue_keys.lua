@@ -8,15 +8,16 @@
 
 -- names[i] is the expected name of KEYS[i] ('pending', 'active', ...). Returns 'emq:{q}:'
 -- when every KEYS[i] is exactly that prefix .. names[i]; else nil and a BADARG error reply.
--- With `row_of_id`, the key after those, KEYS[#names + 1], must be that id's row in the same
--- queue (else the script would fence one job and move another); else nil and a BADID reply.
-local function queue_prefix(names, row_of_id)
+-- It looks at those keys only: queue_prefix and rows_match check what follows them.
+local function named_prefix(names)
   local first, name = KEYS[1], names[1]
   local prefix
   if type(first) == 'string' and #first > #name and string.sub(first, -#name) == name then
     prefix = string.sub(first, 1, #first - #name)
   end
-  if prefix == nil or string.match(prefix, '^emq:{[%w_%-]+}:$') == nil then
+  -- 'emq:{q}:', or 'emq:{namespace.q}:' (echoq/keyspace.py): one name, or one namespace and a name.
+  if prefix == nil or (string.match(prefix, '^emq:{[%w_%-]+}:$') == nil and
+      string.match(prefix, '^emq:{[%w_%-]+%.[%w_%-]+}:$') == nil) then
     return nil, redis.error_reply('BADARG KEYS[1] ' .. tostring(first) ..
       ' is not a queue key emq:{q}:' .. name)
   end
@@ -26,12 +27,42 @@ local function queue_prefix(names, row_of_id)
         ' is not ' .. prefix .. names[i] .. ', the same queue as KEYS[1]')
     end
   end
+  return prefix
+end
+
+-- named_prefix, and then: with `row_of_id`, the key after the named ones, KEYS[#names + 1],
+-- must be that id's row in the same queue (else the script would fence one job and move
+-- another), else nil and a BADID reply; without it, no key may follow the named ones.
+local function queue_prefix(names, row_of_id)
+  local prefix, refused = named_prefix(names)
+  if not prefix then return nil, refused end
+  local expected = #names
   if row_of_id ~= nil then
+    expected = expected + 1
     local row_key = KEYS[#names + 1]
     if row_key ~= prefix .. 'job:' .. tostring(row_of_id) then
       return nil, redis.error_reply('BADID row key ' .. tostring(row_key) .. ' does not belong to ' ..
         tostring(row_of_id) .. ' in ' .. prefix)
     end
   end
+  if #KEYS ~= expected then
+    return nil, redis.error_reply('BADARG expected ' .. expected .. ' KEYS, got ' .. #KEYS)
+  end
   return prefix
+end
+
+-- For the batch scripts: after the named keys come one row key per id. KEYS[first + i - 1]
+-- must be ids[i]'s row in the queue `prefix`, and there must be exactly one per id.
+-- Returns true, or nil and a BADID / BADARG error reply.
+local function rows_match(prefix, first, ids)
+  if #KEYS ~= first - 1 + #ids then
+    return nil, redis.error_reply('BADARG expected ' .. (first - 1 + #ids) .. ' KEYS (the queue keys and one row per job), got ' .. #KEYS)
+  end
+  for i, id in ipairs(ids) do
+    if KEYS[first + i - 1] ~= prefix .. 'job:' .. id then
+      return nil, redis.error_reply('BADID row key ' .. tostring(KEYS[first + i - 1]) ..
+        ' does not belong to ' .. tostring(id) .. ' in ' .. prefix)
+    end
+  end
+  return true
 end

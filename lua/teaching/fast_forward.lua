@@ -5,22 +5,27 @@
 -- "expired" as a deadline at or before that now; this script only rewrites the scores in
 -- the active set, exactly as if each lease had been taken `advance` milliseconds earlier.
 -- A deadline is never pulled earlier than the server's now, and a lease already expired is
--- left alone. Only the lab (echoq/lab) runs it; no worker path does.
+-- left alone. Only the teaching kit (echoq/teaching) runs it; no worker path does.
 --
 -- KEYS[1]  emq:{q}:active      sorted set, score = lease deadline (server ms)
--- ARGV[1]  advance             milliseconds to pull each live deadline earlier, >= 0
+-- ARGV[1]  advance             milliseconds to pull each live deadline earlier,
+--                               0..86400000 (the longest lease)
 --
 -- Replies
 --   {now, moved}                the server's now (ms), how many deadlines were moved
 -- Errors
---   BADARG  advance out of range
+--   BADARG  advance out of range, or KEYS[1] not a queue's active set
 --- @include "includes/server_now"
+--- @include "includes/queue_keys"
+--- @include "includes/args"
 
 local active_key = KEYS[1]
-local advance = tonumber(ARGV[1])
-if advance == nil or advance < 0 then
-  return redis.error_reply('BADARG advance must be a number of milliseconds >= 0')
-end
+
+local prefix, refused = queue_prefix({'active'})
+if not prefix then return refused end
+local advance
+advance, refused = whole(ARGV[1], 'advance', 'lease_ms', 0)
+if not advance then return refused end
 
 local now = server_now_ms()
 local live = redis.call('ZRANGEBYSCORE', active_key, '(' .. now, '+inf', 'WITHSCORES')

@@ -1,0 +1,11 @@
+-- bench/ceiling.lua: a script that does nothing, for bench/throughput.py.
+--
+-- Run through the same registry call (EVALSHA) with the keys and arguments a claim or a
+-- complete carries, it costs what any move costs minus the move's own work on the server:
+-- the round-trip ceiling every measured path is compared with. It touches no key.
+--
+-- KEYS  any (never read)
+-- ARGV  any (never read)
+-- Replies
+--   1
+return 1

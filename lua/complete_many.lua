@@ -1,0 +1,81 @@
+-- complete_many.lua: finish K held jobs, each fenced by its own attempt, and claim up to
+-- `count` more -- all in ONE call.
+--
+-- The busy worker's round trip (BullMQ's moveToFinished does the same for one job): each
+-- completion is fenced exactly as in complete.lua, and the claim is exactly claim.lua's,
+-- so no guarantee is weakened; the worker only saves round trips. The completions are
+-- independent: a stale one is refused on its own and the others still complete. The claim
+-- happens whatever the completions' outcomes (a worker that lost a lease still wants
+-- work); count 0 claims nothing. Like claim.lua, it first promotes due retries, and
+-- builds claimed ids' rows from KEYS[1]'s prefix (includes/queue_keys). The rows of the
+-- jobs being completed are passed in KEYS: the caller knows them.
+--
+-- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
+-- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
+-- KEYS[4]  emq:{q}:done        sorted set of recently completed ids
+-- KEYS[5]  emq:{q}:stats       hash of counters
+-- KEYS[6..5+K]  emq:{q}:job:<id>   the row of each job being completed, in ARGV's order
+-- ARGV[1]  keep done           how many completed ids emq:{q}:done keeps, 0..1000000
+-- ARGV[2]  lease               milliseconds for the jobs claimed, 1..86400000
+-- ARGV[3]  count               how many jobs to claim, 0..1000
+-- ARGV[4..]  id, attempt, id, attempt, ...   the K jobs to complete, 0..1000 of them
+--
+-- Replies
+--   {{outcome, ...}, {id, payload, attempt, deadline, ...}}
+--       one outcome per completed job, in order: 'completed', 'stale' or 'gone'; then four
+--       values per claimed job, as claim.lua
+-- Errors
+--   BADARG  an argument out of range, an odd number of id/attempt values, or KEYS not the
+--           keys above of one queue
+--   BADID   a row key that is not the row of its id in that queue
+--- @include "includes/server_now"
+--- @include "includes/queue_keys"
+--- @include "includes/args"
+--- @include "includes/complete_job"
+--- @include "includes/claim_jobs"
+
+local pending_key, active_key, scheduled_key, done_key, stats_key =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+local prefix, refused = named_prefix({'pending', 'active', 'scheduled', 'done', 'stats'})
+if not prefix then return refused end
+local keep_done, lease_ms, count
+keep_done, refused = whole(ARGV[1], 'keep done', 'keep_done')
+if not keep_done then return refused end
+lease_ms, refused = whole(ARGV[2], 'lease', 'lease_ms')
+if not lease_ms then return refused end
+count, refused = whole(ARGV[3], 'count', 'count', 0)
+if not count then return refused end
+local pairs_given = #ARGV - 3
+if pairs_given % 2 ~= 0 or pairs_given / 2 > 1000 then
+  return redis.error_reply('BADARG give 0..1000 (id, attempt) pairs after the first three ARGV, got ' ..
+    pairs_given .. ' values')
+end
+local ids = {}
+for i = 4, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+local ok
+ok, refused = rows_match(prefix, 6, ids)
+if not ok then return refused end
+
+local now = server_now_ms()
+local outcomes, completed = {}, 0
+for i, id in ipairs(ids) do
+  local outcome = complete_job(active_key, done_key, KEYS[5 + i], id, ARGV[3 + 2 * i], now)
+  if outcome == 'completed' then
+    completed = completed + 1
+    outcomes[i] = 'completed'
+  else
+    outcomes[i] = outcome[1]
+  end
+end
+if completed > 0 then
+  trim_done(done_key, keep_done)
+  redis.call('HINCRBY', stats_key, 'completed', completed)
+end
+local claims = {}
+if count > 0 then
+  promote_due(pending_key, scheduled_key, prefix, now)
+  claim_jobs(pending_key, active_key, stats_key, prefix, now, lease_ms, count, claims)
+end
+return {outcomes, claims}

@@ -1,0 +1,69 @@
+-- enqueue_many.lua: add up to 1000 jobs in ONE call, each exactly as enqueue.lua would.
+--
+-- Every id and every row key is checked before the first write, so a refused call adds
+-- nothing. An id the queue already knows -- or one given twice in the same call -- is a
+-- duplicate and is skipped on its own; the others are enqueued.
+--
+-- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[2]  emq:{q}:scheduled   sorted set, score = due time (server ms)
+-- KEYS[3]  emq:{q}:done        sorted set of recently completed ids
+-- KEYS[4]  emq:{q}:stats       hash of counters
+-- KEYS[5..4+N]  emq:{q}:job:<id>   the row of each job, in ARGV's order
+-- ARGV[1]  delay               milliseconds before the jobs may be claimed, 0..604800000
+-- ARGV[2..]  id, payload, id, payload, ...   1..1000 jobs
+--
+-- Replies
+--   {outcome, ...}              one per job, in order: 'enqueued' or 'duplicate'
+-- Errors
+--   BADID   an id that is not a JOB id, or a row key not its id's row in this queue
+--   BADARG  delay out of range, no jobs or more than 1000, an odd number of id/payload
+--           values, or KEYS[1..4] not the keys above of one queue
+--- @include "includes/server_now"
+--- @include "includes/job_id"
+--- @include "includes/queue_keys"
+--- @include "includes/args"
+
+local pending_key, scheduled_key, done_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+
+local prefix, refused = named_prefix({'pending', 'scheduled', 'done', 'stats'})
+if not prefix then return refused end
+local delay_ms
+delay_ms, refused = whole(ARGV[1], 'delay', 'delay_ms')
+if not delay_ms then return refused end
+local given = #ARGV - 1
+if given < 2 or given % 2 ~= 0 or given / 2 > 1000 then
+  return redis.error_reply('BADARG give 1..1000 (id, payload) pairs after the delay, got ' ..
+    given .. ' values')
+end
+local ids = {}
+for i = 2, #ARGV, 2 do
+  if not is_job_id(ARGV[i]) then
+    return redis.error_reply('BADID ' .. tostring(ARGV[i]) .. ' is not a JOB id')
+  end
+  ids[#ids + 1] = ARGV[i]
+end
+local ok
+ok, refused = rows_match(prefix, 5, ids)
+if not ok then return refused end
+
+local now = server_now_ms()
+local outcomes, added = {}, 0
+for i, id in ipairs(ids) do
+  local row_key = KEYS[4 + i]
+  if redis.call('EXISTS', row_key) == 1 or redis.call('ZSCORE', done_key, id) then
+    outcomes[i] = 'duplicate'
+  else
+    local state = delay_ms > 0 and 'scheduled' or 'pending'
+    redis.call('HSET', row_key, 'state', state, 'attempts', 0, 'stalled', 0,
+      'payload', ARGV[1 + 2 * i], 'enqueued_ms', now)
+    if delay_ms > 0 then
+      redis.call('ZADD', scheduled_key, now + delay_ms, id)
+    else
+      redis.call('ZADD', pending_key, 0, id)
+    end
+    added = added + 1
+    outcomes[i] = 'enqueued'
+  end
+end
+if added > 0 then redis.call('HINCRBY', stats_key, 'enqueued', added) end
+return outcomes
