@@ -16,7 +16,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[lab,test]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[teaching,test]'
 	@touch $@
 
 lab: setup

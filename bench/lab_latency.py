@@ -22,8 +22,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from echoq.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab  # noqa: E402
-from echoq.lab.views import LabPanel  # noqa: E402
+from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab  # noqa: E402
+from echoq.teaching.lab.views import LabPanel  # noqa: E402
 
 
 def p95(values: list[float]) -> float:

@@ -29,7 +29,7 @@ def places(snapshot: echoq.Snapshot) -> dict[str, list[str]]:
         ("active", snapshot.active),
         ("scheduled", snapshot.scheduled),
         ("dead", snapshot.dead),
-        ("retired", snapshot.done),
+        ("done", snapshot.done),
     ):
         for job_id in members:
             seen.setdefault(job_id, []).append(name)
@@ -37,7 +37,7 @@ def places(snapshot: echoq.Snapshot) -> dict[str, list[str]]:
 
 
 def assert_one_place(queue: echoq.Queue, known: set[str]) -> echoq.Snapshot:
-    """Every id ever enqueued is in exactly one of pending/active/scheduled/dead/retired,
+    """Every id ever enqueued is in exactly one of pending/active/scheduled/dead/done,
     and every live row's state names the set it is in."""
     snap = queue.snapshot(limit=10_000)
     seen = places(snap)

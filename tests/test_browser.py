@@ -235,7 +235,7 @@ def test_present_delivery_slider_redelivers_and_redraws(page, valkey_for_kernels
         )
         redrawn(figure, keyed_png, "the naive run to be drawn")
         # Voila shows the panels, never the code that builds them.
-        assert page.get_by_text("from echoq.lab import").count() == 0
+        assert page.get_by_text("from echoq.teaching.lab import").count() == 0
         save_screenshot(page.screenshot(full_page=True), "voila-present.png")
     finally:
         voila.stop()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from echoq.chaos import ChaosReport, Sample
-from echoq.durability import RestartReport
-from echoq.lab.charts import chaos_timeline, durability_bars
+from echoq.teaching.chaos import ChaosReport, Sample
+from echoq.teaching.durability import RestartReport
+from echoq.teaching.lab.charts import chaos_timeline, durability_bars
 
 
 def test_chaos_timeline_draws_every_place_from_the_samples() -> None:
@@ -29,7 +29,7 @@ def test_durability_bars_stack_survived_and_lost() -> None:
 
 
 def test_job_places_draws_the_lost_jobs_beside_the_places() -> None:
-    from echoq.lab.charts import job_places
+    from echoq.teaching.lab.charts import job_places
 
     ax = job_places({"pending": 2, "active": 0, "done": 2}, lost=1).axes[0]
     assert [round(p.get_height()) for p in ax.patches] == [2, 0, 2, 1]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 import echoq
-from echoq import contrasts
 from echoq.effects import Effects
+from echoq.teaching import contrasts
 from tests.helpers import assert_one_place, expire, places
 
 
@@ -99,7 +99,7 @@ def test_two_threads_at_a_barrier_both_move_the_same_job(queue: echoq.Queue, ser
 def test_unfenced_stale_completion_retires_a_job_another_worker_holds(queue: echoq.Queue) -> None:
     report = contrasts.stale_completion(queue, fenced=False)
     assert report.corrupted
-    assert report.place_while_held is echoq.JobState.RETIRED  # gone while B still works it
+    assert report.place_while_held is echoq.JobState.DONE  # gone while B still works it
     assert report.holder_outcome is echoq.Complete.GONE  # B's real finish is refused
     assert report.holder.attempt == 2
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from echoq import exercises
+from echoq.teaching import exercises
 
 
 def define(source: str, name: str):
@@ -75,12 +75,12 @@ def test_reap_solution_passes() -> None:
 
 @pytest.mark.parametrize("answer", [0, 2, 5, "one", True])
 def test_wrong_loss_predictions_are_wrong(answer: object) -> None:
-    pytest.importorskip("echoq.contrasts")
+    pytest.importorskip("echoq.teaching.contrasts")
     assert not exercises.check_lost_prediction(answer).ok
 
 
 def test_right_loss_prediction_is_right() -> None:
-    pytest.importorskip("echoq.contrasts")
+    pytest.importorskip("echoq.teaching.contrasts")
     feedback = exercises.check_lost_prediction(1)
     assert feedback.ok, str(feedback)
 

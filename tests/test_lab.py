@@ -16,11 +16,11 @@ import redis
 matplotlib.use("Agg")
 
 import echoq  # noqa: E402
+from echoq import scripts  # noqa: E402
 from echoq.errors import InvalidArgument  # noqa: E402
-from echoq.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab, fast_forward  # noqa: E402
-from echoq.lab.model import short  # noqa: E402
-from echoq.scripts import raw_source  # noqa: E402
 from echoq.server import start_server  # noqa: E402
+from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab, fast_forward  # noqa: E402
+from echoq.teaching.lab.model import short  # noqa: E402
 from tests.conftest import fresh_name  # noqa: E402
 from tests.helpers import wait_for_server_time  # noqa: E402
 
@@ -63,7 +63,7 @@ def test_finish_without_crash_retires_the_job(name: str, valkey_client: redis.Re
 
     assert valkey_client.zcard(key(name, "active")) == 0
     assert valkey_client.zcard(key(name, "done")) == 1
-    assert "complete.lua (token 1)" in lab.readout.value
+    assert "complete.lua (attempt 1)" in lab.readout.value
 
 
 def test_reap_after_the_lease_expires_returns_the_job_to_pending(name: str, valkey_client: redis.Redis) -> None:
@@ -105,7 +105,7 @@ def test_selecting_a_step_shows_its_exact_lua(name: str, valkey_client: redis.Re
     assert "ZRANGEBYSCORE" in lab.source.value and "reap.lua" in lab.source.value
     lab.step_picker.value = "claim"
     assert "ZPOPMIN" in lab.source.value
-    assert lab.model.step_source("finish") == raw_source("complete")
+    assert lab.model.step_source("finish") == scripts.expanded("complete")
     lab.step_picker.value = "crash"
     assert "runs no script" in lab.source.value
 
@@ -147,7 +147,7 @@ def test_delivery_slider_really_redelivers(
     assert int(stats.get("reaped", 0)) == deliveries - 1
     assert int(valkey_client.hget(key(name, "effects"), run.job_id)) == expected_effects
     assert valkey_client.llen(key(name, "outbox")) == expected_effects
-    assert run.tokens == list(range(1, deliveries + 1))
+    assert run.attempts == list(range(1, deliveries + 1))
     assert f"{deliveries} time(s)" in lab.readout.value
     assert f"counts {expected_effects} effect(s)" in lab.readout.value
 
@@ -185,7 +185,7 @@ def test_a_job_that_keeps_stalling_lands_in_dead(name: str, valkey_client: redis
     lab = ReapLab(name, client=valkey_client, live=False)
     lab.model.workers = 1
     lab.model.lease_ms = 1_000
-    lab.max_stalled_slider.value = 1
+    lab.max_stalled_slider.value = 2  # the second stall is fatal
     lab.start_button.click()
     [job_id] = valkey_client.zrange(key(name, "active"), 0, -1)
 
@@ -200,7 +200,7 @@ def test_a_job_that_keeps_stalling_lands_in_dead(name: str, valkey_client: redis
     lab.step_button.click()
     assert valkey_client.zrange(key(name, "dead"), 0, -1) == [job_id]
     assert valkey_client.zcard(key(name, "pending")) == valkey_client.zcard(key(name, "active")) == 0
-    assert f"into {key(name, 'dead')}" in lab.readout.value and "max_stalled=1" in lab.readout.value
+    assert f"into {key(name, 'dead')}" in lab.readout.value and "max_stalled=2" in lab.readout.value
     lab.redraw()
     assert lab.figure.labels[0].get_text().endswith("stalled 2")
 

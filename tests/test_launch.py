@@ -128,7 +128,7 @@ def _bound(spec: Requirement) -> str:
 
 def _pyproject_runtime_and_lab() -> dict[str, str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["lab"]]
+    reqs = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["teaching"]]
     return {canonicalize_name(r.name): _bound(r) for r in reqs}
 
 

@@ -65,7 +65,7 @@ def test_lesson_shape(path: Path) -> None:
 def test_exercise_stubs_in_the_notebooks_are_the_ones_the_tests_prove_wrong() -> None:
     """tests/test_exercises.py proves each stub fails its check; the notebooks must carry
     those very stubs, not a drifted copy."""
-    from echoq import exercises
+    from echoq.teaching import exercises
 
     sources = {p.name: "\n".join(c.source for c in code_cells(p)) for p in NOTEBOOKS}
     for stub, lesson in (

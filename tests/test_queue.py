@@ -10,9 +10,10 @@ import pytest
 import redis
 
 import echoq
-from echoq import Complete, Enqueue, Extend, JobState, Retry, contrasts, scripts
+from echoq import Complete, Enqueue, Extend, JobState, Retry, scripts
 from echoq.effects import Effects
 from echoq.keyspace import Keyspace
+from echoq.teaching import contrasts
 from tests.conftest import fresh_name
 from tests.helpers import assert_one_place, expire, server_now_ms, wait_for_server_time
 
@@ -40,7 +41,7 @@ def test_enqueue_refuses_an_id_that_already_completed(queue: echoq.Queue) -> Non
     first = queue.enqueue("once")
     assert queue.complete(queue.claim()) is Complete.COMPLETED
     again = queue.enqueue("twice", job_id=first.job_id)
-    assert again.outcome is Enqueue.DUPLICATE and again.state is JobState.RETIRED
+    assert again.outcome is Enqueue.DUPLICATE and again.state is JobState.DONE
     assert queue.snapshot().counts["pending"] == 0
 
 
@@ -140,10 +141,6 @@ def other(client: redis.Redis) -> Iterator[echoq.Queue]:
     q.reset()
 
 
-def _run_naive_pop(queue: echoq.Queue, keys: list[str], args: list[object]) -> object:
-    return scripts.call(contrasts._naive_pop_script(queue.client), "naive_pop", keys, args, queue.client)
-
-
 Call = tuple[str, list[str], list[object], type[Exception], str]  # script, KEYS, ARGV, error, message
 
 
@@ -187,25 +184,41 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
             bad_keys,
             not_a_queue_key,
         ),
-        "complete_and_claim B scheduled": (
-            "complete_and_claim",
+        "complete_many B scheduled": (
+            "complete_many",
             [a.pending, a.active, b.scheduled, a.done, a.stats, a.job(ha.job_id)],
-            [ha.job_id, ha.token, -1, 60_000, 10],
+            [100, 60_000, 10, ha.job_id, ha.attempt],
             bad_keys,
             outside(3),
         ),
-        "complete_and_claim B row": (
-            "complete_and_claim",
+        "complete_many B row": (
+            "complete_many",
             [*a_sets, b.job(hb.job_id)],
-            [hb.job_id, hb.token, -1, 60_000, 10],
+            [100, 60_000, 10, hb.job_id, hb.attempt],
             bad_row,
             "does not belong",
         ),
+        "complete_many a row too many": (
+            "complete_many",
+            [*a_sets, a.job(ha.job_id), a.job(new)],
+            [100, 60_000, 10, ha.job_id, ha.attempt],
+            bad_keys,
+            "expected 6 KEYS",
+        ),
+        "enqueue_many B row": (
+            "enqueue_many",
+            [a.pending, a.scheduled, a.done, a.stats, a.job(new), b.job(new)],
+            [0, new, "p", new, "q"],
+            bad_row,
+            "does not belong",
+        ),
+        "effect B outbox": ("effect", [a.effects, b.outbox], [ha.job_id, "once", "r"], bad_keys, outside(2)),
+        "fast_forward not a queue key": ("teaching/fast_forward", ["active"], [1_000], bad_keys, not_a_queue_key),
         "reap B pending": ("reap", [a.active, b.pending, a.stats], [100], bad_keys, outside(2)),
         "stalled_check B dead": (
             "stalled_check",
             [a.active, a.pending, b.dead, a.stats],
-            [0, 100],
+            [1, 100],
             bad_keys,
             outside(3),
         ),
@@ -216,7 +229,7 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
             bad_keys,
             outside(2, b),
         ),
-        "naive_pop B stats": ("naive_pop", [a.pending, b.stats], [], bad_keys, outside(2)),
+        "naive_pop B stats": ("teaching/naive_pop", [a.pending, b.stats], [], bad_keys, outside(2)),
         "enqueue B done": (
             "enqueue",
             [a.pending, a.scheduled, b.done, a.stats, a.job(new)],
@@ -234,7 +247,7 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
         "complete B row": (
             "complete",
             [a.active, a.done, a.stats, b.job(hb.job_id)],
-            [hb.job_id, hb.token, -1],
+            [hb.job_id, hb.attempt, 100],
             bad_row,
             "does not belong",
         ),
@@ -242,35 +255,35 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
         "complete row of another id": (
             "complete",
             [a.active, a.done, a.stats, a.job(ha.job_id)],
-            [new, ha.token, -1],
+            [new, ha.attempt, 100],
             bad_row,
             "does not belong",
         ),
         "complete B done": (
             "complete",
             [a.active, b.done, a.stats, a.job(ha.job_id)],
-            [ha.job_id, ha.token, -1],
+            [ha.job_id, ha.attempt, 100],
             bad_keys,
             outside(2),
         ),
         "retry B row": (
             "retry",
             [a.active, a.pending, a.scheduled, a.dead, a.stats, b.job(hb.job_id)],
-            [hb.job_id, hb.token, "e", 0, 1],
+            [hb.job_id, hb.attempt, "e", 0, 1],
             bad_row,
             "does not belong",
         ),
         "retry B dead": (
             "retry",
             [a.active, a.pending, a.scheduled, b.dead, a.stats, a.job(ha.job_id)],
-            [ha.job_id, ha.token, "e", 0, 1],
+            [ha.job_id, ha.attempt, "e", 0, 1],
             bad_keys,
             outside(4),
         ),
         "extend B row": (
             "extend",
             [a.active, b.job(hb.job_id)],
-            [hb.job_id, hb.token, 60_000],
+            [hb.job_id, hb.attempt, 60_000],
             bad_row,
             "does not belong",
         ),
@@ -290,10 +303,7 @@ def test_a_script_refuses_keys_of_another_queue_and_changes_nothing(
     script, keys, args, error, message = calls[case]
     before = _server_state(queue), _server_state(other)
     with pytest.raises(error, match=message):
-        if script == "naive_pop":
-            _run_naive_pop(queue, keys, args)
-        else:
-            queue._run(script, keys, args)
+        scripts.run(queue.client, script, keys, args)
     assert (_server_state(queue), _server_state(other)) == before
     assert not list(queue.client.scan_iter(match="emq:q:*")) and queue.client.exists("pending") == 0
 
@@ -338,7 +348,7 @@ def test_claim_takes_the_oldest_and_leases_on_the_server_clock(queue: echoq.Queu
     before = server_now_ms(queue.client)
     claim = queue.claim(lease_ms=30_000)
     after = server_now_ms(queue.client)
-    assert claim.job_id == ids[0] and claim.payload == "job 0" and claim.token == 1
+    assert claim.job_id == ids[0] and claim.payload == "job 0" and claim.attempt == 1
     assert before + 30_000 <= claim.deadline_ms <= after + 30_000
     assert queue.client.zscore(queue.keys.active, claim.job_id) == claim.deadline_ms
     assert queue.job(claim.job_id).state is JobState.ACTIVE
@@ -355,7 +365,7 @@ def test_each_claim_bumps_the_token(queue: echoq.Queue) -> None:
     tokens = []
     for _ in range(3):
         claim = queue.claim(lease_ms=5)
-        tokens.append(claim.token)
+        tokens.append(claim.attempt)
         expire(queue, claim)
         assert queue.reap() == [claim.job_id]
     assert tokens == [1, 2, 3]
@@ -364,7 +374,7 @@ def test_each_claim_bumps_the_token(queue: echoq.Queue) -> None:
 def test_claim_many_leases_each_job_with_its_own_token(queue: echoq.Queue) -> None:
     queue.enqueue_many(["a", "b", "c"])
     claims = queue.claim_many(2, lease_ms=10_000)
-    assert [c.payload for c in claims] == ["a", "b"] and all(c.token == 1 for c in claims)
+    assert [c.payload for c in claims] == ["a", "b"] and all(c.attempt == 1 for c in claims)
     assert queue.snapshot().counts == {"pending": 1, "active": 2, "scheduled": 0, "dead": 0, "done": 0}
 
 
@@ -392,7 +402,7 @@ def test_a_stale_token_cannot_complete(queue: echoq.Queue) -> None:
     expire(queue, old)
     queue.reap()
     new = queue.claim(lease_ms=60_000)
-    assert new.token == old.token + 1
+    assert new.attempt == old.attempt + 1
     before = queue.snapshot()
     assert queue.complete(old) is Complete.STALE
     after = queue.snapshot()
@@ -411,9 +421,9 @@ def test_a_worker_whose_job_was_reaped_cannot_complete_it(queue: echoq.Queue) ->
     assert queue.job(claim.job_id).state is JobState.PENDING
 
 
-def test_complete_needs_a_token(queue: echoq.Queue) -> None:
+def test_complete_needs_an_attempt(queue: echoq.Queue) -> None:
     job = queue.enqueue("x").job_id
-    with pytest.raises(echoq.InvalidArgument, match="token"):
+    with pytest.raises(echoq.InvalidArgument, match="attempt number"):
         queue.complete(job)
     with pytest.raises(echoq.InvalidJobId):
         queue.complete("not-an-id", 1)
@@ -440,7 +450,7 @@ def test_retry_without_backoff_goes_straight_back(queue: echoq.Queue) -> None:
     assert result.outcome is Retry.RETRIED and result.attempts == 1
     row = queue.job(job)
     assert row.state is JobState.PENDING and row.error == "boom"
-    assert queue.claim().token == 2
+    assert queue.claim().attempt == 2
 
 
 def test_retry_with_backoff_waits_on_the_server_clock(queue: echoq.Queue) -> None:
@@ -452,7 +462,7 @@ def test_retry_with_backoff_waits_on_the_server_clock(queue: echoq.Queue) -> Non
     assert queue.claim() is None  # not due yet
     wait_for_server_time(queue.client, result.due_ms)
     again = queue.claim()
-    assert again.job_id == job and again.token == 2
+    assert again.job_id == job and again.attempt == 2
 
 
 def test_retry_dead_letters_at_max_attempts(queue: echoq.Queue) -> None:
@@ -552,17 +562,18 @@ def _stall(queue: echoq.Queue) -> echoq.Claim:
     return claim
 
 
-def test_stalled_check_recovers_up_to_max_stalled_times(queue: echoq.Queue) -> None:
-    """Edge 1: with max_stalled=2 the first two stalls are recovered..."""
+def test_the_max_stalled_th_stall_is_fatal(queue: echoq.Queue) -> None:
+    """The seed's rule: a count below max_stalled is recovered, at or above it dead-lettered.
+    Edge 1: with max_stalled=3 the first two stalls are recovered..."""
     job = queue.enqueue("crashes workers").job_id
     for n in (1, 2):
         _stall(queue)
-        report = queue.stalled_check(max_stalled=2)
+        report = queue.stalled_check(max_stalled=3)
         assert report.recovered == [job] and report.dead == []
         assert queue.job(job).stalled == n and queue.job(job).state is JobState.PENDING
-    # ... edge 2: and the third (count would exceed max_stalled) is dead-lettered.
+    # ... edge 2: and the third (the count reaches max_stalled) is dead-lettered.
     _stall(queue)
-    report = queue.stalled_check(max_stalled=2)
+    report = queue.stalled_check(max_stalled=3)
     assert report.recovered == [] and report.dead == [job]
     row = queue.job(job)
     assert row.state is JobState.DEAD and row.reason == "stalled" and row.stalled == 3
@@ -571,17 +582,27 @@ def test_stalled_check_recovers_up_to_max_stalled_times(queue: echoq.Queue) -> N
     assert job in snap.dead and snap.stats["dead"] == 1 and snap.stats["stalled"] == 3
 
 
-def test_max_stalled_zero_dead_letters_the_first_stall(queue: echoq.Queue) -> None:
+def test_max_stalled_one_dead_letters_the_first_stall_and_zero_is_refused(queue: echoq.Queue) -> None:
     job = queue.enqueue("x").job_id
     _stall(queue)
-    assert queue.stalled_check(max_stalled=0).dead == [job]
+    with pytest.raises(echoq.InvalidArgument, match="max_stalled must be a whole number between 1 and 1,000"):
+        queue.stalled_check(max_stalled=0)
+    assert queue.stalled_check(max_stalled=1).dead == [job]
+
+
+def test_the_default_max_stalled_recovers_one_stall(queue: echoq.Queue) -> None:
+    job = queue.enqueue("x").job_id
+    _stall(queue)
+    assert queue.stalled_check().recovered == [job]
+    _stall(queue)
+    assert queue.stalled_check().dead == [job]
 
 
 def test_stalled_check_leaves_live_leases_alone(queue: echoq.Queue) -> None:
     queue.enqueue_many(["a", "b"])
     stalled = _stall(queue)
     live = queue.claim(lease_ms=60_000)
-    report = queue.stalled_check(max_stalled=1)
+    report = queue.stalled_check(max_stalled=2)
     assert report.recovered == [stalled.job_id]
     assert list(queue.snapshot().active) == [live.job_id] and queue.job(live.job_id).stalled == 0
 
@@ -590,7 +611,7 @@ def test_stalled_check_is_bounded_per_call_and_loops(queue: echoq.Queue) -> None
     queue.enqueue_many([str(i) for i in range(12)])
     claims = queue.claim_many(12, lease_ms=5)
     expire(queue, *claims)
-    assert len(queue.stalled_check(max_stalled=1, limit=5).recovered) == 12
+    assert len(queue.stalled_check(max_stalled=2, limit=5).recovered) == 12
 
 
 # -- snapshot, slots, invariant ----------------------------------------------------------
@@ -610,7 +631,7 @@ def test_snapshot_reads_everything_at_once(queue: echoq.Queue) -> None:
     assert snap.counts == {"pending": 1, "active": 1, "scheduled": 0, "dead": 1, "done": 1}
     assert snap.rows[leased.job_id].state == "active" and snap.rows[ids[2]].reason == "max_attempts"
     assert snap.now_ms <= server_now_ms(queue.client)
-    assert snap.place_of(ids[0]) is JobState.RETIRED and snap.place_of(ids[3]) is JobState.PENDING
+    assert snap.place_of(ids[0]) is JobState.DONE and snap.place_of(ids[3]) is JobState.PENDING
 
 
 def test_snapshot_lists_are_capped_but_counts_are_exact(queue: echoq.Queue) -> None:
@@ -678,7 +699,7 @@ def test_the_invariant_holds_after_a_random_mix_of_moves(queue: echoq.Queue) -> 
                 queue.extend(claim, lease_ms=5)
                 held.append(claim)
             else:
-                queue.complete(claim.job_id, claim.token - 1)
+                queue.complete(claim.job_id, claim.attempt - 1)
         elif move == "expire":
             short = [c for c in held if c.deadline_ms - server_now_ms(queue.client) < 1_000]
             if short:

@@ -70,7 +70,7 @@ class QueueMachine(RuleBasedStateMachine):
         return sorted(job_id for job_id, where in self.place.items() if where == place)
 
     def is_current(self, claim: Claim) -> bool:
-        return self.place.get(claim.job_id) == "active" and self.attempts[claim.job_id] == claim.token
+        return self.place.get(claim.job_id) == "active" and self.attempts[claim.job_id] == claim.attempt
 
     def move(self, job_id: str, place: str) -> None:
         self.place[job_id] = place
@@ -86,7 +86,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert [c.job_id for c in claims] == expected, (claims, expected)
         for claim in claims:
             self.attempts[claim.job_id] += 1
-            assert claim.token == self.attempts[claim.job_id]
+            assert claim.attempt == self.attempts[claim.job_id]
             self.move(claim.job_id, "active")
             self.deadline[claim.job_id] = claim.deadline_ms
             self.held[claim.job_id] = claim
@@ -146,7 +146,7 @@ class QueueMachine(RuleBasedStateMachine):
     def complete(self, data: st.DataObject) -> None:
         claim = self.held[data.draw(st.sampled_from(sorted(self.held)))]
         assert self.queue.complete(claim) is Complete.COMPLETED
-        self.move(claim.job_id, "retired")
+        self.move(claim.job_id, "done")
         self.completed += 1
 
     @precondition(lambda self: self.held)
@@ -157,7 +157,7 @@ class QueueMachine(RuleBasedStateMachine):
             self.promote_due()
         outcome, claims = self.queue.complete_and_claim(claim, lease_ms=lease, count=count)
         assert outcome is Complete.COMPLETED
-        self.move(claim.job_id, "retired")
+        self.move(claim.job_id, "done")
         self.completed += 1
         self.expect_claims(claims, count)
 
@@ -174,7 +174,7 @@ class QueueMachine(RuleBasedStateMachine):
             outcome = self.queue.retry(stale, error="late", max_attempts=1).outcome
         else:
             outcome = self.queue.extend(stale, lease_ms=LONG_MS)
-        assert outcome == ("gone" if self.place[stale.job_id] == "retired" else "stale")
+        assert outcome == ("gone" if self.place[stale.job_id] == "done" else "stale")
         assert without_clock(self.queue.snapshot()) == before
 
     @precondition(lambda self: self.held)
@@ -189,8 +189,8 @@ class QueueMachine(RuleBasedStateMachine):
     def retry(self, data: st.DataObject, backoff: int, max_attempts: int) -> None:
         claim = self.held[data.draw(st.sampled_from(sorted(self.held)))]
         result = self.queue.retry(claim, error="boom", backoff_ms=backoff, max_attempts=max_attempts)
-        assert result.attempts == claim.token
-        if claim.token >= max_attempts:
+        assert result.attempts == claim.attempt
+        if claim.attempt >= max_attempts:
             assert result.outcome is Retry.DEAD
             self.move(claim.job_id, "dead")
         elif backoff == 0:
@@ -212,7 +212,7 @@ class QueueMachine(RuleBasedStateMachine):
             self.move(job_id, "pending")
 
     @precondition(lambda self: self.deadline)
-    @rule(max_stalled=st.integers(min_value=0, max_value=2))
+    @rule(max_stalled=st.integers(min_value=1, max_value=3))
     def stalled_check(self, max_stalled: int) -> None:
         self.expire_short_leases()
         report = self.queue.stalled_check(max_stalled=max_stalled)
@@ -220,7 +220,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert set(report.recovered) | set(report.dead) == expired
         for job_id in expired:
             self.stalled[job_id] += 1
-            fatal = self.stalled[job_id] > max_stalled
+            fatal = self.stalled[job_id] >= max_stalled  # the max_stalled-th stall is fatal
             assert (job_id in report.dead) is fatal
             self.move(job_id, "dead" if fatal else "pending")
 
@@ -244,7 +244,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert snap.active == {j: self.deadline[j] for j in self.ids_in("active")}
         assert sorted(snap.scheduled) == self.ids_in("scheduled")
         assert sorted(snap.dead) == self.ids_in("dead")
-        assert sorted(snap.done) == self.ids_in("retired")
+        assert sorted(snap.done) == self.ids_in("done")
         for job_id, row in snap.rows.items():
             assert (row.attempts, row.stalled) == (self.attempts[job_id], self.stalled[job_id]), job_id
         assert snap.stats.get("completed", 0) == self.completed

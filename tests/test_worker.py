@@ -1,4 +1,7 @@
-"""The consumer loop on a real server: drain, retry, dead-letter, extend, stop, crash."""
+"""The consumer loop on a real server: drain, retry, dead-letter, extend, stop, crash.
+
+Crashes come from the teaching kit's CrashPlan through the Worker's public hooks; the
+Worker itself knows no crash points (tests/test_layers.py checks that)."""
 
 from __future__ import annotations
 
@@ -8,12 +11,11 @@ import pytest
 
 import echoq
 from echoq.effects import Effects
+from echoq.teaching.faults import CrashMode, CrashPlan
 from echoq.worker import (
     Backoff,
-    CrashMode,
-    CrashPoint,
+    Checkpoint,
     Delivery,
-    Fault,
     Worker,
     keyed_consumer,
     naive_consumer,
@@ -28,7 +30,7 @@ def test_worker_drains_the_queue_with_one_effect_per_job(queue: echoq.Queue) -> 
     effects = Effects(queue)
     report = Worker(queue, keyed_consumer(effects), concurrency=3, lease_ms=5_000, **FAST).work(burst=True)
     assert (report.claimed, report.completed, report.retried, report.dead, report.stale) == (30, 30, 0, 0, 0)
-    assert report.crashed is None and report.processed == 30
+    assert not report.abandoned and report.processed == 30
     assert effects.counts() == {job_id: 1 for job_id in ids}
     snap = assert_one_place(queue, set(ids))
     assert snap.counts == {"pending": 0, "active": 0, "scheduled": 0, "dead": 0, "done": 30}
@@ -57,7 +59,7 @@ def test_a_failing_handler_is_retried_after_a_growing_backoff(queue: echoq.Queue
     assert report.errors == ["RuntimeError: boom 1", "RuntimeError: boom 2"]
     # The scheduled set holds each retry until its due time on the server's clock.
     assert claimed_at[1] - claimed_at[0] >= 30 and claimed_at[2] - claimed_at[1] >= 60
-    assert queue.snapshot().place_of(job_id) is echoq.JobState.RETIRED
+    assert queue.snapshot().place_of(job_id) is echoq.JobState.DONE
 
 
 def test_backoff_grows_exponentially_up_to_its_cap() -> None:
@@ -79,11 +81,11 @@ def test_a_job_that_always_fails_is_dead_lettered_at_max_attempts(queue: echoq.Q
     assert job.error == "ValueError: bad payload"
 
 
-def _crash_and_expire(queue: echoq.Queue, job_id: str, point: CrashPoint, max_stalled: int = 1) -> Worker:
+def _crash_and_expire(queue: echoq.Queue, job_id: str, point: Checkpoint, max_stalled: int = 2) -> Worker:
     # The lease outlasts a slow thread on a loaded machine, so no beat reaps before the crash.
-    worker = Worker(queue, lambda d: None, lease_ms=200, max_stalled=max_stalled, crash_at=point, **FAST)
+    worker = Worker(queue, lambda d: None, lease_ms=200, max_stalled=max_stalled, hooks=CrashPlan(point), **FAST)
     report = worker.work(burst=True)
-    assert report.crashed is point
+    assert report.abandoned_at is point
     snap = queue.snapshot()
     assert list(snap.active) == [job_id]  # leased: the crashed worker left it there
     wait_for_server_time(queue.client, snap.active[job_id] + 1)
@@ -92,9 +94,9 @@ def _crash_and_expire(queue: echoq.Queue, job_id: str, point: CrashPoint, max_st
 
 def test_a_job_that_keeps_killing_its_worker_is_dead_lettered_at_max_stalled(queue: echoq.Queue) -> None:
     job_id = queue.enqueue("kills workers").job_id
-    _crash_and_expire(queue, job_id, CrashPoint.MID_JOB)  # stall 1: recovered by the next beat
-    _crash_and_expire(queue, job_id, CrashPoint.MID_JOB)  # stall 2: over max_stalled=1
-    report = Worker(queue, lambda d: None, max_stalled=1, **FAST).work(burst=True)
+    _crash_and_expire(queue, job_id, Checkpoint.MID_JOB)  # stall 1: recovered by the next beat
+    _crash_and_expire(queue, job_id, Checkpoint.MID_JOB)  # stall 2: max_stalled=2, the 2nd stall is fatal
+    report = Worker(queue, lambda d: None, max_stalled=2, **FAST).work(burst=True)
     assert (report.dead, report.claimed, report.completed) == (1, 0, 0)
     job = queue.job(job_id)
     assert job.state is echoq.JobState.DEAD and job.reason == "stalled" and job.stalled == 2
@@ -113,7 +115,7 @@ def test_a_long_job_keeps_its_lease_while_alive(queue: echoq.Queue) -> None:
     report = Worker(queue, long_job, lease_ms=lease_ms, extend_every_ms=50, **FAST).work(burst=True)
     assert reaped_while_alive == [[]]
     assert report.extended >= 1 and report.completed == 1 and report.stale == 0
-    assert queue.snapshot().place_of(job_id) is echoq.JobState.RETIRED
+    assert queue.snapshot().place_of(job_id) is echoq.JobState.DONE
 
 
 def test_without_extension_a_long_job_is_reaped_and_its_finish_refused(queue: echoq.Queue) -> None:
@@ -156,19 +158,19 @@ def test_graceful_stop_finishes_the_job_in_hand_and_claims_no_more(queue: echoq.
     assert snap.counts["pending"] == 4 and snap.counts["active"] == 0
 
 
-@pytest.mark.parametrize("point", list(CrashPoint))
+@pytest.mark.parametrize("point", list(Checkpoint))
 def test_each_fault_point_leaves_the_job_leased_then_reaped_then_redelivered(
-    queue: echoq.Queue, point: CrashPoint
+    queue: echoq.Queue, point: Checkpoint
 ) -> None:
     job_id = queue.enqueue("crash me").job_id
     effects = Effects(queue)
-    crashing = Worker(queue, keyed_consumer(effects), lease_ms=200, crash_at=point, **FAST)
+    crashing = Worker(queue, keyed_consumer(effects), lease_ms=200, hooks=CrashPlan(point), **FAST)
     report = crashing.work(burst=True)
-    assert report.crashed is point and report.completed == 0
+    assert report.abandoned_at is point and report.completed == 0
     snap = assert_one_place(queue, {job_id})
     assert snap.place_of(job_id) is echoq.JobState.ACTIVE and snap.rows[job_id].attempts == 1
     # Only the after_effect crash got as far as the effect.
-    assert effects.count(job_id) == (1 if point is CrashPoint.AFTER_EFFECT else 0)
+    assert effects.count(job_id) == (1 if point is Checkpoint.AFTER_EFFECT else 0)
 
     wait_for_server_time(queue.client, snap.active[job_id] + 1)
     attempts: list[int] = []
@@ -177,18 +179,18 @@ def test_each_fault_point_leaves_the_job_leased_then_reaped_then_redelivered(
         attempts.append(delivery.attempt)
         return "done"
 
-    restarted = Worker(queue, keyed_consumer(effects, work), lease_ms=5_000, max_stalled=1, **FAST)
+    restarted = Worker(queue, keyed_consumer(effects, work), lease_ms=5_000, max_stalled=2, **FAST)
     report = restarted.work(burst=True)
     assert (report.recovered, report.completed) == (1, 1)
     assert attempts == [2]
     assert effects.count(job_id) == 1  # however often delivered, one effect
-    assert assert_one_place(queue, {job_id}).place_of(job_id) is echoq.JobState.RETIRED
+    assert assert_one_place(queue, {job_id}).place_of(job_id) is echoq.JobState.DONE
 
 
 def test_naive_consumer_repeats_the_effect_after_an_after_effect_crash(queue: echoq.Queue) -> None:
     job_id = queue.enqueue("charge").job_id
     effects = Effects(queue)
-    Worker(queue, naive_consumer(effects), lease_ms=200, crash_at="after_effect", **FAST).work(burst=True)
+    Worker(queue, naive_consumer(effects), lease_ms=200, hooks=CrashPlan("after_effect"), **FAST).work(burst=True)
     wait_for_server_time(queue.client, queue.snapshot().active[job_id] + 1)
     report = Worker(queue, naive_consumer(effects), **FAST).work(burst=True)
     assert report.completed == 1 and effects.count(job_id) == 2 and effects.duplicates() == 1
@@ -196,9 +198,9 @@ def test_naive_consumer_repeats_the_effect_after_an_after_effect_crash(queue: ec
 
 def test_a_simulated_crash_stops_every_thread_without_a_word_to_valkey(queue: echoq.Queue) -> None:
     queue.enqueue_many([f"job {n}" for n in range(10)])
-    fault = Fault(CrashPoint.AFTER_CLAIM, times=1)
-    report = Worker(queue, lambda d: None, concurrency=3, lease_ms=5_000, fault=fault, **FAST).work(burst=True)
-    assert report.crashed is CrashPoint.AFTER_CLAIM and fault.crashes == 1
+    plan = CrashPlan(Checkpoint.AFTER_CLAIM, times=1)
+    report = Worker(queue, lambda d: None, concurrency=3, lease_ms=5_000, hooks=plan, **FAST).work(burst=True)
+    assert report.abandoned_at is Checkpoint.AFTER_CLAIM and plan.crashes == 1
     snap = queue.snapshot()
     # Nothing was lost and the crashed job is still leased; other threads stopped too.
     assert snap.counts["done"] == report.completed < 10
@@ -217,10 +219,10 @@ def test_a_thread_still_working_when_its_worker_crashes_does_not_complete(queue:
             assert slow_started.wait(10), "the slow job never started"
             delivery.checkpoint()  # the quick job's thread crashes here, the slow one is mid-work
 
-    fault = Fault(CrashPoint.MID_JOB, on_crash=lambda point: crashed.set())
-    worker = Worker(queue, handler, concurrency=2, lease_ms=5_000, extend_every_ms=0, fault=fault, **FAST)
+    plan = CrashPlan(Checkpoint.MID_JOB, on_crash=lambda point: crashed.set())
+    worker = Worker(queue, handler, concurrency=2, lease_ms=5_000, extend_every_ms=0, hooks=plan, **FAST)
     report = worker.work(burst=True)
-    assert report.crashed is CrashPoint.MID_JOB and report.completed == 0
+    assert report.abandoned_at is Checkpoint.MID_JOB and report.completed == 0
     # Both stay leased, as in a killed process: the slow job's thread did not complete it.
     assert set(queue.snapshot().active) == {slow_id, quick_id}
 
@@ -230,8 +232,8 @@ def test_the_lease_keeper_touches_only_its_own_delivery_of_a_job(queue: echoq.Qu
     # into flight again as delivery B. The keeper must neither drop nor overwrite B.
     queue.enqueue("x")
     worker = Worker(queue, print, lease_ms=5_000, extend_every_ms=1, **FAST)
-    first = Delivery(worker, queue.claim(5_000), None)
-    second = Delivery(worker, first.claim, None)
+    first = Delivery(worker, queue.claim(5_000))
+    second = Delivery(worker, first.claim)
     real_extend = queue.extend
 
     def extend_while_redelivered(claim, *, lease_ms):
@@ -250,10 +252,11 @@ def test_the_lease_keeper_touches_only_its_own_delivery_of_a_job(queue: echoq.Qu
     [
         (lambda q: Worker(q, print, concurrency=0), "concurrency"),
         (lambda q: Worker(q, print, lease_ms=-5), "lease_ms"),
-        (lambda q: Worker(q, print, crash_at="sideways"), "crash point"),
-        (lambda q: Worker(q, print, crash_at="mid_job", crash_mode="maim"), "crash mode"),
-        (lambda q: Fault(CrashPoint.MID_JOB, rate=1.5), "crash rate"),
-        (lambda q: Backoff(factor=0.5), "backoff"),
+        (lambda q: CrashPlan("sideways"), "crash points"),
+        (lambda q: CrashPlan("mid_job", mode="maim"), "crash mode"),
+        (lambda q: CrashPlan(Checkpoint.MID_JOB, rate=1.5), "crash rate"),
+        (lambda q: Worker(q, print, hooks=object()), "hooks"),
+        (lambda q: Backoff(factor=0.5), "factor"),
         (lambda q: Worker(q, print, lease_ms=300, extend_every_ms=300), "shorter than lease_ms"),
     ],
 )
@@ -265,4 +268,4 @@ def test_bad_options_are_one_line_errors(valkey_client, make, message: str) -> N
 
 
 def test_kill_mode_is_a_crash_mode() -> None:
-    assert Fault("after_claim", mode="kill").mode is CrashMode.KILL
+    assert CrashPlan("after_claim", mode="kill").mode is CrashMode.KILL

@@ -14,7 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from echoq.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab  # noqa: E402
+from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab  # noqa: E402
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

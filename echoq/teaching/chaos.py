@@ -32,15 +32,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .clock import server_now_ms
-from .effects import Effects
-from .errors import EchoqError, InvalidArgument
-from .queue import Queue, _text
-from .worker import Backoff, CrashMode, CrashPoint, Delivery, Fault, Worker, keyed_consumer
+from ..clock import server_now_ms
+from ..effects import Effects
+from ..errors import EchoqError
+from ..limits import BOUNDS, check, fraction, whole
+from ..queue import Queue, _text
+from ..worker import Backoff, Checkpoint, Delivery, Worker, keyed_consumer
+from . import learner
+from .faults import CrashMode, CrashPlan, checkpoints
 
 __all__ = ["ChaosReport", "run_chaos", "worker_main"]
 
 KILL_FIELD = "chaos_kill_"  # + crash point: stats counters the workers bump before dying
+# The audit finds every completed id in emq:{q}:done, so a chaos queue remembers as many as
+# the library allows, and a run takes at most that many jobs.
+KEEP_DONE = BOUNDS["keep_done"][1]
 
 
 @dataclass
@@ -163,12 +169,6 @@ def _quantile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _check(name: str, value: float, low: float, high: float | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < low or (high and value > high):
-        span = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise InvalidArgument(f"{name} must be {span}, got {value!r}")
-
-
 class _Supervisor:
     def __init__(self, queue: Queue, url: str, config: dict[str, Any], report: ChaosReport) -> None:
         self.queue = queue
@@ -269,9 +269,9 @@ def run_chaos(
     jobs: int = 2000,
     kill_rate: float = 0.01,
     kill_every_s: float = 0.5,
-    kill_at: tuple[CrashPoint | str, ...] = tuple(CrashPoint),
+    kill_at: tuple[Checkpoint | str, ...] = tuple(Checkpoint),
     lease_ms: int = 500,
-    max_stalled: int = 3,
+    max_stalled: int = 4,
     seed: int | None = None,
     naive: bool = False,
     work_ms: int = 2,
@@ -283,30 +283,21 @@ def run_chaos(
     queue_name: str | None = None,
 ) -> ChaosReport:
     """Run the chaos lab and return its report (see the module docstring)."""
-    _check("workers", workers, 1, 64)
-    _check("jobs", jobs, 1, 1_000_000)
-    _check("kill_rate", kill_rate, 0.0, 1.0)
-    _check("kill_every_s", kill_every_s, 0.0)
-    _check("lease_ms", lease_ms, 10)
-    _check("max_stalled", max_stalled, 0)
-    _check("work_ms", work_ms, 0)
-    _check("beat_ms", beat_ms, 1)
-    _check("timeout_s", timeout_s, 1)
-    try:
-        points = tuple(CrashPoint(p) for p in kill_at)
-    except ValueError:
-        names = ", ".join(p.value for p in CrashPoint)
-        raise InvalidArgument(f"kill points must be among {names}, got {kill_at!r}") from None
-    if not points:
-        raise InvalidArgument(f"name at least one kill point ({', '.join(p.value for p in CrashPoint)})")
-    for name, value in (("workers", workers), ("jobs", jobs), ("lease_ms", lease_ms), ("max_stalled", max_stalled)):
-        if not isinstance(value, int):
-            raise InvalidArgument(f"{name} must be a whole number, got {value!r}")
-    from .server import connect, server_url
+    whole("workers", workers, 1, 64)
+    whole("jobs", jobs, 1, KEEP_DONE)
+    fraction("kill_rate", kill_rate, 0.0, 1.0)
+    fraction("kill_every_s", kill_every_s, 0.0, 3_600.0)
+    whole("lease_ms", lease_ms, 10, BOUNDS["lease_ms"][1], unit="of milliseconds")
+    check("max_stalled", max_stalled)
+    whole("work_ms", work_ms, 0, 60_000, unit="of milliseconds")
+    whole("beat_ms", beat_ms, 1, 60_000, unit="of milliseconds")
+    fraction("timeout_s", timeout_s, 1.0, 86_400.0)
+    points = checkpoints(kill_at)
+    from ..server import connect, server_url
 
     url = url or server_url()
     seed = random.randrange(1_000_000) if seed is None else seed
-    queue = Queue(queue_name or f"chaos-{os.getpid()}-{seed}", connect(url), keep_done=-1)
+    queue = Queue(queue_name or learner.queue_name(f"chaos-{os.getpid()}-{seed}"), connect(url), keep_done=KEEP_DONE)
     queue.reset()
     report = ChaosReport(
         "naive" if naive else "reliable",
@@ -429,11 +420,11 @@ def worker_main(
     *,
     queue_name: str,
     lease_ms: int = 500,
-    max_stalled: int = 3,
+    max_stalled: int = 4,
     max_attempts: int = 5,
     concurrency: int = 1,
     kill_rate: float = 0.0,
-    kill_at: tuple[CrashPoint, ...] = tuple(CrashPoint),
+    kill_at: tuple[Checkpoint, ...] = tuple(Checkpoint),
     seed: int | None = None,
     work_ms: int = 0,
     beat_ms: int = 100,
@@ -443,8 +434,8 @@ def worker_main(
     """One worker process: consume ``queue_name`` with the keyed consumer until SIGTERM
     (or, with ``burst``, until drained). On a ``kill_rate`` fraction of deliveries it
     SIGKILLs itself at a random fault point, counting the point first in the stats hash."""
-    _check("kill_rate", kill_rate, 0.0, 1.0)
-    queue = Queue(queue_name, keep_done=-1)
+    fraction("kill_rate", kill_rate, 0.0, 1.0)
+    queue = Queue(queue_name, keep_done=KEEP_DONE)
     effects = Effects(queue)
     rng = random.Random(seed)
 
@@ -453,13 +444,13 @@ def worker_main(
             time.sleep(rng.uniform(0, work_ms) / 1000)  # stands in for the job's real work
         return f"t={int(time.time() * 1000)}"
 
-    def note_kill(point: CrashPoint) -> None:
+    def note_kill(point: Checkpoint) -> None:
         queue.client.hincrby(queue.keys.stats, KILL_FIELD + point.value, 1)
 
     if naive:
         return _naive_loop(queue, effects, rng, kill_rate, kill_at, work, note_kill, burst)
 
-    fault = Fault(kill_at, CrashMode.KILL, rate=kill_rate, seed=seed, on_crash=note_kill)
+    crashes = CrashPlan(kill_at, CrashMode.KILL, rate=kill_rate, seed=seed, on_crash=note_kill)
     worker = Worker(
         queue,
         keyed_consumer(effects, work),
@@ -470,7 +461,7 @@ def worker_main(
         backoff=Backoff(base_ms=10, cap_ms=1_000),
         beat_ms=beat_ms,
         idle_wait_ms=10,
-        fault=fault if kill_rate else None,
+        hooks=crashes if kill_rate else None,
     )
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
     report = worker.work(burst=burst)
@@ -499,15 +490,15 @@ def _naive_loop(queue, effects, rng, kill_rate, kill_at, work, note_kill, burst)
         job_id, _payload = popped
         point = rng.choice(kill_at) if kill_rate and rng.random() < kill_rate else None
 
-        def die_at(here: CrashPoint, point: CrashPoint | None = point) -> None:
+        def die_at(here: Checkpoint, point: Checkpoint | None = point) -> None:
             if point is here:
                 note_kill(here)
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        die_at(CrashPoint.AFTER_CLAIM)  # popped: the job is now only in this process
+        die_at(Checkpoint.AFTER_CLAIM)  # popped: the job is now only in this process
         record = work()
-        die_at(CrashPoint.MID_JOB)
+        die_at(Checkpoint.MID_JOB)
         effects.apply_every(job_id, record)
         processed += 1
-        die_at(CrashPoint.AFTER_EFFECT)  # nothing to complete: the pop already removed it
+        die_at(Checkpoint.AFTER_EFFECT)  # nothing to complete: the pop already removed it
     return {"processed": processed}

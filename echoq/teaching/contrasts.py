@@ -1,6 +1,6 @@
 """The cautionary contrasts: three ways to get the reliable queue WRONG, kept apart on purpose.
 
-Nothing on the real path (``echoq.queue``, ``echoq.worker``) uses this module. Each
+Nothing in the library (``echoq``) uses this module. Each
 function here is the plausible-looking shortcut the pattern warns against, written so that
 a lesson, a test or ``python -m echoq chaos --naive`` can show the damage on a real server:
 
@@ -20,15 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 
 import redis
-from redis.commands.core import Script
 
-from .clock import server_now_ms, wait_until_expired
-from .ids import check_job_id
-from .queue import Claim, Complete, JobState, Queue, _text
-from .scripts import call, lost_server, source
+from .. import scripts
+from ..clock import server_now_ms, wait_until_expired
+from ..ids import check_job_id
+from ..queue import Claim, Complete, JobState, Queue, _text
+from ..scripts import lost_server
 
 __all__ = [
     "naive_pop",
@@ -43,30 +42,17 @@ __all__ = [
 ]
 
 
-@cache
-def _naive_pop_source() -> str:
-    return source("naive_pop")
-
-
-def _naive_pop_script(client: redis.Redis) -> Script:
-    # Registered per client on first use: the real Scripts loader never carries it.
-    script = getattr(client, "_echoq_naive_pop", None)
-    if script is None:
-        script = client.register_script(_naive_pop_source())
-        client._echoq_naive_pop = script  # type: ignore[attr-defined]
-    return script
-
-
 # -- contrast 1: the naive pop-and-process loop ----------------------------------------------
 
 
 def naive_pop(queue: Queue) -> tuple[str, str] | None:
     """CONTRAST. Take the oldest pending job OUT of Valkey: (job id, payload), or None.
 
-    After this call the job exists only in the caller's memory; a crash loses it.
+    After this call the job exists only in the caller's memory; a crash loses it
+    (``lua/teaching/naive_pop.lua``).
     """
     k = queue.keys
-    reply = call(_naive_pop_script(queue.client), "naive_pop", [k.pending, k.stats], [], queue.client)
+    reply = scripts.run(queue.client, "teaching/naive_pop", [k.pending, k.stats], [])
     if not reply:
         return None
     return _text(reply[0]), _text(reply[1])

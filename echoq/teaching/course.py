@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import redis
 
-from .queue import Queue
-from .scripts import raw_source
-from .server import connect, describe
+from .. import scripts
+from ..queue import Queue
+from ..server import connect, describe
+from . import learner
 
 
 @dataclass
@@ -49,7 +50,7 @@ def start(number: str, *, quiet: bool = False) -> Lesson:
     """Connect, empty the lesson's queue, and say which server this is."""
     client = connect()
     _show_figures_as_pictures()
-    lesson = Lesson(number, Queue(f"lesson-{number}", client))
+    lesson = Lesson(number, Queue(learner.queue_name(f"lesson-{number}"), client))
     lesson.queue.reset()
     if not quiet:
         print(describe(client))
@@ -78,11 +79,12 @@ def _show_figures_as_pictures() -> None:
     shell.display_formatter.formatters["image/png"].for_type(Figure, png)
 
 
-def lua(name: str):  # -> IPython.display.Code, imported lazily so the library needs no IPython
-    """A script from ``lua/`` with syntax highlighting, exactly as the server runs it."""
+def lua(name: str):  # -> IPython.display.Code
+    """A script from ``lua/`` with syntax highlighting, exactly as the server runs it: every
+    include inlined where the server sees it (:func:`echoq.scripts.expanded`)."""
     from IPython.display import Code
 
-    return Code(raw_source(name), language="lua")
+    return Code(scripts.expanded(name), language="lua")
 
 
 def reveal(title: str, body: str, *, language: str = "python"):

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .errors import InvalidArgument
-from .queue import Queue
-from .server import connect, start_server
+from ..errors import InvalidArgument
+from ..queue import Queue
+from ..server import connect, start_server
 
 Persistence = Literal["none", "snapshot", "aof"]
 

@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 
 import redis
 
-from .clock import server_now_ms, wait_for_server_ms
-from .effects import Effects
-from .queue import Queue
+from .. import scripts
+from ..clock import server_now_ms, wait_for_server_ms
+from ..effects import Effects
+from ..queue import Queue
+from . import learner
 
 # -- feedback ----------------------------------------------------------------------------
 
@@ -64,7 +66,7 @@ class Feedback:
 
 
 def _scratch(name: str, client: redis.Redis | None) -> Queue:
-    queue = Queue(f"exercise-{name}-{os.getpid()}", client)
+    queue = Queue(learner.queue_name(f"exercise-{name}-{os.getpid()}"), client)
     queue.reset()
     return queue
 
@@ -115,8 +117,8 @@ local id = popped[1]
 -- the row's key is built from KEYS[1] ('emq:{q}:pending' minus 'pending'): same queue, same {q}
 local row = string.sub(KEYS[1], 1, -8) .. 'job:' .. id
 
--- TODO 1: bump the row's attempts by 1; the new value is the fencing token
-local token = 0
+-- TODO 1: bump the row's attempts by 1; the new value is the attempt number, the fencing token
+local attempt = 0
 
 -- TODO 2: read the server's clock, in milliseconds (hint: TIME gives seconds and microseconds)
 local now = 0
@@ -124,7 +126,7 @@ local now = 0
 -- TODO 3: park the id in the active set, scored by its lease deadline (now + lease)
 
 redis.call('HSET', row, 'state', 'active')
-return {id, token, now + tonumber(ARGV[1])}
+return {id, attempt, now + tonumber(ARGV[1])}
 """
 
 CLAIM_SOLUTION = """\
@@ -136,7 +138,7 @@ local id = popped[1]
 -- the row's key is built from KEYS[1] ('emq:{q}:pending' minus 'pending'): same queue, same {q}
 local row = string.sub(KEYS[1], 1, -8) .. 'job:' .. id
 
-local token = redis.call('HINCRBY', row, 'attempts', 1)
+local attempt = redis.call('HINCRBY', row, 'attempts', 1)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -144,7 +146,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]), id)
 
 redis.call('HSET', row, 'state', 'active')
-return {id, token, now + tonumber(ARGV[1])}
+return {id, attempt, now + tonumber(ARGV[1])}
 """
 
 
@@ -158,15 +160,15 @@ def check_claim_script(source: str, *, client: redis.Redis | None = None) -> Fee
         older, newer = queue.enqueue_many(["older", "newer"])
         before = server_now_ms(queue.client)
         try:
-            reply = queue.client.eval(source, 2, k.pending, k.active, lease_ms)
+            reply = scripts.run_text(queue.client, source, [k.pending, k.active], [lease_ms], name="your claim")
         except redis.ResponseError as exc:
             fb.bad(f"Valkey refused the script: {str(exc).splitlines()[0]}")
             return fb
         after = server_now_ms(queue.client)
         if not isinstance(reply, list) or len(reply) != 3:
-            fb.bad(f"The script should return {{id, token, deadline}}; it returned {reply!r}.")
+            fb.bad(f"The script should return {{id, attempt, deadline}}; it returned {reply!r}.")
             return fb
-        job_id, token = str(reply[0]), reply[1]
+        job_id, attempt = str(reply[0]), reply[1]
         fb.expect(job_id == older, "It claimed the oldest job.", f"It claimed {job_id}, not the oldest ({older}).")
         in_pending = queue.client.zscore(k.pending, job_id) is not None
         score = queue.client.zscore(k.active, job_id)
@@ -181,9 +183,9 @@ def check_claim_script(source: str, *, client: redis.Redis | None = None) -> Fee
         row = queue.job(job_id)
         attempts = row.attempts if row else 0
         fb.expect(
-            attempts == 1 and token == 1,
-            "attempts went from 0 to 1 and the script returned it as the token.",
-            f"attempts is {attempts} and the token returned is {token}: HINCRBY the row's attempts by 1 and "
+            attempts == 1 and attempt == 1,
+            "attempts went from 0 to 1 and the script returned it as the attempt number.",
+            f"attempts is {attempts} and the attempt returned is {attempt}: HINCRBY the row's attempts by 1 and "
             "return the new value (TODO 1).",
         )
         if score is not None:
@@ -295,7 +297,7 @@ def check_reap_script(source: str, *, client: redis.Redis | None = None) -> Feed
         alive = queue.claim(lease_ms=60_000)
         wait_for_server_ms(queue.client, stalled.deadline_ms + 1)
         try:
-            moved = queue.client.eval(source, 2, k.active, k.pending)
+            moved = scripts.run_text(queue.client, source, [k.active, k.pending], [], name="your reap")
         except redis.ResponseError as exc:
             fb.bad(f"Valkey refused the script: {str(exc).splitlines()[0]}")
             return fb
@@ -345,7 +347,7 @@ def my_worker_loop(q, handle) -> None:
 LOOP_SOLUTION = '''\
 def my_worker_loop(q, handle) -> None:
     """One beat of a worker: recover stalled jobs, then drain the queue."""
-    q.stalled_check(max_stalled=1)
+    q.stalled_check(max_stalled=2)
     while (claim := q.claim(lease_ms=60_000)) is not None:
         handle(claim)
         q.complete(claim)
@@ -360,7 +362,7 @@ def check_worker_loop(loop: Callable[[Queue, Callable[[object], None]], None]) -
     """Lesson 05: a dead worker left one job leased; three jobs wait. The learner's loop
     runs twice (the first time its handler dies inside one job) and every job must end
     up done, exactly once."""
-    from .lab.model import fast_forward
+    from .fast_forward import fast_forward
 
     fb = Feedback("Lesson 05 worker loop")
     queue = _scratch("loop", None)
@@ -431,7 +433,7 @@ def check_long_job(extend_every_ms: object, *, lease_ms: int = 300, job_ms: int 
     import threading
     import time
 
-    from .worker import Worker
+    from ..worker import Worker
 
     fb = Feedback("Lesson 06 lease extension")
     if not isinstance(extend_every_ms, int) or isinstance(extend_every_ms, bool) or extend_every_ms < 0:

@@ -293,8 +293,8 @@ class DeliveryFigure(LabFigure):
             self.effects.set_data(xs, run.effects_after)
             self.total.set_text(f"{run.deliveries} deliveries\n→ {run.effects} effect{'s' if run.effects != 1 else ''}")
             kind = "keyed on the JOB id" if run.consumer == "keyed" else "naive: one per delivery"
-            tokens = ", ".join(map(str, run.tokens))
-            self.detail.set_text(f"consumer: {run.consumer}\n({kind})\njob {short(run.job_id)}\ntokens {tokens}")
+            attempts = ", ".join(map(str, run.attempts))
+            self.detail.set_text(f"consumer: {run.consumer}\n({kind})\njob {short(run.job_id)}\nattempts {attempts}")
         self.redraw()
 
 
@@ -389,7 +389,7 @@ class ReapFigure(LabFigure):
             else:
                 label.set_text("")
         counts = f"{len(picture.pending)} pending, {len(picture.active)} active, {len(picture.dead)} dead"
-        self.caption.set_text(f"{counts}. A job dies once it has stalled more than max_stalled times.")
+        self.caption.set_text(f"{counts}. A job dies at its max_stalled-th stall.")
         racy, atomic = picture.race.get("two-step"), picture.race.get("atomic")
         for bar, text, report in zip(self.race_bars, self.race_text, (racy, atomic), strict=True):
             height = report.deliveries if report else 0

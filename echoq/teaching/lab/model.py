@@ -24,15 +24,16 @@ from typing import Any, ClassVar
 import redis
 from traitlets import Bool, HasTraits, Int, TraitError, Unicode, observe, validate
 
-from ..clock import wait_until_expired
+from ... import scripts
+from ...clock import wait_until_expired
+from ...effects import Effects
+from ...errors import EchoqError, InvalidArgument, ServerUnavailable
+from ...keyspace import Keyspace
+from ...queue import Claim, Complete, Queue, Snapshot
+from ...server import check, connect, describe_client
+from .. import learner
 from ..contrasts import OverlapReport, overlapping_sweeps
-from ..effects import Effects
-from ..errors import EchoqError, InvalidArgument, ServerUnavailable
-from ..keyspace import Keyspace, check_queue_name
-from ..queue import Claim, Complete, Queue, Snapshot
-from ..scripts import lost_server, raw_source, source, translate
-from ..server import check, connect, describe_client
-from ..worker import CrashPoint
+from ..fast_forward import fast_forward
 
 __all__ = [
     "LabModel",
@@ -57,29 +58,6 @@ def seconds(ms: int) -> str:
     return f"{ms / 1000:.1f} s"
 
 
-def fast_forward(queue: Queue, advance_ms: int | None = None) -> tuple[int, int]:
-    """TEACHING AFFORDANCE: pull live lease deadlines ``advance_ms`` earlier (all the way
-    to the server's now when None) with ``lua/fast_forward.lua``. Returns (now, moved).
-
-    The server's clock is untouched: the reaper still judges leases against ``TIME``.
-    """
-    if advance_ms is None:
-        advance_ms = 2**52  # any lease: the script clamps every deadline at now
-    if isinstance(advance_ms, bool) or not isinstance(advance_ms, int) or advance_ms < 0:
-        raise InvalidArgument(f"advance_ms must be a whole number of milliseconds >= 0, got {advance_ms!r}")
-    script = getattr(queue.client, "_echoq_fast_forward", None)
-    if script is None:
-        script = queue.client.register_script(source("fast_forward"))
-        queue.client._echoq_fast_forward = script  # type: ignore[attr-defined]
-    try:
-        now, moved = script(keys=[queue.keys.active], args=[advance_ms])
-    except redis.ResponseError as exc:
-        raise translate(exc, "fast_forward") from None
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise lost_server(queue.client, exc) from None
-    return int(now), int(moved)
-
-
 class LabModel(HasTraits):
     """What every panel shares: a queue, a snapshot, a readout in words, the connection."""
 
@@ -93,7 +71,8 @@ class LabModel(HasTraits):
 
     def __init__(self, name: str | None = None, *, client: redis.Redis | None = None, url: str | None = None) -> None:
         super().__init__()
-        self.name = check_queue_name(name or f"lab-{self.kind}-{os.getpid()}-{next(_instances)}")
+        # A given name is put in the learner's namespace too: lessons name their panels.
+        self.name = learner.queue_name(name or f"lab-{self.kind}-{os.getpid()}-{next(_instances)}")
         self.url = url
         self._given_client = client
         self.queue: Queue | None = None
@@ -231,7 +210,7 @@ CLAIM_STEPS: dict[str, str | None] = {
     "finish": "complete",
     "crash": None,
     "reap": "reap",
-    "fast-forward": "fast_forward",
+    "fast-forward": "teaching/fast_forward",
 }
 
 
@@ -279,7 +258,7 @@ class ClaimModel(LabModel):
         self.held = None
 
     def step_source(self, step: str | None = None) -> str:
-        """The exact Lua a step runs, as written in lua/ (a crash runs none)."""
+        """The exact Lua a step runs, as the server runs it (a crash runs none)."""
         script = CLAIM_STEPS[step or self.step]
         if script is None:
             return (
@@ -287,7 +266,7 @@ class ClaimModel(LabModel):
                 f"-- complete.lua, so nothing moves the job: it stays in {self.keys('active')}, scored\n"
                 "-- by its lease deadline, until reap.lua finds the lease expired."
             )
-        return raw_source(script)
+        return scripts.expanded(script)
 
     def enqueue(self) -> bool:
         def run() -> str:
@@ -310,7 +289,7 @@ class ClaimModel(LabModel):
             return (
                 f"claim.lua moved {short(claim.job_id)} from pending to {self.keys('active')} under a "
                 f"{seconds(self.lease_ms)} lease (deadline {claim.deadline_ms} on the server's clock); "
-                f"token (attempts) = {claim.token}."
+                f"attempt (the fencing token) = {claim.attempt}."
             )
 
         return self.act("claim", self._stepping("claim", run))
@@ -330,11 +309,11 @@ class ClaimModel(LabModel):
             outcome = self.queue.complete(held)
             if outcome is Complete.COMPLETED:
                 return (
-                    f"complete.lua (token {held.token}) took {short(held.job_id)} out of {self.keys('active')}: "
+                    f"complete.lua (attempt {held.attempt}) took {short(held.job_id)} out of {self.keys('active')}: "
                     f"the row is retired, the id remembered in {self.keys('done')}."
                 )
             return (
-                f"complete.lua refused {short(held.job_id)} as {outcome.value}: token {held.token} no longer "
+                f"complete.lua refused {short(held.job_id)} as {outcome.value}: attempt {held.attempt} no longer "
                 "holds it (the lease ran out and it was reaped). Nothing changed."
             )
 
@@ -405,11 +384,11 @@ class DeliveryRun:
     consumer: str
     job_id: str
     effects_after: list[int]  # the ledger's count for the job after each delivery
-    tokens: list[int]  # the fencing token each delivery got
+    attempts: list[int]  # the attempt number (fencing token) each delivery got
 
     @property
     def deliveries(self) -> int:
-        return len(self.tokens)
+        return len(self.attempts)
 
     @property
     def effects(self) -> int:
@@ -485,7 +464,7 @@ class DeliveryModel(LabModel):
                 claim = queue.claim(lease_ms=30_000 if last else CRASH_LEASE_MS)
                 if claim is None:
                     raise InvalidArgument(f"delivery {delivery}: the job was not back in pending")
-                result.tokens.append(claim.token)
+                result.attempts.append(claim.attempt)
                 result.effects_after.append(apply(claim.job_id, f"charge, delivery {delivery}").count)
                 if last:
                     queue.complete(claim)
@@ -515,7 +494,9 @@ class DeliveryModel(LabModel):
                 self.fence_log = []
                 job_id = fq.enqueue("send invoice 7").job_id
                 claims["A"] = a = fq.claim(lease_ms=CRASH_LEASE_MS)  # type: ignore[assignment]
-                line = f"1. Worker A claims {short(job_id)}: token {a.token}, a {CRASH_LEASE_MS} ms lease. A stalls."
+                line = (
+                    f"1. Worker A claims {short(job_id)}: attempt {a.attempt}, a {CRASH_LEASE_MS} ms lease. A stalls."
+                )
             elif step == 2:
                 a = claims["A"]
                 wait_until_expired(fq.client, a.deadline_ms)
@@ -523,19 +504,19 @@ class DeliveryModel(LabModel):
                 line = f"2. A's lease runs out on the server's clock; reap.lua moves {len(moved)} job back to pending."
             elif step == 3:
                 claims["B"] = b = fq.claim(lease_ms=30_000)  # type: ignore[assignment]
-                line = f"3. Worker B claims it: token {b.token}. B holds the job now."
+                line = f"3. Worker B claims it: attempt {b.attempt}. B holds the job now."
             elif step == 4:
                 a = claims["A"]
                 outcome = fq.complete(a)
                 place = fq.snapshot().place_of(a.job_id)
                 line = (
-                    f"4. A wakes up and completes with token {a.token}: {outcome.value.upper()}. "
+                    f"4. A wakes up and completes with attempt {a.attempt}: {outcome.value.upper()}. "
                     f"Refused, nothing changed: the job is still in emq:{{{fq.name}}}:{place.value if place else '?'}."
                 )
             else:
                 b = claims["B"]
                 outcome = fq.complete(b)
-                line = f"5. B completes with token {b.token}: {outcome.value.upper()}. One finish, by the holder."
+                line = f"5. B completes with attempt {b.attempt}: {outcome.value.upper()}. One finish, by the holder."
             self.fence_log = [*self.fence_log, line]
             self.fence_step = step
             return line
@@ -569,7 +550,7 @@ class ReapModel(LabModel):
     """Crashed workers' jobs on a time axis, the reap step, the stalled count, the race."""
 
     kind = "reap"
-    max_stalled = Int(1, help="recoveries allowed per job before stalled_check.lua dead-letters it")
+    max_stalled = Int(2, help="the stall count at which stalled_check.lua dead-letters a job (the N-th stall is fatal)")
     lease_ms = Int(3_000, help="lease of the first worker; the others get 2x, 3x ... of it")
     workers = Int(3, help="how many jobs 'start workers' claims")
 
@@ -580,8 +561,8 @@ class ReapModel(LabModel):
 
     @validate("max_stalled")
     def _max_range(self, proposal: dict) -> int:
-        if not 0 <= proposal["value"] <= 10:
-            raise TraitError(f"max_stalled must be between 0 and 10, got {proposal['value']!r}")
+        if not 1 <= proposal["value"] <= 10:
+            raise TraitError(f"max_stalled must be between 1 and 10, got {proposal['value']!r}")
         return proposal["value"]
 
     def setup(self) -> None:
@@ -646,7 +627,7 @@ class ReapModel(LabModel):
             if report.dead:
                 words.append(
                     f"dead-lettered {', '.join(short(j) for j in report.dead)} into {self.keys('dead')} "
-                    f"(stalled more than max_stalled={max_stalled} times)"
+                    f"(its stall count reached max_stalled={max_stalled})"
                 )
             return f"stalled_check.lua {' and '.join(words)}."
 
@@ -808,7 +789,7 @@ class FleetModel(LabModel):
         return self.act("add jobs", run)
 
     def _spawn(self, slot: int) -> FleetWorker:
-        from ..worker import Fault, Worker, keyed_consumer
+        from ...worker import Worker, keyed_consumer
 
         assert self.queue is not None
         stop_signal = threading.Event()
@@ -823,7 +804,6 @@ class FleetModel(LabModel):
             lease_ms=self.lease_ms,
             beat_ms=self.beat_ms,
             idle_wait_ms=20,
-            fault=Fault(CrashPoint.MID_JOB, rate=0.0),  # armed per delivery by kill()
         )
         entry = FleetWorker(slot, worker, threading.Thread(), stop_signal)
 
@@ -859,11 +839,9 @@ class FleetModel(LabModel):
             if entry.state != "working":
                 return f"worker {slot} is already {entry.state}."
             in_hand = entry.worker.in_flight
-            for delivery in in_hand:
-                delivery.crash_at = CrashPoint.MID_JOB  # dies at its next checkpoint, mid-job
+            entry.worker.abandon()  # from now on it says nothing more to Valkey: its job stays leased
             entry.state = "killed"
             entry.killed_job = in_hand[0].job_id if in_hand else None
-            entry.worker.stop()
             entry.stop_signal.set()
             where = (
                 f"{short(entry.killed_job)} stays leased in {self.keys('active')} until its lease runs out "

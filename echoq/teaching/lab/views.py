@@ -25,7 +25,7 @@ import ipywidgets as widgets
 import matplotlib
 from traitlets import TraitError, link
 
-from ..errors import EchoqError, InvalidArgument
+from ...errors import EchoqError, InvalidArgument
 from .figures import ClaimFigure, DeliveryFigure, FleetFigure, LabFigure, ReapFigure
 from .model import CLAIM_STEPS, ClaimModel, DeliveryModel, FleetModel, LabModel, ReapModel
 
@@ -318,7 +318,7 @@ class ReapLab(LabPanel):
             "fast-forward 2 s", model.fast_forward, "teaching script: every live lease 2 s earlier"
         )
         self.race_button = self.button("race", model.race_demo, "two overlapping sweeps: two-step vs atomic")
-        self.max_stalled_slider = widgets.IntSlider(value=model.max_stalled, min=0, max=5, description="max_stalled")
+        self.max_stalled_slider = widgets.IntSlider(value=model.max_stalled, min=1, max=5, description="max_stalled")
         link((self.max_stalled_slider, "value"), (model, "max_stalled"))
         model.observe(lambda _c: self.request_redraw(), "max_stalled")
         row = widgets.HBox(

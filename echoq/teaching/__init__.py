@@ -1,0 +1,16 @@
+"""The teaching kit: everything the course needs on top of the :mod:`echoq` library.
+
+* :mod:`~echoq.teaching.course` -- the lessons' setup cell, scripts shown as the server
+  runs them, predict-then-run questions;
+* :mod:`~echoq.teaching.exercises` -- stubs, checks that run the learner's code under
+  faults, solutions;
+* :mod:`~echoq.teaching.lab` -- the widget panels on a live queue;
+* :mod:`~echoq.teaching.contrasts` -- the cautionary wrong ways, kept apart on purpose;
+* :mod:`~echoq.teaching.faults` -- crash hooks for the Worker (simulated or real kills);
+* :mod:`~echoq.teaching.chaos` -- real worker processes, real SIGKILLs, an audit;
+* :mod:`~echoq.teaching.durability` -- what survives when Valkey itself dies.
+
+It depends on the library and never the other way round: ``import echoq`` loads none of
+this. Its extra dependencies (ipywidgets, matplotlib, ipympl, traitlets, tqdm) come with
+``pip install 'echoq[teaching]'``.
+"""

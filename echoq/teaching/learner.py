@@ -1,0 +1,46 @@
+"""Who the learner is, and the one place the kit names a learner's queues.
+
+On a shared server (a workshop: see ``python -m echoq workshop``) each learner has a
+namespace, and every queue the kit makes for them -- lessons, labs, exercises, their
+progress -- is named ``<learner>.<queue>``: its keys all match ``emq:{<learner>.*``, the one
+pattern their ACL user may touch. Alone (no learner id), names are left as they are.
+
+The learner id comes from ``ECHOQ_LEARNER``, else from ``JUPYTERHUB_USER`` (made safe for a
+key: see :func:`from_hub_user`), else there is none: solo mode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+
+from ..keyspace import NAMESPACE_RE, check_namespace, check_queue_name
+
+__all__ = ["learner_id", "from_hub_user", "queue_name"]
+
+
+def from_hub_user(user: str) -> str:
+    """A namespace for a JupyterHub user name. A name that is already a valid namespace is
+    kept; any other (``Ada.Lovelace@uni.edu``) becomes its safe letters plus a short hash of
+    the whole name, so two different users can never share a namespace."""
+    if NAMESPACE_RE.match(user):
+        return user
+    safe = re.sub(r"[^a-z0-9_-]+", "-", user.lower()).strip("-_")[:20] or "user"
+    return f"{safe}-{hashlib.sha1(user.encode()).hexdigest()[:8]}"
+
+
+def learner_id() -> str | None:
+    """``ECHOQ_LEARNER`` (checked: a bad one is a one-line error), else the JupyterHub user
+    made safe, else None (solo mode)."""
+    given = os.environ.get("ECHOQ_LEARNER", "").strip()
+    if given:
+        return check_namespace(given)
+    hub_user = os.environ.get("JUPYTERHUB_USER", "").strip()
+    return from_hub_user(hub_user) if hub_user else None
+
+
+def queue_name(name: str) -> str:
+    """``name`` in the learner's namespace (``alice.lesson-02``), or ``name`` in solo mode."""
+    learner = learner_id()
+    return check_queue_name(f"{learner}.{name}" if learner else name)
