@@ -21,6 +21,7 @@ key                    type        holds
 ``emq:{q}:stats``      hash        counters: enqueued, claimed, completed, retried, reaped, ...
 ``emq:{q}:effects``    hash        the effects ledger: JOB id -> how many times its effect ran
 ``emq:{q}:outbox``     list        the stand-in side effect: one record per effect performed
+``emq:{q}:progress``   hash        the teaching kit's record of a learner's lessons and checks
 =====================  ==========  ==========================================================
 """
 
@@ -106,6 +107,11 @@ class Keyspace:
     @property
     def outbox(self) -> str:
         return self.prefix + "outbox"
+
+    @property
+    def progress(self) -> str:
+        """Used by the teaching kit only (echoq/teaching/progress.py), on its ``course`` queue."""
+        return self.prefix + "progress"
 
     def job(self, job_id: str) -> str:
         """The row key of one job; refuses anything that is not a branded JOB id."""

@@ -22,7 +22,7 @@ import redis
 from .. import scripts
 from ..queue import Queue
 from ..server import connect, describe
-from . import learner
+from . import learner, progress
 
 
 @dataclass
@@ -52,6 +52,7 @@ def start(number: str, *, quiet: bool = False) -> Lesson:
     _show_figures_as_pictures()
     lesson = Lesson(number, Queue(learner.queue_name(f"lesson-{number}"), client))
     lesson.queue.reset()
+    progress.record_lesson(client, number)
     if not quiet:
         print(describe(client))
         print(f"This lesson uses the queue {lesson.queue.name!r}: its keys all start with {lesson.queue.keys.prefix}")

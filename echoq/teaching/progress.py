@@ -1,0 +1,96 @@
+"""Where a learner is: lessons reached and exercise checks, recorded on the server.
+
+Each learner's record is one hash, ``emq:{<learner>.course}:progress`` (solo:
+``emq:{course}:progress``), inside their namespace, so on a shared server only they (and the
+instructor) can touch it. Fields:
+
+* ``lesson:<nn>`` -- server ms when the lesson was first started;
+* ``check:<nn>:<exercise>:attempts`` -- how many times the check ran;
+* ``check:<nn>:<exercise>:passed`` -- ``1`` once it has passed (never goes back to 0);
+* ``check:<nn>:<exercise>:misconception`` -- the name of the last misconception it caught
+  (empty once it passes);
+* ``check:<nn>:<exercise>:at`` -- server ms of the last check.
+
+A check's fields are written in one MULTI, so a reader never sees an attempt without its
+verdict. :func:`read` returns a learner's whole record in one call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import redis
+
+from ..clock import server_now_ms
+from ..keyspace import Keyspace, check_namespace
+from . import learner as learners
+
+__all__ = ["CheckRecord", "Progress", "key", "record_lesson", "record_check", "read"]
+
+COURSE = "course"
+
+
+def key(learner: str | None = None) -> str:
+    """The progress hash of ``learner`` (default: this process's learner, or solo)."""
+    if learner is None:
+        return Keyspace(learners.queue_name(COURSE)).progress
+    return Keyspace(f"{check_namespace(learner)}.{COURSE}").progress
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    lesson: str
+    exercise: str
+    attempts: int
+    passed: bool
+    misconception: str | None
+    at_ms: int
+
+
+@dataclass
+class Progress:
+    learner: str | None
+    lessons: dict[str, int] = field(default_factory=dict)  # lesson -> first started (server ms)
+    checks: dict[tuple[str, str], CheckRecord] = field(default_factory=dict)
+
+
+def record_lesson(client: redis.Redis, lesson: str) -> None:
+    """Note that the learner started ``lesson`` (the first time only)."""
+    client.hsetnx(key(), f"lesson:{lesson}", server_now_ms(client))
+
+
+def record_check(client: redis.Redis, lesson: str, exercise: str, passed: bool, misconception: str | None) -> None:
+    """One run of an exercise check: attempts + 1, the verdict, the misconception hit."""
+    k, head = key(), f"check:{lesson}:{exercise}:"
+    now = server_now_ms(client)
+    pipe = client.pipeline(transaction=True)
+    pipe.hincrby(k, head + "attempts", 1)
+    if passed:
+        pipe.hset(k, mapping={head + "passed": 1, head + "misconception": "", head + "at": now})
+    else:
+        pipe.hset(k, mapping={head + "misconception": misconception or "", head + "at": now})
+        pipe.hsetnx(k, head + "passed", 0)
+    pipe.execute()
+
+
+def read(client: redis.Redis, learner: str | None = None) -> Progress:
+    """A learner's whole record, in one read."""
+    raw = {str(f): str(v) for f, v in client.hgetall(key(learner)).items()}
+    progress = Progress(learner if learner is not None else learners.learner_id())
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    for name, value in raw.items():
+        parts = name.split(":")
+        if parts[0] == "lesson" and len(parts) == 2:
+            progress.lessons[parts[1]] = int(value)
+        elif parts[0] == "check" and len(parts) == 4:
+            found.setdefault((parts[1], parts[2]), {})[parts[3]] = value
+    for (lesson, exercise), fields in sorted(found.items()):
+        progress.checks[(lesson, exercise)] = CheckRecord(
+            lesson,
+            exercise,
+            int(fields.get("attempts", 0)),
+            fields.get("passed") == "1",
+            fields.get("misconception") or None,
+            int(fields.get("at", 0)),
+        )
+    return progress
