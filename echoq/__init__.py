@@ -20,6 +20,7 @@ from .errors import (
     InvalidArgument,
     InvalidJobId,
     InvalidQueueName,
+    PermissionDenied,
     ScriptFailed,
     ServerUnavailable,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "InvalidJobId",
     "InvalidQueueName",
     "Job",
+    "PermissionDenied",
     "JobState",
     "Keyspace",
     "Queue",

@@ -32,6 +32,11 @@ class DockerUnavailable(ServerUnavailable):
     """``ECHOQ_VALKEY=docker`` was asked for but no Docker engine answered."""
 
 
+class PermissionDenied(EchoqError, PermissionError):
+    """The server's ACL refused a command or a key: this user may not touch it (on a shared
+    workshop server, a learner reaching outside their own namespace)."""
+
+
 class ScriptFailed(EchoqError, RuntimeError):
     """A Lua script replied with an error code the Python side does not expect."""
 
@@ -41,4 +46,8 @@ class ScriptFailed(EchoqError, RuntimeError):
 SCRIPT_ERRORS: dict[str, tuple[type[EchoqError], str]] = {
     "BADARG": (InvalidArgument, "an argument or a key is out of range, or KEYS mix two queues"),
     "BADID": (InvalidJobId, "an id is not a JOB id, or a row key does not belong to the id"),
+    "NOPERM": (PermissionDenied, "the server's ACL refused a key or a command to this user"),
 }
+
+# How an ACL refusal inside a script reads (the code is lost on the way out): Valkey, Redis 7.
+ACL_REFUSALS = ("ACL failure in script", "can't access at least one of the keys", "no permissions")

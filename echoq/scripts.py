@@ -27,7 +27,7 @@ from typing import Any
 
 import redis
 
-from .errors import SCRIPT_ERRORS, InvalidArgument, ScriptFailed, ServerUnavailable
+from .errors import ACL_REFUSALS, SCRIPT_ERRORS, InvalidArgument, PermissionDenied, ScriptFailed, ServerUnavailable
 
 __all__ = ["lua_dir", "names", "raw_source", "expanded", "sha", "run", "run_text", "translate", "lost_server"]
 
@@ -124,6 +124,13 @@ def run_text(client: Any, text: str, keys: list[str], args: list[Any], *, name: 
 def translate(exc: redis.ResponseError, name: str) -> Exception:
     """The typed error for a script's error reply: its first word looked up in SCRIPT_ERRORS."""
     text = str(exc)
+    if isinstance(exc, redis.exceptions.NoPermissionError) or any(
+        m in text.lower() for m in map(str.lower, ACL_REFUSALS)
+    ):
+        return PermissionDenied(
+            f"{name}: the server refused this user a key or a command ({text.split(' script:')[0].strip()}); "
+            "you may only touch your own queues: check the queue name and the user in VALKEY_URL"
+        )
     code, _, detail = text.partition(" ")
     if code in SCRIPT_ERRORS:
         kind = SCRIPT_ERRORS[code][0]

@@ -265,3 +265,22 @@ def test_crash_plans_are_the_kits_and_checked() -> None:
     assert CrashPlan("mid_job,after_effect", mode="kill").mode is CrashMode.KILL
     with pytest.raises(echoq.InvalidArgument, match="crash points must be among"):
         CrashPlan("sideways")
+
+
+def test_an_acl_refusal_in_a_script_is_a_typed_one_line_error(valkey_client) -> None:
+    user = f"acl-{os.getpid()}"
+    valkey_client.execute_command("ACL", "SETUSER", user, "on", ">pw", "~emq:{mine.*", "+@all")
+    try:
+        kw = valkey_client.connection_pool.connection_kwargs
+        limited = __import__("redis").Redis(
+            host=kw["host"], port=kw["port"], username=user, password="pw", decode_responses=True
+        )
+        with pytest.raises(echoq.PermissionDenied, match="refused this user") as caught:
+            echoq.Queue("theirs.q", limited).enqueue("x")
+        assert "\n" not in str(caught.value)
+        with pytest.raises(echoq.PermissionDenied):
+            scripts.run(
+                limited, "reap", ["emq:{theirs.q}:active", "emq:{theirs.q}:pending", "emq:{theirs.q}:stats"], [1]
+            )
+    finally:
+        valkey_client.execute_command("ACL", "DELUSER", user)
