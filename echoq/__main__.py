@@ -1,11 +1,18 @@
 """``python -m echoq``: ``check`` and ``worker`` use the library; ``chaos`` and the worker's
-``--kill-*`` options come from the teaching kit, imported only when asked for."""
+``--kill-*`` options come from the teaching kit, imported only when asked for.
+
+Exit status: 0 done; 1 a chaos run found a job lost or an effect duplicated; 2 anything
+that went wrong -- bad options, an unreachable server, a refused password or ACL, any
+:class:`~echoq.EchoqError` -- reported as ONE line on stderr (``echoq: ...``), never a
+traceback; 130 interrupted (Ctrl-C)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+
+import redis
 
 from .errors import EchoqError
 
@@ -116,9 +123,20 @@ def main(argv: list[str] | None = None) -> int:
                 print(result.format())
             return 0 if result.ok else 1
     except EchoqError as exc:
-        print(f"echoq: {exc}", file=sys.stderr)
-        return 2
+        return _one_line(str(exc))
+    except KeyboardInterrupt:
+        print("echoq: interrupted", file=sys.stderr)
+        return 130
+    except (redis.RedisError, OSError) as exc:
+        # A failure the library did not type (it should have): still one line, no traceback.
+        return _one_line(f"{type(exc).__name__}: {exc}")
     return 0
+
+
+def _one_line(message: str) -> int:
+    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    print(f"echoq: {first}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -1,18 +1,77 @@
-"""The server's clock, the only clock leases are written and judged on."""
+"""The server's clock, the only clock leases are written and judged on -- and the clock
+:class:`echoq.Queue` mints JOB ids on."""
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any
 
 import redis
 
 from .errors import ServerUnavailable
+from .ids import Minter
+
+__all__ = ["server_now_ms", "wait_for_server_ms", "wait_until_expired", "ServerClock", "server_clock"]
 
 
 def server_now_ms(client: redis.Redis) -> int:
     """The server's TIME in milliseconds (what the scripts compute as `now`)."""
-    seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
+    seconds, micros = _time(client)
+    return seconds * 1000 + micros // 1000
+
+
+class ServerClock:
+    """The server's clock, followed locally: one TIME, then this machine's monotonic clock
+    from there, read again every ``refresh_s`` seconds so drift cannot build up. This
+    machine's wall clock is never used, so however wrong it is, ids minted here
+    (:meth:`mint`) sort among other producers' by the server's time."""
+
+    def __init__(self, refresh_s: float = 60.0) -> None:
+        self._refresh_ns = int(refresh_s * 1e9)
+        self._lock = threading.Lock()
+        self._server_ms = 0.0
+        self._at_ns = -self._refresh_ns - 1
+        self._minter = Minter()
+
+    def now_ms(self, client: redis.Redis) -> int:
+        """The server's now in ms, read with TIME on ``client`` at most every refresh_s."""
+        with self._lock:
+            if time.monotonic_ns() - self._at_ns > self._refresh_ns:
+                before = time.monotonic_ns()
+                seconds_micros = _time(client)
+                after = time.monotonic_ns()
+                self._server_ms = seconds_micros[0] * 1000 + seconds_micros[1] / 1000
+                self._at_ns = (before + after) // 2
+            return int(self._server_ms + (time.monotonic_ns() - self._at_ns) / 1e6)
+
+    def mint(self, client: redis.Redis) -> str:
+        """A JOB id minted at the server's now: after every id this clock minted before."""
+        return self._minter.mint(self.now_ms(client))
+
+
+def _time(client: redis.Redis) -> tuple[int, int]:
+    from .scripts import guard
+
+    with guard(client, "read the server's clock (TIME)"):
+        seconds, micros = client.time()
+    return int(seconds), int(micros)
+
+
+_clocks: dict[tuple[Any, ...], ServerClock] = {}
+_clocks_lock = threading.Lock()
+
+
+def server_clock(client: redis.Redis) -> ServerClock:
+    """The one :class:`ServerClock` of this process for the server ``client`` talks to, so
+    every queue on that server mints ids in one order."""
+    kw = client.connection_pool.connection_kwargs
+    where = (kw.get("path"), kw.get("host"), kw.get("port"))
+    with _clocks_lock:
+        clock = _clocks.get(where)
+        if clock is None:
+            clock = _clocks[where] = ServerClock()
+        return clock
 
 
 def wait_for_server_ms(client: redis.Redis, target_ms: int, timeout_s: float = 5.0) -> bool:

@@ -5,7 +5,17 @@ runs the stand-in side effect (an append to ``emq:{q}:outbox``) through ``lua/ef
 which writes the ledger entry in the same atomic step:
 
 * ``apply_once`` -- the idempotent consumer: keyed on the JOB id, later deliveries skip;
+  and only while the queue still holds the job (its row exists), so a stale worker that
+  wakes up after the job was completed runs nothing (``Effect.GONE``);
 * ``apply_every`` -- the naive consumer (a cautionary contrast): one effect per delivery.
+
+**Bounds.** A ledger entry lives as long as the queue remembers its job: while the job
+is live or dead, and after completion while its id is among the newest ``keep_done`` in
+``emq:{q}:done``; it goes when the job leaves done or is evicted from the dead set. That
+is safe because ``apply_once`` refuses a job with no row. The outbox keeps its newest
+``keep_outbox`` records (10,000 by default). The naive contrast's effects on jobs the
+naive pop already removed are the exception: nothing forgets them, so a contrast's queue
+is reset after use (every lesson and chaos run does).
 """
 
 from __future__ import annotations
@@ -15,12 +25,16 @@ from enum import StrEnum
 
 from . import scripts
 from .ids import check_job_id
+from .limits import check, text
 from .queue import Queue, _text
+
+DEFAULT_KEEP_OUTBOX = 10_000
 
 
 class Effect(StrEnum):
     APPLIED = "applied"
     SKIPPED = "skipped"  # the JOB id was in the ledger: nothing ran
+    GONE = "gone"  # apply_once on a job the queue no longer holds (completed, or unknown): nothing ran
 
 
 @dataclass(frozen=True)
@@ -32,16 +46,24 @@ class EffectResult:
 class Effects:
     """The effects ledger of one queue (``emq:{q}:effects`` + ``emq:{q}:outbox``)."""
 
-    def __init__(self, queue: Queue) -> None:
+    def __init__(self, queue: Queue, *, keep_outbox: int = DEFAULT_KEEP_OUTBOX) -> None:
         self.queue = queue
+        self.keep_outbox = check("keep_outbox", keep_outbox)
 
     def _apply(self, job_id: str, mode: str, record: str) -> EffectResult:
-        k = self.queue.keys
-        reply = scripts.run(self.queue.client, "effect", [k.effects, k.outbox], [check_job_id(job_id), mode, record])
+        job_id = check_job_id(job_id)
+        record = text("record", record)
+        reply = scripts.run(
+            self.queue.client,
+            "effect",
+            self.queue.script_keys("effect", job_id),
+            [job_id, mode, record, self.keep_outbox],
+        )
         return EffectResult(Effect(_text(reply[0])), int(reply[1]))
 
     def apply_once(self, job_id: str, record: str = "") -> EffectResult:
-        """The idempotent consumer: run the effect unless this JOB id already ran it."""
+        """The idempotent consumer: run the effect unless this JOB id already ran it, and
+        only while the queue still holds the job."""
         return self._apply(job_id, "once", record)
 
     def apply_every(self, job_id: str, record: str = "") -> EffectResult:
@@ -49,10 +71,14 @@ class Effects:
         return self._apply(job_id, "every", record)
 
     def count(self, job_id: str) -> int:
-        return int(self.queue.client.hget(self.queue.keys.effects, check_job_id(job_id)) or 0)
+        key = self.queue.keys.effects
+        with scripts.guard(self.queue.client, "Effects.count", [key]):
+            return int(self.queue.client.hget(key, check_job_id(job_id)) or 0)
 
     def counts(self) -> dict[str, int]:
-        return {_text(k): int(v) for k, v in self.queue.client.hgetall(self.queue.keys.effects).items()}
+        key = self.queue.keys.effects
+        with scripts.guard(self.queue.client, "Effects.counts", [key]):
+            return {_text(k): int(v) for k, v in self.queue.client.hgetall(key).items()}
 
     def total(self) -> int:
         return sum(self.counts().values())
@@ -62,4 +88,6 @@ class Effects:
         return sum(n - 1 for n in self.counts().values() if n > 1)
 
     def outbox(self) -> list[str]:
-        return [_text(x) for x in self.queue.client.lrange(self.queue.keys.outbox, 0, -1)]
+        key = self.queue.keys.outbox
+        with scripts.guard(self.queue.client, "Effects.outbox", [key]):
+            return [_text(x) for x in self.queue.client.lrange(key, 0, -1)]

@@ -24,6 +24,18 @@ class InvalidArgument(EchoqError, ValueError):
     """A number or option out of its range (a negative lease, a zero limit, ...)."""
 
 
+class InvalidPayload(InvalidArgument):
+    """A payload the library will not store: not UTF-8 text, or more than 1 MiB of it.
+    Nothing was written. Encode binary data (base64), or store big data elsewhere and
+    enqueue a reference."""
+
+
+class ClockSkew(EchoqError, ValueError):
+    """A JOB id minted more than ``echoq.limits.CLOCK_AHEAD_MS`` ahead of the server's
+    clock. Its producer's clock runs fast; fix it (NTP), or let :meth:`echoq.Queue.enqueue`
+    mint the id (it follows the server's clock). Nothing was written."""
+
+
 class ServerUnavailable(EchoqError, ConnectionError):
     """Valkey cannot be reached, refused the password, or went away."""
 
@@ -34,7 +46,8 @@ class DockerUnavailable(ServerUnavailable):
 
 class PermissionDenied(EchoqError, PermissionError):
     """The server's ACL refused a command or a key: this user may not touch it (on a shared
-    workshop server, a learner reaching outside their own namespace)."""
+    workshop server, a learner reaching outside their own namespace). The message names the
+    user, the command or the key, and what to do."""
 
 
 class ScriptFailed(EchoqError, RuntimeError):
@@ -42,12 +55,19 @@ class ScriptFailed(EchoqError, RuntimeError):
 
 
 # code -> (class raised, what the code means). Every code a script in lua/ replies with is
-# here; tests/test_scripts.py fails on a code used in lua/ but missing from this table.
+# here; tests/test_layers.py fails on a code used in lua/ but missing from this table.
 SCRIPT_ERRORS: dict[str, tuple[type[EchoqError], str]] = {
     "BADARG": (InvalidArgument, "an argument or a key is out of range, or KEYS mix two queues"),
     "BADID": (InvalidJobId, "an id is not a JOB id, or a row key does not belong to the id"),
+    "BADPAYLOAD": (InvalidPayload, "a payload is not UTF-8 text, or is longer than 1 MiB"),
+    "BADCLOCK": (ClockSkew, "a JOB id was minted too far ahead of the server's clock"),
     "NOPERM": (PermissionDenied, "the server's ACL refused a key or a command to this user"),
 }
 
 # How an ACL refusal inside a script reads (the code is lost on the way out): Valkey, Redis 7.
-ACL_REFUSALS = ("ACL failure in script", "can't access at least one of the keys", "no permissions")
+ACL_REFUSALS = (
+    "ACL failure in script",
+    "can't access at least one of the keys",
+    "can't run this command",
+    "no permissions",
+)

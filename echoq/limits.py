@@ -1,21 +1,29 @@
 """Every numeric bound of the library, and the one helper that checks a number against one.
 
 The same bounds are written into ``lua/includes/args.lua``, which every script uses to
-check its ARGV before its first write (``tests/test_limits.py`` keeps the two in step).
+check its ARGV before its first write (``tests/test_layers.py`` keeps the two in step).
 A bound is part of the contract: a lease longer than a day, say, is refused on both sides
 with a one-line error, so a typo can never park a job for years.
 
-=================  ==============  =====================================================
-bound              range           why this size
-=================  ==============  =====================================================
-``lease_ms``       1 .. 86400000   a day; a longer job renews its lease (``extend``)
-``delay_ms``       0 .. 604800000  a week of delay or retry backoff
-``count``          1 .. 1000       jobs claimed or finished in one call: keeps a call short
-``limit``          1 .. 10000      jobs one sweep or read may touch in one call
-``max_attempts``   1 .. 1000       deliveries before a failing job is dead-lettered
-``max_stalled``    1 .. 1000       the stall count that dead-letters a job: the N-th is fatal
-``keep_done``      0 .. 1000000    completed ids remembered for duplicate refusal
-=================  ==============  =====================================================
+=================  ==================  ==================================================
+bound              range               why this size
+=================  ==================  ==================================================
+``lease_ms``       1 .. 86400000       a day; a longer job renews its lease (``extend``)
+``delay_ms``       0 .. 604800000      a week of delay or retry backoff
+``count``          1 .. 1000           jobs claimed or finished in one call: keeps a call short
+``limit``          1 .. 10000          jobs one sweep or read may touch in one call
+``max_attempts``   1 .. 1000           deliveries before a failing job is dead-lettered
+``max_stalled``    1 .. 1000           the stall count that dead-letters a job: the N-th is fatal
+``keep_done``      0 .. 1000000        completed ids remembered for duplicate refusal
+``keep_dead``      0 .. 1000000        dead jobs kept (rows and all); older ones are evicted
+``keep_outbox``    1 .. 1000000        effect records the stand-in outbox keeps
+``attempt``        1 .. 2147483647     a fencing token (the row's attempts after a claim)
+``payload_bytes``  0 .. 1048576        a job's payload: UTF-8 text of at most 1 MiB
+``text_bytes``     0 .. 4096           an error kept on a row, an effect's record
+=================  ==================  ==================================================
+
+:data:`CLOCK_AHEAD_MS` (60 s) is how far ahead of the server's clock a JOB id may have
+been minted (``lua/includes/job_id.lua`` holds the same number).
 """
 
 from __future__ import annotations
@@ -23,9 +31,9 @@ from __future__ import annotations
 import math
 from typing import Final
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, InvalidPayload
 
-__all__ = ["BOUNDS", "whole", "fraction", "check"]
+__all__ = ["BOUNDS", "CLOCK_AHEAD_MS", "whole", "fraction", "check", "payload", "text"]
 
 BOUNDS: Final[dict[str, tuple[int, int]]] = {
     "lease_ms": (1, 86_400_000),
@@ -35,7 +43,14 @@ BOUNDS: Final[dict[str, tuple[int, int]]] = {
     "max_attempts": (1, 1_000),
     "max_stalled": (1, 1_000),
     "keep_done": (0, 1_000_000),
+    "keep_dead": (0, 1_000_000),
+    "keep_outbox": (1, 1_000_000),
+    "attempt": (1, 2_147_483_647),
+    "payload_bytes": (0, 1_048_576),
+    "text_bytes": (0, 4_096),
 }
+
+CLOCK_AHEAD_MS: Final[int] = 60_000
 
 
 def whole(name: str, value: object, low: int, high: int | None = None, *, unit: str = "") -> int:
@@ -46,7 +61,7 @@ def whole(name: str, value: object, low: int, high: int | None = None, *, unit: 
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
         span = f"between {low:,} and {high:,}" if high is not None else f">= {low:,}"
         unit = f" {unit}" if unit else ""
-        raise InvalidArgument(f"{name} must be a whole number{unit} {span}, got {value!r}")
+        raise InvalidArgument(f"{name} must be a whole number{unit} {span}, got {_shown(value)}")
     return value
 
 
@@ -61,7 +76,7 @@ def fraction(name: str, value: object, low: float, high: float | None = None) ->
     )
     if not ok:
         span = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise InvalidArgument(f"{name} must be a number {span}, got {value!r}")
+        raise InvalidArgument(f"{name} must be a number {span}, got {_shown(value)}")
     return float(value)  # type: ignore[arg-type]
 
 
@@ -69,3 +84,58 @@ def check(bound: str, value: object, name: str | None = None) -> int:
     """Check ``value`` against the library bound of that name (``check('lease_ms', 500)``)."""
     low, high = BOUNDS[bound]
     return whole(name or bound, value, low, high, unit="of milliseconds" if bound.endswith("_ms") else "")
+
+
+def payload(value: object) -> str:
+    """A job's payload as the library stores it: ``str``, or ``bytes`` that are UTF-8, of
+    at most ``payload_bytes`` bytes once encoded; else :class:`InvalidPayload` in one line.
+
+    Payloads are text because every reader decodes them (a handler gets ``str``); binary
+    data goes in base64, or somewhere else with a reference in the payload."""
+    return _text("payload", value, "payload_bytes", InvalidPayload)
+
+
+def text(name: str, value: object, *, shorten: bool = False) -> str:
+    """Text the library keeps next to a job (an error, an effect's record): ``str`` that
+    encodes as UTF-8 within ``text_bytes``. With ``shorten``, a longer text is cut at a
+    character boundary and characters UTF-8 cannot hold (lone surrogates) become ``?``,
+    instead of being refused."""
+    if shorten and isinstance(value, str):
+        high = BOUNDS["text_bytes"][1]
+        raw = value.encode("utf-8", "replace")
+        if len(raw) > high:
+            raw = raw[:high].decode("utf-8", "ignore").encode()
+        return raw.decode()
+    return _text(name, value, "text_bytes", InvalidArgument)
+
+
+def _text(name: str, value: object, bound: str, error: type[InvalidArgument] | type[InvalidPayload]) -> str:
+    high = BOUNDS[bound][1]
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(
+                f"{name} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at {exc.start}); "
+                "echoq stores text: encode binary data (base64), or store it elsewhere and pass a reference"
+            ) from None
+    if not isinstance(value, str):
+        raise error(f"{name} must be str (UTF-8 text), got {type(value).__name__}; serialise it first (json.dumps)")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise error(
+            f"{name} has a character UTF-8 cannot encode ({value[exc.start]!r} at {exc.start}, a lone surrogate); "
+            "echoq stores UTF-8 text"
+        ) from None
+    if size > high:
+        raise error(
+            f"{name} is {size:,} bytes of UTF-8, more than the {high:,} allowed; "
+            "store it elsewhere and pass a reference"
+        )
+    return value
+
+
+def _shown(value: object) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."

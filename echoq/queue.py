@@ -17,16 +17,34 @@ from typing import Any
 
 import redis
 
-from . import scripts
+from . import limits, scripts
+from .clock import server_clock
 from .errors import InvalidArgument
-from .ids import check_job_id, new_job_id
+from .ids import check_job_id
 from .keyspace import Keyspace
 from .limits import BOUNDS, check, whole
 
 DEFAULT_LEASE_MS = 30_000
 DEFAULT_KEEP_DONE = 10_000
+DEFAULT_KEEP_DEAD = 10_000
 DEFAULT_MAX_STALLED = 2  # the second stall is fatal: one stall is recovered
 BATCH = BOUNDS["count"][1]  # most jobs one batch script takes (enqueue_many, complete_many)
+
+# The named KEYS of each script, in its header's order (row keys, when a script takes
+# them, follow these). The one place the Python side spells a script's key list.
+SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
+    "enqueue": ("pending", "scheduled", "done", "stats"),
+    "enqueue_many": ("pending", "scheduled", "done", "stats"),
+    "claim": ("pending", "active", "scheduled", "stats", "dead", "done", "effects"),
+    "complete": ("active", "done", "stats", "effects"),
+    "complete_many": ("pending", "active", "scheduled", "done", "stats", "dead", "effects"),
+    "retry": ("active", "pending", "scheduled", "dead", "stats", "effects"),
+    "extend": ("active", "stats"),
+    "reap": ("active", "pending", "stats", "scheduled", "dead", "done", "effects"),
+    "stalled_check": ("active", "pending", "dead", "stats", "scheduled", "done", "effects"),
+    "snapshot": ("pending", "active", "scheduled", "dead", "done", "stats", "effects"),
+    "effect": ("effects", "outbox"),
+}
 
 
 class JobState(StrEnum):
@@ -37,6 +55,9 @@ class JobState(StrEnum):
     ACTIVE = "active"
     DEAD = "dead"
     DONE = "done"  # completed: the row is gone, the id is remembered in emq:{q}:done (capped)
+
+
+_STATES = {state.value for state in JobState}
 
 
 class Enqueue(StrEnum):
@@ -93,17 +114,23 @@ class StalledReport:
     now_ms: int
     recovered: list[str]
     dead: list[str]
+    corrupt: int = 0  # expired entries whose row was missing or disagreed (see lua/includes/rows.lua)
 
 
 @dataclass(frozen=True)
 class Job:
-    """One row, as read with :meth:`Queue.job`."""
+    """One row, as read with :meth:`Queue.job`.
+
+    ``payload`` is ``str``; it is ``bytes`` only for a payload that is not UTF-8 text,
+    which echoq never writes (something else did): such a job is dead-lettered with reason
+    ``bad_payload`` on its first claim, its bytes kept here for a person to look at.
+    ``state`` is None for a row whose state is not one echoq writes."""
 
     job_id: str
-    state: JobState
+    state: JobState | None
     attempts: int
     stalled: int
-    payload: str | None
+    payload: str | bytes | None
     error: str | None = None
     reason: str | None = None
 
@@ -149,6 +176,11 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _lenient(value: bytes) -> str:
+    """Text for display from bytes that may not be UTF-8 (a field something else wrote)."""
+    return value.decode("utf-8", "backslashreplace")
+
+
 class Queue:
     """A reliable queue named ``name`` on a Valkey server.
 
@@ -156,9 +188,17 @@ class Queue:
     defaults to :func:`echoq.connect`, i.e. ``VALKEY_URL`` or the embedded server.
     """
 
-    def __init__(self, name: str, client: redis.Redis | None = None, *, keep_done: int = DEFAULT_KEEP_DONE) -> None:
+    def __init__(
+        self,
+        name: str,
+        client: redis.Redis | None = None,
+        *,
+        keep_done: int = DEFAULT_KEEP_DONE,
+        keep_dead: int = DEFAULT_KEEP_DEAD,
+    ) -> None:
         self.keys = Keyspace(name)
-        self.keep_done = check("keep_done", keep_done)
+        self.keep_done = check("keep_done", keep_done)  # ids in emq:{q}:done (duplicate refusal)
+        self.keep_dead = check("keep_dead", keep_dead)  # jobs in emq:{q}:dead; older ones are evicted
         if client is None:
             from .server import connect
 
@@ -175,33 +215,49 @@ class Queue:
     def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
         return scripts.run(self.client, script, keys, args)
 
+    def script_keys(self, script: str, *job_ids: str) -> list[str]:
+        """The KEYS a script of this queue is called with: its named keys (SCRIPT_KEYS),
+        then the row of each of ``job_ids``."""
+        k = self.keys
+        return [getattr(k, name) for name in SCRIPT_KEYS[script]] + [k.job(job_id) for job_id in job_ids]
+
+    def new_job_id(self) -> str:
+        """A JOB id minted on the server's clock (see :class:`echoq.clock.ServerClock`):
+        jobs sort by the server's time, whatever this machine's clock says."""
+        return server_clock(self.client).mint(self.client)
+
     # -- moves -------------------------------------------------------------------------
 
-    def enqueue(self, payload: str = "", *, job_id: str | None = None, delay_ms: int = 0) -> Enqueued:
-        """Add a job; a known ``job_id`` is refused as a duplicate and nothing changes."""
-        job_id = check_job_id(job_id) if job_id is not None else new_job_id()
+    def enqueue(self, payload: str | bytes = "", *, job_id: str | None = None, delay_ms: int = 0) -> Enqueued:
+        """Add a job; a known ``job_id`` is refused as a duplicate and nothing changes.
+
+        ``payload`` is text: ``str``, or ``bytes`` that are UTF-8, at most 1 MiB encoded
+        (:class:`echoq.InvalidPayload` otherwise, before anything is written). Without
+        ``job_id``, the id is minted on the server's clock; a ``job_id`` minted more than
+        60 s ahead of the server's clock is refused (:class:`echoq.ClockSkew`)."""
+        text = limits.payload(payload)
+        job_id = check_job_id(job_id) if job_id is not None else self.new_job_id()
         check("delay_ms", delay_ms)
-        k = self.keys
-        reply = self._run(
-            "enqueue",
-            [k.pending, k.scheduled, k.done, k.stats, k.job(job_id)],
-            [job_id, payload, delay_ms],
-        )
+        reply = self._run("enqueue", self.script_keys("enqueue", job_id), [job_id, text, delay_ms])
         outcome = Enqueue(_text(reply[0]))
-        state = JobState(_text(reply[2])) if len(reply) > 2 else None
+        state = JobState(_text(reply[2])) if len(reply) > 2 and _text(reply[2]) in _STATES else None
         return Enqueued(job_id, outcome, state)
 
-    def enqueue_many(self, payloads: Sequence[str], *, delay_ms: int = 0) -> list[str]:
-        """Enqueue several jobs, one script call per 1000; returns their new ids in order."""
+    def enqueue_many(self, payloads: Sequence[str | bytes], *, delay_ms: int = 0) -> list[str]:
+        """Enqueue several jobs, one script call per 1000; returns their new ids in order.
+        Every payload is checked first: one that is not UTF-8 text of at most 1 MiB refuses
+        the whole call, before anything is written."""
         check("delay_ms", delay_ms)
-        k = self.keys
-        ids = [new_job_id() for _ in payloads]
+        if isinstance(payloads, str | bytes) or not isinstance(payloads, Sequence):
+            raise InvalidArgument(f"enqueue_many takes a list of payloads, got {type(payloads).__name__}")
+        texts = [limits.payload(p) for p in payloads]
+        ids = [self.new_job_id() for _ in texts]
         for start in range(0, len(ids), BATCH):
             chunk = ids[start : start + BATCH]
             args: list[Any] = [delay_ms]
-            for job_id, payload in zip(chunk, payloads[start : start + BATCH], strict=True):
-                args += [job_id, payload]
-            self._run("enqueue_many", [k.pending, k.scheduled, k.done, k.stats, *map(k.job, chunk)], args)
+            for job_id, text in zip(chunk, texts[start : start + BATCH], strict=True):
+                args += [job_id, text]
+            self._run("enqueue_many", self.script_keys("enqueue_many", *chunk), args)
         return ids
 
     def claim(self, lease_ms: int = DEFAULT_LEASE_MS) -> Claim | None:
@@ -213,15 +269,13 @@ class Queue:
         """Claim up to ``count`` jobs in one call, each under its own lease and attempt."""
         check("lease_ms", lease_ms)
         check("count", count)
-        k = self.keys
-        reply = self._run("claim", [k.pending, k.active, k.scheduled, k.stats], [lease_ms, count])
+        reply = self._run("claim", self.script_keys("claim"), [lease_ms, count, self.keep_dead])
         return _claims(reply)
 
     def complete(self, claim: Claim | str, attempt: int | None = None) -> Complete:
         """Finish a job you hold. Refused (STALE) if your lease was lost; GONE if no row."""
         job_id, attempt = _holder(claim, attempt)
-        k = self.keys
-        reply = self._run("complete", [k.active, k.done, k.stats, k.job(job_id)], [job_id, attempt, self.keep_done])
+        reply = self._run("complete", self.script_keys("complete", job_id), [job_id, attempt, self.keep_done])
         return Complete(_text(reply[0]))
 
     def complete_many(self, claims: Sequence[Claim]) -> list[Complete]:
@@ -241,20 +295,19 @@ class Queue:
         for held in claims:
             if not isinstance(held, Claim):
                 raise InvalidArgument(f"complete_many takes the Claims that claim_many returned, got {held!r}")
+            check_job_id(held.job_id)
+            check("attempt", held.attempt)
         check("lease_ms", lease_ms)
         whole("count", count, 0, BATCH)  # 0: complete and claim nothing
-        k = self.keys
         outcomes: list[Complete] = []
         fresh: list[Claim] = []
         chunks = [claims[start : start + BATCH] for start in range(0, len(claims), BATCH)] or [[]]
         for n, chunk in enumerate(chunks):
-            args: list[Any] = [self.keep_done, lease_ms, count if n == len(chunks) - 1 else 0]
+            args: list[Any] = [self.keep_done, lease_ms, count if n == len(chunks) - 1 else 0, self.keep_dead]
             for held in chunk:
                 args += [held.job_id, held.attempt]
             done, claimed = self._run(
-                "complete_many",
-                [k.pending, k.active, k.scheduled, k.done, k.stats, *(k.job(h.job_id) for h in chunk)],
-                args,
+                "complete_many", self.script_keys("complete_many", *(h.job_id for h in chunk)), args
             )
             outcomes += [Complete(_text(x)) for x in done]
             fresh += _claims(claimed)
@@ -278,15 +331,18 @@ class Queue:
         backoff_ms: int = 0,
         max_attempts: int = 3,
     ) -> RetryResult:
-        """Give a failed job back: pending now, scheduled after ``backoff_ms``, or dead."""
+        """Give a failed job back: pending now, scheduled after ``backoff_ms``, or dead.
+        ``error`` is kept on the row, cut to 4096 bytes of UTF-8 if longer."""
         job_id, attempt = _holder(claim, attempt)
+        if not isinstance(error, str):
+            raise InvalidArgument(f"error must be str, got {type(error).__name__}")
+        error = limits.text("error", error, shorten=True)
         check("delay_ms", backoff_ms, "backoff_ms")
         check("max_attempts", max_attempts)
-        k = self.keys
         reply = self._run(
             "retry",
-            [k.active, k.pending, k.scheduled, k.dead, k.stats, k.job(job_id)],
-            [job_id, attempt, error, backoff_ms, max_attempts],
+            self.script_keys("retry", job_id),
+            [job_id, attempt, error, backoff_ms, max_attempts, self.keep_dead],
         )
         outcome = Retry(_text(reply[0]))
         if outcome in (Retry.RETRIED, Retry.SCHEDULED, Retry.DEAD):
@@ -297,24 +353,26 @@ class Queue:
         """Push your lease to server now + ``lease_ms``; refused if you no longer hold it."""
         job_id, attempt = _holder(claim, attempt)
         check("lease_ms", lease_ms)
-        k = self.keys
-        reply = self._run("extend", [k.active, k.job(job_id)], [job_id, attempt, lease_ms])
+        reply = self._run("extend", self.script_keys("extend", job_id), [job_id, attempt, lease_ms])
         return Extend(_text(reply[0]))
+
+    def _reap_batch(self, limit: int) -> tuple[int, list[str], int]:
+        check("limit", limit)
+        now, moved, corrupt = self._run("reap", self.script_keys("reap"), [limit, self.keep_dead])
+        return int(now), [_text(x) for x in moved], int(corrupt)
 
     def reap_once(self, limit: int = 100) -> tuple[int, list[str]]:
         """One bounded sweep: (server now in ms, ids moved from active back to pending)."""
-        check("limit", limit)
-        k = self.keys
-        reply = self._run("reap", [k.active, k.pending, k.stats], [limit])
-        return int(reply[0]), [_text(x) for x in reply[1:]]
+        now, moved, _corrupt = self._reap_batch(limit)
+        return now, moved
 
     def reap(self, limit: int = 100) -> list[str]:
         """Sweep until no expired lease is left; every moved id, in the order moved."""
         moved: list[str] = []
         while True:
-            _now, batch = self.reap_once(limit)
+            _now, batch, corrupt = self._reap_batch(limit)
             moved += batch
-            if len(batch) < limit:
+            if len(batch) + corrupt < limit:
                 return moved
 
     def stalled_check(self, max_stalled: int = DEFAULT_MAX_STALLED, limit: int = 100) -> StalledReport:
@@ -323,27 +381,25 @@ class Queue:
         means the N-th stall is fatal (BullMQ's ``maxStalledCount`` is N - 1)."""
         check("max_stalled", max_stalled)
         check("limit", limit)
-        k = self.keys
         recovered: list[str] = []
         dead: list[str] = []
+        corrupt = 0
         while True:
-            now, rec, died = self._run("stalled_check", [k.active, k.pending, k.dead, k.stats], [max_stalled, limit])
+            now, rec, died, bad = self._run(
+                "stalled_check", self.script_keys("stalled_check"), [max_stalled, limit, self.keep_dead]
+            )
             recovered += [_text(x) for x in rec]
             dead += [_text(x) for x in died]
-            if len(rec) + len(died) < limit:
-                return StalledReport(int(now), recovered, dead)
+            corrupt += int(bad)
+            if len(rec) + len(died) + int(bad) < limit:
+                return StalledReport(int(now), recovered, dead, corrupt)
 
     # -- reads ---------------------------------------------------------------------------
 
     def snapshot(self, limit: int = 1000) -> Snapshot:
         """One atomic read of every set, the counters and the server's now."""
         check("limit", limit)
-        k = self.keys
-        reply = self._run(
-            "snapshot",
-            [k.pending, k.active, k.scheduled, k.dead, k.done, k.stats, k.effects],
-            [limit],
-        )
+        reply = self._run("snapshot", self.script_keys("snapshot"), [limit])
         now, pending, active, scheduled, dead, done, stats, rows, effects = reply
 
         def scored(part: list[Any]) -> dict[str, int]:
@@ -374,39 +430,66 @@ class Queue:
         )
 
     def job(self, job_id: str) -> Job | None:
-        """The row of one job, or None if it is retired or unknown."""
-        row = self.client.hgetall(self.keys.job(job_id))
-        if not row:
+        """The row of one job, or None if it is retired or unknown (a dead job with no
+        row is a corrupt entry: see README, Limits and guarantees)."""
+        key = self.keys.job(job_id)
+        with scripts.guard(self.client, "Queue.job", [key]):
+            # Raw bytes: a row something else wrote may hold bytes that are not UTF-8.
+            raw = self.client.execute_command("HGETALL", key, NEVER_DECODE=[])
+        if not raw:
             return None
-        row = {_text(key): _text(value) for key, value in row.items()}
+        if isinstance(raw, list):  # RESP2 without the dict callback
+            raw = dict(zip(raw[::2], raw[1::2], strict=True))
+        row = {_lenient(k): v for k, v in raw.items()}
+
+        def field(name: str) -> str | None:
+            value = row.get(name)
+            return _lenient(value) if value else None
+
+        def number(name: str) -> int:
+            value = field(name) or "0"
+            return int(value) if value.lstrip("-").isdigit() else 0
+
+        payload: str | bytes | None = row.get("payload")
+        if isinstance(payload, bytes):
+            try:
+                payload = payload.decode("utf-8")
+            except UnicodeDecodeError:
+                pass  # kept as bytes: see Job
+        state = field("state")
         return Job(
             job_id=job_id,
-            state=JobState(row.get("state", "pending")),
-            attempts=int(row.get("attempts", 0)),
-            stalled=int(row.get("stalled", 0)),
-            payload=row.get("payload"),
-            error=row.get("error") or None,
-            reason=row.get("reason") or None,
+            state=JobState(state) if state in _STATES else None,
+            attempts=number("attempts"),
+            stalled=number("stalled"),
+            payload=payload,
+            error=field("error"),
+            reason=field("reason"),
         )
 
     def keys_in_use(self) -> Iterator[str]:
-        for key in self.client.scan_iter(match=self.keys.pattern(), count=500):
-            yield _text(key)
+        pattern = self.keys.pattern()
+        with scripts.guard(self.client, "Queue.keys_in_use (SCAN)", [pattern]):
+            for key in self.client.scan_iter(match=pattern, count=500):
+                yield _lenient(key) if isinstance(key, bytes) else key
 
     def reset(self) -> int:
         """Delete every key of this queue (for starting a lesson afresh); how many went."""
         keys = list(self.keys_in_use())
-        for start in range(0, len(keys), 500):
-            self.client.delete(*keys[start : start + 500])
+        with scripts.guard(self.client, "Queue.reset (DEL)", [self.keys.pattern()]):
+            for start in range(0, len(keys), 500):
+                self.client.delete(*keys[start : start + 500])
         return len(keys)
 
 
 def _holder(claim: Claim | str, attempt: int | None) -> tuple[str, int]:
     if isinstance(claim, Claim):
-        return claim.job_id, claim.attempt if attempt is None else attempt
-    if attempt is None:
+        job_id, attempt = claim.job_id, claim.attempt if attempt is None else attempt
+    elif attempt is None:
         raise InvalidArgument("pass the Claim, or a job id together with its attempt number")
-    return check_job_id(claim), attempt
+    else:
+        job_id = claim
+    return check_job_id(job_id), check("attempt", attempt)
 
 
 def _claims(reply: list[Any]) -> list[Claim]:

@@ -15,21 +15,49 @@ what a lesson shows a learner is what the server runs.
 server) it sends the source once with ``EVAL``, which also caches it, so a client never
 needs ``SCRIPT LOAD`` rights. An error reply ``CODE message`` is raised as the class
 :data:`echoq.errors.SCRIPT_ERRORS` names for ``CODE``.
+
+**Typed errors for direct commands too.** The library's few direct commands (a row read,
+a SCAN, TIME, ...) run inside :func:`guard`, which turns what the server or the network
+says into the same typed one-line errors as a script's: an ACL refusal is
+:class:`~echoq.PermissionDenied` naming the user, the command or key refused and what to
+do; a lost connection is :class:`~echoq.ServerUnavailable`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from .errors import ACL_REFUSALS, SCRIPT_ERRORS, InvalidArgument, PermissionDenied, ScriptFailed, ServerUnavailable
+from .errors import (
+    ACL_REFUSALS,
+    SCRIPT_ERRORS,
+    EchoqError,
+    InvalidArgument,
+    PermissionDenied,
+    ScriptFailed,
+    ServerUnavailable,
+)
 
-__all__ = ["lua_dir", "names", "raw_source", "expanded", "sha", "run", "run_text", "translate", "lost_server"]
+__all__ = [
+    "lua_dir",
+    "names",
+    "raw_source",
+    "expanded",
+    "sha",
+    "run",
+    "run_text",
+    "guard",
+    "translate",
+    "denied",
+    "lost_server",
+]
 
 _HERE = Path(__file__).resolve().parent
 _INCLUDE = re.compile(r'^--- @include "([a-z_/]+)"[ \t]*$', re.MULTILINE)
@@ -106,7 +134,22 @@ def run(client: Any, name: str, keys: list[str], args: list[Any]) -> Any:
         except redis.exceptions.NoScriptError:
             return client.eval(expanded(name), len(keys), *keys, *args)
     except redis.ResponseError as exc:
-        raise translate(exc, name) from None
+        raise translate(exc, name, client=client, keys=keys) from None
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise lost_server(client, exc) from None
+
+
+@contextmanager
+def guard(client: Any, what: str, keys: Sequence[str] = ()) -> Iterator[None]:
+    """Run direct commands on ``client`` with typed one-line errors: an ACL refusal becomes
+    :class:`PermissionDenied` (``what`` the caller was doing, on ``keys``), a lost server
+    :class:`ServerUnavailable`, any other error reply an :class:`EchoqError`."""
+    try:
+        yield
+    except redis.ResponseError as exc:
+        if _is_refusal(exc):
+            raise denied(client, exc, what, keys) from None
+        raise EchoqError(f"{what}: the server replied with an error ({_first_line(exc)})") from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise lost_server(client, exc) from None
 
@@ -121,27 +164,73 @@ def run_text(client: Any, text: str, keys: list[str], args: list[Any], *, name: 
         raise lost_server(client, exc) from None
 
 
-def translate(exc: redis.ResponseError, name: str) -> Exception:
-    """The typed error for a script's error reply: its first word looked up in SCRIPT_ERRORS."""
-    text = str(exc)
-    if isinstance(exc, redis.exceptions.NoPermissionError) or any(
-        m in text.lower() for m in map(str.lower, ACL_REFUSALS)
-    ):
-        return PermissionDenied(
-            f"{name}: the server refused this user a key or a command ({text.split(' script:')[0].strip()}); "
-            "you may only touch your own queues: check the queue name and the user in VALKEY_URL"
-        )
+def translate(exc: redis.ResponseError, name: str, *, client: Any = None, keys: Sequence[str] = ()) -> Exception:
+    """The typed error for a script's error reply: its first word looked up in SCRIPT_ERRORS;
+    an ACL refusal (NOPERM on EVALSHA, or "ACL failure" inside the script) is
+    :class:`PermissionDenied` (see :func:`denied`)."""
+    if _is_refusal(exc):
+        return denied(client, exc, f"{name}.lua", keys)
+    text = _first_line(exc)
     code, _, detail = text.partition(" ")
     if code in SCRIPT_ERRORS:
         kind = SCRIPT_ERRORS[code][0]
-        return kind(f"{name}: {detail.split(' script:')[0].strip()}")
+        return kind(f"{name}: {detail}")
     return ScriptFailed(f"{name}.lua failed on the server: {text}")
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text.split(" script:")[0].strip()
+
+
+def _is_refusal(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, redis.exceptions.NoPermissionError) or any(m.lower() in text for m in ACL_REFUSALS)
+
+
+_COMMAND = re.compile(r"'([A-Za-z][\w|-]*)' command")
+_QUEUE_KEY = re.compile(r"^emq:\{([^}]*)\}:")
+
+
+def denied(client: Any, exc: Exception, what: str, keys: Sequence[str] = ()) -> PermissionDenied:
+    """One line for an ACL refusal: who was refused, which command or key, and what to do.
+
+    Valkey and Redis 7 word refusals differently, and inside a script neither names the key:
+    a script only ever touches its own queue's keys, so the queue is named instead."""
+    kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
+    user = kw.get("username") or "default"
+    said = _first_line(exc)
+    command = _COMMAND.search(said)
+    if command is not None:
+        name = command.group(1).lower()
+        refused = f"the command {name.upper()}"
+        todo = f"ask whoever runs the server to allow it (ACL SETUSER {user} +{name})"
+    elif "command" in said.lower():
+        refused = "a command it runs"
+        todo = (
+            f"ask whoever runs the server to allow this user the commands echoq uses "
+            f"(ACL SETUSER {user} +@read +@write +@scripting +time)"
+        )
+    else:
+        queues = sorted({m.group(1) for key in keys if (m := _QUEUE_KEY.match(key))})
+        if len(keys) == 1:
+            refused = f"the key {keys[0]}"
+        elif queues:
+            refused = "the keys of queue " + ", ".join(f"{q!r} (emq:{{{q}}}:*)" for q in queues)
+        else:
+            refused = "a key it needs"
+        pattern = " ".join(f"~emq:{{{q}}}:*" for q in queues) or "the keys"
+        todo = (
+            "use a queue this user may touch (on a shared server, one in your own namespace: "
+            f"'<namespace>.<name>'), or ask whoever runs the server to grant user {user!r} {pattern}"
+        )
+    return PermissionDenied(f"{what}: user {user!r} may not use {refused} (the server's ACL said: {said}); {todo}")
 
 
 def lost_server(client: Any, exc: Exception) -> ServerUnavailable:
     from .server import TRY_INSTEAD, describe_client
 
-    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    reason = _first_line(exc)
     return ServerUnavailable(
         f"lost Valkey at {describe_client(client)} ({reason}); is the server still running? "
         f"Reconnect with echoq.connect(), or {TRY_INSTEAD}"

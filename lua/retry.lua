@@ -2,22 +2,28 @@
 --
 -- Fenced like complete. If the attempts so far have reached max attempts, the job goes
 -- to the dead set with the error kept on its row (the durable floor: nothing is lost, a
--- person can look at it). Otherwise it waits out a backoff measured on the server's clock
+-- person can look at it), and the dead set is trimmed to its newest `keep dead` jobs
+-- (includes/dead_letter). Otherwise it waits out a backoff measured on the server's clock
 -- in the scheduled set (claim.lua promotes it when due), or goes straight back to pending
--- when the backoff is 0.
+-- when the backoff is 0. The error text is UTF-8 of at most 4096 bytes (echoq.Queue.retry
+-- shortens a longer one). The row is the truth: if the active set had lost the id's
+-- entry, the move still happens, and the missing entry is counted in stats 'corrupt'.
 --
 -- KEYS[1]  emq:{q}:active      sorted set
 -- KEYS[2]  emq:{q}:pending     sorted set, score 0
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
 -- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)
 -- KEYS[5]  emq:{q}:stats       hash of counters ('retried' or 'dead' is bumped)
--- KEYS[6]  emq:{q}:job:<id>    the row
+-- KEYS[6]  emq:{q}:effects     hash: the effects ledger (an evicted dead job's entry goes)
+-- KEYS[7]  emq:{q}:job:<id>    the row
 -- ARGV[1]  job id
--- ARGV[2]  attempt             the attempt number (fencing token) the claim returned
--- ARGV[3]  error               text kept on the row as 'error'
+-- ARGV[2]  attempt             the attempt number (fencing token) the claim returned,
+--                               1..2147483647
+-- ARGV[3]  error               text kept on the row as 'error', UTF-8, 0..4096 bytes
 -- ARGV[4]  backoff             milliseconds before the job may be claimed again,
 --                               0..604800000
 -- ARGV[5]  max attempts        dead-letter once attempts >= this, 1..1000
+-- ARGV[6]  keep dead           how many jobs emq:{q}:dead keeps, 0..1000000
 --
 -- Replies
 --   {'retried', attempts}          back in pending now
@@ -26,45 +32,51 @@
 --   {'stale', state, attempts}     refused: the caller no longer holds the job
 --   {'gone'}                       refused: no such row
 -- Errors
---   BADARG  backoff or max attempts out of range, or KEYS[1..5] not the keys above of one
---           queue
---   BADID   KEYS[6] is not the row of ARGV[1] in that queue
+--   BADARG  attempt, error, backoff, max attempts or keep dead out of range, or KEYS[1..6]
+--           not the keys above of one queue
+--   BADID   KEYS[7] is not the row of ARGV[1] in that queue
 --- @include "includes/server_now"
 --- @include "includes/queue_keys"
 --- @include "includes/args"
 --- @include "includes/fence"
+--- @include "includes/dead_letter"
 
-local active_key, pending_key, scheduled_key, dead_key, stats_key, row_key =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local id, attempt, err = ARGV[1], ARGV[2], ARGV[3]
+local NAMES = {'active', 'pending', 'scheduled', 'dead', 'stats', 'effects'}
+local row_key = KEYS[7]
+local id = ARGV[1]
 
-local prefix, refused = queue_prefix({'active', 'pending', 'scheduled', 'dead', 'stats'}, id)
+local prefix, refused = queue_prefix(NAMES, id)
 if not prefix then return refused end
-local backoff_ms, max_attempts
+local attempt, err, backoff_ms, max_attempts, keep_dead
+attempt, refused = whole(ARGV[2], 'attempt', 'attempt')
+if not attempt then return refused end
+err, refused = text(ARGV[3], 'error', 'text_bytes')
+if not err then return refused end
 backoff_ms, refused = whole(ARGV[4], 'backoff', 'delay_ms')
 if not backoff_ms then return refused end
 max_attempts, refused = whole(ARGV[5], 'max attempts', 'max_attempts')
 if not max_attempts then return refused end
+keep_dead, refused = whole(ARGV[6], 'keep dead', 'keep_dead')
+if not keep_dead then return refused end
 
 refused = fence(row_key, attempt)
 if refused then return refused end
 
-local now = server_now_ms()
-local attempts = tonumber(attempt)
-redis.call('ZREM', active_key, id)
-if attempts >= max_attempts then
-  redis.call('HSET', row_key, 'state', 'dead', 'error', err, 'reason', 'max_attempts',
-    'dead_ms', now)
-  redis.call('ZADD', dead_key, now, id)
-  redis.call('HINCRBY', stats_key, 'dead', 1)
-  return {'dead', attempts}
+local q = keys_by_name(prefix, NAMES)
+q.now, q.keep_dead = server_now_ms(), keep_dead
+note_missing_lease(q.active, q.stats, id)
+redis.call('ZREM', q.active, id)
+if attempt >= max_attempts then
+  dead_letter(q, id, true, 'max_attempts', err)
+  trim_dead(q)
+  return {'dead', attempt}
 end
-redis.call('HINCRBY', stats_key, 'retried', 1)
+redis.call('HINCRBY', q.stats, 'retried', 1)
 if backoff_ms == 0 then
   redis.call('HSET', row_key, 'state', 'pending', 'error', err)
-  redis.call('ZADD', pending_key, 0, id)
-  return {'retried', attempts}
+  redis.call('ZADD', q.pending, 0, id)
+  return {'retried', attempt}
 end
 redis.call('HSET', row_key, 'state', 'scheduled', 'error', err)
-redis.call('ZADD', scheduled_key, now + backoff_ms, id)
-return {'scheduled', attempts, now + backoff_ms}
+redis.call('ZADD', q.scheduled, q.now + backoff_ms, id)
+return {'scheduled', attempt, q.now + backoff_ms}

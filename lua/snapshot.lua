@@ -3,6 +3,10 @@
 -- Because it is one script, no move runs in the middle of it: a picture drawn from it
 -- never shows a job in two places, or in none. Listed ids' rows emq:{q}:job:<id> are read
 -- at keys built from KEYS[1]'s prefix (includes/queue_keys): same {q} tag, same slot.
+-- Whatever something else may have written there, every string it replies with is text:
+-- a member that is not a JOB id, and a row's state and reason, are shown with every byte
+-- outside printable ASCII escaped (includes/text printable), and an id with no row (a
+-- corrupt entry, see includes/rows) is listed in its set but has no row in the reply.
 --
 -- KEYS[1]  emq:{q}:pending     KEYS[2]  emq:{q}:active    KEYS[3]  emq:{q}:scheduled
 -- KEYS[4]  emq:{q}:dead        KEYS[5]  emq:{q}:done      KEYS[6]  emq:{q}:stats
@@ -18,11 +22,12 @@
 --    {dead count, {id, died, ...}},
 --    {done count, {id, finished, ...}},       newest first
 --    {field, value, ...},                     the stats hash
---    {id, state, attempts, stalled, reason, ...}  one row per listed live id
+--    {id, state, attempts, stalled, reason, ...}  one per listed id that has a row
 --    {id, effects, ...}}                      the effects ledger for listed ids
 -- Errors
 --   BADARG  limit out of range, or KEYS not the seven keys above of one queue
 --- @include "includes/server_now"
+--- @include "includes/job_id"
 --- @include "includes/queue_keys"
 --- @include "includes/args"
 
@@ -43,12 +48,13 @@ local done = redis.call('ZREVRANGE', KEYS[5], 0, limit - 1, 'WITHSCORES')
 
 local rows, effects = {}, {}
 local function add_row(id)
-  local f = redis.call('HMGET', prefix .. 'job:' .. id, 'state', 'attempts', 'stalled', 'reason')
+  local f = redis.pcall('HMGET', prefix .. 'job:' .. id, 'state', 'attempts', 'stalled', 'reason')
+  if f.err or not f[1] then return end  -- no row (a corrupt entry): nothing to show
   rows[#rows + 1] = id
-  rows[#rows + 1] = f[1] or ''
-  rows[#rows + 1] = f[2] or '0'
-  rows[#rows + 1] = f[3] or '0'
-  rows[#rows + 1] = f[4] or ''
+  rows[#rows + 1] = printable(f[1])
+  rows[#rows + 1] = tonumber(f[2]) or 0
+  rows[#rows + 1] = tonumber(f[3]) or 0
+  rows[#rows + 1] = f[4] and printable(f[4]) or ''
 end
 for _, id in ipairs(pending) do add_row(id) end
 for i = 1, #active, 2 do add_row(active[i]) end
@@ -64,6 +70,15 @@ local function add_effects(id)
 end
 for i = 1, #rows, 5 do add_effects(rows[i]) end
 for i = 1, #done, 2 do add_effects(done[i]) end
+
+local function as_text(list, step)
+  for i = 1, #list, step do
+    if not is_job_id(list[i]) then list[i] = printable(list[i]) end
+  end
+end
+as_text(pending, 1)
+for _, list in ipairs({active, scheduled, dead, done, effects}) do as_text(list, 2) end
+as_text(rows, 5)
 
 return {now,
   {redis.call('ZCARD', KEYS[1]), pending},

@@ -8,55 +8,70 @@
 -- means the N-th stall is fatal: with 2, the first stall is recovered and the second goes
 -- to the dead set; with 1, the first stall is fatal. (BullMQ's maxStalledCount counts the
 -- recoveries instead: it is N - 1.) A poison job that kills every worker that touches it
--- thus lands on the durable floor instead of looping forever.
+-- thus lands on the durable floor instead of looping forever; the dead set then keeps its
+-- newest `keep dead` jobs (includes/dead_letter).
 -- Detect and move happen in one script, like reap.lua; at most `limit` jobs per call.
 -- Each stalled id's row emq:{q}:job:<id> is built from KEYS[1]'s prefix
--- (includes/queue_keys): same {q} tag, same slot.
+-- (includes/queue_keys): same {q} tag, same slot. An expired entry whose row is missing or
+-- does not say 'active' is corrupt: no stall is counted on it and no row is written for it
+-- (includes/rows: counted in stats 'corrupt'; dead-lettered, or dropped when a stray copy).
 --
 -- KEYS[1]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[2]  emq:{q}:pending     sorted set, score 0
 -- KEYS[3]  emq:{q}:dead        sorted set, score = time of death (server ms)
 -- KEYS[4]  emq:{q}:stats       hash of counters ('stalled' and 'dead' are bumped)
+-- KEYS[5]  emq:{q}:scheduled   sorted set (read, to recognise a stray copy)
+-- KEYS[6]  emq:{q}:done        sorted set of recently completed ids (read)
+-- KEYS[7]  emq:{q}:effects     hash: the effects ledger (an evicted dead job's entry goes)
 -- ARGV[1]  max stalled         the stall count that is fatal, 1..1000
--- ARGV[2]  limit               most jobs to handle in this call, 1..10000
+-- ARGV[2]  limit               most expired entries to handle in this call, 1..10000
+-- ARGV[3]  keep dead           how many jobs emq:{q}:dead keeps, 0..1000000
 --
 -- Replies
---   {now, {recovered id, ...}, {dead id, ...}}
+--   {now, {recovered id, ...}, {dead id, ...}, corrupt}
+--       corrupt: how many expired entries were corrupt (handled, neither recovered nor
+--       stalled-dead)
 -- Errors
---   BADARG  max stalled or limit out of range, or KEYS not the four keys above of one queue
+--   BADARG  max stalled, limit or keep dead out of range, or KEYS not the seven keys above
+--           of one queue
 --- @include "includes/server_now"
 --- @include "includes/queue_keys"
 --- @include "includes/args"
+--- @include "includes/rows"
 
-local active_key, pending_key, dead_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-
-local prefix, refused = queue_prefix({'active', 'pending', 'dead', 'stats'})
+local NAMES = {'active', 'pending', 'dead', 'stats', 'scheduled', 'done', 'effects'}
+local prefix, refused = queue_prefix(NAMES)
 if not prefix then return refused end
-local max_stalled, limit
+local max_stalled, limit, keep_dead
 max_stalled, refused = whole(ARGV[1], 'max stalled', 'max_stalled')
 if not max_stalled then return refused end
 limit, refused = whole(ARGV[2], 'limit', 'limit')
 if not limit then return refused end
+keep_dead, refused = whole(ARGV[3], 'keep dead', 'keep_dead')
+if not keep_dead then return refused end
 
-local now = server_now_ms()
-local recovered, dead = {}, {}
-local expired = redis.call('ZRANGEBYSCORE', active_key, '-inf', now, 'LIMIT', 0, limit)
+local q = keys_by_name(prefix, NAMES)
+q.now, q.keep_dead = server_now_ms(), keep_dead
+local recovered, dead, corrupt = {}, {}, 0
+local expired = redis.call('ZRANGEBYSCORE', q.active, '-inf', q.now, 'LIMIT', 0, limit)
 for _, id in ipairs(expired) do
-  local row = prefix .. 'job:' .. id
-  local stalled = redis.call('HINCRBY', row, 'stalled', 1)
-  redis.call('ZREM', active_key, id)
-  if stalled >= max_stalled then
-    redis.call('HSET', row, 'state', 'dead', 'reason', 'stalled',
-      'error', 'stalled ' .. stalled .. ' times (max_stalled ' .. max_stalled .. ')',
-      'dead_ms', now)
-    redis.call('ZADD', dead_key, now, id)
-    dead[#dead + 1] = id
+  redis.call('ZREM', q.active, id)
+  local row = take_row(q, id, 'active')
+  if not row then
+    corrupt = corrupt + 1
   else
-    redis.call('HSET', row, 'state', 'pending')
-    redis.call('ZADD', pending_key, 0, id)
-    recovered[#recovered + 1] = id
+    local stalled = redis.call('HINCRBY', row, 'stalled', 1)
+    if stalled >= max_stalled then
+      dead_letter(q, id, true, 'stalled', 'stalled ' .. stalled .. ' times (max_stalled ' .. max_stalled .. ')')
+      dead[#dead + 1] = id
+    else
+      redis.call('HSET', row, 'state', 'pending')
+      redis.call('ZADD', q.pending, 0, id)
+      recovered[#recovered + 1] = id
+    end
   end
 end
-if #expired > 0 then redis.call('HINCRBY', stats_key, 'stalled', #expired) end
-if #dead > 0 then redis.call('HINCRBY', stats_key, 'dead', #dead) end
-return {now, recovered, dead}
+local stalls = #recovered + #dead
+if stalls > 0 then redis.call('HINCRBY', q.stats, 'stalled', stalls) end
+if q.died then trim_dead(q) end
+return {q.now, recovered, dead, corrupt}

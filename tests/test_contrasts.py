@@ -23,14 +23,16 @@ def test_naive_pop_takes_the_job_out_of_valkey(queue: echoq.Queue) -> None:
 def test_naive_loop_loses_the_job_a_crash_interrupts_and_the_claim_does_not(queue: echoq.Queue) -> None:
     ids = queue.enqueue_many([f"job {n}" for n in range(4)])
     effects = Effects(queue)
-    # Naive loop: the worker dies while processing the second job it popped.
+    # Naive loop: the worker dies while processing the second job it popped. (Its effect is
+    # the naive one: apply_once runs only for a job the queue still holds, and the pop
+    # already removed it.)
     for n in range(2):
         job_id, _payload = contrasts.naive_pop(queue)
         if n == 0:
-            effects.apply_once(job_id)
+            effects.apply_every(job_id)
     # A restarted worker drains what is left the naive way.
     while (popped := contrasts.naive_pop(queue)) is not None:
-        effects.apply_once(popped[0])
+        effects.apply_every(popped[0])
     lost = [job_id for job_id in ids if effects.count(job_id) == 0]
     assert lost == [ids[1]]
     assert places(queue.snapshot()) == {}  # and nothing in Valkey remembers it

@@ -170,7 +170,7 @@ def test_includes_are_expanded_recursively_each_once_needs_first() -> None:
 
 def test_the_expanded_claim_reads_from_the_top_as_lesson_02_says() -> None:
     text = scripts.expanded("claim")
-    calls = ("'TIME'", "'ZPOPMIN', pending_key", "'HINCRBY', row, 'attempts'", "'ZADD', active_key")
+    calls = ("'TIME'", "'ZPOPMIN', q.pending", "'HINCRBY', row, 'attempts'", "'ZADD', q.active")
     at = [text.index(f"redis.call({call}") for call in calls]
     assert at == sorted(at), "read from the top: TIME (server_now_ms), then ZPOPMIN, HINCRBY, ZADD"
     # The file alone has none of those calls: without the expansion a learner could not read them.
@@ -275,12 +275,11 @@ def test_an_acl_refusal_in_a_script_is_a_typed_one_line_error(valkey_client) -> 
         limited = __import__("redis").Redis(
             host=kw["host"], port=kw["port"], username=user, password="pw", decode_responses=True
         )
-        with pytest.raises(echoq.PermissionDenied, match="refused this user") as caught:
-            echoq.Queue("theirs.q", limited).enqueue("x")
+        theirs = echoq.Queue("theirs.q", limited)
+        with pytest.raises(echoq.PermissionDenied, match=r"may not use the keys of queue 'theirs.q'") as caught:
+            theirs.enqueue("x")
         assert "\n" not in str(caught.value)
-        with pytest.raises(echoq.PermissionDenied):
-            scripts.run(
-                limited, "reap", ["emq:{theirs.q}:active", "emq:{theirs.q}:pending", "emq:{theirs.q}:stats"], [1]
-            )
+        with pytest.raises(echoq.PermissionDenied, match=r"reap.lua: user 'acl-\d+' may not use"):
+            scripts.run(limited, "reap", theirs.script_keys("reap"), [1, 10])
     finally:
         valkey_client.execute_command("ACL", "DELUSER", user)

@@ -13,6 +13,7 @@ import echoq
 from echoq import Complete, Enqueue, Extend, JobState, Retry, scripts
 from echoq.effects import Effects
 from echoq.keyspace import Keyspace
+from echoq.queue import SCRIPT_KEYS
 from echoq.teaching import contrasts
 from tests.conftest import fresh_name
 from tests.helpers import assert_one_place, expire, server_now_ms, wait_for_server_time
@@ -58,10 +59,10 @@ def test_enqueue_refuses_unbranded_ids_on_the_server(queue: echoq.Queue) -> None
     """The script checks too: a client that skips the Python check still cannot add one."""
     k = queue.keys
     with pytest.raises(echoq.InvalidJobId, match="not a JOB id"):
-        queue._run("enqueue", [k.pending, k.scheduled, k.done, k.stats, k.prefix + "job:42"], ["42", "p", 0])
+        queue._run("enqueue", queue.script_keys("enqueue") + [k.prefix + "job:42"], ["42", "p", 0])
     good = echoq.new_job_id()
     with pytest.raises(echoq.InvalidJobId, match="does not belong"):
-        queue._run("enqueue", [k.pending, k.scheduled, k.done, k.stats, k.prefix + "job:other"], [good, "p", 0])
+        queue._run("enqueue", queue.script_keys("enqueue") + [k.prefix + "job:other"], [good, "p", 0])
     assert list(queue.keys_in_use()) == []
 
 
@@ -86,13 +87,12 @@ def test_bad_arguments_are_refused_before_the_server(queue: echoq.Queue) -> None
 
 
 def test_bad_arguments_are_refused_by_the_scripts_too(queue: echoq.Queue) -> None:
-    k = queue.keys
     with pytest.raises(echoq.InvalidArgument, match="lease must be"):
-        queue._run("claim", [k.pending, k.active, k.scheduled, k.stats], [0, 1])
+        queue._run("claim", queue.script_keys("claim"), [0, 1, 10])
     with pytest.raises(echoq.InvalidArgument, match="count must be"):
-        queue._run("claim", [k.pending, k.active, k.scheduled, k.stats], [100, 1001])
+        queue._run("claim", queue.script_keys("claim"), [100, 1001, 10])
     with pytest.raises(echoq.InvalidArgument, match="limit must be"):
-        queue._run("reap", [k.active, k.pending, k.stats], ["lots"])
+        queue._run("reap", queue.script_keys("reap"), ["lots", 10])
 
 
 # -- every key a script touches belongs to the queue its KEYS name -----------------------
@@ -144,87 +144,101 @@ def other(client: redis.Redis) -> Iterator[echoq.Queue]:
 Call = tuple[str, list[str], list[object], type[Exception], str]  # script, KEYS, ARGV, error, message
 
 
+def _keys(ks: Keyspace, script: str, *rows: str, **swap: str) -> list[str]:
+    """A script's KEYS for queue ``ks`` (echoq.queue.SCRIPT_KEYS), with some named keys
+    swapped for others, then the given row keys."""
+    return [swap.get(name, getattr(ks, name)) for name in SCRIPT_KEYS[script]] + list(rows)
+
+
 def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim, new: str) -> dict[str, Call]:
     """Calls that name queue A in KEYS[1] but also touch queue B (or no queue at all). ``ha``
     and ``hb`` are jobs held in A and in B, ``new`` an id neither has seen."""
     bad_keys, bad_row = echoq.InvalidArgument, echoq.InvalidJobId
     not_a_queue_key = r"KEYS\[1\] \S+ is not a queue key"
+    claim_keys = _keys(a, "claim")
 
     def outside(n: int, queue: Keyspace = a) -> str:  # KEYS[n] is not in KEYS[1]'s queue
         return rf"KEYS\[{n}\] \S+ is not {re.escape(queue.prefix)}"
 
-    a_sets = [a.pending, a.active, a.scheduled, a.done, a.stats]
     return {
         # claim once took the prefix as ARGV[1]: that shape is now simply a bad lease
-        "claim old ARGV prefix of B": (
-            "claim",
-            [a.pending, a.active, a.scheduled, a.stats],
-            [b.prefix, 60_000, 10],
-            bad_keys,
-            "lease must",
-        ),
-        "claim B active": (
-            "claim",
-            [a.pending, b.active, a.scheduled, a.stats],
-            [60_000, 10],
-            bad_keys,
-            outside(2),
-        ),
+        "claim old ARGV prefix of B": ("claim", claim_keys, [b.prefix, 60_000, 10], bad_keys, "lease must"),
+        "claim B active": ("claim", _keys(a, "claim", active=b.active), [60_000, 10, 100], bad_keys, outside(2)),
         "claim no prefix": (
             "claim",
-            ["pending", "active", "scheduled", "stats"],
-            [60_000, 10],
+            [key.removeprefix(a.prefix) for key in claim_keys],
+            [60_000, 10, 100],
             bad_keys,
             not_a_queue_key,
         ),
         "claim no hash tag": (
             "claim",
-            ["emq:q:pending", "emq:q:active", "emq:q:scheduled", "emq:q:stats"],
-            [60_000, 10],
+            [key.replace("{" + a.queue + "}", "q") for key in claim_keys],
+            [60_000, 10, 100],
             bad_keys,
             not_a_queue_key,
         ),
         "complete_many B scheduled": (
             "complete_many",
-            [a.pending, a.active, b.scheduled, a.done, a.stats, a.job(ha.job_id)],
-            [100, 60_000, 10, ha.job_id, ha.attempt],
+            _keys(a, "complete_many", a.job(ha.job_id), scheduled=b.scheduled),
+            [100, 60_000, 10, 100, ha.job_id, ha.attempt],
             bad_keys,
             outside(3),
         ),
         "complete_many B row": (
             "complete_many",
-            [*a_sets, b.job(hb.job_id)],
-            [100, 60_000, 10, hb.job_id, hb.attempt],
+            _keys(a, "complete_many", b.job(hb.job_id)),
+            [100, 60_000, 10, 100, hb.job_id, hb.attempt],
             bad_row,
             "does not belong",
         ),
         "complete_many a row too many": (
             "complete_many",
-            [*a_sets, a.job(ha.job_id), a.job(new)],
-            [100, 60_000, 10, ha.job_id, ha.attempt],
+            _keys(a, "complete_many", a.job(ha.job_id), a.job(new)),
+            [100, 60_000, 10, 100, ha.job_id, ha.attempt],
             bad_keys,
-            "expected 6 KEYS",
+            "expected 8 KEYS",
         ),
         "enqueue_many B row": (
             "enqueue_many",
-            [a.pending, a.scheduled, a.done, a.stats, a.job(new), b.job(new)],
+            _keys(a, "enqueue_many", a.job(new), b.job(new)),
             [0, new, "p", new, "q"],
             bad_row,
             "does not belong",
         ),
-        "effect B outbox": ("effect", [a.effects, b.outbox], [ha.job_id, "once", "r"], bad_keys, outside(2)),
+        "effect B outbox": (
+            "effect",
+            _keys(a, "effect", a.job(ha.job_id), outbox=b.outbox),
+            [ha.job_id, "once", "r", 10],
+            bad_keys,
+            outside(2),
+        ),
+        "effect B row": (
+            "effect",
+            _keys(a, "effect", b.job(hb.job_id)),
+            [hb.job_id, "once", "r", 10],
+            bad_row,
+            "does not belong",
+        ),
         "fast_forward not a queue key": ("teaching/fast_forward", ["active"], [1_000], bad_keys, not_a_queue_key),
-        "reap B pending": ("reap", [a.active, b.pending, a.stats], [100], bad_keys, outside(2)),
+        "reap B pending": ("reap", _keys(a, "reap", pending=b.pending), [100, 100], bad_keys, outside(2)),
         "stalled_check B dead": (
             "stalled_check",
-            [a.active, a.pending, b.dead, a.stats],
-            [1, 100],
+            _keys(a, "stalled_check", dead=b.dead),
+            [1, 100, 100],
             bad_keys,
             outside(3),
         ),
+        "stalled_check B effects": (
+            "stalled_check",
+            _keys(a, "stalled_check", effects=b.effects),
+            [1, 100, 100],
+            bad_keys,
+            outside(7),
+        ),
         "snapshot B pending": (
             "snapshot",
-            [b.pending, a.active, a.scheduled, a.dead, a.done, a.stats, a.effects],
+            _keys(a, "snapshot", pending=b.pending),
             [100],
             bad_keys,
             outside(2, b),
@@ -232,21 +246,15 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
         "naive_pop B stats": ("teaching/naive_pop", [a.pending, b.stats], [], bad_keys, outside(2)),
         "enqueue B done": (
             "enqueue",
-            [a.pending, a.scheduled, b.done, a.stats, a.job(new)],
+            _keys(a, "enqueue", a.job(new), done=b.done),
             [new, "p", 0],
             bad_keys,
             outside(3),
         ),
-        "enqueue B row": (
-            "enqueue",
-            [a.pending, a.scheduled, a.done, a.stats, b.job(new)],
-            [new, "p", 0],
-            bad_row,
-            "does not belong",
-        ),
+        "enqueue B row": ("enqueue", _keys(a, "enqueue", b.job(new)), [new, "p", 0], bad_row, "does not belong"),
         "complete B row": (
             "complete",
-            [a.active, a.done, a.stats, b.job(hb.job_id)],
+            _keys(a, "complete", b.job(hb.job_id)),
             [hb.job_id, hb.attempt, 100],
             bad_row,
             "does not belong",
@@ -254,35 +262,35 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
         # the held row passes the fence; the script would then retire ha and drop `new` from active
         "complete row of another id": (
             "complete",
-            [a.active, a.done, a.stats, a.job(ha.job_id)],
+            _keys(a, "complete", a.job(ha.job_id)),
             [new, ha.attempt, 100],
             bad_row,
             "does not belong",
         ),
         "complete B done": (
             "complete",
-            [a.active, b.done, a.stats, a.job(ha.job_id)],
+            _keys(a, "complete", a.job(ha.job_id), done=b.done),
             [ha.job_id, ha.attempt, 100],
             bad_keys,
             outside(2),
         ),
         "retry B row": (
             "retry",
-            [a.active, a.pending, a.scheduled, a.dead, a.stats, b.job(hb.job_id)],
-            [hb.job_id, hb.attempt, "e", 0, 1],
+            _keys(a, "retry", b.job(hb.job_id)),
+            [hb.job_id, hb.attempt, "e", 0, 1, 100],
             bad_row,
             "does not belong",
         ),
         "retry B dead": (
             "retry",
-            [a.active, a.pending, a.scheduled, b.dead, a.stats, a.job(ha.job_id)],
-            [ha.job_id, ha.attempt, "e", 0, 1],
+            _keys(a, "retry", a.job(ha.job_id), dead=b.dead),
+            [ha.job_id, ha.attempt, "e", 0, 1, 100],
             bad_keys,
             outside(4),
         ),
         "extend B row": (
             "extend",
-            [a.active, b.job(hb.job_id)],
+            _keys(a, "extend", b.job(hb.job_id)),
             [hb.job_id, hb.attempt, 60_000],
             bad_row,
             "does not belong",
@@ -310,12 +318,14 @@ def test_a_script_refuses_keys_of_another_queue_and_changes_nothing(
 
 def test_a_popped_ids_row_is_read_in_its_own_queue_only(queue: echoq.Queue, other: echoq.Queue) -> None:
     """The row built for a popped id is KEYS[1]'s queue's, never another queue's: an id
-    that has a row only in another queue is an orphan here, and that row is untouched."""
+    that has a row only in another queue has no row here (a corrupt entry: dead-lettered
+    here, with no row written), and that row is untouched."""
     stray = other.enqueue("elsewhere").job_id
     queue.client.zadd(queue.keys.pending, {stray: 0})
     theirs = _server_state(other)
     assert queue.claim() is None
-    assert queue.snapshot().stats["orphans"] == 1
+    snap = queue.snapshot()
+    assert snap.stats["corrupt"] == 1 and list(snap.dead) == [stray] and queue.job(stray) is None
     assert _server_state(other) == theirs
     assert contrasts.naive_pop(queue) is None and _server_state(other) == theirs
 
@@ -698,7 +708,7 @@ def test_the_invariant_holds_after_a_random_mix_of_moves(queue: echoq.Queue) -> 
             elif move == "extend":
                 queue.extend(claim, lease_ms=5)
                 held.append(claim)
-            else:
+            elif claim.attempt > 1:  # a token from an earlier delivery (0 is no token at all)
                 queue.complete(claim.job_id, claim.attempt - 1)
         elif move == "expire":
             short = [c for c in held if c.deadline_ms - server_now_ms(queue.client) < 1_000]

@@ -1,10 +1,12 @@
--- includes/args.lua: check a numeric ARGV before any write, against the library's bounds.
+-- includes/args.lua: check a script's arguments before any write, against the library's bounds.
 --
--- The bounds are echoq/limits.py's BOUNDS, written again here (tests/test_limits.py keeps
--- them equal). A script calls whole() for every number it takes, all before its first
--- write, so a refused call changes nothing. whole() refuses what tonumber() would let
--- through: NaN, +-inf, fractions, hexadecimal and exponent forms, and anything outside the
--- bound.
+-- The bounds are echoq/limits.py's BOUNDS, written again here (tests/test_layers.py keeps
+-- them equal). A script calls whole() for every number it takes and text() for every text
+-- it stores, all before its first write, so a refused call changes nothing. whole()
+-- refuses what tonumber() would let through: NaN, +-inf, fractions, hexadecimal and
+-- exponent forms, empty strings, and anything outside the bound.
+--- @include "includes/text"
+
 local BOUNDS = {
   lease_ms = {1, 86400000},
   delay_ms = {0, 604800000},
@@ -13,6 +15,11 @@ local BOUNDS = {
   max_attempts = {1, 1000},
   max_stalled = {1, 1000},
   keep_done = {0, 1000000},
+  keep_dead = {0, 1000000},
+  keep_outbox = {1, 1000000},
+  attempt = {1, 2147483647},
+  payload_bytes = {0, 1048576},
+  text_bytes = {0, 4096},
 }
 
 -- Returns the number, or nil and a BADARG error reply naming the argument and its range.
@@ -22,12 +29,22 @@ local function whole(value, name, bound, low)
   local range = BOUNDS[bound]
   low = low or range[1]
   local high = range[2]
-  local text = tostring(value)
   local n = nil
-  if type(value) == 'string' and string.match(value, '^%-?%d+$') then n = tonumber(value) end
+  if type(value) == 'string' and #value <= 20 and string.match(value, '^%-?%d+$') then n = tonumber(value) end
   if n == nil or n < low or n > high then
     return nil, redis.error_reply('BADARG ' .. name .. ' must be a whole number between ' .. low ..
-      ' and ' .. high .. ', got ' .. string.sub(text, 1, 40))
+      ' and ' .. high .. ', got ' .. printable(value))
   end
   return n
+end
+
+-- Returns the text, or nil and an error reply: `code` (BADARG, or BADPAYLOAD for a job's
+-- payload) when it is not UTF-8 or longer than the bound's bytes.
+local function text(value, name, bound, code)
+  local high = BOUNDS[bound][2]
+  local problem = text_problem(value, high)
+  if problem then
+    return nil, redis.error_reply((code or 'BADARG') .. ' ' .. name .. ' ' .. problem)
+  end
+  return value
 end

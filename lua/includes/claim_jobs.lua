@@ -1,43 +1,65 @@
 -- includes/claim_jobs.lua: promote due retries, then claim up to `count` jobs under a lease.
 -- Shared by claim.lua and complete_many.lua so both claim in exactly the same way.
--- `prefix` is 'emq:{q}:' as queue_prefix (includes/queue_keys) read it off the caller's
--- KEYS, never an argument: every row key built here stays in the declared keys' slot.
+-- `q` is the script's keys by name (includes/queue_keys keys_by_name: pending, active,
+-- scheduled, dead, done, stats, effects), plus q.now and q.keep_dead. Row keys are built
+-- from q.prefix, read off the caller's KEYS, never an argument: every row key built here
+-- stays in the declared keys' slot.
+--- @include "includes/args"
+--- @include "includes/rows"
 
--- Move retries whose backoff has run out (scheduled score <= now) into pending.
-local function promote_due(pending_key, scheduled_key, prefix, now)
-  local due = redis.call('ZRANGEBYSCORE', scheduled_key, '-inf', now, 'LIMIT', 0, 1000)
+-- Move retries whose backoff has run out (scheduled score <= now) into pending, at most
+-- 1000 per call. An entry whose row does not say 'scheduled' is corrupt (includes/rows).
+local function promote_due(q)
+  local due = redis.call('ZRANGEBYSCORE', q.scheduled, '-inf', q.now, 'LIMIT', 0, 1000)
   for _, id in ipairs(due) do
-    redis.call('ZREM', scheduled_key, id)
-    redis.call('ZADD', pending_key, 0, id)
-    redis.call('HSET', prefix .. 'job:' .. id, 'state', 'pending')
+    redis.call('ZREM', q.scheduled, id)
+    local row = take_row(q, id, 'scheduled')
+    if row then
+      redis.call('ZADD', q.pending, 0, id)
+      redis.call('HSET', row, 'state', 'pending')
+    end
   end
 end
 
 -- Pop the oldest pending ids into active. Appends id, payload, attempt, deadline per job
 -- to `reply`. The id moves pending -> active inside this one script: it is never in
--- neither.
-local function claim_jobs(pending_key, active_key, stats_key, prefix, now, lease_ms, count, reply)
-  local claimed = 0
-  while claimed < count do
-    local popped = redis.call('ZPOPMIN', pending_key)
+-- neither. A popped entry whose row does not say 'pending' is never delivered
+-- (includes/rows); a row with no payload is dead-lettered with reason 'corrupt', and one
+-- whose payload is not UTF-8 text of at most 1 MiB (written by something other than
+-- echoq, which refuses such payloads at enqueue) with reason 'bad_payload': at once, on
+-- the first claim, and the claim goes on to the next job. At most
+-- count + 1000 ids are popped per call, so a pending set full of corrupt entries cannot
+-- hold the server for long.
+local function claim_jobs(q, lease_ms, count, reply)
+  local claimed, popped_ids = 0, 0
+  while claimed < count and popped_ids < count + 1000 do
+    local popped = redis.call('ZPOPMIN', q.pending)
     if #popped == 0 then break end
+    popped_ids = popped_ids + 1
     local id = popped[1]
-    local row = prefix .. 'job:' .. id
-    if redis.call('EXISTS', row) == 1 then
-      local attempt = redis.call('HINCRBY', row, 'attempts', 1)
-      local deadline = now + lease_ms
-      redis.call('HSET', row, 'state', 'active', 'claimed_ms', now)
-      redis.call('ZADD', active_key, deadline, id)
-      reply[#reply + 1] = id
-      reply[#reply + 1] = redis.call('HGET', row, 'payload')
-      reply[#reply + 1] = attempt
-      reply[#reply + 1] = deadline
-      claimed = claimed + 1
-    else
-      -- An id without a row cannot be worked; count it rather than hand out a ghost.
-      redis.call('HINCRBY', stats_key, 'orphans', 1)
+    local row = take_row(q, id, 'pending')
+    if row then
+      local payload = redis.call('HGET', row, 'payload')
+      local bad = text_problem(payload, BOUNDS.payload_bytes[2])
+      if payload == false then
+        redis.call('HINCRBY', q.stats, 'corrupt', 1)
+        dead_letter(q, id, true, 'corrupt', 'the row has no payload: not delivered')
+      elseif bad then
+        redis.call('HINCRBY', q.stats, 'bad_payload', 1)
+        dead_letter(q, id, true, 'bad_payload', 'payload ' .. bad .. ': not delivered')
+      else
+        local attempt = redis.call('HINCRBY', row, 'attempts', 1)
+        local deadline = q.now + lease_ms
+        redis.call('HSET', row, 'state', 'active', 'claimed_ms', q.now)
+        redis.call('ZADD', q.active, deadline, id)
+        reply[#reply + 1] = id
+        reply[#reply + 1] = payload
+        reply[#reply + 1] = attempt
+        reply[#reply + 1] = deadline
+        claimed = claimed + 1
+      end
     end
   end
-  if claimed > 0 then redis.call('HINCRBY', stats_key, 'claimed', claimed) end
+  if claimed > 0 then redis.call('HINCRBY', q.stats, 'claimed', claimed) end
   return claimed
 end

@@ -3,13 +3,25 @@
 -- number the caller's claim minted (the fencing token). Any later claim bumps attempts, and
 -- a reap re-marks the row 'pending', so a worker whose lease was lost fails this check and
 -- changes nothing. Returns nil when the caller holds the job, else the reply to send back.
+-- A key at the row's name that is not a hash was not written by echoq: it is no row of
+-- ours, so the caller gets 'gone' and nothing is touched.
 local function fence(row_key, attempt)
-  if redis.call('EXISTS', row_key) == 0 then
+  local row = redis.pcall('HMGET', row_key, 'state', 'attempts')
+  if type(row) ~= 'table' or row.err or redis.call('EXISTS', row_key) == 0 then
     return {'gone'}
   end
-  local state, attempts = unpack(redis.call('HMGET', row_key, 'state', 'attempts'))
-  if state ~= 'active' or attempts ~= attempt then
-    return {'stale', state, tonumber(attempts)}
+  local state, attempts = row[1], row[2]
+  if state ~= 'active' or tonumber(attempts) ~= tonumber(attempt) then
+    return {'stale', state or '', tonumber(attempts) or 0}
   end
   return nil
+end
+
+-- After fence() passed: the row, which is the truth, says the caller holds the job. If the
+-- active set lost its entry (something else removed it), the caller's move puts the id
+-- where the row says it goes next; the missing entry is counted in stats 'corrupt'.
+local function note_missing_lease(active_key, stats_key, id)
+  if not redis.call('ZSCORE', active_key, id) then
+    redis.call('HINCRBY', stats_key, 'corrupt', 1)
+  end
 end

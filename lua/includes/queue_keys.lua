@@ -66,3 +66,12 @@ local function rows_match(prefix, first, ids)
   end
   return true
 end
+
+-- The named keys as a table, once named_prefix or queue_prefix accepted them: q.pending is
+-- KEYS[i] for names[i] == 'pending', and so on; q.prefix is 'emq:{q}:'. The shared pieces
+-- (includes/rows, includes/claim_jobs, ...) take this table instead of long key lists.
+local function keys_by_name(prefix, names)
+  local q = {prefix = prefix}
+  for i, name in ipairs(names) do q[name] = KEYS[i] end
+  return q
+end

@@ -1,0 +1,60 @@
+-- includes/rows.lua: the row is the truth about a job; a set entry is only its index.
+--
+-- A job is in exactly one of pending, active, scheduled or dead, and its row's `state`
+-- names that set. Data written by something else (a foreign client, a hand-edit, a
+-- half-restored backup) can break that: an id with no row, an id in two sets, a row whose
+-- state disagrees with its set. A script that took an id out of a set checks the row
+-- before it moves or delivers the job, so such an entry is never delivered as a ghost and
+-- no row is ever written for an id that has none.
+--
+-- `q` is a table of the script's keys (includes/queue_keys keys_by_name) holding pending,
+-- active, scheduled, dead, done, stats and effects, plus q.now and q.keep_dead.
+--- @include "includes/text"
+--- @include "includes/job_id"
+--- @include "includes/dead_letter"
+
+-- The set each row state lives in. A completed job has no row: its id is in done.
+local SET_OF_STATE = {pending = 'pending', active = 'active', scheduled = 'scheduled', dead = 'dead'}
+
+-- A row's state; false when there is no row; nil and the server's complaint when the key
+-- is not a hash (something else wrote it).
+local function row_state(row)
+  local state = redis.pcall('HGET', row, 'state')
+  if type(state) == 'table' then return nil, state.err end
+  if state == false and redis.call('EXISTS', row) == 1 then return nil, 'the row has no state' end
+  return state
+end
+
+-- `id` was just taken out of the set of state `from` ('pending', 'active', 'scheduled').
+-- Returns its row key when the row exists and says `from`: the caller moves the job.
+-- Otherwise the entry was corrupt; it is counted in stats 'corrupt', dealt with here, and
+-- nil is returned:
+--   not a JOB id                   dropped: it never was a job
+--   no row, id in done             dropped: the job completed, the entry was left over
+--   no row otherwise               the id goes to the dead set, with no row written
+--   row says S, and id is in S     dropped: a stray copy; the job stays where its row says
+--   anything else                  dead-lettered, reason 'corrupt', the row (payload too) kept
+local function take_row(q, id, from)
+  if not is_job_id(id) then
+    redis.call('HINCRBY', q.stats, 'corrupt', 1)
+    return nil
+  end
+  local row = q.prefix .. 'job:' .. id
+  local state, broken = row_state(row)
+  if state == from then return row end
+  redis.call('HINCRBY', q.stats, 'corrupt', 1)
+  if state == false then
+    if not redis.call('ZSCORE', q.done, id) then
+      dead_letter(q, id, false, 'corrupt', 'no row')
+    end
+    return nil
+  end
+  if broken then
+    dead_letter(q, id, false, 'corrupt', broken)
+    return nil
+  end
+  local home = SET_OF_STATE[state]
+  if home and redis.call('ZSCORE', q[home], id) then return nil end
+  dead_letter(q, id, true, 'corrupt', 'it was in ' .. from .. ' but its row said ' .. printable(state))
+  return nil
+end
