@@ -15,10 +15,12 @@ none of the kit's dependencies.
 from .effects import Effect, EffectResult, Effects
 from .errors import (
     SCRIPT_ERRORS,
+    ClockSkew,
     DockerUnavailable,
     EchoqError,
     InvalidArgument,
     InvalidJobId,
+    InvalidPayload,
     InvalidQueueName,
     PermissionDenied,
     ScriptFailed,
@@ -26,7 +28,7 @@ from .errors import (
 )
 from .ids import is_job_id, new_job_id
 from .keyspace import Keyspace
-from .limits import BOUNDS
+from .limits import BOUNDS, CLOCK_AHEAD_MS
 from .queue import (
     Claim,
     Complete,
@@ -58,8 +60,10 @@ __all__ = [
     "Abandon",
     "BOUNDS",
     "Backoff",
+    "CLOCK_AHEAD_MS",
     "Checkpoint",
     "Claim",
+    "ClockSkew",
     "Complete",
     "Delivery",
     "DockerUnavailable",
@@ -72,6 +76,7 @@ __all__ = [
     "Extend",
     "InvalidArgument",
     "InvalidJobId",
+    "InvalidPayload",
     "InvalidQueueName",
     "Job",
     "PermissionDenied",

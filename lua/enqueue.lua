@@ -14,7 +14,7 @@
 -- KEYS[4]  emq:{q}:stats       hash of counters
 -- KEYS[5]  emq:{q}:job:<id>    the new row
 -- ARGV[1]  job id              branded JOB id
--- ARGV[2]  payload             UTF-8 text, at most 1048576 bytes
+-- ARGV[2]  payload             UTF-8 text, 0..1048576 bytes
 -- ARGV[3]  delay               milliseconds before the job may be claimed, 0..604800000
 --
 -- Replies

@@ -12,8 +12,8 @@
 -- KEYS[4]  emq:{q}:stats       hash of counters
 -- KEYS[5..4+N]  emq:{q}:job:<id>   the row of each job, in ARGV's order
 -- ARGV[1]  delay               milliseconds before the jobs may be claimed, 0..604800000
--- ARGV[2..]  id, payload, id, payload, ...   1..1000 jobs; each payload UTF-8 text of at
---                               most 1048576 bytes
+-- ARGV[2..]  id, payload, id, payload, ...   1..1000 jobs; each payload UTF-8 text,
+--                               0..1048576 bytes
 --
 -- Replies
 --   {outcome, ...}              one per job, in order: 'enqueued' or 'duplicate'

@@ -5,7 +5,7 @@
 -- at keys built from KEYS[1]'s prefix (includes/queue_keys): same {q} tag, same slot.
 -- Whatever something else may have written there, every string it replies with is text:
 -- a member that is not a JOB id, and a row's state and reason, are shown with every byte
--- outside printable ASCII escaped (includes/text printable), and an id with no row (a
+-- outside printable ASCII escaped (includes/text escaped), and an id with no row (a
 -- corrupt entry, see includes/rows) is listed in its set but has no row in the reply.
 --
 -- KEYS[1]  emq:{q}:pending     KEYS[2]  emq:{q}:active    KEYS[3]  emq:{q}:scheduled
@@ -51,10 +51,10 @@ local function add_row(id)
   local f = redis.pcall('HMGET', prefix .. 'job:' .. id, 'state', 'attempts', 'stalled', 'reason')
   if f.err or not f[1] then return end  -- no row (a corrupt entry): nothing to show
   rows[#rows + 1] = id
-  rows[#rows + 1] = printable(f[1])
+  rows[#rows + 1] = escaped(f[1])
   rows[#rows + 1] = tonumber(f[2]) or 0
   rows[#rows + 1] = tonumber(f[3]) or 0
-  rows[#rows + 1] = f[4] and printable(f[4]) or ''
+  rows[#rows + 1] = f[4] and escaped(f[4]) or ''
 end
 for _, id in ipairs(pending) do add_row(id) end
 for i = 1, #active, 2 do add_row(active[i]) end
@@ -73,7 +73,7 @@ for i = 1, #done, 2 do add_effects(done[i]) end
 
 local function as_text(list, step)
   for i = 1, #list, step do
-    if not is_job_id(list[i]) then list[i] = printable(list[i]) end
+    if not is_job_id(list[i]) then list[i] = escaped(list[i]) end
   end
 end
 as_text(pending, 1)

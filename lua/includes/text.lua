@@ -34,9 +34,14 @@ local function text_problem(value, max_bytes)
   return nil
 end
 
--- A value for an error message: at most 40 bytes, with every byte that is not printable
--- ASCII written as \ddd, so an error reply is always one line of text.
+-- `s` with every byte that is not printable ASCII written as \ddd: always one line of
+-- text that any reader can decode, whatever bytes something else stored.
+local function escaped(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return '\\' .. string.byte(c) end))
+end
+
+-- A value for an error message: quoted, at most 40 bytes of it, escaped.
 local function printable(value)
-  local shown = string.sub(tostring(value), 1, 40)
-  return (string.gsub(shown, '[^\32-\126]', function(c) return '\\' .. string.byte(c) end))
+  if value == nil or value == false then return 'nothing' end
+  return "'" .. escaped(string.sub(tostring(value), 1, 40)) .. "'"
 end
