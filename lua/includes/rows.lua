@@ -16,13 +16,14 @@
 -- The set each row state lives in. A completed job has no row: its id is in done.
 local SET_OF_STATE = {pending = 'pending', active = 'active', scheduled = 'scheduled', dead = 'dead'}
 
--- A row's state; false when there is no row; nil and the server's complaint when the key
--- is not a hash (something else wrote it).
+-- A row's state, and what the key holds: 'hash' (a row; state false if it has none),
+-- 'none' (no row), or 'other' (not a hash: something else wrote it).
 local function row_state(row)
   local state = redis.pcall('HGET', row, 'state')
-  if type(state) == 'table' then return nil, state.err end
-  if state == false and redis.call('EXISTS', row) == 1 then return nil, 'the row has no state' end
-  return state
+  if type(state) == 'table' then return false, 'other' end
+  if state then return state, 'hash' end
+  if redis.call('EXISTS', row) == 1 then return false, 'hash' end
+  return false, 'none'
 end
 
 -- `id` was just taken out of the set of state `from` ('pending', 'active', 'scheduled').
@@ -40,21 +41,22 @@ local function take_row(q, id, from)
     return nil
   end
   local row = q.prefix .. 'job:' .. id
-  local state, broken = row_state(row)
+  local state, kind = row_state(row)
   if state == from then return row end
   redis.call('HINCRBY', q.stats, 'corrupt', 1)
-  if state == false then
+  if kind == 'none' then
     if not redis.call('ZSCORE', q.done, id) then
       dead_letter(q, id, false, 'corrupt', 'no row')
     end
     return nil
   end
-  if broken then
-    dead_letter(q, id, false, 'corrupt', broken)
+  if kind == 'other' then
+    dead_letter(q, id, false, 'corrupt', 'its row key holds something that is not a hash')
     return nil
   end
-  local home = SET_OF_STATE[state]
+  local home = state and SET_OF_STATE[state]
   if home and redis.call('ZSCORE', q[home], id) then return nil end
-  dead_letter(q, id, true, 'corrupt', 'it was in ' .. from .. ' but its row said ' .. printable(state))
+  dead_letter(q, id, true, 'corrupt', state and ('it was in ' .. from .. ' but its row said ' .. printable(state))
+    or 'the row has no state')
   return nil
 end
