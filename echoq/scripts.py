@@ -179,8 +179,9 @@ def translate(exc: redis.ResponseError, name: str, *, client: Any = None, keys: 
 
 
 def _first_line(exc: Exception) -> str:
+    """The server's words without the script locator it appends (" script: <sha>, on ...")."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text.split(" script:")[0].strip()
+    return text.rsplit(" script: ", 1)[0].strip()
 
 
 def _is_refusal(exc: Exception) -> bool:
@@ -200,12 +201,12 @@ def denied(client: Any, exc: Exception, what: str, keys: Sequence[str] = ()) -> 
     kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
     user = kw.get("username") or "default"
     said = _first_line(exc)
-    command = _COMMAND.search(said)
+    command = None if "key" in said.lower() else _COMMAND.search(said)
     if command is not None:
         name = command.group(1).lower()
         refused = f"the command {name.upper()}"
         todo = f"ask whoever runs the server to allow it (ACL SETUSER {user} +{name})"
-    elif "command" in said.lower():
+    elif "key" not in said.lower():
         refused = "a command it runs"
         todo = (
             f"ask whoever runs the server to allow this user the commands echoq uses "
