@@ -82,10 +82,13 @@ def redact(url: str) -> str:
 
 
 def _ambiguous(url: str) -> bool:
-    """True when ``url`` holds an ``@`` outside its network location: a password written as
-    is with ``/ ? # @`` in it, which a URL parser would split in the wrong place (taking part
-    of the password for a host or a port)."""
-    parts = urlsplit(url)
+    """True when ``url`` holds an ``@`` outside its network location, or cannot be split at
+    all: a password written as is with ``/ ? # @ [`` in it, which a URL parser would split
+    in the wrong place (taking part of the password for a host or a port)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. a '[' that reads as a broken IPv6 host
+        return True
     return "@" in parts.path or "@" in parts.query or "@" in parts.fragment
 
 
@@ -341,9 +344,9 @@ def connect(url: str | None = None, *, decode_responses: bool = True) -> redis.R
         url = "rediss://" + url[len("valkeys://") :]
     if _ambiguous(url):
         raise ServerUnavailable(
-            f"VALKEY_URL {redact(url)!r} has an '@' after its host: write a password that holds "
-            "@ / ? # or % percent-encoded (urllib.parse.quote(password, safe=''): @ is %40, / is %2F, "
-            "? is %3F, # is %23, % is %25)"
+            f"VALKEY_URL {redact(url)!r} cannot be split into user, password and host safely (an '@' "
+            "after the host?): write the password percent-encoded (urllib.parse.quote(password, safe=''): "
+            "@ is %40, / is %2F, ? is %3F, # is %23, [ is %5B, % is %25)"
         )
     try:
         client = redis.Redis.from_url(
