@@ -57,7 +57,10 @@ def _add_chaos(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-stalled", type=int, default=4, help="the stall count that dead-letters a job (default 4)")
     p.add_argument("--work-ms", type=int, default=2, help="each job works a random 0..N ms (default 2)")
     p.add_argument("--seed", type=int, default=None, help="seed for kills and work times (default: random)")
-    p.add_argument("--timeout", type=float, default=120.0, help="give up after this many seconds (default 120)")
+    p.add_argument(
+        "--timeout", type=float, default=None, help="give up after this many seconds (default 120 + 10 ms per job)"
+    )
+    p.add_argument("--keep", action="store_true", help="leave the run's queue on the server (the report says where)")
     p.add_argument("--naive", action="store_true", help="CONTRAST: workers run the naive pop-and-process loop")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -114,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                 naive=args.naive,
                 timeout_s=args.timeout,
                 progress=not args.no_progress and not args.json,
+                keep_queue=args.keep,
             )
             if args.json:
                 data = result.to_dict()

@@ -27,6 +27,8 @@ def test_reliable_path_loses_nothing_and_duplicates_no_effect_under_kills() -> N
     # A dead-lettered job may or may not have had its effect; a completed one always did.
     assert report.completed <= report.effects <= 150 and report.deliveries == 150 + report.redeliveries
     assert report.invariant_samples > 0 and report.invariant_violations == 0
+    assert report.invariant_check == "per-id" and "each checking every id: 0 with a job" in report.format()
+    assert report.worker_failures == 0 and report.stopped_at_end == 2 and report.queue_kept is None
     assert report.settle_p50_ms is not None and report.settle_p50_ms <= report.settle_p99_ms
 
 
@@ -112,3 +114,101 @@ def test_a_run_with_an_invariant_violation_is_not_ok() -> None:
 
     report = ChaosReport("reliable", "q", 1, 1, 0, 500, 1, 0.0, 0.0, invariant_violations=1)
     assert not report.ok and "with a job in no place or in two" in report.format().splitlines()[-1]
+
+
+# -- honesty: the run's own shutdown, failures, what was checked, where the queue went --------
+
+
+def _supervisor(queue: echoq.Queue, workers: int, **config: object):
+    from echoq.teaching import chaos
+    from echoq.teaching.faults import checkpoints
+
+    report = chaos.ChaosReport("reliable", queue.name, 10, workers, 1, 500, 4, 0.0, 0.0)
+    settings = {"work_ms": 0, "beat_ms": 50, "kill_at": checkpoints("after_claim")} | config
+    return chaos._Supervisor(queue, echoq.server_url(), settings, report), report
+
+
+def test_stopping_workers_that_have_only_just_started_is_not_a_failure(valkey_client) -> None:
+    """The issue's finding: at shutdown the run SIGTERMed workers that had only just been
+    restarted, counted them as failing on their own, and exited 2 with no report."""
+    queue = echoq.Queue(fresh_name("shutdown"), valkey_client)
+    sup, report = _supervisor(queue, 8)
+    for slot in range(8):
+        sup.spawn(slot)  # still starting Python: SIGTERM arrives before any handler exists
+    sup.shutdown()
+    assert (report.stopped_at_end, report.worker_failures, report.kills) == (8, 0, 0)
+    queue.reset()
+
+
+def test_a_worker_that_dies_on_its_own_is_reported_with_its_last_line(valkey_client) -> None:
+    queue = echoq.Queue(fresh_name("fails"), valkey_client)
+    sup, report = _supervisor(queue, 1, beat_ms=0)  # the worker refuses to start: a real failure
+    sup.spawn(0)
+    sup.procs[0].wait(timeout=60)
+    sup.reap_children(settled=True)
+    sup.shutdown()
+    assert report.worker_failures == 1 and report.stopped_at_end == 0
+    assert report.worker_failure_examples[0].startswith("echoq: beat_ms must be a whole number")
+    queue.reset()
+
+
+def test_a_run_whose_workers_keep_failing_gives_up_with_a_full_report_and_removes_its_queue(
+    monkeypatch: pytest.MonkeyPatch, valkey_client
+) -> None:
+    from echoq.teaching import chaos
+
+    def failing(self: chaos._Supervisor, slot: int) -> None:
+        code = "import sys; print('boom: a worker that cannot start', file=sys.stderr); sys.exit(3)"
+        log = open(self.logdir / f"worker-{slot}.log", "wb")  # noqa: SIM115
+        self.procs[slot] = subprocess.Popen([sys.executable, "-c", code], stderr=log)
+        log.close()
+
+    monkeypatch.setattr(chaos._Supervisor, "spawn", failing)
+    name = fresh_name("gives-up")
+    report = run_chaos(workers=2, jobs=20, kill_rate=0.0, kill_every_s=0, seed=1, queue_name=name, **QUICK)
+    assert report.gave_up.endswith("workers died on their own") and report.worker_failures >= 5
+    assert not report.ok and report.unsettled == 20
+    text = report.format()
+    assert "GAVE UP" in text and "boom: a worker that cannot start" in text and f"removed (emq:{{{name}}}:*)" in text
+    assert not list(valkey_client.scan_iter(match=f"emq:{{{name}}}:*"))
+
+
+def test_above_the_per_id_limit_the_report_says_what_was_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from echoq.teaching import chaos
+
+    monkeypatch.setattr(chaos, "PER_ID_LIMIT", 50)
+    report = run_chaos(workers=2, jobs=120, kill_rate=0.02, kill_every_s=0, seed=2, **QUICK)
+    assert report.ok and report.invariant_check == "counts" and report.invariant_samples > 0
+    assert all(not s.per_id for s in report.timeline)
+    line = next(x for x in report.format().splitlines() if "invariant samples" in x)
+    assert "ids NOT checked per sample (more than 50 jobs)" in line and "add up to 120" in line
+
+
+def test_every_run_removes_its_queue_or_says_where_it_is(valkey_client, capsys: pytest.CaptureFixture[str]) -> None:
+    name = fresh_name("kept")
+    try:
+        argv = ["chaos", "--workers", "1", "--jobs", "20", "--kill-rate", "0", "--kill-every", "0", "--keep"]
+        assert main(argv + ["--no-progress", "--lease-ms", "200"]) == 0
+        out = capsys.readouterr().out
+        kept = next(x for x in out.splitlines() if x.strip().startswith("queue"))
+        assert "kept: emq:{chaos-" in kept and "(keep_queue)" in kept
+        queue_name = kept.split("emq:{")[1].split("}")[0]
+        assert list(valkey_client.scan_iter(match=f"emq:{{{queue_name}}}:*"))
+        echoq.Queue(queue_name, valkey_client).reset()
+        report = run_chaos(workers=1, jobs=20, kill_rate=0.0, kill_every_s=0, seed=3, queue_name=name, **QUICK)
+        assert report.queue_kept is None and not list(valkey_client.scan_iter(match=f"emq:{{{name}}}:*"))
+    finally:
+        echoq.Queue(name, valkey_client).reset()
+
+
+def test_a_run_that_fails_midway_still_removes_its_queue(monkeypatch: pytest.MonkeyPatch, valkey_client) -> None:
+    from echoq.teaching import chaos
+
+    def broken_audit(*_args: object) -> None:
+        raise echoq.ServerUnavailable("the audit could not read the queue")
+
+    monkeypatch.setattr(chaos, "_audit", broken_audit)
+    name = fresh_name("midway")
+    with pytest.raises(echoq.ServerUnavailable):
+        run_chaos(workers=1, jobs=10, kill_rate=0.0, kill_every_s=0, seed=4, queue_name=name, **QUICK)
+    assert not list(valkey_client.scan_iter(match=f"emq:{{{name}}}:*"))

@@ -9,10 +9,14 @@ every job is settled (completed or dead-lettered):
 * from outside: every ``kill_every_s`` seconds on average the supervisor SIGKILLs a random
   worker, wherever it happens to be.
 
-Every dead worker is restarted. While it runs, the supervisor samples the queue with the
-atomic snapshot and checks that every job is in exactly one place. At the end it counts
-deliveries, effects and duplicate effects (from the effects ledger), dead letters and
-their reasons, and LOST jobs: jobs whose effect never ran and that are not dead-lettered.
+Every dead worker is restarted. While it runs, the supervisor samples the queue in one
+atomic read and checks that every job is in exactly one place: per id, up to
+``PER_ID_LIMIT`` jobs; above that it checks that the sets' sizes add up, and the report
+says so. At the end it stops its workers (SIGTERM: a worker it stops is never counted as
+failing), audits every id -- deliveries, effects and duplicate effects (from the effects
+ledger), dead letters and their reasons, and LOST jobs -- and removes its queue (or, with
+``keep_queue``, says where it is kept). A worker process that dies on its own (not by a
+SIGKILL of the run, not stopped by it) is a failure, reported with its last line.
 The reliable path (leased claim, keyed effect, fenced complete, stalled check) must report
 lost 0 and duplicate effects 0. ``naive=True`` runs the cautionary pop-and-process loop
 instead (``echoq.contrasts.naive_pop``) and loses the jobs its killed workers held.
@@ -37,6 +41,7 @@ from ..effects import Effects
 from ..errors import EchoqError
 from ..limits import BOUNDS, check, fraction, whole
 from ..queue import Queue, _text
+from ..server import describe_client
 from ..worker import Backoff, Checkpoint, Delivery, Worker, keyed_consumer
 from . import learner
 from .faults import CrashMode, CrashPlan, checkpoints
@@ -44,9 +49,15 @@ from .faults import CrashMode, CrashPlan, checkpoints
 __all__ = ["ChaosReport", "run_chaos", "worker_main"]
 
 KILL_FIELD = "chaos_kill_"  # + crash point: stats counters the workers bump before dying
-# The audit finds every completed id in emq:{q}:done, so a chaos queue remembers as many as
-# the library allows, and a run takes at most that many jobs.
+# The audit finds every completed id in emq:{q}:done and every dead one in emq:{q}:dead, so
+# a chaos queue remembers as many as the library allows, and a run takes at most that many.
 KEEP_DONE = BOUNDS["keep_done"][1]
+KEEP_DEAD = BOUNDS["keep_dead"][1]
+# Up to this many jobs each sample lists every id of every set (one MULTI/EXEC) and checks
+# each job is in exactly one; above it a sample checks only that the sets' sizes add up.
+PER_ID_LIMIT = 100_000
+# A run gives up, with its report, once this many workers have died on their own.
+FAILURES_TO_GIVE_UP = 5
 
 
 @dataclass
@@ -59,8 +70,9 @@ class Sample:
     scheduled: int
     done: int
     dead: int
-    nowhere: int  # known jobs in no place (and not yet accounted for)
-    doubled: int  # known jobs in two places at once
+    nowhere: int  # known jobs in no place (and not yet accounted for); per-id samples only
+    doubled: int  # known jobs in two places at once; per-id samples only
+    per_id: bool = True  # False: only the sizes were checked (their sum must be the job count)
 
 
 @dataclass
@@ -93,18 +105,27 @@ class ChaosReport:
     elapsed_s: float = 0.0
     invariant_samples: int = 0
     invariant_violations: int = 0  # samples in which some job was in no place, or in two
+    invariant_check: str = "per-id"  # what each sample checked: 'per-id', 'counts' (above PER_ID_LIMIT), 'none'
     timed_out: bool = False
+    stopped_at_end: int = 0  # workers the run itself stopped (SIGTERM) when it was over: not failures
+    worker_failures: int = 0  # worker processes that died on their own (not a kill of the run)
+    worker_failure_examples: list[str] = field(default_factory=list)
+    gave_up: str | None = None  # why the run stopped before every job settled
+    queue_kept: str | None = None  # where the queue was left, and why; None: removed
     timeline: list[Sample] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """Nothing lost, no effect twice, everything settled, every sample one place per job."""
+        """Nothing lost, no effect twice, everything settled, every sample one place per job,
+        no worker failing on its own."""
         return (
             self.lost == 0
             and self.duplicate_effects == 0
             and not self.timed_out
             and self.unsettled == 0
             and self.invariant_violations == 0
+            and self.worker_failures == 0
+            and self.gave_up is None
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -133,13 +154,15 @@ class ChaosReport:
             f"  lost                 {self.lost}"
             + (f"  e.g. {', '.join(self.lost_examples[:3])}" if self.lost else ""),
             f"  time to settle       p50 {ms(self.settle_p50_ms)}, p99 {ms(self.settle_p99_ms)}",
-            f"  invariant samples    {self.invariant_samples} taken, "
-            + (
-                "per-id check skipped: a popped job is in no place by design"
-                if self.mode == "naive"
-                else f"{self.invariant_violations} with a job in no place or in two"
-            ),
-            f"  elapsed              {self.elapsed_s:.1f} s" + ("  (TIMED OUT)" if self.timed_out else ""),
+            f"  invariant samples    {self.invariant_samples} taken, " + self._invariant_words(),
+            f"  workers              {self.stopped_at_end} stopped by the run at its end (not failures); "
+            f"{self.worker_failures} died on their own"
+            + (f": {self.worker_failure_examples[-1]}" if self.worker_failure_examples else ""),
+            f"  elapsed              {self.elapsed_s:.1f} s"
+            + ("  (TIMED OUT)" if self.timed_out else "")
+            + (f"  (GAVE UP: {self.gave_up})" if self.gave_up else ""),
+            "  queue                "
+            + (f"kept: {self.queue_kept}" if self.queue_kept else f"removed (emq:{{{self.queue}}}:*)"),
         ]
         verdict = (
             "OK: no job lost, no effect duplicated"
@@ -155,11 +178,24 @@ class ChaosReport:
                         f"{self.invariant_violations} sample(s) with a job in no place or in two",
                         self.invariant_violations,
                     ),
+                    (f"{self.worker_failures} worker(s) died on their own", self.worker_failures),
+                    (f"gave up: {self.gave_up}", self.gave_up),
                 )
                 if bad
             )
         )
         return "\n".join(lines + [verdict])
+
+    def _invariant_words(self) -> str:
+        if self.mode == "naive":
+            return "per-id check skipped: a popped job is in no place by design; only the final audit counts"
+        if self.invariant_check == "counts":
+            return (
+                f"ids NOT checked per sample (more than {PER_ID_LIMIT:,} jobs): in each, the sets' sizes were "
+                f"checked to add up to {self.jobs}; {self.invariant_violations} did not. The audit below checks "
+                "every id once, at the end"
+            )
+        return f"each checking every id: {self.invariant_violations} with a job in no place or in two"
 
 
 def _quantile(values: list[float], q: float) -> float | None:
@@ -179,8 +215,8 @@ class _Supervisor:
         self.spawned = 0
         self.logdir = Path(tempfile.mkdtemp(prefix="echoq-chaos-"))
         self.procs: list[subprocess.Popen[bytes] | None] = [None] * report.workers
-        self.external: set[int] = set()  # pids the supervisor killed
-        self.abnormal: list[str] = []
+        self.external: set[int] = set()  # pids the supervisor SIGKILLed at random moments
+        self.stopping: set[int] = set()  # pids the supervisor stopped at the end
 
     def spawn(self, slot: int) -> None:
         c, r = self.config, self.report
@@ -198,18 +234,23 @@ class _Supervisor:
         log.close()
 
     def reap_children(self, settled: bool) -> None:
+        """Account for every worker that exited; restart it unless the run is settled. Only a
+        worker that died on its own -- not SIGKILLed by the run (a kill), not stopped by it at
+        the end, not exiting cleanly -- is a failure."""
         for slot, proc in enumerate(self.procs):
             if proc is None or proc.poll() is None:
                 continue
-            if proc.returncode == -signal.SIGKILL:
+            if proc.pid in self.stopping:
+                self.report.stopped_at_end += 1
+            elif proc.returncode == -signal.SIGKILL:
                 self.report.kills += 1
                 if proc.pid in self.external:
                     self.report.kills_external += 1
             elif proc.returncode != 0:
                 tail = (self.logdir / f"worker-{slot}.log").read_text(errors="replace").strip().splitlines()
-                self.abnormal.append(tail[-1] if tail else f"exit status {proc.returncode}")
-                if len(self.abnormal) >= 5:
-                    raise EchoqError(f"chaos workers keep failing on their own: {self.abnormal[-1]}")
+                self.report.worker_failures += 1
+                examples = self.report.worker_failure_examples
+                examples[:] = (examples + [tail[-1][:200] if tail else f"exit status {proc.returncode}"])[-5:]
             self.procs[slot] = None
             if not settled:
                 self.report.restarts += 1
@@ -223,8 +264,12 @@ class _Supervisor:
             victim.send_signal(signal.SIGKILL)
 
     def shutdown(self) -> None:
+        """Stop every worker: SIGTERM (a worker finishes the job in hand), then SIGKILL after
+        10 s. Whatever they exit with, they were stopped by the run: never failures."""
+        self.reap_children(settled=True)  # exits that happened before the stop are what they were
         for proc in self.procs:
-            if proc is not None and proc.poll() is None:
+            if proc is not None:
+                self.stopping.add(proc.pid)
                 proc.send_signal(signal.SIGTERM)
         give_up = time.monotonic() + 10
         for proc in self.procs:
@@ -241,26 +286,28 @@ class _Supervisor:
         self.logdir.rmdir()
 
 
-def _sample(queue: Queue, known: set[str] | None, started: float) -> Sample:
-    snap = queue.snapshot(limit=10_000)
-    c = snap.counts
-    nowhere = doubled = 0
-    if known is not None:
-        seen: Counter[str] = Counter()
-        for members in (snap.pending, snap.active, snap.scheduled, snap.dead, snap.done):
-            seen.update(iter(members))  # ids only: a dict's update would add its scores
-        doubled = sum(1 for n in seen.values() if n > 1)
-        nowhere = len(known - seen.keys())
-    return Sample(
-        round(time.monotonic() - started, 3),
-        c["pending"],
-        c["active"],
-        c["scheduled"],
-        c["done"],
-        c["dead"],
-        nowhere,
-        doubled,
-    )
+def _sample(queue: Queue, known: set[str] | None, jobs: int, started: float) -> Sample:
+    """One atomic look at the queue. With ``known``, every id of every set is listed (one
+    MULTI/EXEC: nothing moves in between) and each known job must be in exactly one set;
+    without, the five sets' sizes must add up to ``jobs``."""
+    k = queue.keys
+    pipe = queue.client.pipeline(transaction=True)
+    for key in (k.pending, k.active, k.scheduled, k.done, k.dead):
+        if known is not None:
+            pipe.zrange(key, 0, -1)
+        else:
+            pipe.zcard(key)
+    found = pipe.execute()
+    if known is None:
+        sizes = [int(n) for n in found]
+        off = sum(sizes) != jobs
+        return Sample(round(time.monotonic() - started, 3), *sizes, nowhere=int(off), doubled=0, per_id=False)
+    seen: Counter[str] = Counter()
+    for members in found:
+        seen.update(_text(m) for m in members)
+    doubled = sum(1 for n in seen.values() if n > 1)
+    nowhere = len(known - seen.keys())
+    return Sample(round(time.monotonic() - started, 3), *(len(m) for m in found), nowhere, doubled)
 
 
 def run_chaos(
@@ -277,12 +324,15 @@ def run_chaos(
     work_ms: int = 2,
     beat_ms: int = 100,
     sample_every_s: float = 0.1,
-    timeout_s: float = 120.0,
+    timeout_s: float | None = None,
     progress: bool = False,
     url: str | None = None,
     queue_name: str | None = None,
+    keep_queue: bool = False,
 ) -> ChaosReport:
-    """Run the chaos lab and return its report (see the module docstring)."""
+    """Run the chaos lab and return its report (see the module docstring). ``timeout_s``
+    None: 120 s plus 10 ms per job. ``keep_queue``: leave the queue on the server for a
+    look afterwards (the report says where); by default every run removes it."""
     whole("workers", workers, 1, 64)
     whole("jobs", jobs, 1, KEEP_DONE)
     fraction("kill_rate", kill_rate, 0.0, 1.0)
@@ -291,14 +341,19 @@ def run_chaos(
     check("max_stalled", max_stalled)
     whole("work_ms", work_ms, 0, 60_000, unit="of milliseconds")
     whole("beat_ms", beat_ms, 1, 60_000, unit="of milliseconds")
-    fraction("timeout_s", timeout_s, 1.0, 86_400.0)
+    fraction("sample_every_s", sample_every_s, 0.01, 60.0)
+    timeout_s = 120.0 + jobs / 100 if timeout_s is None else fraction("timeout_s", timeout_s, 1.0, 86_400.0)
     points = checkpoints(kill_at)
     from ..server import connect, server_url
 
     url = url or server_url()
     seed = random.randrange(1_000_000) if seed is None else seed
-    queue = Queue(queue_name or learner.queue_name(f"chaos-{os.getpid()}-{seed}"), connect(url), keep_done=KEEP_DONE)
-    queue.reset()
+    queue = Queue(
+        queue_name or learner.queue_name(f"chaos-{os.getpid()}-{seed}"),
+        connect(url),
+        keep_done=KEEP_DONE,
+        keep_dead=KEEP_DEAD,
+    )
     report = ChaosReport(
         "naive" if naive else "reliable",
         queue.name,
@@ -310,12 +365,40 @@ def run_chaos(
         kill_rate,
         kill_every_s,
     )
+    report.invariant_check = "none" if naive else ("per-id" if jobs <= PER_ID_LIMIT else "counts")
+    try:
+        queue.reset()
+        _run(queue, url, report, points, work_ms, beat_ms, sample_every_s, timeout_s, progress)
+    finally:
+        if keep_queue:
+            report.queue_kept = f"emq:{{{queue.name}}}:* on {describe_client(queue.client)} (keep_queue)"
+        else:
+            try:
+                queue.reset()
+            except EchoqError as exc:
+                report.queue_kept = f"emq:{{{queue.name}}}:* (it could not be removed: {exc})"
+        queue.client.close()
+    return report
+
+
+def _run(
+    queue: Queue,
+    url: str,
+    report: ChaosReport,
+    points: tuple[Checkpoint, ...],
+    work_ms: int,
+    beat_ms: int,
+    sample_every_s: float,
+    timeout_s: float,
+    progress: bool,
+) -> None:
+    jobs, naive = report.jobs, report.mode == "naive"
     sup = _Supervisor(queue, url, {"work_ms": work_ms, "beat_ms": beat_ms, "kill_at": points}, report)
     enqueued_ms = server_now_ms(queue.client)
     ids: list[str] = []
     for start in range(0, jobs, 1000):
         ids += queue.enqueue_many([f"job {n}" for n in range(start, min(jobs, start + 1000))])
-    known = set(ids) if jobs <= 10_000 else None  # per-id checks fit in one snapshot
+    known = set(ids) if report.invariant_check == "per-id" else None
 
     from tqdm import tqdm
 
@@ -323,10 +406,10 @@ def run_chaos(
         total=jobs, desc=f"chaos ({report.mode})", unit="job", file=sys.stderr, disable=not progress, mininterval=0.2
     )
     started = time.monotonic()
-    next_kill = started + (sup.rng.expovariate(1 / kill_every_s) if kill_every_s else float("inf"))
+    next_kill = started + (sup.rng.expovariate(1 / report.kill_every_s) if report.kill_every_s else float("inf"))
     next_sample = started
     try:
-        for slot in range(workers):
+        for slot in range(report.workers):
             sup.spawn(slot)
         while True:
             now = time.monotonic()
@@ -339,13 +422,18 @@ def run_chaos(
             if now - started > timeout_s:
                 report.timed_out = True
                 break
+            if report.worker_failures >= FAILURES_TO_GIVE_UP:
+                report.gave_up = f"{report.worker_failures} workers died on their own"
+                break
             if now >= next_sample:
-                sample = _sample(queue, known if not naive else None, started)
+                sample = _sample(queue, None if naive else known, jobs, started)
                 report.timeline.append(sample)
-                next_sample = now + sample_every_s
+                # Listing every id costs the server and this process time: sample no more
+                # than a fifth of the time, so the check does not slow the run it watches.
+                next_sample = time.monotonic() + max(sample_every_s, 4 * (time.monotonic() - now))
             if now >= next_kill:
                 sup.kill_one()
-                next_kill = now + sup.rng.expovariate(1 / kill_every_s)
+                next_kill = now + sup.rng.expovariate(1 / report.kill_every_s)
             sup.reap_children(settled=False)
             time.sleep(0.01)  # the supervisor's own pace, not a synchronisation
     finally:
@@ -360,9 +448,6 @@ def run_chaos(
     report.invariant_samples = len(report.timeline)
     report.invariant_violations = sum(1 for s in report.timeline if s.nowhere or s.doubled)
     _audit(queue, ids, enqueued_ms, report)
-    queue.reset()
-    queue.client.close()
-    return report
 
 
 def _audit(queue: Queue, ids: list[str], enqueued_ms: int, report: ChaosReport) -> None:
@@ -435,8 +520,20 @@ def worker_main(
     (or, with ``burst``, until drained). On a ``kill_rate`` fraction of deliveries it
     SIGKILLs itself at a random fault point, counting the point first in the stats hash."""
     fraction("kill_rate", kill_rate, 0.0, 1.0)
-    queue = Queue(queue_name, keep_done=KEEP_DONE)
-    effects = Effects(queue)
+    # SIGTERM is how the chaos run stops its workers: honour it from the first moment, even
+    # before the worker exists (a worker restarted just before the run ended gets it early).
+    stop_requested: list[Worker] = []
+    stopped = False
+
+    def on_sigterm(*_: Any) -> None:
+        nonlocal stopped
+        stopped = True
+        for worker in stop_requested:
+            worker.stop()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    queue = Queue(queue_name, keep_done=KEEP_DONE, keep_dead=KEEP_DEAD)
+    effects = Effects(queue, keep_outbox=BOUNDS["keep_outbox"][1])
     rng = random.Random(seed)
 
     def work(delivery: Delivery | None = None) -> str:
@@ -448,7 +545,7 @@ def worker_main(
         queue.client.hincrby(queue.keys.stats, KILL_FIELD + point.value, 1)
 
     if naive:
-        return _naive_loop(queue, effects, rng, kill_rate, kill_at, work, note_kill, burst)
+        return _naive_loop(queue, effects, rng, kill_rate, kill_at, work, note_kill, burst, lambda: stopped)
 
     crashes = CrashPlan(kill_at, CrashMode.KILL, rate=kill_rate, seed=seed, on_crash=note_kill)
     worker = Worker(
@@ -463,24 +560,19 @@ def worker_main(
         idle_wait_ms=10,
         hooks=crashes if kill_rate else None,
     )
-    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+    stop_requested.append(worker)
+    if stopped:
+        return asdict(worker.report)
     report = worker.work(burst=burst)
     return asdict(report)
 
 
-def _naive_loop(queue, effects, rng, kill_rate, kill_at, work, note_kill, burst) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _naive_loop(queue, effects, rng, kill_rate, kill_at, work, note_kill, burst, stopping) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """CONTRAST: pop-and-process. A kill between the pop and the effect loses the job."""
     from .contrasts import naive_pop
 
-    stopping = False
-
-    def stop(*_: Any) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
     processed = 0
-    while not stopping:
+    while not stopping():
         popped = naive_pop(queue)
         if popped is None:
             if burst:
