@@ -112,3 +112,30 @@ def test_startup_reports_time_to_first_ping() -> None:
         assert 0 < summary["min_s"] <= summary["median_s"] <= summary["p95_s"] <= summary["max_s"] < 10
     assert report["launch_to_first_ping"]["max_s"] <= report["start_server_call"]["max_s"]
     assert report["machine"]["server"].startswith(("Valkey", "Redis"))
+
+
+def test_soak_reports_used_memory_after_each_run_and_bytes_per_extra_job() -> None:
+    done = run_bench("soak.py", "--jobs", "300", "--keep", "100", "--concurrency", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    first, run1, run2 = report["rows"]
+    assert (first["jobs"], run1["jobs"], run2["jobs"]) == (0, 300, 600) and run2["total"] == 900
+    assert all(r["used_memory"] > 0 for r in report["rows"]) and report["keep"] == 100
+    assert run2["per_job"] == pytest.approx((run2["used_memory"] - run1["used_memory"]) / 600, abs=0.01)
+    assert report["bytes_per_extra_job"] == run2["per_job"] and report["target_bytes_per_extra_job"] == 20
+    # What the bench can vouch for without timing anything: each key kept its cap in both runs.
+    for run in (run1, run2):
+        assert set(run["keys"]) == {"done", "effects", "outbox", "stats"}  # no row left behind
+
+
+def test_the_soak_refuses_to_report_a_run_that_lost_jobs(valkey_client, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import soak
+
+    queue = echoq.Queue(fresh_name("soak"), valkey_client)
+    try:
+        monkeypatch.setattr(soak, "Worker", lambda *a, **k: type("Idle", (), {"work": lambda self, burst: None})())
+        with pytest.raises(soak.SoakMiscounted, match="20 jobs in, 0 completed"):
+            soak.run_jobs(queue, echoq.Effects(queue), 20, 1)
+    finally:
+        queue.reset()
