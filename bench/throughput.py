@@ -39,7 +39,7 @@ import redis
 from _common import machine, machine_line, median, noop, package_version, positive_int, table
 
 import echoq
-from echoq import Complete, Keyspace, Queue, new_job_id, scripts
+from echoq import Complete, Queue, new_job_id, scripts
 from echoq.server import start_server
 
 LEASE_MS = 60_000  # long enough that no lease expires: this times the happy path only
@@ -122,13 +122,13 @@ def measure_ceiling(client: redis.Redis, trips: int, *, shaped: bool = False) ->
     (alternately), so the client's encoding cost is in and only the scripts' work is out.
     """
     scripts.run(client, "bench/ceiling", [], [])  # load it, so the timed calls are all EVALSHA hits
-    keys = Keyspace("bench-shape")
+    shape = Queue("bench-shape", client)
     job_id = new_job_id()
     calls: list[tuple[list[str], list[Any]]] = [([], [])]
     if shaped:
         calls = [
-            ([keys.pending, keys.active, keys.scheduled, keys.stats], [LEASE_MS, 1]),
-            ([keys.active, keys.done, keys.stats, keys.job(job_id)], [job_id, 1, 1_000]),
+            (shape.script_keys("claim"), [LEASE_MS, 1, shape.keep_dead]),
+            (shape.script_keys("complete", job_id), [job_id, 1, 1_000]),
         ]
     started = time.perf_counter()
     for trip in range(trips):

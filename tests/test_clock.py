@@ -94,3 +94,12 @@ def test_minted_ms_reads_the_id_back() -> None:
     assert ids.minted_ms(id_minted_at(1_700_000_000_123)) == 1_700_000_000_123
     with pytest.raises(echoq.InvalidJobId):
         ids.minted_ms("JOB-nope")
+
+
+def test_python_and_lua_agree_on_the_tolerance() -> None:
+    import re
+
+    from echoq import scripts
+
+    text = (scripts.lua_dir() / "includes" / "job_id.lua").read_text()
+    assert re.search(r"^local CLOCK_AHEAD_MS = (\d+)$", text, re.M)[1] == str(CLOCK_AHEAD_MS)
