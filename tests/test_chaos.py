@@ -212,3 +212,21 @@ def test_a_run_that_fails_midway_still_removes_its_queue(monkeypatch: pytest.Mon
     with pytest.raises(echoq.ServerUnavailable):
         run_chaos(workers=1, jobs=10, kill_rate=0.0, kill_every_s=0, seed=4, queue_name=name, **QUICK)
     assert not list(valkey_client.scan_iter(match=f"emq:{{{name}}}:*"))
+
+
+def test_a_stuck_run_times_out_with_a_report_however_long_a_busy_run_may_take(
+    monkeypatch: pytest.MonkeyPatch, valkey_client
+) -> None:
+    """The timeout is on progress, not on the whole run: a loaded machine may take minutes
+    over 20,000 jobs, and only a run where no job settles for timeout_s is given up."""
+    from echoq.teaching import chaos
+
+    def idle(self: chaos._Supervisor, slot: int) -> None:  # workers that never take a job
+        self.procs[slot] = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+    monkeypatch.setattr(chaos._Supervisor, "spawn", idle)
+    name = fresh_name("stuck")
+    report = run_chaos(workers=1, jobs=5, kill_rate=0.0, kill_every_s=0, seed=1, queue_name=name, timeout_s=1.5)
+    assert report.timed_out and report.unsettled == 5 and not report.ok
+    assert "TIMED OUT: no job settled" in report.format() and report.stopped_at_end == 1
+    assert not list(valkey_client.scan_iter(match=f"emq:{{{name}}}:*"))

@@ -159,7 +159,7 @@ class ChaosReport:
             f"{self.worker_failures} died on their own"
             + (f": {self.worker_failure_examples[-1]}" if self.worker_failure_examples else ""),
             f"  elapsed              {self.elapsed_s:.1f} s"
-            + ("  (TIMED OUT)" if self.timed_out else "")
+            + ("  (TIMED OUT: no job settled for the timeout)" if self.timed_out else "")
             + (f"  (GAVE UP: {self.gave_up})" if self.gave_up else ""),
             "  queue                "
             + (f"kept: {self.queue_kept}" if self.queue_kept else f"removed (emq:{{{self.queue}}}:*)"),
@@ -324,15 +324,16 @@ def run_chaos(
     work_ms: int = 2,
     beat_ms: int = 100,
     sample_every_s: float = 0.1,
-    timeout_s: float | None = None,
+    timeout_s: float = 120.0,
     progress: bool = False,
     url: str | None = None,
     queue_name: str | None = None,
     keep_queue: bool = False,
 ) -> ChaosReport:
-    """Run the chaos lab and return its report (see the module docstring). ``timeout_s``
-    None: 120 s plus 10 ms per job. ``keep_queue``: leave the queue on the server for a
-    look afterwards (the report says where); by default every run removes it."""
+    """Run the chaos lab and return its report (see the module docstring). ``timeout_s``:
+    give up when no job has settled for that long (a stuck run), however long the whole run
+    takes on a busy machine. ``keep_queue``: leave the queue on the server for a look
+    afterwards (the report says where); by default every run removes it."""
     whole("workers", workers, 1, 64)
     whole("jobs", jobs, 1, KEEP_DONE)
     fraction("kill_rate", kill_rate, 0.0, 1.0)
@@ -342,7 +343,7 @@ def run_chaos(
     whole("work_ms", work_ms, 0, 60_000, unit="of milliseconds")
     whole("beat_ms", beat_ms, 1, 60_000, unit="of milliseconds")
     fraction("sample_every_s", sample_every_s, 0.01, 60.0)
-    timeout_s = 120.0 + jobs / 100 if timeout_s is None else fraction("timeout_s", timeout_s, 1.0, 86_400.0)
+    fraction("timeout_s", timeout_s, 1.0, 86_400.0)
     points = checkpoints(kill_at)
     from ..server import connect, server_url
 
@@ -408,6 +409,7 @@ def _run(
     started = time.monotonic()
     next_kill = started + (sup.rng.expovariate(1 / report.kill_every_s) if report.kill_every_s else float("inf"))
     next_sample = started
+    last_progress, least_waiting = started, jobs
     try:
         for slot in range(report.workers):
             sup.spawn(slot)
@@ -419,7 +421,9 @@ def _run(
                 bar.update(jobs - waiting - bar.n)
             if waiting == 0:
                 break
-            if now - started > timeout_s:
+            if waiting < least_waiting:
+                last_progress, least_waiting = now, waiting
+            elif now - last_progress > timeout_s:
                 report.timed_out = True
                 break
             if report.worker_failures >= FAILURES_TO_GIVE_UP:
