@@ -28,7 +28,8 @@ def test_reliable_path_loses_nothing_and_duplicates_no_effect_under_kills() -> N
     assert report.completed <= report.effects <= 150 and report.deliveries == 150 + report.redeliveries
     assert report.invariant_samples > 0 and report.invariant_violations == 0
     assert report.invariant_check == "per-id" and "each checking every id: 0 with a job" in report.format()
-    assert report.worker_failures == 0 and report.stopped_at_end == 2 and report.queue_kept is None
+    # a worker SIGKILLed just before the end is a kill, not one the run stopped
+    assert report.worker_failures == 0 and report.stopped_at_end <= 2 and report.queue_kept is None
     assert report.settle_p50_ms is not None and report.settle_p50_ms <= report.settle_p99_ms
 
 
@@ -237,6 +238,6 @@ def test_a_stuck_run_times_out_with_a_report_however_long_a_busy_run_may_take(
 def test_a_chaos_run_is_honest_on_valkey_and_on_redis_7(server_url: str) -> None:
     report = run_chaos(workers=3, jobs=120, kill_rate=0.05, kill_every_s=0.3, seed=7, url=server_url, **QUICK)
     assert report.ok, report.format()
-    assert report.kills > 0 and report.worker_failures == 0 and report.stopped_at_end == 3
+    assert report.kills > 0 and report.worker_failures == 0 and report.stopped_at_end <= 3
     assert report.invariant_check == "per-id" and report.queue_kept is None
     assert not list(echoq.connect(server_url).scan_iter(match=f"emq:{{{report.queue}}}:*"))
