@@ -381,8 +381,14 @@ class Queue:
         passes: True when a token came. A token is a hint (another worker may have taken
         the job first); claim to find out. Uses a connection of its own from the pool."""
         whole("timeout_ms", timeout_ms, 1, 3_600_000, unit="of milliseconds")
+        timeout_s = timeout_ms / 1000
+        # The client gives up on a reply after its socket timeout (redis-py's default is 5 s):
+        # block for less than that, and the caller simply waits again.
+        socket_timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
+        if socket_timeout:
+            timeout_s = min(timeout_s, max(0.001, socket_timeout * 0.8))
         try:
-            return self.client.blpop([self.keys.wake], timeout=timeout_ms / 1000) is not None
+            return self.client.blpop([self.keys.wake], timeout=round(timeout_s, 3)) is not None
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise scripts.lost_server(self.client, exc) from None
 
