@@ -172,16 +172,30 @@ def measure_ceiling(client: redis.Redis, trips: int, shaped: bool = False) -> fl
     return time.perf_counter() - started
 
 
+@dataclass
+class Sample:
+    """One timed run: wall seconds, and the CPU seconds the consumer and the server spent."""
+
+    seconds: float
+    client_cpu_s: float | None = None  # every thread of every consumer process
+    server_cpu_s: float | None = None  # valkey-server's own user + system time
+
+
+def server_cpu_s(client: redis.Redis) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 def _worker_process(url: str, name: str, path: str, batch: int, start: Any, results: Any) -> None:
     queue = Queue(name, echoq.connect(url))
     start.wait(PROCESS_TIMEOUT_S)
-    began = time.monotonic()
+    began, cpu = time.monotonic(), time.process_time()
     completed = worker_loop(queue, batch) if path == "worker" else LOOPS[path](queue, batch)
-    results.put((completed, began, time.monotonic()))
+    results.put((completed, began, time.monotonic(), time.process_time() - cpu))
 
 
-def run_processes(url: str, name: str, path: str, batch: int, processes: int) -> tuple[float, int]:
-    """Drain with ``processes`` worker processes; (wall seconds, jobs completed).
+def run_processes(url: str, name: str, path: str, batch: int, processes: int) -> tuple[float, int, float]:
+    """Drain with ``processes`` worker processes; (wall seconds, jobs completed, their CPU seconds).
 
     The clock starts when every process is connected and waiting at the barrier, so
     process start-up is not timed; it stops when the last one has drained.
@@ -203,28 +217,30 @@ def run_processes(url: str, name: str, path: str, batch: int, processes: int) ->
             worker.join(timeout=10)
             if worker.is_alive():
                 worker.kill()
-    wall = max(end for _, _, end in reports) - min(began for _, began, _ in reports)
-    return wall, sum(completed for completed, _, _ in reports)
+    wall = max(r[2] for r in reports) - min(r[1] for r in reports)
+    return wall, sum(r[0] for r in reports), sum(r[3] for r in reports)
 
 
-def measure_echoq(client: redis.Redis, url: str, path: str, jobs: int, batch: int, processes: int) -> float:
-    """Seconds for ``path`` to drain ``jobs``. For the Worker, ``batch`` is its concurrency."""
+def measure_echoq(client: redis.Redis, url: str, path: str, jobs: int, batch: int, processes: int) -> Sample:
+    """Time ``path`` draining ``jobs``. For the Worker, ``batch`` is its concurrency."""
     queue = Queue(f"bench-{path.replace('_', '-')}-{processes}-{batch}", client, keep_done=1_000)
     queue.reset()
     fill(queue, jobs)
+    server_before = server_cpu_s(client)
     if processes == 1:
         loop = worker_loop if path == "worker" else LOOPS[path.removesuffix("_pure_python")]
         mine = Queue(queue.name, pure_python_client(url), keep_done=1_000) if path.endswith("_pure_python") else queue
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         completed = loop(mine, batch)
-        seconds = time.perf_counter() - started
+        seconds, client_cpu = time.perf_counter() - started, time.process_time() - cpu
         if mine is not queue:
             mine.client.close()
     else:
-        seconds, completed = run_processes(url, queue.name, path, batch, processes)
+        seconds, completed, client_cpu = run_processes(url, queue.name, path, batch, processes)
+    server_cpu = server_cpu_s(client) - server_before
     verify(queue, jobs, completed)
     queue.reset()
-    return seconds
+    return Sample(seconds, client_cpu, server_cpu)
 
 
 def bullmq_ready(progress: Callable[[str], None]) -> str | None:
@@ -253,7 +269,7 @@ def bullmq_ready(progress: Callable[[str], None]) -> str | None:
     return None
 
 
-def measure_bullmq(url: str, jobs: int, concurrency: int) -> float:
+def measure_bullmq(url: str, jobs: int, concurrency: int) -> Sample:
     """Seconds for one BullMQ Worker at ``concurrency`` to drain ``jobs`` no-ops (bench/bullmq/drain.cjs)."""
     done = subprocess.run(
         [
@@ -280,7 +296,7 @@ def measure_bullmq(url: str, jobs: int, concurrency: int) -> float:
         or any(counts[k] for k in ("active", "wait", "delayed", "failed"))
     ):
         raise BenchmarkMiscounted(f"bullmq: {jobs} jobs added, {result['completed']} completed events, counts {counts}")
-    return float(result["seconds"])
+    return Sample(float(result["seconds"]), float(result["client_cpu_s"]), float(result["server_cpu_s"]))
 
 
 def measure_rq(url: str, jobs: int) -> float:
@@ -325,6 +341,8 @@ class Row:
     ratio: float | None = None
     ratio_to: str | None = None
     concurrency: int = 1  # handler slots per process (the Worker and BullMQ rows)
+    client_cpu_us: float | None = None  # per job, the median round's: the consumer's processes
+    server_cpu_us: float | None = None  # per job: valkey-server
 
 
 # Targets for the scaling table (issue 14): (headline, at least, what it compares).
@@ -359,12 +377,13 @@ def run(
         )
         facts["load_before"] = load_average()
         trips = 2 * jobs
-        # (path, processes, concurrency) -> seconds per round
-        timings: dict[tuple[str, int, int], list[float]] = {}
+        # (path, processes, concurrency) -> one sample per round
+        samples: dict[tuple[str, int, int], list[Sample]] = {}
 
-        def timed(round_no: int, key: tuple[str, int, int], measure: Callable[..., float], *args: Any) -> None:
+        def timed(round_no: int, key: tuple[str, int, int], measure: Callable[..., Any], *args: Any) -> None:
             progress(f"round {round_no}/{rounds}: {key[0]} x{key[1]} c{key[2]}")
-            timings.setdefault(key, []).append(measure(*args))
+            sample = measure(*args)
+            samples.setdefault(key, []).append(sample if isinstance(sample, Sample) else Sample(sample))
 
         url = server.url
         for n in range(1, rounds + 1):
@@ -384,7 +403,7 @@ def run(
             timed(n, ("worker", WORKER_PROCESSES, 8), measure_echoq, client, url, "worker", jobs, 8, WORKER_PROCESSES)
         if with_rq:
             progress("rq SimpleWorker (once)")
-            timings[("rq", 1, 1)] = [measure_rq(server.url, jobs)]
+            samples[("rq", 1, 1)] = [Sample(measure_rq(server.url, jobs))]
         facts["load_after"] = load_average()
         client.close()
     finally:
@@ -392,6 +411,7 @@ def run(
 
     # A rate per round; a ratio is taken within each round (its two runs were neighbours in
     # time, so a burst of load elsewhere hits both) and the median round's ratio is reported.
+    timings = {key: [s.seconds for s in runs] for key, runs in samples.items()}
     rates = {key: [jobs / seconds for seconds in runs] for key, runs in timings.items()}
     rates[("ceiling", 1, 1)] = [trips / seconds for seconds in timings[("ceiling", 1, 1)]]
     rates[("limit", 1, 1)] = [rate / 2 for rate in rates[("ceiling", 1, 1)]]
@@ -410,6 +430,11 @@ def run(
         mine = rates[key]
         result = Row(key[0], text, key[1], count, median([count / r for r in mine]), median(mine), unit)
         result.concurrency = key[2]
+        runs = samples.get(key, [])
+        if runs and all(s.client_cpu_s is not None for s in runs):
+            result.client_cpu_us = median([s.client_cpu_s / count * 1e6 for s in runs])  # type: ignore[operator]
+        if runs and all(s.server_cpu_s is not None for s in runs):
+            result.server_cpu_us = median([s.server_cpu_s / count * 1e6 for s in runs])  # type: ignore[operator]
         if base is not None:
             result.ratio, result.ratio_to = ratio(key, base[0]), base[1]
         return result
@@ -499,8 +524,21 @@ def run(
 
 
 def _rate_table(rows: list[Row], first: str) -> str:
+    def us(value: float | None) -> str:
+        return f"{value:.1f}" if value is not None else ""
+
     return table(
-        [first, "processes", "concurrency", "s", "per second", "ratio", "ratio to"],
+        [
+            first,
+            "processes",
+            "concurrency",
+            "s",
+            "per second",
+            "client CPU µs/job",
+            "server CPU µs/job",
+            "ratio",
+            "ratio to",
+        ],
         [
             [
                 r.label,
@@ -508,12 +546,14 @@ def _rate_table(rows: list[Row], first: str) -> str:
                 str(r.concurrency),
                 f"{r.seconds:.2f}",
                 f"{r.rate:,.0f} {r.unit.removesuffix('/s')}",
+                us(r.client_cpu_us),
+                us(r.server_cpu_us),
                 f"{r.ratio:.2f}" if r.ratio is not None else "",
                 r.ratio_to or "",
             ]
             for r in rows
         ],
-        right=[False, True, True, True, True, True, False],
+        right=[False, True, True, True, True, True, True, True, False],
     )
 
 

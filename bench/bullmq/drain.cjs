@@ -6,10 +6,17 @@
 //
 // The clock starts when the worker is connected and ready (as the echoq side starts at
 // work()), and stops at the last 'completed' event. The queue is obliterated after the run;
-// the counts read just before are printed so the bench can check that every job completed.
+// the counts read just before are printed so the bench can check that every job completed,
+// with the CPU seconds this process and the server spent while the worker drained.
 const path = require('path');
 const [bullmqDir, url, name, jobsText, concurrencyText] = process.argv.slice(2);
 const { Queue, Worker } = require(path.join(bullmqDir, 'node_modules', 'bullmq'));
+
+// valkey-server's own CPU seconds (user + system), from INFO cpu.
+function serverCpu(info) {
+  const field = (name) => Number((info.match(new RegExp(`^${name}:([0-9.]+)`, 'm')) || [0, 0])[1]);
+  return field('used_cpu_user') + field('used_cpu_sys');
+}
 
 async function main() {
   const jobs = Number(jobsText);
@@ -38,14 +45,25 @@ async function main() {
     });
   });
   await worker.waitUntilReady();
+  const redis = await queue.client;
+  const serverBefore = serverCpu(await redis.info('cpu'));
+  const cpuBefore = process.cpuUsage();
   started = performance.now();
   worker.run();
   const ended = await drained;
+  const cpu = process.cpuUsage(cpuBefore);
+  const serverCpuS = serverCpu(await redis.info('cpu')) - serverBefore;
   await worker.close();
   const counts = await queue.getJobCounts('completed', 'active', 'wait', 'delayed', 'failed');
   await queue.obliterate({ force: true });
   await queue.close();
-  process.stdout.write(JSON.stringify({ seconds: (ended - started) / 1000, completed, counts }) + '\n');
+  process.stdout.write(JSON.stringify({
+    seconds: (ended - started) / 1000,
+    completed,
+    counts,
+    client_cpu_s: (cpu.user + cpu.system) / 1e6,
+    server_cpu_s: serverCpuS,
+  }) + '\n');
 }
 
 main().catch((err) => {
