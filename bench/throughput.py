@@ -117,6 +117,7 @@ def label(path: str, batch: int) -> str:
         "complete_and_claim": "complete_and_claim (one call per job)",
         "batch": f"claim_many({batch}) + complete_many",
         "batch_pure_python": f"claim_many({batch}) + complete_many, no hiredis",
+        "two_call_pure_python": "claim + complete, no hiredis",
     }[path]
 
 
@@ -392,7 +393,8 @@ def run(
             for processes in (1, WORKER_PROCESSES):
                 for path in LOOPS:
                     timed(n, (path, processes, 1), measure_echoq, client, url, path, jobs, batch, processes)
-            timed(n, ("batch_pure_python", 1, 1), measure_echoq, client, url, "batch_pure_python", jobs, batch, 1)
+            for path in ("two_call_pure_python", "batch_pure_python"):
+                timed(n, (path, 1, 1), measure_echoq, client, url, path, jobs, batch, 1)
             # The scaling table, BullMQ next to the Worker at the same concurrency.
             for concurrency in CONCURRENCIES:
                 if bullmq_skipped is None and concurrency in BULLMQ_CONCURRENCIES:
@@ -449,11 +451,18 @@ def run(
         row(("complete_and_claim", 1, 1), label("complete_and_claim", batch), jobs, "jobs/s", one),
         row(("batch", 1, 1), label("batch", batch), jobs, "jobs/s", one),
         row(
+            ("two_call_pure_python", 1, 1),
+            label("two_call_pure_python", batch),
+            jobs,
+            "jobs/s",
+            (("two_call", 1, 1), "the same with hiredis"),
+        ),
+        row(
             ("batch_pure_python", 1, 1),
             label("batch_pure_python", batch),
             jobs,
             "jobs/s",
-            (("batch", 1, 1), "the same with hiredis"),
+            (("two_call_pure_python", 1, 1), "two-call loop, no hiredis"),
         ),
         *(
             row((path, WORKER_PROCESSES, 1), label(path, batch), jobs, "jobs/s", ((path, 1, 1), "same path, 1 process"))
@@ -486,6 +495,8 @@ def run(
         "complete_and_claim_vs_two_call": by_key[("complete_and_claim", 1)].ratio,
         "batch_vs_two_call": by_key[("batch", 1)].ratio,
         "hiredis_vs_pure_python": ratio(("batch", 1, 1), ("batch_pure_python", 1, 1)),
+        "hiredis_vs_pure_python_two_call": ratio(("two_call", 1, 1), ("two_call_pure_python", 1, 1)),
+        "batch_vs_two_call_pure_python": ratio(("batch_pure_python", 1, 1), ("two_call_pure_python", 1, 1)),
         "fastest_path": fastest,
         "fastest_vs_two_call": by_key[(fastest, 1)].ratio,
         "two_call_x4_vs_two_call": by_key[("two_call", WORKER_PROCESSES)].ratio,
@@ -600,7 +611,9 @@ def render(report: dict[str, Any]) -> str:
         f"/ the limit with the same args: {h['two_call_vs_shaped_limit']:.2f}",
         f"- complete_and_claim / two-call loop: {h['complete_and_claim_vs_two_call']:.2f}x",
         f"- claim_many({report['batch']}) + complete_many / two-call loop: {h['batch_vs_two_call']:.2f}x",
-        f"- the same with hiredis / with redis-py's pure-Python parser: {h['hiredis_vs_pure_python']:.2f}x",
+        f"- hiredis / redis-py's pure-Python parser and packer: {h['hiredis_vs_pure_python']:.2f}x on the batch path, "
+        f"{h['hiredis_vs_pure_python_two_call']:.2f}x on the two-call loop; without hiredis, batch / two-call: "
+        f"{h['batch_vs_two_call_pure_python']:.2f}x",
         f"- fastest one-process path ({h['fastest_path']}) / two-call loop: {h['fastest_vs_two_call']:.2f}x"
         " (issue 3's target: >= 1.8x)",
         f"- {WORKER_PROCESSES} processes / 1 process, two-call loop: {h['two_call_x4_vs_two_call']:.2f}x",

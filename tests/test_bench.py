@@ -53,7 +53,7 @@ def test_throughput_reports_every_path_with_sane_figures(throughput_report: dict
     expected = {("ceiling", 1), ("limit", 1), ("shaped", 1), ("shaped_limit", 1), ("rq", 1)} | {
         (path, procs) for path in ("two_call", "complete_and_claim", "batch") for procs in (1, 4)
     }
-    assert rows.keys() == expected | {("batch_pure_python", 1)}
+    assert rows.keys() == expected | {("batch_pure_python", 1), ("two_call_pure_python", 1)}
     for row in [*rows.values(), *report["scaling"]]:
         assert row["seconds"] > 0 and math.isfinite(row["rate"]) and row["rate"] > 0
         assert row["count"] == (120 if row["key"] in ("ceiling", "shaped") else 60)
