@@ -275,6 +275,7 @@ class Worker:
         self._stopping = False
         self._closing = False  # work() is ending: handler threads leave
         self._io_waiting = False
+        self._low_mark = 0  # the owner sends completions once the buffer is down to this
         self._woken = False
         self._buffer: deque[Delivery] = deque()  # claimed, not started
         self._busy: set[Delivery] = set()  # a handler is running them
@@ -408,8 +409,12 @@ class Worker:
                 now = time.monotonic()
                 next_beat = now + beat_s
             with lock:
-                finished, self._finished = self._finished, []
                 stopping = self._stopping
+                finished: list[tuple[Delivery, Exception | None]] = []
+                # Completions wait until the buffer is down to its low mark: the handlers
+                # work through the rest while this call is on the wire (double buffering).
+                if self._finished and (len(self._buffer) <= self._low_mark or stopping or now >= next_tick):
+                    finished, self._finished = self._finished, []
                 unstarted: list[Delivery] = []
                 if stopping and self._buffer:
                     unstarted = list(self._buffer)
@@ -464,7 +469,12 @@ class Worker:
             self._listen(dry and room > 0)
             deadline = min(next_beat, next_tick, look_again)
             with lock:
-                if self._finished or self._woken or self._stopping != stopping or self._crashed.is_set():
+                if (
+                    (self._finished and len(self._buffer) <= self._low_mark)
+                    or self._woken
+                    or self._stopping != stopping
+                    or self._crashed.is_set()
+                ):
                     continue
                 self._io_waiting = True
                 self._io_wake.wait(max(0.0, deadline - time.monotonic()))
@@ -480,7 +490,9 @@ class Worker:
         else:
             per_slot = PREFETCH_ROUND_TRIPS * self._trip_s / max(self._job_s, 1e-7)
             extra = min(PREFETCH_PER_SLOT * c, int(c * per_slot))
-        return max(0, min(BATCH, c + extra) - len(self._buffer) - len(self._busy))
+        extra = min(extra, BATCH - c)
+        self._low_mark = extra // 2
+        return max(0, c + extra - len(self._buffer) - len(self._busy))
 
     def _complete_and_claim(self, done: list[Delivery], ask: int) -> int:
         """One call: complete ``done`` (each fenced) and claim up to ``ask``; feeds the buffer."""
@@ -628,7 +640,7 @@ class Worker:
                     return  # a dead worker completes nothing
                 self._finished.append((delivery, error))
                 self._job_s = took if self._job_s is None else 0.8 * self._job_s + 0.2 * took
-                if self._io_waiting:
+                if self._io_waiting and len(self._buffer) <= self._low_mark:
                     self._io_wake.notify()
 
     def _run(self, delivery: Delivery) -> Exception | None:
