@@ -12,10 +12,12 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   each fenced by its own attempt -- and claims as many new ones as there are free handler
   slots plus a prefetch buffer. ``concurrency`` handler threads take jobs from the buffer,
   call the handler with a :class:`Delivery` (JOB id, payload, attempt) and hand the
-  finished job back. While one call is on the wire the handlers keep working, and what
-  they finish meanwhile goes into the next call: a busy worker sends big batches, a quiet
-  one small ones. A handler that raised gives its job back through ``retry`` with an
-  exponential :class:`Backoff`, which dead-letters it after ``max_attempts``.
+  finished job back. The owner sends its call once the buffer is down to half its
+  prefetch (its low mark), so the handlers work through the other half while the call is
+  on the wire, and whatever they finish meanwhile goes into the next call: a busy worker
+  sends big batches, a quiet one small ones. A handler that raised gives its job back
+  through ``retry`` with an exponential :class:`Backoff`, which dead-letters it after
+  ``max_attempts``.
 * **Prefetch.** By default the buffer holds at most ``PREFETCH_PER_SLOT`` jobs per handler
   slot, and no more than the handlers get through in about two round trips, so quick jobs
   are batched and slow ones are not hoarded (a slow job is claimed only for a free slot).
