@@ -383,13 +383,16 @@ class Queue:
         whole("timeout_ms", timeout_ms, 1, 3_600_000, unit="of milliseconds")
         timeout_s = timeout_ms / 1000
         # The client gives up on a reply after its socket timeout (redis-py's default is 5 s):
-        # block for less than that, and the caller simply waits again.
+        # block for half of it at most, and the caller simply waits again. Should a loaded
+        # server still answer too late, that is "no token yet" too.
         socket_timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
         if socket_timeout:
-            timeout_s = min(timeout_s, max(0.001, socket_timeout * 0.8))
+            timeout_s = min(timeout_s, max(0.001, socket_timeout / 2))
         try:
             return self.client.blpop([self.keys.wake], timeout=round(timeout_s, 3)) is not None
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+        except redis.TimeoutError:
+            return False
+        except redis.ConnectionError as exc:
             raise scripts.lost_server(self.client, exc) from None
 
     def waiting(self) -> Waiting:
