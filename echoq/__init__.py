@@ -36,10 +36,12 @@ from .queue import (
     Job,
     JobState,
     Queue,
+    Release,
     Retry,
     RetryResult,
     Snapshot,
     StalledReport,
+    Waiting,
 )
 from .server import connect, describe, redact, server_url
 from .worker import (
@@ -78,6 +80,7 @@ __all__ = [
     "JobState",
     "Keyspace",
     "Queue",
+    "Release",
     "Retry",
     "RetryResult",
     "SCRIPT_ERRORS",
@@ -85,6 +88,7 @@ __all__ = [
     "ServerUnavailable",
     "Snapshot",
     "StalledReport",
+    "Waiting",
     "WorkReport",
     "Worker",
     "WorkerHooks",

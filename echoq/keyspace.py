@@ -9,20 +9,27 @@ namespace stays inside the tag (``emq:{alice.lesson-02}:pending``), so the queue
 one slot, and every key of every queue in namespace ``alice`` matches the one pattern
 ``emq:{alice.*`` -- which is what an ACL user of a shared server is allowed to touch.
 
-=====================  ==========  ==========================================================
-key                    type        holds
-=====================  ==========  ==========================================================
-``emq:{q}:pending``    sorted set  JOB ids, all at score 0: byte order is mint order
-``emq:{q}:active``     sorted set  JOB ids scored by lease deadline (server ms)
-``emq:{q}:scheduled``  sorted set  JOB ids waiting out a retry backoff, scored by due time (ms)
-``emq:{q}:dead``       sorted set  dead-lettered JOB ids scored by time of death (ms)
-``emq:{q}:done``       sorted set  recently completed ids scored by completion time (capped)
-``emq:{q}:job:<id>``   hash        the row: state, attempts, payload, stalled, error, ...
-``emq:{q}:stats``      hash        counters: enqueued, claimed, completed, retried, reaped, ...
-``emq:{q}:effects``    hash        the effects ledger: JOB id -> how many times its effect ran
-``emq:{q}:outbox``     list        the stand-in side effect: one record per effect performed
-``emq:{q}:progress``   hash        the teaching kit's record of a learner's lessons and checks
-=====================  ==========  ==========================================================
+=========================  ==========  ======================================================
+key                        type        holds
+=========================  ==========  ======================================================
+``emq:{q}:pending``        sorted set  JOB ids, all at score 0: byte order is mint order
+``emq:{q}:active``         sorted set  JOB ids scored by lease deadline (server ms)
+``emq:{q}:scheduled``      sorted set  JOB ids waiting out a retry backoff, scored by due time (ms)
+``emq:{q}:dead``           sorted set  dead-lettered JOB ids scored by time of death (ms)
+``emq:{q}:done``           sorted set  recently completed ids scored by completion time (capped)
+``emq:{q}:job:<id>``       hash        the row: state, attempts, payload, stalled, error, ...
+``emq:{q}:stats``          hash        counters: enqueued, claimed, completed, retried, reaped, ...
+``emq:{q}:effects``        hash        the effects ledger: JOB id -> how many times its effect ran
+``emq:{q}:outbox``         list        the stand-in side effect: one record per effect performed
+``emq:{q}:progress``       hash        the teaching kit's record of a learner's lessons and checks
+``emq:{q}:wake``           list        wake-up tokens for idle workers: at most 64 (WAKE_CAP)
+``emq:{q}:stalled_guard``  string      who ran the fleet's last stalled check; expires within a beat
+=========================  ==========  ======================================================
+
+Bounds of the two worker keys: ``wake`` is trimmed to ``WAKE_CAP`` (64) tokens of one byte
+by every script that pushes to it (``lua/includes/wake.lua``); ``stalled_guard`` is one
+short string set with ``SET NX PX`` that expires by itself, at most an hour after it was
+set (``Queue.stalled_check_guarded``).
 """
 
 from __future__ import annotations
@@ -107,6 +114,16 @@ class Keyspace:
     @property
     def outbox(self) -> str:
         return self.prefix + "outbox"
+
+    @property
+    def wake(self) -> str:
+        """Wake-up tokens an idle worker blocks on; pushed by the scripts that fill pending."""
+        return self.prefix + "wake"
+
+    @property
+    def stalled_guard(self) -> str:
+        """Set with ``SET NX PX`` by the worker that runs this beat's stalled check."""
+        return self.prefix + "stalled_guard"
 
     @property
     def progress(self) -> str:

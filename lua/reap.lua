@@ -20,6 +20,7 @@
 --- @include "includes/server_now"
 --- @include "includes/queue_keys"
 --- @include "includes/args"
+--- @include "includes/wake"
 
 local active_key, pending_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
 local prefix, refused = queue_prefix({'active', 'pending', 'stats'})
@@ -37,6 +38,7 @@ for _, id in ipairs(expired) do
   redis.call('HSET', prefix .. 'job:' .. id, 'state', 'pending')
 end
 if #expired > 0 then redis.call('HINCRBY', stats_key, 'reaped', #expired) end
+wake(prefix, #expired)
 local reply = {now}
 for _, id in ipairs(expired) do reply[#reply + 1] = id end
 return reply

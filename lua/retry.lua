@@ -33,6 +33,7 @@
 --- @include "includes/queue_keys"
 --- @include "includes/args"
 --- @include "includes/fence"
+--- @include "includes/wake"
 
 local active_key, pending_key, scheduled_key, dead_key, stats_key, row_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -63,6 +64,7 @@ redis.call('HINCRBY', stats_key, 'retried', 1)
 if backoff_ms == 0 then
   redis.call('HSET', row_key, 'state', 'pending', 'error', err)
   redis.call('ZADD', pending_key, 0, id)
+  wake(prefix, 1)
   return {'retried', attempts}
 end
 redis.call('HSET', row_key, 'state', 'scheduled', 'error', err)

@@ -27,6 +27,7 @@
 --- @include "includes/server_now"
 --- @include "includes/queue_keys"
 --- @include "includes/args"
+--- @include "includes/wake"
 
 local active_key, pending_key, dead_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
@@ -59,4 +60,5 @@ for _, id in ipairs(expired) do
 end
 if #expired > 0 then redis.call('HINCRBY', stats_key, 'stalled', #expired) end
 if #dead > 0 then redis.call('HINCRBY', stats_key, 'dead', #dead) end
+wake(prefix, #recovered)
 return {now, recovered, dead}

@@ -1,0 +1,59 @@
+-- extend_many.lua: renew the leases of K held jobs in ONE call, each fenced by its own
+-- attempt (BullMQ's extendLocks does the same for its locks).
+--
+-- A Worker sends every job it holds once per tick: the jobs its handlers are running AND
+-- the prefetched ones waiting in its buffer, so a job that waits is never reaped while it
+-- waits. Each renewal is fenced exactly as in extend.lua: a job the caller no longer holds
+-- (reaped, or claimed again by someone else) is refused on its own, its new holder's lease
+-- left alone, and the others are still renewed. Every renewed lease gets the same
+-- deadline: the server's now plus the lease.
+--
+-- KEYS[1]  emq:{q}:active      sorted set, score = lease deadline (server ms)
+-- KEYS[2..1+K]  emq:{q}:job:<id>   the row of each job, in ARGV's order
+-- ARGV[1]  lease               milliseconds from the server's now, 1..86400000
+-- ARGV[2..]  id, attempt, id, attempt, ...   1..1000 jobs; attempt is the fencing token
+--                              the claim returned
+--
+-- Replies
+--   {deadline, {outcome, ...}}  the new deadline (server ms), then one outcome per job in
+--                               order: 'extended', 'stale' (the caller no longer holds it)
+--                               or 'gone' (no such row)
+-- Errors
+--   BADARG  lease out of range, no jobs or more than 1000, an odd number of id/attempt
+--           values, or KEYS[1] not a queue's active set
+--   BADID   a row key that is not the row of its id in that queue
+--- @include "includes/server_now"
+--- @include "includes/queue_keys"
+--- @include "includes/args"
+--- @include "includes/fence"
+
+local active_key = KEYS[1]
+
+local prefix, refused = named_prefix({'active'})
+if not prefix then return refused end
+local lease_ms
+lease_ms, refused = whole(ARGV[1], 'lease', 'lease_ms')
+if not lease_ms then return refused end
+local given = #ARGV - 1
+if given < 2 or given % 2 ~= 0 or given / 2 > 1000 then
+  return redis.error_reply('BADARG give 1..1000 (id, attempt) pairs after the lease, got ' ..
+    given .. ' values')
+end
+local ids = {}
+for i = 2, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+local ok
+ok, refused = rows_match(prefix, 2, ids)
+if not ok then return refused end
+
+local deadline = server_now_ms() + lease_ms
+local outcomes = {}
+for i, id in ipairs(ids) do
+  local refusal = fence(KEYS[1 + i], ARGV[2 * i + 1])
+  if refusal then
+    outcomes[i] = refusal[1]
+  else
+    redis.call('ZADD', active_key, 'XX', deadline, id)
+    outcomes[i] = 'extended'
+  end
+end
+return {deadline, outcomes}
