@@ -172,3 +172,12 @@ def test_every_prediction_explains_every_option(lesson: str) -> None:
             assert why in verdict and verdict.startswith("Right." if n == p.answer else "Not quite:")
         assert "Predict:" in repr(p) and all(text in repr(p) for text, _ in p.options)
         assert not any(why in repr(p) for why in explanations), "the static form must not give the answer away"
+
+
+def test_the_readme_lists_what_each_lesson_catches() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert exercises.catalogue_markdown() in readme, (
+        "README's table of misconceptions is stale: paste exercises.catalogue_markdown() into § The course"
+    )

@@ -32,6 +32,7 @@ import json
 import os
 import select
 import signal
+import threading
 import time
 import traceback
 import warnings
@@ -49,6 +50,7 @@ __all__ = [
     "StepAt",
     "counting_client",
     "delay",
+    "hold",
     "made",
     "in_child",
     "mark",
@@ -77,6 +79,7 @@ class _Steps:
         self.freeze_at = freeze_at
         self.count = 0
         self.delays: dict[str, tuple[int, float]] = {}  # label -> (n-th such command, seconds)
+        self.holds: dict[str, int] = {}  # label -> the n-th such command is held (frozen) before it goes
         self.seen: dict[str, int] = {}  # commands about to be sent, per label
         self.made: dict[str, int] = {}  # steps made, per label
 
@@ -86,6 +89,10 @@ class _Steps:
         nth, seconds = self.delays.get(label, (0, 0.0))
         if n == nth:
             time.sleep(seconds)
+        if self.holds.get(label) == n:
+            self.send({"frozen": f"before {label}"})
+            _stop_here()
+            self.send({"resumed": f"before {label}"})
 
     def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, default=str) + "\n").encode()
@@ -98,11 +105,25 @@ class _Steps:
         self.made[label] = self.made.get(label, 0) + 1
         self.send({"step": label})
         if _matches(self.kill_at, n, label):
-            os.kill(os.getpid(), signal.SIGKILL)
+            _die_here()
         if _matches(self.freeze_at, n, label):
             self.send({"frozen": label})
-            os.kill(os.getpid(), signal.SIGSTOP)
+            _stop_here()
             self.send({"resumed": label})
+
+
+def _stop_here() -> None:
+    """Freeze the whole process, this thread included, before it runs another line.
+
+    Sent to the calling THREAD (tgkill), not to the process: a process-directed SIGSTOP is
+    taken by the main thread, and a worker thread that sent it may run on -- and send the
+    very command it meant to hold -- before the group stop reaches it."""
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+
+
+def _die_here() -> None:
+    """SIGKILL the whole process from the calling thread (a real ``kill -9``)."""
+    signal.pthread_kill(threading.get_ident(), signal.SIGKILL)
 
 
 def _matches(at: StepAt, n: int, label: str) -> bool:
@@ -149,6 +170,14 @@ def _label(args: tuple[Any, ...]) -> str:
 def made(label: str) -> int:
     """In a child: how many steps labelled ``label`` it has made so far (0 in the parent)."""
     return _steps.made.get(label, 0) if _steps is not None else 0
+
+
+def hold(label: str, nth: int) -> None:
+    """In a child: freeze (SIGSTOP) just before sending the ``nth`` command labelled ``label``,
+    until the parent resumes it -- a message held up on the network for exactly as long as
+    the parent decides."""
+    if _steps is not None:
+        _steps.holds[label] = nth
 
 
 def delay(label: str, nth: int, seconds: float) -> None:
@@ -223,8 +252,13 @@ def _child_main(fd: int, target: Callable[..., Any], args: tuple[Any, ...], kill
         except BaseException as exc:  # the learner's code: report it, in words, to the parent
             frames = traceback.extract_tb(exc.__traceback__)
             where = next((f"line {f.lineno} of {f.name}" for f in reversed(frames) if _learners(f.filename)), "")
+            # Whose fault: a frame of the learner's, or the server refusing their script (or
+            # timing out on it). Anything else is the kit's own bug, and must not be blamed on them.
+            theirs = bool(where) or isinstance(exc, redis.ResponseError) or "Timeout reading" in str(exc)
             text = (str(exc).strip().splitlines() or [""])[0][:300]
-            _steps.send({"raised": f"{type(exc).__name__}: {text}".strip().rstrip(":"), "where": where})
+            _steps.send(
+                {"raised": f"{type(exc).__name__}: {text}".strip().rstrip(":"), "where": where, "theirs": theirs}
+            )
     except BaseException:
         code = 70
     finally:
@@ -267,6 +301,7 @@ class Child:
         self.value: Any = None  # what target returned (JSON-able, or its repr)
         self.error: str | None = None  # "Type: message" if target raised
         self.where: str | None = None  # the learner's line it raised on, if known
+        self.theirs = False  # the error came from the learner's code (not from the kit)
         self.frozen_at: str | None = None
         self._reaped = False
         self._outcome_seen = False
@@ -316,6 +351,7 @@ class Child:
         elif "raised" in message:
             self.error = message["raised"]
             self.where = message.get("where") or None
+            self.theirs = bool(message.get("theirs"))
             self._outcome_seen = True
 
     def _poll_status(self) -> None:

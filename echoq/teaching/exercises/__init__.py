@@ -40,6 +40,7 @@ __all__ = [
     "Misconception",
     "SOLUTIONS",
     "STUBS",
+    "catalogue_markdown",
     "check_charge_once",
     "check_claim_script",
     "check_fenced_complete",
@@ -72,9 +73,9 @@ def solution(key: str):  # -> IPython.display.HTML
 
 
 def catalogue_markdown() -> str:
-    """The misconceptions each lesson's exercises catch, as Markdown (the README's list)."""
-    lines = []
+    """The misconceptions each exercise catches, as the README's Markdown table."""
+    rows = ["| lesson | exercise | misconceptions its check catches |", "|---|---|---|"]
     for ex in EXERCISES.values():
-        names = "; ".join(f"*{m.title}*" for m in ex.misconceptions)
-        lines.append(f"| {ex.lesson} | {ex.title} | {names} |")
-    return "\n".join(["| lesson | exercise | misconceptions its check catches |", "|---|---|---|", *lines])
+        caught = "; ".join(f"*{m.title}*" for m in ex.misconceptions)
+        rows.append(f"| {ex.lesson} | {ex.title} (`{ex.check.__name__}`) | {caught} |")
+    return "\n".join(rows)

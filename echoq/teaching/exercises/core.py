@@ -258,6 +258,11 @@ class Run:
 
     def code_failed(self, prop: str, what: str, child: processes.Child) -> None:
         """The learner's code raised in ``child``: say so, in one line."""
+        if self.exercise.kind == "lua" and "Timeout reading from socket" in (child.error or ""):
+            self.stop_script()  # the script ran past the client's patience, and may still be running
+            self.fail(prop, "too-slow", what=what, seconds=5)
+        if not child.theirs:  # never blame the learner for the kit's own failure
+            raise RuntimeError(f"the check itself failed in {child.name} (not your code): {child.error}")
         where = f" ({child.where})" if child.where else ""
         self.fail(prop, "code-error", what=what, error=child.error, where=where)
 
@@ -266,8 +271,27 @@ class Run:
         try:
             return child.wait(seconds)
         except processes.ChildTimeout:
+            if self.exercise.kind == "lua":
+                self.stop_script()
             self.fail(prop, "too-slow", what=what, seconds=seconds)
             raise  # not reached
+
+    def stop_script(self) -> None:
+        """A learner's script that never ends keeps the server busy after its caller died:
+        once the server reports it busy (lua-time-limit), SCRIPT KILL stops it."""
+        import time
+
+        import redis
+
+        give_up = time.monotonic() + 10
+        while time.monotonic() < give_up:
+            try:
+                self.client.script_kill()
+                return
+            except redis.ResponseError as exc:  # NOTBUSY: nothing runs (any more); UNKILLABLE: it wrote
+                if "NOTBUSY" in str(exc) or "UNKILLABLE" in str(exc):
+                    return
+            time.sleep(0.1)
 
 
 @contextmanager
@@ -279,6 +303,8 @@ def running(exercise: Exercise, client: redis.Redis | None) -> Iterator[Run]:
         pass
     finally:
         processes.stop_all()
+        if exercise.kind == "lua":
+            run.stop_script()  # a learner's script still running would keep the server busy
         for action in run._cleanups:
             try:
                 action()

@@ -124,8 +124,8 @@ MISCONCEPTIONS = [
     Misconception(
         "left-in-pending",
         "left in pending",
-        "After your claim {job} was still in emq:{{q}}:pending: the next worker's claim takes it too, "
-        "while A still works on it.",
+        "After worker A's claim, {job} was still in emq:{{q}}:pending: the next worker's claim would hand it "
+        "out again while A works on it.",
         "A claim MOVES the job: out of one set, into the other, in the same script.",
         "Take the id out of pending (ZPOPMIN does it) before you park it in active.",
         example=_variant(
@@ -175,7 +175,7 @@ MISCONCEPTIONS = [
     Misconception(
         "attempts-not-bumped",
         "attempts not bumped",
-        "Two deliveries of {job} both carried attempt {attempt}: the token never changed, so the fenced "
+        "After two claims of {job} the row's attempts still said {row}: the token never changed, so the fenced "
         "complete cannot tell the worker that lost the job from the one that holds it now.",
         "Each claim must mint a new token, on the row, where complete can compare it.",
         "HINCRBY the row's attempts by 1 and return the value it gives back.",
@@ -321,7 +321,7 @@ def check_claim_script(run: Run, source: str) -> None:
     returned = again[1]
     row_attempts = int(queue.client.hget(k.job(job), "attempts") or 0)
     if row_attempts == first_attempts:
-        run.fail("redeliver", "attempts-not-bumped", job=job, attempt=returned)
+        run.fail("redeliver", "attempts-not-bumped", job=job, row=row_attempts)
     if str(returned) != str(row_attempts):
         run.fail("redeliver", "token-not-returned", returned=returned, row=row_attempts)
     run.good("redeliver", f"The reaped job was claimed again with attempt {returned}: a new fencing token.")

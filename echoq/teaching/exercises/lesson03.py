@@ -377,7 +377,7 @@ def check_charge_once(run: Run, handle: Handler) -> None:
 def _too_many(run: Run, orders: _Orders, card: str, prop: str, deliveries: int) -> None:
     keys = orders.keys(card)
     charges = orders.charges(card)
-    if len(set(keys)) > 1 and all(keys):
+    if any(k is not None for k in keys):
         run.fail(prop, "key-changes-per-delivery", keys=", ".join(str(k) for k in keys), charges=charges)
     run.fail(prop, "no-idempotency-key", deliveries=deliveries, charges=charges)
 
@@ -566,6 +566,13 @@ def _claim_then_complete(queue: Queue, source: str) -> dict[str, Any]:
     return {"job": claim.job_id, "attempt": claim.attempt, "reply": _reply_text(reply)}
 
 
+def _complete_as(queue: Queue, source: str, job: str, attempt: int) -> str:
+    """In a child: complete ``job`` with the learner's script, as the holder of ``attempt``."""
+    k = queue.keys
+    client = processes.counting_client(queue.client)
+    return _reply_text(scripts.run_text(client, source, [k.active, k.done, k.job(job)], [job, attempt]))
+
+
 def _reply_text(reply: Any) -> str:
     if isinstance(reply, list):
         return _text(reply[0]) if reply else "{}"
@@ -663,7 +670,14 @@ def check_fenced_complete(run: Run, source: str) -> None:
     for case in (reclaimed, reaped):
         if case["reply"] != "completed" and not case["unchanged"]:
             run.fail("stale", "write-before-check", reply=case["reply"], after=case["after"])
-    took_b, took_pending = reclaimed["reply"] == "completed", reaped["reply"] == "completed"
+        if case["reply"] == "completed" and case["unchanged"]:
+            run.fail(
+                "stale",
+                "no-answer",
+                what="Your complete answered 'completed' to worker A, whose lease was gone, yet changed nothing: "
+                "reply {'stale'} when you refuse.",
+            )
+    took_b, took_pending = not reclaimed["unchanged"], not reaped["unchanged"]
     if took_b and took_pending:
         run.fail("stale", "no-fence", job=reclaimed["job"], after=reclaimed["after"])
     if took_b:
@@ -678,8 +692,8 @@ def check_fenced_complete(run: Run, source: str) -> None:
 
     # 3. B, the holder, still completes with your script.
     q, b = reclaimed["queue"], reclaimed["b"]
-    k = q.keys
-    final = _reply_text(scripts.run_text(q.client, source, [k.active, k.done, k.job(b.job_id)], [b.job_id, b.attempt]))
+    child = run.waited("runs", "Your complete", processes.spawn(_complete_as, q, source, b.job_id, b.attempt), 15)
+    final = child.value
     if final != "completed" or q.snapshot().place_of(b.job_id) != "done":
         row = q.job(b.job_id)
         state, attempts = (row.state.value, row.attempts) if row else (None, None)

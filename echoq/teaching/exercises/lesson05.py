@@ -368,9 +368,9 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     pair = [fleet.start(), fleet.start()]
     for worker in pair:
         try:
-            worker.wait_steps(1, 5)  # each is inside its loop, talking to Valkey
+            worker.wait_steps(1, 3)  # each is inside its loop, talking to Valkey
         except processes.ChildTimeout:
-            run.fail("runs", "too-slow", what="Your loop (it never sent Valkey a command)", seconds=5)
+            run.fail("runs", "too-slow", what="Your loop (it never sent Valkey a command)", seconds=3)
     ids = queue.enqueue_many([DIES_ONCE] + [f"order {n}" for n in range(1, 4)])
     deadline = time.monotonic() + 10
     while not any(w.killed for w in pair):
@@ -395,8 +395,15 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     if (raised := fleet.raised()) is not None:
         run.code_failed("runs", "Your loop", raised)
     lost = _done_without_effect(queue, ids)
-    if lost is not None:
+    if lost == dying:
         run.fail("crash", "complete-before-handle", job=lost)
+    if lost is not None:
+        run.fail(
+            "crash",
+            "no-answer",
+            what=f"{lost} was marked done but its effect never ran: complete a job only "
+            "after handle(claim) has returned.",
+        )
     snap = queue.snapshot()
     stuck = next((i for i in ids if i in snap.active), None)
     if stuck is not None:

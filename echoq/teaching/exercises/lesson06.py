@@ -25,6 +25,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from ...clock import server_now_ms, wait_until_expired
 from ...effects import Effects
 from ...ids import new_job_id
 from ...queue import Claim, Queue
@@ -73,8 +74,9 @@ LEASE_MS = 600
 def keep_lease(q, claim, work_done):
     next_beat = time.monotonic()
     while True:
+        finished = work_done.is_set()  # read BEFORE extending: then this extend vouches for the end
         kept = q.extend(claim, lease_ms=LEASE_MS).value == "extended"
-        if not kept or work_done.is_set():
+        if not kept or finished:
             return kept
         next_beat += LEASE_MS * 0.4 / 1000  # two fifths: a beat a third of a lease late still lands in time
         work_done.wait(max(0, next_beat - time.monotonic()))
@@ -126,9 +128,9 @@ HEARTBEAT_MISCONCEPTIONS = [
     Misconception(
         "no-room-for-a-late-beat",
         "no room for a late beat",
-        "One extension was held up on the network for {late_ms} ms (a third of the lease), and the lease ran out "
-        "before it arrived: the other worker took the job over while yours was still working on it. Your beats "
-        "leave too little of the lease as a margin.",
+        "With one extension held up on the network for {late_ms} ms (a third of the lease), the lease ran out: "
+        "the other worker took the job over while yours was still working on it. Your beats leave too little of "
+        "the lease as a margin.",
         "A heartbeat can be late: a slow network, a busy CPU, a garbage-collection pause.",
         "Beat often enough that one beat a third of a lease late still arrives before the deadline: every half "
         "a lease or more often.",
@@ -137,8 +139,8 @@ HEARTBEAT_MISCONCEPTIONS = [
     Misconception(
         "extends-too-far",
         "a lease nobody can wait out",
-        "Killed mid-job, your worker left its job leased for {ahead_s:.0f} s more: each heartbeat asked for "
-        "{ahead_s:.0f} s. A dead worker's job waits that long before anyone may take it over.",
+        "Killed mid-job, your worker left its job leased for {ahead_s:.0f} s more: its last heartbeat asked for "
+        "that long. A dead worker's job waits that long before anyone may take it over.",
         "The lease is how long the others wait when you die. Make each extension short.",
         "Extend by LEASE_MS each time, and beat more often instead.",
         example=_heartbeat_variant(
@@ -203,7 +205,7 @@ def long_job(
     keep_lease: KeepLease,
     *,
     work_ms: int = WORK_MS,
-    late: tuple[int, float] | None = None,
+    hold_extend: int | None = None,
     end_on_beat: bool = False,
 ) -> dict[str, Any]:
     """In a worker process: claim, run ``keep_lease`` in a thread beside ``work_ms`` of work,
@@ -211,8 +213,8 @@ def long_job(
     ``end_on_beat`` the work ends just after a heartbeat (so a freeze there is long before
     the next one)."""
     client = processes.counting_client(queue.client)
-    if late is not None:
-        processes.delay("extend", *late)
+    if hold_extend is not None:
+        processes.hold("extend", hold_extend)
     q = Queue(queue.name, client)
     claim = q.claim(lease_ms=LEASE_MS)
     done = threading.Event()
@@ -269,9 +271,17 @@ class _Scene:
             self.effects.apply_every(b.job_id, "the report (other worker)")
             self.queue.complete(b)
 
-    def play(self, child: processes.Child, seconds: float = 15) -> processes.Child:
+    def play(self, child: processes.Child, seconds: float = 15, late_ms: int = 0) -> processes.Child:
+        """Run the other worker beside ``child`` until it ends. A child frozen before an extend
+        (its heartbeat held up on the network) is let go ``late_ms`` later on the server's clock,
+        after the other worker's sweep at that moment: it takes the job iff the lease ran out."""
         give_up = time.monotonic() + seconds
         while not child.ended:
+            if child.state == "frozen":
+                held_at = server_now_ms(self.queue.client)
+                wait_until_expired(self.queue.client, held_at + late_ms)
+                self.other_worker()
+                child.resume()
             self.other_worker()
             child._pump(0.05)
             if time.monotonic() > give_up:
@@ -322,9 +332,8 @@ def check_keep_lease(run: Run, keep_lease: KeepLease) -> None:
     # 3. A late heartbeat: the network holds the second extend back a third of a lease.
     late_ms = LEASE_MS // 3
     scene = _Scene(run)
-    scene.play(
-        processes.spawn(partial(long_job, late=(2, late_ms / 1000)), scene.queue, keep_lease, name="your worker")
-    )
+    worker = processes.spawn(partial(long_job, hold_extend=2), scene.queue, keep_lease, name="your worker")
+    scene.play(worker, late_ms=late_ms)
     if scene.ran() != 1 or scene.takeovers:
         run.fail("late", "no-room-for-a-late-beat", late_ms=late_ms, effects=scene.ran())
     run.good("late", f"One heartbeat {late_ms} ms late (a third of the lease): the lease held, the job ran once.")
