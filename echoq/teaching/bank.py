@@ -17,7 +17,6 @@ leases or attempts; ``lua/teaching/bank_charge.lua`` checks the key and charges 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -117,9 +116,6 @@ class Bank:
     def charges(self, card: str | None = None) -> int:
         """How many charges were made (to ``card``, if given)."""
         return sum(1 for e in self.record() if card is None or e.card == card)
-
-    def by_card(self) -> Counter[str]:
-        return Counter(e.card for e in self.record())
 
     def reset(self) -> int:
         """Forget every charge and key; returns how many keys went."""

@@ -104,9 +104,10 @@ class _Steps:
         n = self.count
         self.made[label] = self.made.get(label, 0) + 1
         self.send({"step": label})
-        if _matches(self.kill_at, n, label):
+        first = self.made[label] == 1
+        if _matches(self.kill_at, n, label, first):
             _die_here()
-        if _matches(self.freeze_at, n, label):
+        if _matches(self.freeze_at, n, label, first):
             self.send({"frozen": label})
             _stop_here()
             self.send({"resumed": label})
@@ -126,7 +127,7 @@ def _die_here() -> None:
     signal.pthread_kill(threading.get_ident(), signal.SIGKILL)
 
 
-def _matches(at: StepAt, n: int, label: str) -> bool:
+def _matches(at: StepAt, n: int, label: str, first: bool) -> bool:
     if at is None:
         return False
     if isinstance(at, bool):
@@ -134,7 +135,7 @@ def _matches(at: StepAt, n: int, label: str) -> bool:
     if isinstance(at, int):
         return n == at
     if isinstance(at, str):
-        return label == at
+        return label == at and first
     return bool(at(n, label))
 
 

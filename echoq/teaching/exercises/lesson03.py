@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import Any
 
 from ... import scripts
-from ...keyspace import Keyspace
 from ...queue import Claim, Enqueue, Queue, _text
 from .. import learner, processes
 from ..bank import Bank
@@ -707,8 +706,3 @@ def check_fenced_complete(run: Run, source: str) -> None:
             attempts=attempts,
         )
     run.good("holder-b", "Then worker B, the job's real holder, completed it.")
-
-
-def bank_for(lesson_queue: Queue, name: str = "bank") -> Bank:
-    """The lesson's bank, in the learner's namespace, next to the lesson's queue."""
-    return Bank(lesson_queue.client, Keyspace(f"{lesson_queue.name}-{name}").queue)
