@@ -280,6 +280,8 @@ def test_the_board_shows_progress_queues_and_refusals(started: Workshop, monkeyp
     progress.record_check(bob, "03", "handler", False, "seen-set-in-memory")
     progress.record_check(bob, "03", "handler", True, None)
     echoq.Queue("bob.lesson-03", bob).enqueue("waiting")
+    monkeypatch.setenv("ECHOQ_LEARNER", "ada")
+    progress.record_check(as_learner(started, "ada"), "03", "handler", False, "check-then-act")
     with pytest.raises(echoq.PermissionDenied):
         bob.get("emq:{ada.lesson-02}:pending")
     instructor = started.instructor()
@@ -295,6 +297,10 @@ def test_the_board_shows_progress_queues_and_refusals(started: Workshop, monkeyp
     html = board.render(data)
     assert "bob" in html and "emq:{ada.lesson-02}:pending" in html and "lesson-03" in html
     assert "after 2 tries" in html
+    steps = {(st.lesson, st.exercise): st for st in board.where_the_class_is(data)}
+    handler = steps[("03", "handler")]
+    assert (handler.reached, handler.passed, handler.stuck, handler.misconception) == (2, 1, ["ada"], "check-then-act")
+    assert steps[("03", None)].reached >= 1 and "most hit <code>check-then-act</code>" in html
     # The instructor may read the ACL log and every echoq key, but not flush or configure.
     for refused in (instructor.flushall, lambda: instructor.config_get("*"), instructor.script_flush):
         with pytest.raises(echoq.PermissionDenied):

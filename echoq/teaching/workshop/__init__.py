@@ -32,6 +32,7 @@ __all__ = [
     "dashboard",
     "down",
     "kill",
+    "one_line_errors",
     "produce",
     "read_scoreboard",
     "status",
@@ -42,7 +43,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # The widgets load ipywidgets: only when a notebook asks for them, not for the CLI.
-    if name in ("Dashboard", "ClassWorkerPanel", "class_worker", "dashboard"):
+    if name in ("Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors"):
         from . import views
 
         return getattr(views, name)

@@ -25,7 +25,7 @@ from ...keyspace import Keyspace
 from .. import progress
 from . import acl, classroom
 
-__all__ = ["Board", "BoardData", "LearnerView", "Refusal", "render"]
+__all__ = ["Board", "BoardData", "LearnerView", "Refusal", "Step", "render", "where_the_class_is"]
 
 PLACES = ("pending", "active", "scheduled", "dead", "done")
 
@@ -181,6 +181,66 @@ def _queues(queues: dict[str, dict[str, int]]) -> str:
     return "<br>".join(shown) or "-"
 
 
+@dataclass
+class Step:
+    """One row of "where the class is": a lesson, or one exercise of a lesson."""
+
+    lesson: str
+    exercise: str | None
+    reached: int  # learners who started the lesson / ran the check at least once
+    passed: int = 0  # (exercises) learners whose check passed
+    stuck: list[str] = field(default_factory=list)  # tried, not passed yet
+    misconception: str | None = None  # the one most of the stuck learners hit last
+
+
+def where_the_class_is(data: BoardData) -> list[Step]:
+    """Per lesson and per exercise: how many got there, how many passed, who is stuck on what."""
+    steps: dict[tuple[str, str | None], Step] = {}
+    for lv in data.learners:
+        for lesson in lv.lessons:
+            steps.setdefault((lesson, None), Step(lesson, None, 0)).reached += 1
+        for check in lv.checks:
+            step = steps.setdefault((check.lesson, check.exercise), Step(check.lesson, check.exercise, 0))
+            step.reached += 1
+            if check.passed:
+                step.passed += 1
+            else:
+                step.stuck.append(lv.learner)
+    for (lesson, exercise), step in steps.items():
+        if exercise is not None:
+            hits = [
+                c.misconception
+                for lv in data.learners
+                for c in lv.checks
+                if (c.lesson, c.exercise) == (lesson, exercise) and not c.passed and c.misconception
+            ]
+            step.misconception = max(set(hits), key=hits.count) if hits else None
+    return [steps[k] for k in sorted(steps, key=lambda k: (k[0], k[1] or ""))]
+
+
+def _glance(data: BoardData) -> str:
+    rows = []
+    for step in where_the_class_is(data):
+        if step.exercise is None:
+            rows.append(
+                f"<tr><td>lesson {_e(step.lesson)}</td><td class='num'>{step.reached}</td><td></td><td></td></tr>"
+            )
+            continue
+        stuck = ", ".join(map(_e, step.stuck[:8])) + (" ..." if len(step.stuck) > 8 else "")
+        miss = f"; most hit <code>{_e(step.misconception)}</code>" if step.misconception else ""
+        rows.append(
+            f"<tr><td>&nbsp;&nbsp;exercise {_e(step.exercise)}</td><td class='num'>{step.reached}</td>"
+            f"<td class='num'>{step.passed}</td><td>{stuck or '-'}{miss}</td></tr>"
+        )
+    if not rows:
+        return "<p>No learner has started a lesson yet.</p>"
+    return (
+        "<table><tr><th>step</th><th>reached</th><th>passed</th><th>stuck (tried, not passed)</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+
+
 def render(data: BoardData) -> str:
     """The board as one HTML fragment (every number comes from ``data``)."""
     sb = data.scoreboard
@@ -237,6 +297,7 @@ def render(data: BoardData) -> str:
         f'{_STYLE}<div class="echoq-board">'
         f"<p>{len(data.learners)} learners, {data.queues_found} queues; read at {stamp} (server time) "
         f"in {data.read_ms:.0f} ms.</p>"
+        f"<h3>Where the class is</h3>{_glance(data)}"
         f"<h3>Learners</h3>{learners}<h3>Class chaos</h3>{scoreboard}"
         f"<h3>Refused by the ACL</h3>{refusals}</div>"
     )

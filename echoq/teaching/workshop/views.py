@@ -16,7 +16,25 @@ from . import classroom
 from .admin import Workshop
 from .board import Board, BoardData, render
 
-__all__ = ["Dashboard", "ClassWorkerPanel", "class_worker", "dashboard"]
+__all__ = ["Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors"]
+
+
+def one_line_errors() -> None:
+    """In this kernel, show an echoq error (PermissionDenied, InvalidArgument, ...) as the one
+    line it is -- ``PermissionDenied: ...`` -- instead of a traceback into the library. Other
+    exceptions keep IPython's full traceback. Does nothing outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def show(_shell: object, etype: type, value: BaseException, _tb: object, tb_offset: object = None) -> list[str]:
+        return [f"\x1b[0;31m{etype.__name__}\x1b[0m: {value}"]
+
+    shell.set_custom_exc((EchoqError,), show)
 
 
 def _line(exc: BaseException) -> str:
@@ -162,6 +180,7 @@ def class_worker(**kwargs: object) -> ClassWorkerPanel | widgets.HTML:
     """THE one cell of class chaos: start this learner's worker on the class queue (a
     worker this kernel already runs is stopped first), and show what it does."""
     global _current
+    one_line_errors()
     if _current is not None and _current.state == "running":
         _current.stop()
     try:
