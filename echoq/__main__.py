@@ -65,7 +65,7 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
     who = up.add_mutually_exclusive_group()
     who.add_argument("--roster", help="file with one JupyterHub user name per line")
     who.add_argument("--count", type=int, help="make N learners: learner-01, learner-02, ...")
-    up.add_argument("--class", dest="class_name", default="class", help="the class's name (default: class)")
+    up.add_argument("--class", dest="class_name", help="the class's name (default: class, or the folder's)")
     up.add_argument("--url", help="attach to this server (redis://[user@]host:port; no password in it)")
     up.add_argument("--password-file", help="file holding the admin password for --url (or ECHOQ_ADMIN_PASSWORD)")
     up.add_argument("--bind", default="127.0.0.1", help="address(es) a started server binds (default 127.0.0.1)")

@@ -368,6 +368,23 @@ def test_class_chaos_kills_travel_over_the_server_and_nothing_is_lost(started: W
 # -- down -------------------------------------------------------------------------------------------
 
 
+def test_up_again_restarts_a_killed_server_on_its_append_only_file(tmp_path: Path) -> None:
+    folder = tmp_path / "rebooted"
+    workshop, _ = admin.up(folder, count=1, class_name="rebooted")
+    try:
+        queue = echoq.Queue("learner-01.lesson-02", as_learner(workshop, "learner-01"))
+        job = queue.enqueue("survives").job_id
+        os.kill(workshop.server_pid, 9)  # as a crash would
+        admin._wait_gone(workshop.server_pid)
+        again, lines = admin.up(folder)  # the instructor's `workshop up`, nothing else
+        assert "restarted on its append-only file" in lines[0] and again.port == workshop.port
+        assert again.learners["learner-01"].password == workshop.learners["learner-01"].password
+        revived = echoq.Queue("learner-01.lesson-02", as_learner(again, "learner-01"))
+        assert revived.snapshot().place_of(job) is echoq.JobState.PENDING  # the users and the data are back
+    finally:
+        admin.down(folder)
+
+
 def test_down_removes_the_users_the_keys_and_a_started_server(tmp_path: Path) -> None:
     folder = tmp_path / "short-class"
     workshop, _ = admin.up(folder, count=2, class_name="short")

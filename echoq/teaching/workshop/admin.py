@@ -231,7 +231,7 @@ def up(
     *,
     roster: list[str] | None = None,
     count: int | None = None,
-    class_name: str = "class",
+    class_name: str | None = None,
     url: str | None = None,
     admin_password: str | None = None,
     bind: str = "127.0.0.1",
@@ -243,11 +243,11 @@ def up(
 ) -> tuple[Workshop, list[str]]:
     """Bring a class's server up (or attach to one) and (re)create its users; the workshop and
     the lines to print (which never contain a password)."""
-    check_namespace(class_name)
     where = workshop_dir(folder)
     where.mkdir(parents=True, exist_ok=True)
     where.chmod(0o700)
     previous = Workshop.load(where) if (where / STATE_FILE).is_file() else None
+    class_name = check_namespace(class_name or (previous.class_name if previous else "class"))
     if previous is not None and previous.class_name != class_name:
         raise InvalidArgument(
             f"{where} holds class {previous.class_name!r}; pass --class {previous.class_name} or another --dir"
