@@ -222,7 +222,8 @@ def pages(hub: Hub, browser) -> Iterator[dict[str, object]]:  # noqa: F811
     # (no server of their own is spawned).
     landing = {name: f"/user/{name}/lab" for name in LEARNERS} | {"teacher": "/services/echoq-dashboard/"}
     for name, where in landing.items():
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        tall = name == "teacher"  # the whole dashboard in one screenshot (Voila scrolls inside the page)
+        context = browser.new_context(viewport={"width": 1280, "height": 1500 if tall else 900})
         contexts.append(context)
         page = context.new_page()
         page.goto(hub.url + "/hub/login" + ("?next=" + where if name == "teacher" else ""))

@@ -31,8 +31,10 @@ def one_line_errors() -> None:
     if shell is None:
         return
 
-    def show(_shell: object, etype: type, value: BaseException, _tb: object, tb_offset: object = None) -> list[str]:
-        return [f"\x1b[0;31m{etype.__name__}\x1b[0m: {value}"]
+    def show(ip: object, etype: type, value: BaseException, _tb: object, tb_offset: object = None) -> list[str]:
+        line = [f"\x1b[0;31m{etype.__name__}\x1b[0m: {value}"]
+        ip._showtraceback(etype, value, line)  # an error output (ename, evalue) of one line
+        return line
 
     shell.set_custom_exc((EchoqError,), show)
 
