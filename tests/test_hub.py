@@ -238,43 +238,41 @@ def pages(hub: Hub, browser) -> Iterator[dict[str, object]]:  # noqa: F811
         context.close()
 
 
+PANEL = """const panel = (path) => Array.from(window.jupyterapp.shell.widgets('main'))
+    .find(w => w.context && w.context.path === path);"""
 RUN_ALL = """() => {
     const app = window.jupyterapp;
     app.commands.execute('notebook:clear-all-cell-outputs').then(() => app.commands.execute('notebook:run-all-cells'));
 }"""
-DONE = """() => {
-    const w = window.jupyterapp.shell.currentWidget;
+OPENED = f"""(path) => {{ {PANEL}
+    const w = panel(path), current = window.jupyterapp.shell.currentWidget;
+    const k = w && w === current && w.sessionContext.session && w.sessionContext.session.kernel;
+    return k && k.status === 'idle';
+}}"""
+DONE = f"""(path) => {{ {PANEL}
+    const w = panel(path);
     const k = w.sessionContext.session && w.sessionContext.session.kernel;
     const code = w.content.widgets.filter(c => c.model.type === 'code');
-    const outputs = code.map(c => c.model.outputs.toJSON());
-    const failed = outputs.some(o => o.some(x => x.output_type === 'error'));
+    const failed = code.some(c => c.model.outputs.toJSON().some(x => x.output_type === 'error'));
     return k && k.status === 'idle' && (failed || code.every(c => c.model.executionCount !== null));
-}"""
-STATE = """() => {
-    const w = window.jupyterapp.shell.currentWidget;
-    const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
-    const code = w && w.content && w.content.widgets ? w.content.widgets.filter(c => c.model.type === 'code') : [];
-    return {path: w && w.context && w.context.path, kernel: k && k.status,
-            counts: code.map(c => c.model.executionCount), dialog: !!document.querySelector('.jp-Dialog')};
-}"""
-OUTPUTS = """() => window.jupyterapp.shell.currentWidget.content.widgets
-    .filter(c => c.model.type === 'code').map(c => c.model.outputs.toJSON())"""
-
-
-OPENED = """(path) => {
-    const w = window.jupyterapp.shell.currentWidget;
-    const k = w && w.context && w.context.path === path && w.sessionContext.session && w.sessionContext.session.kernel;
-    return k && k.status === 'idle';
-}"""
-
-
+}}"""
+STATE = f"""(path) => {{ {PANEL}
+    const w = panel(path);
+    const k = w && w.sessionContext.session && w.sessionContext.session.kernel;
+    const code = w ? w.content.widgets.filter(c => c.model.type === 'code') : [];
+    return {{open: !!w, kernel: k && k.status, counts: code.map(c => c.model.executionCount),
+             dialog: !!document.querySelector('.jp-Dialog')}};
+}}"""
+OUTPUTS = f"""(path) => {{ {PANEL}
+    return panel(path).content.widgets.filter(c => c.model.type === 'code').map(c => c.model.outputs.toJSON());
+}}"""
 READY = """() => window.jupyterapp && window.jupyterapp.commands.hasCommand('docmanager:open')
     && window.jupyterapp.commands.hasCommand('notebook:run-all-cells')"""
 
 
 def start_notebook(page, notebook: str) -> None:
     """Open ``notebook`` in the JupyterLab already loaded in ``page`` and start running every
-    cell (not awaited: :func:`finished_outputs` waits, with a deadline)."""
+    cell (not awaited: several notebooks run at once; :func:`finished_outputs` waits)."""
     page.wait_for_function(READY, timeout=READY_S * 1000)
     page.evaluate("() => window.jupyterapp.restored")  # the layout restored: opening now sticks
     page.evaluate("(path) => { window.jupyterapp.commands.execute('docmanager:open', {path}); }", notebook)
@@ -282,22 +280,21 @@ def start_notebook(page, notebook: str) -> None:
         page.wait_for_function(OPENED, arg=notebook, timeout=READY_S * 1000)
     except Exception as exc:
         shot = save_screenshot(page.screenshot(), f"hub-timeout-open-{Path(notebook).stem}.png")
-        pytest.fail(
-            f"{notebook} did not open with an idle kernel ({type(exc).__name__}): {page.evaluate(STATE)}; {shot}"
-        )
-    page.evaluate(RUN_ALL)
+        state = page.evaluate(STATE, notebook)
+        pytest.fail(f"{notebook} did not open with an idle kernel ({type(exc).__name__}): {state}; {shot}")
+    page.evaluate(RUN_ALL)  # on the notebook just opened: it is the current one
 
 
 def finished_outputs(page, notebook: str) -> list[list[dict]]:
     try:
-        page.wait_for_function(DONE, timeout=READY_S * 1000)
+        page.wait_for_function(DONE, arg=notebook, timeout=READY_S * 1000)
     except Exception as exc:  # say what the page showed, not only that time ran out
         shot = save_screenshot(page.screenshot(), f"hub-timeout-{Path(notebook).stem}.png")
-        state = page.evaluate(STATE)
+        state = page.evaluate(STATE, notebook)
         pytest.fail(
             f"{notebook} did not finish in {READY_S:.0f} s ({type(exc).__name__}); page state {state}; see {shot}"
         )
-    return page.evaluate(OUTPUTS)
+    return page.evaluate(OUTPUTS, notebook)
 
 
 def errors_in(outputs: list[list[dict]]) -> list[str]:
@@ -308,10 +305,21 @@ def text_of(outputs: list[list[dict]]) -> str:
     return json.dumps(outputs)
 
 
-def test_two_learners_run_lessons_00_and_02_and_see_only_their_own_queues(hub: Hub, pages) -> None:
+PROBE = "workshop_probe.ipynb"
+
+
+@pytest.fixture(scope="module")
+def running(pages) -> dict[str, object]:
+    """Both learners' lessons 00 and 02, started at once: four kernels side by side."""
+    for name in LEARNERS:
+        for notebook in LESSONS:
+            start_notebook(pages[name], notebook)
+    return pages
+
+
+def test_two_learners_run_lessons_00_and_02_and_see_only_their_own_queues(hub: Hub, running) -> None:
+    pages = running
     for lesson in LESSONS:
-        for name in LEARNERS:  # both at once: the kernels run side by side
-            start_notebook(pages[name], lesson)
         for name, other in zip(LEARNERS, reversed(LEARNERS), strict=True):
             outputs = finished_outputs(pages[name], lesson)
             assert errors_in(outputs) == [], f"{name} in {lesson}: {errors_in(outputs)}"
@@ -326,16 +334,17 @@ def test_two_learners_run_lessons_00_and_02_and_see_only_their_own_queues(hub: H
     # Running the lessons knocked on no closed door: the ACL refused them nothing.
     assert [e for e in admin.acl_log(count=100) if e["username"] in LEARNERS] == []
     grace = pages["grace"]
-    grace.evaluate("() => { const nb = window.jupyterapp.shell.currentWidget.content; nb.activeCellIndex = 1; }")
+    grace.evaluate(f"(path) => {{ {PANEL} window.jupyterapp.shell.activateById(panel(path).id); }}", LESSONS[1])
     grace.get_by_text("This lesson uses the queue 'grace.lesson-02'").scroll_into_view_if_needed()
     save_screenshot(grace.screenshot(), "workshop-lab-grace.png")
 
 
-def test_each_learner_is_refused_the_other_ones_queue_in_one_line(hub: Hub, pages) -> None:
+def test_each_learner_is_refused_the_other_ones_queue_in_one_line(hub: Hub, running) -> None:
+    pages = running
     for name in LEARNERS:
-        start_notebook(pages[name], "workshop_probe.ipynb")
+        start_notebook(pages[name], PROBE)
     for name, other in zip(LEARNERS, reversed(LEARNERS), strict=True):
-        outputs = finished_outputs(pages[name], "workshop_probe.ipynb")
+        outputs = finished_outputs(pages[name], PROBE)
         (error,) = errors_in(outputs)
         assert error.startswith("PermissionDenied: ") and "\n" not in error, error
         (shown,) = [o["traceback"] for cell in outputs for o in cell if o["output_type"] == "error"]
@@ -347,7 +356,8 @@ def test_each_learner_is_refused_the_other_ones_queue_in_one_line(hub: Hub, page
     assert all(e["object"].startswith(("emq:{ada.", "emq:{grace.")) for e in refused), refused
 
 
-def test_the_dashboard_shows_both_learners_and_drives_class_chaos(hub: Hub, pages) -> None:
+def test_the_dashboard_shows_both_learners_and_drives_class_chaos(hub: Hub, running) -> None:
+    pages = running
     ada, teacher = pages["ada"], pages["teacher"]
     teacher.reload()  # the page it landed on at login, read afresh
     board = teacher.locator(".echoq-board")
@@ -358,9 +368,9 @@ def test_the_dashboard_shows_both_learners_and_drives_class_chaos(hub: Hub, page
     assert "00, 02" in rows, rows  # lessons reached, both learners
     assert "emq:{grace.lesson-02}" in rows and "emq:{ada.lesson-02}" in rows  # refused accesses: who, which key
     # Class chaos: produce jobs, kill Ada's worker from the page; the kill travels over the server.
-    teacher.locator(".widget-text input").first.fill("80")
+    teacher.locator(".widget-text input").first.fill("40")
     teacher.get_by_role("button", name="produce jobs").click()
-    teacher.get_by_text("Produced 80 jobs").wait_for(timeout=30_000)
+    teacher.get_by_text("Produced 40 jobs").wait_for(timeout=30_000)
     keys = classroom.ClassKeys(hub.workshop.class_name)
     instructor = echoq.connect(hub.workshop.instructor_url)
     deadline = time.monotonic() + 60

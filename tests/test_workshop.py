@@ -83,6 +83,32 @@ def test_a_started_server_is_loopback_aof_everysec_with_a_password(started: Work
     assert os.getsid(started.server_pid) == started.server_pid
 
 
+def test_up_binds_the_address_it_is_given(tmp_path: Path) -> None:
+    folder = tmp_path / "elsewhere"
+    workshop, lines = admin.up(folder, count=1, bind="127.0.0.2", class_name="bound")
+    try:
+        assert workshop.host == "127.0.0.2" and "127.0.0.2" in lines[0]
+        assert "@127.0.0.2:" in workshop.learner_url("learner-01")
+        assert echoq.connect(workshop.learner_url("learner-01")).ping()
+        with pytest.raises(echoq.ServerUnavailable, match="cannot reach"):
+            echoq.connect(workshop.admin_url.replace("127.0.0.2", "127.0.0.1"))
+    finally:
+        admin.down(folder)
+
+
+def test_make_dashboard_serves_the_dashboard_with_voila_on_loopback() -> None:
+    dry = subprocess.run(
+        ["make", "-s", "-n", "dashboard", "ECHOQ_WORKSHOP=/srv/class", f"BIN={Path(sys.executable).parent}"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert dry.returncode == 0, dry.stderr
+    command = " ".join(dry.stdout.split())
+    assert "ECHOQ_WORKSHOP=/srv/class" in command and "voila notebooks/dashboard.ipynb" in command
+    assert "--Voila.ip=127.0.0.1" in command and "--no-browser" in command
+
+
 def test_the_files_are_mode_0600_and_the_roster_gives_each_learner_their_own_url(started: Workshop) -> None:
     folder = started.dir
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
@@ -307,15 +333,24 @@ def test_the_board_shows_progress_queues_and_refusals(started: Workshop, monkeyp
             refused()
 
 
-def test_the_dashboard_widget_renders_the_class(started: Workshop) -> None:
+def test_the_dashboard_widget_renders_the_class_live(started: Workshop) -> None:
     from echoq.teaching.workshop import views
 
-    dash = views.Dashboard.for_workshop(started, auto=False)
+    queue = echoq.Queue("ada.live-counts", as_learner(started, "ada"))
+    queue.enqueue("one")
+    dash = views.Dashboard.for_workshop(started, refresh_s=0.1)
     try:
         assert "ada" in dash.view.value and "Class chaos" in dash.view.value
+        assert "<code>live-counts</code> 1 pending" in dash.view.value
         assert set(dash.who.options) == set(started.learners)
+        queue.enqueue_many(["two", "three"])  # the page follows the server on its own
+        deadline = time.monotonic() + 10
+        while "<code>live-counts</code> 3 pending" not in dash.view.value:
+            assert time.monotonic() < deadline, "the dashboard did not refresh by itself"
+            time.sleep(0.02)
     finally:
         dash.close()
+        queue.reset()
     missing = views.dashboard("/nonexistent/workshop")
     assert "No workshop to show" in missing.value and "workshop up" in missing.value
 
