@@ -20,7 +20,7 @@ from redis.client import Monitor, Pipeline
 
 from .errors import ACL_REFUSALS
 
-__all__ = ["Client", "is_acl_refusal"]
+__all__ = ["TypedRedis", "is_acl_refusal"]
 
 
 # Commands the server's own configuration refuses before any ACL is consulted (Valkey and
@@ -108,7 +108,7 @@ class _Monitor(Monitor):
             raise _refused(exc, ("MONITOR",)) from None
 
 
-class Client(redis.Redis):
+class TypedRedis(redis.Redis):
     """``redis.Redis``, except that an ACL refusal is :class:`echoq.PermissionDenied`."""
 
     def execute_command(self, *args: Any, **options: Any) -> Any:

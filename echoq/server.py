@@ -32,7 +32,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
-from .client import Client
+from .client import TypedRedis
 from .errors import DockerUnavailable, ServerUnavailable
 
 __all__ = ["connect", "server_url", "describe", "redact", "EmbeddedValkey", "start_server"]
@@ -335,8 +335,8 @@ def connect(url: str | None = None, *, decode_responses: bool = True) -> redis.R
     elif url.startswith("valkeys://"):
         url = "rediss://" + url[len("valkeys://") :]
     try:
-        # Client: redis.Redis whose ACL refusals are echoq.PermissionDenied (see echoq/client.py).
-        client = Client.from_url(
+        # redis.Redis whose ACL refusals are echoq.PermissionDenied (see echoq/client.py).
+        client = TypedRedis.from_url(
             url, decode_responses=decode_responses, socket_connect_timeout=3, health_check_interval=0
         )
     except ValueError as exc:

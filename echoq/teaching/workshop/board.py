@@ -6,9 +6,10 @@ the live counts of each of their queues; their class-chaos worker and score. For
 class: the accesses the server's ACL refused (ACL LOG: who, which key or command), and the
 class-chaos scoreboard.
 
-Reads, per refresh: one MULTI for every queue's counts (ZCARD of pending, active,
-scheduled, dead and done: one consistent moment for the whole class), one HGETALL per
-learner's progress record, ACL LOG, and the scoreboard (:func:`classroom.read_scoreboard`).
+Reads, per refresh: one MULTI with every learner's progress record and every queue's
+counts (ZCARD of pending, active, scheduled, dead and done): one consistent moment for the
+whole class, in one round trip; then ACL LOG and the scoreboard
+(:func:`classroom.read_scoreboard`).
 The learners' queues are found with SCAN, at most every ``rediscover_s`` seconds.
 """
 
@@ -101,6 +102,8 @@ class Board:
             self.discover()
         pipe = self.client.pipeline(transaction=True)
         pipe.time()
+        for name in self.learners:
+            pipe.hgetall(progress.key(name))
         order: list[tuple[str, str]] = []
         for name in self.learners:
             for queue in self._queues.get(name, []):
@@ -111,11 +114,12 @@ class Board:
         reply = pipe.execute()
         seconds, micros = reply[0]
         now_ms = int(seconds) * 1000 + int(micros) // 1000
+        records = {name: progress.parse(raw, name) for name, raw in zip(self.learners, reply[1:], strict=False)}
+        base = 1 + len(self.learners)
         counts: dict[str, dict[str, dict[str, int]]] = {name: {} for name in self.learners}
         for n, (name, queue) in enumerate(order):
-            values = reply[1 + n * len(PLACES) : 1 + (n + 1) * len(PLACES)]
+            values = reply[base + n * len(PLACES) : base + (n + 1) * len(PLACES)]
             counts[name][queue.partition(".")[2]] = dict(zip(PLACES, map(int, values), strict=True))
-        records = {name: progress.read(self.client, name) for name in self.learners}
         refusals = self.refusals()
         board = classroom.read_scoreboard(self.client, self.learners, klass=self.class_name)
         learners = [
