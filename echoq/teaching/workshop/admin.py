@@ -415,7 +415,8 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False) -> list
         removed = delete_class_keys(admin, workshop)
         users = [*workshop.learners, acl.INSTRUCTOR_USER]
         deleted = acl.delete_users(admin, users)
-        admin.execute_command("ACL", "LOG", "RESET")
+        if workshop.started:  # a server we were only lent keeps its ACL log for its owner
+            admin.execute_command("ACL", "LOG", "RESET")
         lines.append(f"deleted {deleted} ACL user(s) and {removed} key(s) of class {workshop.class_name!r}")
         if workshop.started and not keep_server:
             try:

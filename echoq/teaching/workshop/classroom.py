@@ -114,8 +114,8 @@ class ClassWorker:
         watch_ms: int = 100,
         seed: int | None = None,
     ) -> None:
-        self.client = client if client is not None else connect()
         self.learner = check_namespace(learner or learners.learner_id() or "solo")
+        self.client = client if client is not None else connect()
         self.keys = ClassKeys(klass or class_name())
         self.queue = Queue(self.keys.queue, self.client, keep_done=KEEP_DONE)
         self.effects = Effects(self.queue)
