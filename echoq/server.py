@@ -32,6 +32,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
+from .client import TypedRedis
 from .errors import DockerUnavailable, ServerUnavailable
 
 __all__ = ["connect", "server_url", "describe", "redact", "EmbeddedValkey", "start_server"]
@@ -78,10 +79,11 @@ class EmbeddedValkey:
     workdir: Path
     startup_s: float
     owns_workdir: bool = True
+    host: str = "127.0.0.1"  # where clients reach it (the bind address; loopback unless asked)
 
     @property
     def url(self) -> str:
-        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+        return f"redis://:{self.password}@{self.host}:{self.port}/0"
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -172,6 +174,9 @@ def start_server(
     timeout_s: float = 10.0,
     workdir: Path | None = None,
     password: str | None = None,
+    bind: str = "127.0.0.1",
+    port: int | None = None,
+    detach: bool = False,
 ) -> EmbeddedValkey:
     """Start a private valkey-server (or a compatible ``redis-server`` given as ``binary``).
 
@@ -179,15 +184,24 @@ def start_server(
     ``extra_config`` asks for it. Returns once the server answers PING. Pass ``workdir``
     (and the same ``password``) to start again on the data files a previous server left
     there, e.g. after :meth:`EmbeddedValkey.kill`; such a folder is the caller's to remove.
+
+    A shared server (``python -m echoq workshop up``) may pass ``bind`` (one address, or
+    several separated by spaces; still password-protected), a fixed ``port``, and
+    ``detach=True``: the server then outlives this interpreter, in a session of its own.
     """
     binary = binary or _valkey_binary()
-    given_workdir, given_password = workdir, password
-    for _attempt in range(5):
-        port = _free_port()
+    given_workdir, given_password, given_port = workdir, password, port
+    addresses = bind.split()
+    if not addresses:
+        raise ServerUnavailable("bind must name at least one address (e.g. 127.0.0.1)")
+    # A wildcard bind is reached on loopback from here; otherwise on the first address given.
+    host = "127.0.0.1" if addresses[0] in ("0.0.0.0", "*", "::", "-::*") else addresses[0]
+    for _attempt in range(1 if given_port else 5):
+        port = given_port or _free_port()
         password = given_password or secrets.token_urlsafe(24)
         workdir = given_workdir or Path(tempfile.mkdtemp(prefix="echoq-valkey-"))  # mode 0700
         config = {
-            "bind": "127.0.0.1",
+            "bind": " ".join(addresses),
             "port": str(port),
             "protected-mode": "yes",
             "requirepass": password,
@@ -206,7 +220,9 @@ def start_server(
         # Config errors are printed before the log file opens: keep the console too.
         with open(workdir / "console.log", "wb") as console:
             argv = [str(binary), str(conf)]
-            if sys.platform.startswith("linux"):
+            if detach:
+                process = subprocess.Popen(argv, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
+            elif sys.platform.startswith("linux"):
                 process = _spawn_from_long_lived_thread(
                     partial(
                         subprocess.Popen, argv, stdout=console, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
@@ -214,14 +230,14 @@ def start_server(
                 )
             else:
                 process = subprocess.Popen(argv, stdout=console, stderr=subprocess.STDOUT)
-        probe = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=1)
+        probe = redis.Redis(host=host, port=port, password=password, socket_timeout=1)
         deadline = started + timeout_s
         try:
             while time.perf_counter() < deadline and process.poll() is None:
                 try:
                     if probe.ping():
                         return EmbeddedValkey(
-                            process, port, password, workdir, time.perf_counter() - started, given_workdir is None
+                            process, port, password, workdir, time.perf_counter() - started, given_workdir is None, host
                         )
                 except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
                     time.sleep(0.005)
@@ -247,6 +263,8 @@ def start_server(
             raise ServerUnavailable(
                 f"the embedded Valkey ({binary.name}) {why} ({last_line}); set VALKEY_URL to a server you run instead"
             )
+    if given_port:
+        raise ServerUnavailable(f"port {given_port} on {bind} is taken by another program; choose another port")
     raise ServerUnavailable(
         "the embedded Valkey could not start after 5 tries (ports kept being taken); "
         "set VALKEY_URL to a server you run instead"
@@ -317,7 +335,8 @@ def connect(url: str | None = None, *, decode_responses: bool = True) -> redis.R
     elif url.startswith("valkeys://"):
         url = "rediss://" + url[len("valkeys://") :]
     try:
-        client = redis.Redis.from_url(
+        # redis.Redis whose ACL refusals are echoq.PermissionDenied (see echoq/client.py).
+        client = TypedRedis.from_url(
             url, decode_responses=decode_responses, socket_connect_timeout=3, health_check_interval=0
         )
     except ValueError as exc:
