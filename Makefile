@@ -9,7 +9,7 @@ PORT   ?= 8888
 # JupyterLab refuses to run as root unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup lab test lint bench clean present
+.PHONY: setup lab test lint bench clean present dashboard binder-link binder-badge
 
 setup: $(STAMP)
 
@@ -28,9 +28,25 @@ PRESENT_PORT ?= 8866
 present: setup
 	$(BIN)/voila notebooks/present.ipynb --no-browser --Voila.ip=$(HOST) --port=$(PRESENT_PORT)
 
+# The instructor's dashboard of a workshop (python -m echoq workshop up), with Voila on loopback.
+# ECHOQ_WORKSHOP is the folder `workshop up` wrote (default ./echoq-workshop).
+DASHBOARD_PORT ?= 8867
+ECHOQ_WORKSHOP ?= echoq-workshop
+dashboard: setup
+	ECHOQ_WORKSHOP=$(abspath $(ECHOQ_WORKSHOP)) $(BIN)/voila notebooks/dashboard.ipynb --no-browser \
+	  --Voila.ip=$(HOST) --port=$(DASHBOARD_PORT)
+
+# This repository's Binder link, from its git remote (REMOTE=... to use another address);
+# binder-badge also writes the badge into the README.
+binder-link:
+	@$(PYTHON) tools/binder_link.py $(if $(REMOTE),--remote $(REMOTE),)
+binder-badge:
+	@$(PYTHON) tools/binder_link.py --write-readme $(if $(REMOTE),--remote $(REMOTE),)
+
 test: setup
 	@bash tools/system-deps.sh
-	$(BIN)/ruff check echoq tests bench
+	@bash tools/hub-deps.sh
+	$(BIN)/ruff check echoq tests bench tools
 	$(BIN)/python -m pytest
 
 lint: setup

@@ -47,11 +47,16 @@ def machine(client: redis.Redis | None = None) -> dict[str, Any]:
         "python": f"{platform.python_implementation()} {sys.version.split()[0]}",
         "platform": platform.platform(terse=True),
         "redis_py": package_version("redis"),
-        "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        "load_average_1m": load_average(),
     }
     if client is not None:
         facts["server"] = server_version(client)
     return facts
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (other work on the machine), where the OS reports one."""
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
 
 def machine_line(facts: dict[str, Any]) -> str:

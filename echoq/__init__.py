@@ -38,10 +38,12 @@ from .queue import (
     Job,
     JobState,
     Queue,
+    Release,
     Retry,
     RetryResult,
     Snapshot,
     StalledReport,
+    Waiting,
 )
 from .server import connect, describe, redact, server_url
 from .worker import (
@@ -83,6 +85,7 @@ __all__ = [
     "JobState",
     "Keyspace",
     "Queue",
+    "Release",
     "Retry",
     "RetryResult",
     "SCRIPT_ERRORS",
@@ -90,6 +93,7 @@ __all__ = [
     "ServerUnavailable",
     "Snapshot",
     "StalledReport",
+    "Waiting",
     "WorkReport",
     "Worker",
     "WorkerHooks",

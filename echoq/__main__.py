@@ -1,5 +1,5 @@
-"""``python -m echoq``: ``check`` and ``worker`` use the library; ``chaos`` and the worker's
-``--kill-*`` options come from the teaching kit, imported only when asked for.
+"""``python -m echoq``: ``check`` and ``worker`` use the library; ``chaos``, ``workshop`` and the
+worker's ``--kill-*`` options come from the teaching kit, imported only when asked for.
 
 Exit status: 0 done; 1 a chaos run found a job lost or an effect duplicated; 2 anything
 that went wrong -- bad options, an unreachable server, a refused password or ACL, any
@@ -66,14 +66,73 @@ def _add_chaos(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _add_workshop(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("workshop", help="one shared Valkey for a class: up, status, down (see docs/WORKSHOP.md)")
+    actions = p.add_subparsers(dest="action", required=True)
+    folder = argparse.ArgumentParser(add_help=False)
+    folder.add_argument("--dir", help="the workshop folder (default: $ECHOQ_WORKSHOP, else ./echoq-workshop)")
+    up = actions.add_parser("up", parents=[folder], help="start (or attach to) the class server; create the users")
+    who = up.add_mutually_exclusive_group()
+    who.add_argument("--roster", help="file with one JupyterHub user name per line")
+    who.add_argument("--count", type=int, help="make N learners: learner-01, learner-02, ...")
+    up.add_argument("--class", dest="class_name", help="the class's name (default: class, or the folder's)")
+    up.add_argument("--url", help="attach to this server (redis://[user@]host:port; no password in it)")
+    up.add_argument("--password-file", help="file holding the admin password for --url (or ECHOQ_ADMIN_PASSWORD)")
+    up.add_argument("--bind", default="127.0.0.1", help="address(es) a started server binds (default 127.0.0.1)")
+    up.add_argument("--port", type=int, help="port of a started server (default: a free one)")
+    up.add_argument("--host", help="address learners' kernels reach the server at (default: the bind address)")
+    up.add_argument("--instructor", action="append", default=[], help="hub user who may open the dashboard")
+    up.add_argument("--maxmemory", default="1gb", help="memory cap of a started server (default 1gb)")
+    status = actions.add_parser("status", parents=[folder], help="what the class server holds, learner by learner")
+    status.add_argument("--show-urls", action="store_true", help="print each learner's VALKEY_URL (with password)")
+    down = actions.add_parser("down", parents=[folder], help="delete the users and keys; stop a started server")
+    down.add_argument("--keep-server", action="store_true", help="leave a server `up` started running")
+
+
+def _workshop(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .teaching import workshop
+
+    if args.action == "up":
+        try:
+            roster = Path(args.roster).read_text().splitlines() if args.roster else None
+            password = Path(args.password_file).read_text().strip() if args.password_file else None
+        except OSError as exc:
+            print(f"echoq: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+            return 2
+        _, lines = workshop.up(
+            args.dir,
+            roster=roster,
+            count=args.count,
+            class_name=args.class_name,
+            url=args.url,
+            admin_password=password,
+            bind=args.bind,
+            port=args.port,
+            host=args.host,
+            instructors=args.instructor,
+            maxmemory=args.maxmemory,
+        )
+    elif args.action == "status":
+        lines = workshop.status(args.dir, show_urls=args.show_urls)
+    else:
+        lines = workshop.down(args.dir, keep_server=args.keep_server)
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="echoq", description="The echoq reliable-queue kit.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("check", help="connect to Valkey and say which server it is")
     _add_worker(sub)
     _add_chaos(sub)
+    _add_workshop(sub)
     args = parser.parse_args(argv)
     try:
+        if args.command == "workshop":
+            return _workshop(args)
         if args.command == "check":
             from .server import connect, describe
 

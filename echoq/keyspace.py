@@ -12,33 +12,39 @@ one slot, and every key of every queue in namespace ``alice`` matches the one pa
 Every key the library writes has a bound (``tests/test_bounds.py`` checks each, and that
 this table names every key a busy queue holds):
 
-=====================  ==========  =========================================  ==================================
-key                    type        holds                                      bound
-=====================  ==========  =========================================  ==================================
-``emq:{q}:pending``    sorted set  JOB ids, all at score 0: byte order is     the jobs you enqueued and nobody
-                                   mint order                                 has finished: your work, not
-                                                                              overhead
-``emq:{q}:active``     sorted set  JOB ids scored by lease deadline (ms)      as many as are leased (idem)
-``emq:{q}:scheduled``  sorted set  JOB ids waiting out a retry backoff or a   idem; a backoff or delay is at
-                                   delay, scored by due time (ms)             most a week
-``emq:{q}:job:<id>``   hash        the row: state, attempts, stalled,         one per live or dead job; payload
-                                   payload, error, reason, timestamps         <= 1 MiB, error <= 4 KiB
-``emq:{q}:dead``       sorted set  dead-lettered ids scored by time of death  newest ``keep_dead`` (10,000);
-                                                                              older ones evicted with their rows,
-                                                                              counted in stats ``dead_evicted``
-``emq:{q}:done``       sorted set  recently completed ids, scored by          newest ``keep_done`` (10,000)
-                                   completion time
-``emq:{q}:effects``    hash        the effects ledger: JOB id -> how many     one per job the queue remembers
-                                   times its effect ran                       (live, dead, or in done); goes
-                                                                              with the job
-``emq:{q}:outbox``     list        the stand-in side effect: one record per   newest ``keep_outbox`` (10,000),
-                                   effect performed                           each <= 4 KiB
-``emq:{q}:stats``      hash        counters: enqueued, claimed, completed,    a fixed set of counter names
-                                   retried, reaped, stalled, dead,
-                                   dead_evicted, corrupt, bad_payload, ...
-``emq:{q}:progress``   hash        the teaching kit's record of a learner's   lessons x exercises (the kit's)
-                                   lessons and checks
-=====================  ==========  =========================================  ==================================
+=========================  ==========  =========================================  ==================================
+key                        type        holds                                      bound
+=========================  ==========  =========================================  ==================================
+``emq:{q}:pending``        sorted set  JOB ids, all at score 0: byte order is     the jobs you enqueued and nobody
+                                       mint order                                 has finished: your work, not
+                                                                                  overhead
+``emq:{q}:active``         sorted set  JOB ids scored by lease deadline (ms)      as many as are leased (idem)
+``emq:{q}:scheduled``      sorted set  JOB ids waiting out a retry backoff or a   idem; a backoff or delay is at
+                                       delay, scored by due time (ms)             most a week
+``emq:{q}:job:<id>``       hash        the row: state, attempts, stalled,         one per live or dead job; payload
+                                       payload, error, reason, timestamps         <= 1 MiB, error <= 4 KiB
+``emq:{q}:dead``           sorted set  dead-lettered ids scored by time of death  newest ``keep_dead`` (10,000);
+                                                                                  older ones evicted with their rows,
+                                                                                  counted in stats ``dead_evicted``
+``emq:{q}:done``           sorted set  recently completed ids, scored by          newest ``keep_done`` (10,000)
+                                       completion time
+``emq:{q}:effects``        hash        the effects ledger: JOB id -> how many     one per job the queue remembers
+                                       times its effect ran                       (live, dead, or in done); goes
+                                                                                  with the job
+``emq:{q}:outbox``         list        the stand-in side effect: one record per   newest ``keep_outbox`` (10,000),
+                                       effect performed                           each <= 4 KiB
+``emq:{q}:stats``          hash        counters: enqueued, claimed, completed,    a fixed set of counter names
+                                       retried, reaped, stalled, dead,
+                                       dead_evicted, corrupt, bad_payload, ...
+``emq:{q}:progress``       hash        the teaching kit's record of a learner's   lessons x exercises (the kit's)
+                                       lessons and checks
+``emq:{q}:wake``           list        wake-up tokens for idle workers: one per   at most 64 tokens of one byte
+                                       job put into pending (lua/includes/wake)   (``WAKE_CAP``), trimmed by every
+                                                                                  script that pushes
+``emq:{q}:stalled_guard``  string      which worker ran the fleet's last stalled  one short string; expires by
+                                       check (``SET NX PX``)                      itself within a beat, at most an
+                                                                                  hour (``Queue.stalled_check_guarded``)
+=========================  ==========  =========================================  ==================================
 
 """
 
@@ -124,6 +130,16 @@ class Keyspace:
     @property
     def outbox(self) -> str:
         return self.prefix + "outbox"
+
+    @property
+    def wake(self) -> str:
+        """Wake-up tokens an idle worker blocks on; pushed by the scripts that fill pending."""
+        return self.prefix + "wake"
+
+    @property
+    def stalled_guard(self) -> str:
+        """Set with ``SET NX PX`` by the worker that runs this beat's stalled check."""
+        return self.prefix + "stalled_guard"
 
     @property
     def progress(self) -> str:

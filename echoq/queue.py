@@ -29,6 +29,8 @@ DEFAULT_KEEP_DONE = 10_000
 DEFAULT_KEEP_DEAD = 10_000
 DEFAULT_MAX_STALLED = 2  # the second stall is fatal: one stall is recovered
 BATCH = BOUNDS["count"][1]  # most jobs one batch script takes (enqueue_many, complete_many)
+WAKE_CAP = 64  # most tokens emq:{q}:wake holds (lua/includes/wake.lua)
+GUARD_MAX_MS = 3_600_000  # the longest a stalled-check guard may last: an hour
 
 # The named KEYS of each script, in its header's order (row keys, when a script takes
 # them, follow these). The one place the Python side spells a script's key list.
@@ -44,6 +46,9 @@ SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
     "stalled_check": ("active", "pending", "dead", "stats", "scheduled", "done", "effects"),
     "snapshot": ("pending", "active", "scheduled", "dead", "done", "stats", "effects"),
     "effect": ("effects", "outbox"),
+    "extend_many": ("active", "stats"),
+    "release_many": ("pending", "active", "stats"),
+    "waiting": ("pending", "active", "scheduled"),
 }
 
 
@@ -85,6 +90,12 @@ class Extend(StrEnum):
     GONE = "gone"
 
 
+class Release(StrEnum):
+    RELEASED = "released"  # back in pending, unstarted; the row's 'released' count went up
+    STALE = "stale"
+    GONE = "gone"
+
+
 @dataclass(frozen=True)
 class Enqueued:
     job_id: str
@@ -115,6 +126,16 @@ class StalledReport:
     recovered: list[str]
     dead: list[str]
     corrupt: int = 0  # expired entries whose row was missing or disagreed (see lua/includes/rows.lua)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """What an idle worker needs to know, read atomically (:meth:`Queue.waiting`)."""
+
+    pending: int
+    scheduled: int
+    next_due_in_ms: int | None  # until the earliest scheduled job is due (0: due now); None: none
+    expired: int = 0  # leases in the active set that have run out: a stalled check's work
 
 
 @dataclass(frozen=True)
@@ -292,11 +313,7 @@ class Queue:
         """Complete held jobs (each fenced by its own attempt) and claim up to ``count`` more,
         in one script call (``complete_many.lua``) per 1000 jobs: a busy worker's round trip.
         Returns the outcomes in the order of ``claims``, and the new claims."""
-        for held in claims:
-            if not isinstance(held, Claim):
-                raise InvalidArgument(f"complete_many takes the Claims that claim_many returned, got {held!r}")
-            check_job_id(held.job_id)
-            check("attempt", held.attempt)
+        _only_claims(claims, "complete_many")
         check("lease_ms", lease_ms)
         whole("count", count, 0, BATCH)  # 0: complete and claim nothing
         outcomes: list[Complete] = []
@@ -355,6 +372,94 @@ class Queue:
         check("lease_ms", lease_ms)
         reply = self._run("extend", self.script_keys("extend", job_id), [job_id, attempt, lease_ms])
         return Extend(_text(reply[0]))
+
+    def extend_many(
+        self, claims: Sequence[Claim], *, lease_ms: int = DEFAULT_LEASE_MS
+    ) -> tuple[int | None, list[Extend]]:
+        """Renew the leases of held jobs, each fenced by its own attempt: one script call
+        (``extend_many.lua``) per 1000. Returns the new deadline (server ms; None when
+        ``claims`` is empty) and one outcome per claim, in order: a refused one is refused on
+        its own and the others are renewed."""
+        _only_claims(claims, "extend_many")
+        check("lease_ms", lease_ms)
+        deadline: int | None = None
+        outcomes: list[Extend] = []
+        for start in range(0, len(claims), BATCH):
+            chunk = claims[start : start + BATCH]
+            args: list[Any] = [lease_ms]
+            for held in chunk:
+                args += [held.job_id, held.attempt]
+            new_deadline, done = self._run(
+                "extend_many", self.script_keys("extend_many", *(h.job_id for h in chunk)), args
+            )
+            deadline = int(new_deadline)
+            outcomes += [Extend(_text(x)) for x in done]
+        return deadline, outcomes
+
+    def release_many(self, claims: Sequence[Claim]) -> list[Release]:
+        """Give held jobs back to pending before they were started, each fenced by its own
+        attempt (``release_many.lua``, one call per 1000): what a stopping worker does with
+        the jobs it prefetched. The row's attempts is not lowered; its ``released`` count
+        goes up instead (see :meth:`released`). One outcome per claim, in order."""
+        _only_claims(claims, "release_many")
+        outcomes: list[Release] = []
+        for start in range(0, len(claims), BATCH):
+            chunk = claims[start : start + BATCH]
+            args: list[Any] = []
+            for held in chunk:
+                args += [held.job_id, held.attempt]
+            done = self._run("release_many", self.script_keys("release_many", *(h.job_id for h in chunk)), args)
+            outcomes += [Release(_text(x)) for x in done]
+        return outcomes
+
+    def released(self, job_id: str) -> int:
+        """How many of a job's claims were given back unstarted (:meth:`release_many`)."""
+        key = self.keys.job(job_id)
+        with scripts.guard(self.client, "Queue.released", [key]):
+            return int(self.client.hget(key, "released") or 0)
+
+    def stalled_check_guarded(
+        self, max_stalled: int = DEFAULT_MAX_STALLED, *, every_ms: int, holder: str = "", limit: int = 100
+    ) -> StalledReport | None:
+        """The stalled check, at most once per ``every_ms`` across every caller of this queue.
+
+        The caller that sets ``emq:{q}:stalled_guard`` (``SET NX PX every_ms``) runs
+        :meth:`stalled_check`; the others get None until the guard expires. So a fleet of
+        workers on the same beat runs one check per beat between them, not one each (BullMQ's
+        stalled-check key). ``holder`` is written into the guard (who ran the check)."""
+        whole("every_ms", every_ms, 1, GUARD_MAX_MS, unit="of milliseconds")
+        check("max_stalled", max_stalled)
+        check("limit", limit)
+        key = self.keys.stalled_guard
+        with scripts.guard(self.client, "Queue.stalled_check_guarded (SET NX PX)", [key]):
+            if not self.client.set(key, holder[:64] or "1", nx=True, px=every_ms):
+                return None
+        return self.stalled_check(max_stalled, limit)
+
+    def wait_for_work(self, timeout_ms: int) -> bool:
+        """Block until a script that fills pending pushes a wake token, or ``timeout_ms``
+        passes: True when a token came. A token is a hint (another worker may have taken
+        the job first); claim to find out. Uses a connection of its own from the pool."""
+        whole("timeout_ms", timeout_ms, 1, 3_600_000, unit="of milliseconds")
+        timeout_s = timeout_ms / 1000
+        # The client gives up on a reply after its socket timeout (redis-py's default is 5 s):
+        # block for half of it at most, and the caller simply waits again. Should a loaded
+        # server still answer too late, that is "no token yet" too.
+        socket_timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
+        if socket_timeout:
+            timeout_s = min(timeout_s, max(0.001, socket_timeout / 2))
+        with scripts.guard(self.client, "Queue.wait_for_work (BLPOP)", [self.keys.wake]):
+            try:
+                return self.client.blpop([self.keys.wake], timeout=round(timeout_s, 3)) is not None
+            except redis.TimeoutError:
+                return False
+
+    def waiting(self) -> Waiting:
+        """How many jobs are pending and scheduled, how soon the earliest scheduled one is due,
+        and how many leases have run out: one atomic read on the server's clock
+        (``waiting.lua``)."""
+        pending, scheduled, due_in, expired = self._run("waiting", self.script_keys("waiting"), [])
+        return Waiting(int(pending), int(scheduled), None if int(due_in) < 0 else int(due_in), int(expired))
 
     def _reap_batch(self, limit: int) -> tuple[int, list[str], int]:
         check("limit", limit)
@@ -490,6 +595,15 @@ def _holder(claim: Claim | str, attempt: int | None) -> tuple[str, int]:
     else:
         job_id = claim
     return check_job_id(job_id), check("attempt", attempt)
+
+
+def _only_claims(claims: Sequence[Claim], method: str) -> None:
+    """Every item a Claim with a JOB id and an attempt in range: checked before any call."""
+    for held in claims:
+        if not isinstance(held, Claim):
+            raise InvalidArgument(f"{method} takes the Claims that claim_many returned, got {held!r}")
+        check_job_id(held.job_id)
+        check("attempt", held.attempt)
 
 
 def _claims(reply: list[Any]) -> list[Claim]:

@@ -21,6 +21,14 @@ a SCAN, TIME, ...) run inside :func:`guard`, which turns what the server or the 
 says into the same typed one-line errors as a script's: an ACL refusal is
 :class:`~echoq.PermissionDenied` naming the user, the command or key refused and what to
 do; a lost connection is :class:`~echoq.ServerUnavailable`.
+
+**One message for every refusal.** :func:`denied` writes every ``PermissionDenied`` line,
+and :func:`is_acl_refusal` is the one test of what counts as a refusal. The client
+:func:`echoq.connect` returns (:class:`echoq.client.TypedRedis`) raises a refusal as
+``PermissionDenied`` itself, for any command -- a learner's own ``GET``, a pipeline,
+MONITOR, a script -- naming the operation :func:`run` or :func:`guard` announced
+(:func:`operation`), else the command. A plain ``redis.Redis`` a caller brought raises a
+bare ``ResponseError``, which :func:`run` and :func:`guard` turn into the same line.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import hashlib
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -53,8 +62,12 @@ __all__ = [
     "sha",
     "run",
     "run_text",
+    "preload",
     "guard",
+    "doing",
+    "operation",
     "translate",
+    "is_acl_refusal",
     "denied",
     "lost_server",
 ]
@@ -125,14 +138,36 @@ def sha(name: str) -> str:
     return hashlib.sha1(expanded(name).encode()).hexdigest()
 
 
+# What the library is doing on this thread (its name, and the keys it touches), so that a
+# refusal the typed client raises names the operation, not only the command it sent.
+_OPERATION: ContextVar[tuple[str, tuple[str, ...]] | None] = ContextVar("echoq_operation", default=None)
+
+
+@contextmanager
+def doing(what: str, keys: Sequence[str] = ()) -> Iterator[None]:
+    """Name the library operation the commands inside run for (see :func:`operation`)."""
+    token = _OPERATION.set((what, tuple(keys)))
+    try:
+        yield
+    finally:
+        _OPERATION.reset(token)
+
+
+def operation() -> tuple[str, tuple[str, ...]] | None:
+    """The library operation running on this thread (inside :func:`run` or :func:`guard`):
+    its name and the keys it touches, for :func:`denied`; None outside one."""
+    return _OPERATION.get()
+
+
 def run(client: Any, name: str, keys: list[str], args: list[Any]) -> Any:
     """Run script ``name`` on ``client`` (EVALSHA, then EVAL once on NOSCRIPT)."""
     digest = sha(name)
     try:
-        try:
-            return client.evalsha(digest, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:
-            return client.eval(expanded(name), len(keys), *keys, *args)
+        with doing(f"{name}.lua", keys):
+            try:
+                return client.evalsha(digest, len(keys), *keys, *args)
+            except redis.exceptions.NoScriptError:
+                return client.eval(expanded(name), len(keys), *keys, *args)
     except redis.ResponseError as exc:
         raise translate(exc, name, client=client, keys=keys) from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -143,21 +178,37 @@ def run(client: Any, name: str, keys: list[str], args: list[Any]) -> Any:
 def guard(client: Any, what: str, keys: Sequence[str] = ()) -> Iterator[None]:
     """Run direct commands on ``client`` with typed one-line errors: an ACL refusal becomes
     :class:`PermissionDenied` (``what`` the caller was doing, on ``keys``), a lost server
-    :class:`ServerUnavailable`, any other error reply an :class:`EchoqError`."""
+    :class:`ServerUnavailable`, any other error reply an :class:`EchoqError`.
+
+    Keep the block to the commands themselves (never a ``yield``): it names them ``what``."""
     try:
-        yield
+        with doing(what, keys):
+            yield
     except redis.ResponseError as exc:
-        if _is_refusal(exc):
+        if is_acl_refusal(exc):
             raise denied(client, exc, what, keys) from None
         raise EchoqError(f"{what}: the server replied with an error ({_first_line(exc)})") from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise lost_server(client, exc) from None
 
 
+def preload(client: Any) -> list[str]:
+    """Load every script into the server's cache (SCRIPT LOAD, as an admin): clients whose
+    users may not load scripts (a workshop's learners) then always hit with EVALSHA."""
+    loaded = []
+    for name in names():
+        if client.script_load(expanded(name)) != sha(name):
+            raise ScriptFailed(f"the server loaded {name}.lua under another SHA1 than the registry's")
+        loaded.append(name)
+    return loaded
+
+
 def run_text(client: Any, text: str, keys: list[str], args: list[Any], *, name: str = "script") -> Any:
     """Run Lua ``text`` that is not one of lua/'s files (a learner's answer to an exercise).
 
-    Errors are NOT translated: the caller shows the server's own words to the learner."""
+    Errors are NOT translated: the caller shows the server's own words to the learner. (An
+    ACL refusal is still ``PermissionDenied`` on the client :func:`echoq.connect` returns:
+    a refusal is never the learner's Lua being wrong.)"""
     try:
         return client.eval(text, len(keys), *keys, *args)
     except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -168,7 +219,7 @@ def translate(exc: redis.ResponseError, name: str, *, client: Any = None, keys: 
     """The typed error for a script's error reply: its first word looked up in SCRIPT_ERRORS;
     an ACL refusal (NOPERM on EVALSHA, or "ACL failure" inside the script) is
     :class:`PermissionDenied` (see :func:`denied`)."""
-    if _is_refusal(exc):
+    if is_acl_refusal(exc):
         return denied(client, exc, f"{name}.lua", keys)
     text = _first_line(exc)
     code, _, detail = text.partition(" ")
@@ -184,13 +235,23 @@ def _first_line(exc: Exception) -> str:
     return text.rsplit(" script: ", 1)[0].strip()
 
 
-def _is_refusal(exc: Exception) -> bool:
-    text = str(exc).lower()
-    return isinstance(exc, redis.exceptions.NoPermissionError) or any(m.lower() in text for m in ACL_REFUSALS)
-
-
+# Commands the server's own configuration refuses before any ACL is consulted (Valkey and
+# Redis keep DEBUG and MODULE off unless enable-debug-command / enable-module-command say so).
+_PROTECTED = re.compile(r"^(\w+) command not allowed\b")
 _COMMAND = re.compile(r"'([A-Za-z][\w|-]*)' command")
 _QUEUE_KEY = re.compile(r"^emq:\{([^}]*)\}:")
+_IN_SCRIPT = "ACL failure in script: "
+
+
+def is_acl_refusal(exc: BaseException) -> bool:
+    """True for the server refusing this user a command or a key (direct or in a script), by
+    its ACL or, for DEBUG and MODULE, by its configuration."""
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return True
+    if not isinstance(exc, redis.ResponseError):
+        return False
+    text = str(exc)
+    return _PROTECTED.match(text) is not None or any(m.lower() in text.lower() for m in ACL_REFUSALS)
 
 
 def denied(client: Any, exc: Exception, what: str, keys: Sequence[str] = ()) -> PermissionDenied:
@@ -201,8 +262,17 @@ def denied(client: Any, exc: Exception, what: str, keys: Sequence[str] = ()) -> 
     kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
     user = kw.get("username") or "default"
     said = _first_line(exc)
+    if said.startswith(_IN_SCRIPT):
+        said = said[len(_IN_SCRIPT) :].rstrip(" .") + ", inside the script"
+    protected = _PROTECTED.match(said)
     command = None if "key" in said.lower() else _COMMAND.search(said)
-    if command is not None:
+    why = f"the server's ACL said: {said}"
+    if protected is not None:
+        name = protected.group(1).lower()
+        why = f"the server's configuration turns it off for every user: enable-{name}-command"
+        refused = f"the command {name.upper()}"
+        todo = f"whoever runs the server may turn it on (enable-{name}-command in its configuration)"
+    elif command is not None:
         name = command.group(1).lower()
         refused = f"the command {name.upper()}"
         todo = f"ask whoever runs the server to allow it (ACL SETUSER {user} +{name})"
@@ -225,7 +295,7 @@ def denied(client: Any, exc: Exception, what: str, keys: Sequence[str] = ()) -> 
             "use a queue this user may touch (on a shared server, one in your own namespace: "
             f"'<namespace>.<name>'), or ask whoever runs the server to grant user {user!r} {pattern}"
         )
-    return PermissionDenied(f"{what}: user {user!r} may not use {refused} (the server's ACL said: {said}); {todo}")
+    return PermissionDenied(f"{what}: user {user!r} may not use {refused} ({why}); {todo}")
 
 
 def lost_server(client: Any, exc: Exception) -> ServerUnavailable:

@@ -33,7 +33,8 @@ from urllib.parse import urlsplit
 
 import redis
 
-from .errors import DockerUnavailable, EchoqError, ServerUnavailable
+from .client import TypedRedis
+from .errors import DockerUnavailable, EchoqError, PermissionDenied, ServerUnavailable
 
 __all__ = ["connect", "server_url", "describe", "redact", "EmbeddedValkey", "start_server"]
 
@@ -102,10 +103,11 @@ class EmbeddedValkey:
     workdir: Path
     startup_s: float
     owns_workdir: bool = True
+    host: str = "127.0.0.1"  # where clients reach it (the bind address; loopback unless asked)
 
     @property
     def url(self) -> str:
-        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+        return f"redis://:{self.password}@{self.host}:{self.port}/0"
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -196,6 +198,9 @@ def start_server(
     timeout_s: float = 10.0,
     workdir: Path | None = None,
     password: str | None = None,
+    bind: str = "127.0.0.1",
+    port: int | None = None,
+    detach: bool = False,
 ) -> EmbeddedValkey:
     """Start a private valkey-server (or a compatible ``redis-server`` given as ``binary``).
 
@@ -203,15 +208,24 @@ def start_server(
     ``extra_config`` asks for it. Returns once the server answers PING. Pass ``workdir``
     (and the same ``password``) to start again on the data files a previous server left
     there, e.g. after :meth:`EmbeddedValkey.kill`; such a folder is the caller's to remove.
+
+    A shared server (``python -m echoq workshop up``) may pass ``bind`` (one address, or
+    several separated by spaces; still password-protected), a fixed ``port``, and
+    ``detach=True``: the server then outlives this interpreter, in a session of its own.
     """
     binary = binary or _valkey_binary()
-    given_workdir, given_password = workdir, password
-    for _attempt in range(5):
-        port = _free_port()
+    given_workdir, given_password, given_port = workdir, password, port
+    addresses = bind.split()
+    if not addresses:
+        raise ServerUnavailable("bind must name at least one address (e.g. 127.0.0.1)")
+    # A wildcard bind is reached on loopback from here; otherwise on the first address given.
+    host = "127.0.0.1" if addresses[0] in ("0.0.0.0", "*", "::", "-::*") else addresses[0]
+    for _attempt in range(1 if given_port else 5):
+        port = given_port or _free_port()
         password = given_password or secrets.token_urlsafe(24)
         workdir = given_workdir or Path(tempfile.mkdtemp(prefix="echoq-valkey-"))  # mode 0700
         config = {
-            "bind": "127.0.0.1",
+            "bind": " ".join(addresses),
             "port": str(port),
             "protected-mode": "yes",
             "requirepass": password,
@@ -230,7 +244,9 @@ def start_server(
         # Config errors are printed before the log file opens: keep the console too.
         with open(workdir / "console.log", "wb") as console:
             argv = [str(binary), str(conf)]
-            if sys.platform.startswith("linux"):
+            if detach:
+                process = subprocess.Popen(argv, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
+            elif sys.platform.startswith("linux"):
                 process = _spawn_from_long_lived_thread(
                     partial(
                         subprocess.Popen, argv, stdout=console, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
@@ -238,14 +254,14 @@ def start_server(
                 )
             else:
                 process = subprocess.Popen(argv, stdout=console, stderr=subprocess.STDOUT)
-        probe = redis.Redis(host="127.0.0.1", port=port, password=password, socket_timeout=1)
+        probe = redis.Redis(host=host, port=port, password=password, socket_timeout=1)
         deadline = started + timeout_s
         try:
             while time.perf_counter() < deadline and process.poll() is None:
                 try:
                     if probe.ping():
                         return EmbeddedValkey(
-                            process, port, password, workdir, time.perf_counter() - started, given_workdir is None
+                            process, port, password, workdir, time.perf_counter() - started, given_workdir is None, host
                         )
                 except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
                     time.sleep(0.005)
@@ -271,6 +287,8 @@ def start_server(
             raise ServerUnavailable(
                 f"the embedded Valkey ({binary.name}) {why} ({last_line}); set VALKEY_URL to a server you run instead"
             )
+    if given_port:
+        raise ServerUnavailable(f"port {given_port} on {bind} is taken by another program; choose another port")
     raise ServerUnavailable(
         "the embedded Valkey could not start after 5 tries (ports kept being taken); "
         "set VALKEY_URL to a server you run instead"
@@ -349,7 +367,8 @@ def connect(url: str | None = None, *, decode_responses: bool = True) -> redis.R
             "@ is %40, / is %2F, ? is %3F, # is %23, [ is %5B, % is %25)"
         )
     try:
-        client = redis.Redis.from_url(
+        # redis.Redis whose ACL refusals are echoq.PermissionDenied (see echoq/client.py).
+        client = TypedRedis.from_url(
             url, decode_responses=decode_responses, socket_connect_timeout=3, health_check_interval=0
         )
     except ValueError:
@@ -363,9 +382,12 @@ def connect(url: str | None = None, *, decode_responses: bool = True) -> redis.R
 
 def check(client: redis.Redis, url: str | None = None) -> None:
     """PING ``client``; on failure raise :class:`ServerUnavailable` in one line."""
+    from .scripts import denied, doing, is_acl_refusal
+
     where = redact(url or describe_client(client))
     try:
-        client.ping()
+        with doing(f"PING Valkey at {where}"):  # a typed client's refusal is named so
+            client.ping()
     except redis.AuthenticationError as exc:
         raise ServerUnavailable(
             f"Valkey at {where} refused the password ({exc}); check the password in VALKEY_URL"
@@ -375,11 +397,11 @@ def check(client: redis.Redis, url: str | None = None) -> None:
             raise ServerUnavailable(
                 f"Valkey at {where} refused the password ({exc}); check the password in VALKEY_URL"
             ) from None
-        from .scripts import _is_refusal, denied
-
-        if _is_refusal(exc):
+        if is_acl_refusal(exc):
             raise denied(client, exc, f"PING Valkey at {where}") from None
         raise EchoqError(f"Valkey at {where} answered PING with an error ({str(exc).splitlines()[0]})") from None
+    except PermissionDenied:
+        raise  # the typed client's refusal (a PermissionError, so an OSError too): already one line
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise ServerUnavailable(
             f"cannot reach Valkey at {where} ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
@@ -400,7 +422,7 @@ def describe(client: redis.Redis) -> str:
     A user the server's ACL does not allow INFO still gets the sentence, without a version."""
     try:
         info = client.info("server")
-    except redis.exceptions.NoPermissionError:
+    except (redis.exceptions.NoPermissionError, PermissionDenied):
         user = client.connection_pool.connection_kwargs.get("username") or "default"
         name = f"a server (user {user!r} may not run INFO, so its name and version are not known)"
     else:

@@ -1,34 +1,60 @@
-"""The consumer: a worker that runs on a beat -- stalled check, then drain.
+"""The consumer: one I/O owner on a beat, feeding a pool of handler threads.
 
->>> worker = Worker(queue, handler, concurrency=2, lease_ms=5_000)
+>>> worker = Worker(queue, handler, concurrency=8, lease_ms=5_000)
 >>> report = worker.work(burst=True)          # drain what is there, then return
 >>> report.completed, report.retried, report.dead
 
-Each drain thread claims a job under a lease, hands the handler a :class:`Delivery` (JOB
-id, payload, attempt number), and then completes the job -- fenced by the claim's attempt --
-or, if the handler raised, gives it back through ``retry`` with an exponential backoff,
-which dead-letters it once it has used ``max_attempts``. A busy thread finishes one job
-and claims the next in one round trip (``complete_and_claim``). While a job runs, a lease
-keeper pushes its lease forward every ``extend_every_ms`` with the fenced ``extend``, so a
-long job that is alive is never reaped; a job whose extend is refused is marked
-``lease_lost`` and no longer extended. Every ``beat_ms`` the worker runs the
-count-thresholded stalled check, which returns jobs of dead workers to pending and
-dead-letters those that reached ``max_stalled`` stalls.
+The design is the one serious consumers use (dramatiq's consumer thread feeding worker
+threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and blocking wait):
+
+* **One I/O owner.** The thread that calls :meth:`Worker.work` makes every move on Valkey.
+  In ONE call (``complete_many.lua``) it completes the jobs the handlers have finished --
+  each fenced by its own attempt -- and claims as many new ones as there are free handler
+  slots plus a prefetch buffer. ``concurrency`` handler threads take jobs from the buffer,
+  call the handler with a :class:`Delivery` (JOB id, payload, attempt) and hand the
+  finished job back. The owner sends its call once the buffer is down to half its
+  prefetch (its low mark), so the handlers work through the other half while the call is
+  on the wire, and whatever they finish meanwhile goes into the next call: a busy worker
+  sends big batches, a quiet one small ones. A handler that raised gives its job back
+  through ``retry`` with an exponential :class:`Backoff`, which dead-letters it after
+  ``max_attempts``.
+* **Prefetch.** By default the buffer holds at most ``PREFETCH_PER_SLOT`` jobs per handler
+  slot, and no more than the handlers get through in about two round trips, so quick jobs
+  are batched and slow ones are not hoarded (a slow job is claimed only for a free slot).
+* **Leases.** Every ``extend_every_ms`` one ``extend_many`` call renews the lease of every
+  job held: the running ones AND the prefetched ones waiting in the buffer, so a job that
+  waits is never reaped. A refused renewal (the lease was lost) marks that delivery alone
+  ``lease_lost``; if it had not started, it is dropped unstarted.
+* **Idle without polling.** When a claim comes back short, a listener thread blocks on
+  ``emq:{q}:wake`` (the scripts that fill pending push to it) for up to ``idle_wait_ms``,
+  and the owner sleeps until a wake token, a finished job, a lease tick, a beat, or the due
+  time of the earliest retry waiting out its backoff.
+* **The beat.** Every ``beat_ms`` the owner runs the count-thresholded stalled check --
+  unless another worker of the fleet ran it within this beat (a guard key set with
+  ``SET NX PX``): one check per beat across the fleet, not one per worker.
+* **Stop and crash.** :meth:`Worker.stop` claims nothing more, gives the unstarted
+  prefetched jobs back (``release_many.lua``) and lets the running ones finish and
+  complete: nothing is held past the stop. A worker that is killed holds leases that
+  nobody renews; they run out and the stalled check returns the jobs (or, at their
+  ``max_stalled``-th stall, dead-letters them). Nothing is lost either way.
 
 **Hooks.** ``Worker(..., hooks=h)`` calls ``h.reached(delivery, checkpoint)`` at three
-:class:`Checkpoint` s of every delivery: ``after_claim`` (before the handler runs),
-``mid_job`` (inside the handler, at :meth:`Delivery.checkpoint`), ``after_effect`` (the
-handler returned, the job is not yet completed). Without hooks nothing is called. A hook
-may raise :class:`Abandon`: the worker then behaves as a process killed at that moment --
-no complete, no retry, no extend, not another word to Valkey -- and ``work`` returns with
+:class:`Checkpoint` s of every delivery: ``after_claim`` (the handler thread took the job;
+the handler has not started), ``mid_job`` (inside the handler, at
+:meth:`Delivery.checkpoint`), ``after_effect`` (the handler returned, the job is not yet
+completed). Without hooks nothing is called. A hook may raise :class:`Abandon`: the worker
+then behaves as a process killed at that moment -- nothing completed, given back or
+extended after it, no move on Valkey at all -- and ``work`` returns with
 ``report.abandoned_at`` set. :meth:`Worker.abandon` does the same from any thread. The
 teaching kit's fault injection (``echoq.teaching.faults``) is built on these two.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -37,7 +63,18 @@ from typing import Any, Protocol
 from .effects import EffectResult, Effects
 from .errors import InvalidArgument
 from .limits import BOUNDS, check, fraction, whole
-from .queue import DEFAULT_LEASE_MS, DEFAULT_MAX_STALLED, Claim, Complete, Extend, Queue, Retry, StalledReport
+from .queue import (
+    BATCH,
+    DEFAULT_LEASE_MS,
+    DEFAULT_MAX_STALLED,
+    Claim,
+    Complete,
+    Extend,
+    Queue,
+    Release,
+    Retry,
+    StalledReport,
+)
 
 __all__ = [
     "Abandon",
@@ -50,7 +87,18 @@ __all__ = [
     "WorkReport",
     "keyed_consumer",
     "naive_consumer",
+    "PREFETCH_PER_SLOT",
 ]
+
+# The prefetch buffer holds at most this many jobs per handler slot (Celery's default
+# prefetch multiplier is 4 too): enough to batch quick jobs many to a round trip, few
+# enough that a worker never sits on a large share of the queue.
+PREFETCH_PER_SLOT = 4
+# ... and at most the work the handlers get through in this many round trips (measured),
+# so slow jobs are claimed for free slots only and never wait in a buffer for long.
+PREFETCH_ROUND_TRIPS = 2.0
+MAX_CONCURRENCY = 256
+_worker_numbers = itertools.count(1)
 
 
 class Checkpoint(StrEnum):
@@ -102,7 +150,7 @@ class Delivery:
     def __init__(self, worker: Worker, claim: Claim) -> None:
         self._worker = worker
         self.claim = claim
-        self.lease_lost = False  # set when a lease extension was refused: stop early
+        self.lease_lost = False  # set when a lease renewal was refused: stop early if you can
         self.passed_mid_job = False
 
     @property
@@ -115,7 +163,8 @@ class Delivery:
 
     @property
     def attempt(self) -> int:
-        """1 on the first delivery, 2 on the second, ... (the claim's fencing token)."""
+        """The claim's fencing token: 1 on the first delivery, 2 on the second, ... (a claim
+        a stopping worker gave back unstarted counts too; see ``Queue.released``)."""
         return self.claim.attempt
 
     def checkpoint(self) -> None:
@@ -144,13 +193,17 @@ class WorkReport:
     completed: int = 0
     retried: int = 0  # handler raised; the job went back (now or after a backoff)
     dead: int = 0  # dead-lettered: by retry at max attempts, or by this worker's stalled check
-    stale: int = 0  # a completion or retry the fence refused (the lease had been lost)
-    recovered: int = 0  # stalled jobs this worker's beat returned to pending
-    extended: int = 0  # lease extensions granted
-    beats: int = 0
+    stale: int = 0  # a completion, retry or give-back the fence refused (the lease had been lost)
+    recovered: int = 0  # stalled jobs this worker's beats returned to pending
+    extended: int = 0  # lease renewals granted (one per held job per tick)
+    beats: int = 0  # stalled checks this worker ran
     abandoned: bool = False  # the worker was abandoned (a hook raised Abandon, or abandon())
     abandoned_at: Checkpoint | None = None  # the checkpoint a hook abandoned it at, if any
     errors: list[str] = field(default_factory=list)  # last handler errors (capped)
+    released: int = 0  # prefetched jobs given back unstarted at stop()
+    lease_lost: int = 0  # lease renewals refused: those deliveries were no longer this worker's
+    beats_skipped: int = 0  # beats whose stalled check another worker of the fleet had run
+    round_trips: int = 0  # complete-and-claim calls (jobs per call = (completed + stale) / this)
 
     @property
     def processed(self) -> int:
@@ -158,7 +211,8 @@ class WorkReport:
 
 
 class Worker:
-    """Consumes one queue: ``concurrency`` drain threads, a lease keeper and the beat."""
+    """Consumes one queue: an I/O owner (the thread in :meth:`work`), ``concurrency``
+    handler threads fed from a prefetch buffer, a wake listener, and the beat."""
 
     def __init__(
         self,
@@ -172,14 +226,15 @@ class Worker:
         max_attempts: int = 3,
         backoff: Backoff | None = None,
         beat_ms: int = 1_000,
-        idle_wait_ms: int = 50,
+        idle_wait_ms: int = 1_000,
         hooks: WorkerHooks | None = None,
+        prefetch: int | None = None,
     ) -> None:
         self.queue = queue
         self.handler = handler
-        self.concurrency = whole("concurrency", concurrency, 1, 256)
+        self.concurrency = whole("concurrency", concurrency, 1, MAX_CONCURRENCY)
         self.lease_ms = check("lease_ms", lease_ms)
-        # 0 turns the keeper off; by default a lease is renewed three times per lease length
+        # 0 turns renewal off; by default a lease is renewed three times per lease length
         # (a lease under 3 ms is too short to renew and is left to run out).
         self.extend_every_ms = (
             lease_ms // 3
@@ -197,35 +252,64 @@ class Worker:
             raise InvalidArgument(f"backoff must be an echoq.Backoff, got {backoff!r}")
         self.backoff = backoff if backoff is not None else Backoff()
         self.beat_ms = whole("beat_ms", beat_ms, 1, 3_600_000, unit="of milliseconds")
-        self.idle_wait_ms = whole("idle_wait_ms", idle_wait_ms, 1, 60_000, unit="of milliseconds")
+        self.idle_wait_ms = whole("idle_wait_ms", idle_wait_ms, 1, 3_600_000, unit="of milliseconds")
         if hooks is not None and not callable(getattr(hooks, "reached", None)):
             raise InvalidArgument(f"hooks must have a reached(delivery, checkpoint) method, got {hooks!r}")
         self.hooks = hooks
+        # A prefetched job waits under a lease only renewal keeps alive: without renewal,
+        # claim for free slots only.
+        if prefetch is not None:
+            whole("prefetch", prefetch, 0, BATCH - self.concurrency)
+            if prefetch and not self.extend_every_ms:
+                raise InvalidArgument(
+                    f"prefetch={prefetch} needs lease renewal (extend_every_ms > 0): a prefetched job waits "
+                    "under its lease and would be reaped; use prefetch=0, or leave extend_every_ms at its default"
+                )
+        self.prefetch = prefetch
+        self.name = f"worker-{next(_worker_numbers)}@{queue.name}"
         self.report = WorkReport()
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
+
+        self._lock = threading.RLock()  # re-entrant: stop() may run in a signal handler
+        self._has_work = threading.Condition(self._lock)  # handler threads wait here
+        self._io_wake = threading.Condition(self._lock)  # the I/O owner waits here
         self._crashed = threading.Event()  # abandoned: this worker is "dead"
-        self._wake = threading.Event()
-        self._drained = threading.Event()  # every drain thread has ended: the keeper may go
-        self._in_flight: dict[str, tuple[Delivery, float]] = {}
+        self._listening = threading.Event()  # the owner wants to hear of new work
+        self._stopping = False
+        self._closing = False  # work() is ending: handler threads leave
+        self._io_waiting = False
+        self._low_mark = 0  # the owner sends completions once the buffer is down to this
+        self._woken = False
+        self._buffer: deque[Delivery] = deque()  # claimed, not started
+        self._busy: set[Delivery] = set()  # a handler is running them
+        self._finished: list[tuple[Delivery, Exception | None]] = []  # ran, not yet completed
+        self._handler_failure: BaseException | None = None
+        self._job_s: float | None = None  # handler time per job (moving average)
+        self._trip_s = 0.0  # complete-and-claim round trip (moving average)
+        self._run_id = 0
+        self._listener_run = -1
         self._running = False
 
     # -- control ---------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Graceful stop: claim nothing new; jobs in hand finish (or keep their lease)."""
-        self._stopping.set()
-        self._wake.set()
+        """Graceful stop: claim nothing new, give back the prefetched jobs not started, let
+        the running ones finish and complete. ``work`` returns holding nothing."""
+        self._stopping = True
+        self._rouse()
 
     def abandon(self) -> None:
-        """Die now, as a SIGKILLed process would, from any thread: the jobs in hand are
-        neither completed nor given back and their leases are no longer extended, so
-        they stay in the active set until a reaper finds them expired. ``work`` returns
-        with ``report.abandoned`` set."""
-        with self._lock:
-            self.report.abandoned = True
+        """Die now, as a SIGKILLed process would, from any thread: the jobs held are neither
+        completed nor given back and their leases are no longer renewed, so they stay in
+        the active set until a stalled check finds them expired. ``work`` returns with
+        ``report.abandoned`` set."""
+        self.report.abandoned = True
         self._crashed.set()
-        self._wake.set()
+        self._rouse()
+
+    def _rouse(self) -> None:
+        with self._lock:
+            self._io_wake.notify_all()
+            self._has_work.notify_all()
 
     @property
     def running(self) -> bool:
@@ -233,69 +317,348 @@ class Worker:
 
     @property
     def in_flight(self) -> list[Delivery]:
+        """The deliveries a handler is running now."""
         with self._lock:
-            return [d for d, _ in self._in_flight.values()]
+            return list(self._busy)
+
+    @property
+    def held(self) -> list[Delivery]:
+        """Every delivery whose lease this worker holds: running, prefetched, or finished
+        and about to be completed."""
+        with self._lock:
+            return [*self._busy, *self._buffer, *(d for d, _ in self._finished)]
 
     def work(self, burst: bool = False) -> WorkReport:
         """Run until :meth:`stop` (or, with ``burst``, until nothing is pending or waiting
-        out a backoff and this worker's jobs are done). Returns what this call did."""
+        out a backoff and this worker holds nothing). Returns what this call did."""
         if self._running:
             raise InvalidArgument("this worker is already working; call stop() first or start another Worker")
         self._running = True
         self.report = WorkReport()
-        self._stopping.clear()
+        self._stopping = self._closing = self._woken = False
         self._crashed.clear()
-        self._wake.clear()
-        self._drained.clear()
-        failure: list[BaseException] = []
-        keeper = threading.Thread(target=self._keep_leases, name="echoq-lease-keeper", daemon=True)
+        self._listening.clear()
+        self._buffer.clear()
+        self._busy.clear()
+        self._finished.clear()
+        self._handler_failure = None
+        self._run_id += 1
+        handlers = [
+            threading.Thread(target=self._handle_jobs, name=f"echoq-handler-{n}", daemon=True)
+            for n in range(self.concurrency)
+        ]
+        failure: BaseException | None = None
         try:
-            self.beat()  # reap before the first claim: recover what dead workers left
-            drains = [
-                threading.Thread(target=self._drain, args=(burst, failure), name=f"echoq-drain-{n}", daemon=True)
-                for n in range(self.concurrency)
-            ]
-            for t in drains:
-                t.start()
-            if self.extend_every_ms:
-                keeper.start()
-            next_beat = time.monotonic() + self.beat_ms / 1000
-            while any(t.is_alive() for t in drains):
-                self._wake.wait(max(0.0, min(next_beat - time.monotonic(), 0.05)))
-                self._wake.clear()
-                if time.monotonic() >= next_beat and not self._done():
-                    try:
-                        self.beat()
-                    except Abandon:
-                        pass
-                    except Exception as exc:  # the server went away: stop the drains, report it
-                        failure.append(exc)
-                        self.stop()
-                    next_beat = time.monotonic() + self.beat_ms / 1000
+            for thread in handlers:
+                thread.start()
+            self._conduct(burst)
+        except Abandon:
+            pass
+        except BaseException as exc:  # the server went away, or the owner was interrupted
+            failure = exc
         finally:
-            self._stopping.set()
-            self._drained.set()
-            if keeper.is_alive():
-                keeper.join()
+            with self._lock:
+                self._closing = True
+                self._run_id += 1  # the listener leaves after its current wait
+                self._listening.set()
+                self._has_work.notify_all()
+            for thread in handlers:
+                thread.join()
             self._running = False
-        if failure:
-            raise failure[0]
+        failure = failure or self._handler_failure
+        if failure is not None:
+            raise failure
         return self.report
 
-    def _done(self) -> bool:
-        return self._stopping.is_set() or self._crashed.is_set()
-
-    def beat(self) -> StalledReport:
-        """One stalled check: recover expired leases, dead-letter repeat stallers."""
+    def beat(self) -> StalledReport | None:
+        """One stalled check -- recover expired leases, dead-letter repeat stallers -- unless
+        another worker of the fleet ran one within this beat (then None)."""
         self._alive_or_unwind()
-        stalled = self.queue.stalled_check(self.max_stalled)
+        # The guard lasts a little less than a beat, so each worker's next beat finds it
+        # gone: one check per beat between them, never a beat without one.
+        stalled = self.queue.stalled_check_guarded(
+            self.max_stalled, every_ms=max(1, self.beat_ms - self.beat_ms // 10), holder=self.name
+        )
         with self._lock:
+            if stalled is None:
+                self.report.beats_skipped += 1
+                return None
             self.report.beats += 1
             self.report.recovered += len(stalled.recovered)
             self.report.dead += len(stalled.dead)
+        if stalled.recovered:
+            self._woken = True  # jobs went back to pending: worth a claim
         return stalled
 
-    # -- the drain -------------------------------------------------------------------------
+    # -- the I/O owner -----------------------------------------------------------------------
+
+    def _conduct(self, burst: bool) -> None:
+        beat_s = self.beat_ms / 1000
+        tick_s = self.extend_every_ms / 1000
+        idle_s = self.idle_wait_ms / 1000
+        now = time.monotonic()
+        next_beat = now  # reap before the first claim: recover what dead workers left
+        next_tick = now + tick_s if tick_s else float("inf")
+        dry = False  # the last claim came back short: claim again on a wake, or later
+        look_again = float("inf")  # when a dry worker claims again anyway
+        lock = self._lock
+        while True:
+            if self._crashed.is_set():
+                return
+            now = time.monotonic()
+            if now >= next_beat:
+                self.beat()
+                now = time.monotonic()
+                next_beat = now + beat_s
+            with lock:
+                stopping = self._stopping
+                finished: list[tuple[Delivery, Exception | None]] = []
+                # Completions wait until the buffer is down to its low mark: the handlers
+                # work through the rest while this call is on the wire (double buffering).
+                if self._finished and (len(self._buffer) <= self._low_mark or stopping or now >= next_tick):
+                    finished, self._finished = self._finished, []
+                unstarted: list[Delivery] = []
+                if stopping and self._buffer:
+                    unstarted = list(self._buffer)
+                    self._buffer.clear()
+                woken, self._woken = self._woken, False
+                room = 0 if stopping else self._room()
+                holding = bool(self._buffer or self._busy)
+            self._alive_or_unwind()
+            if unstarted:
+                self._give_back_unstarted(unstarted)
+            if now >= next_tick:
+                self._renew()
+                next_tick = time.monotonic() + tick_s
+            done: list[Delivery] = []
+            for delivery, error in finished:
+                if error is None:
+                    done.append(delivery)
+                else:
+                    backoff_s = self._give_back(delivery, error)
+                    if backoff_s is None:
+                        dry = False  # back in pending now: claim it
+                    else:
+                        look_again = min(look_again, time.monotonic() + backoff_s)
+            if woken or now >= look_again:
+                dry, look_again = False, float("inf")
+            # A call that completes jobs claims for free: ask even when the queue looked dry.
+            ask = room if (done or not dry) else 0
+            if done or ask:
+                got = self._complete_and_claim(done, ask)
+                if got < ask:
+                    if not dry:
+                        look_again = time.monotonic() + idle_s
+                    dry = True
+                elif ask:
+                    dry = False
+                continue
+            if stopping and not holding:
+                return
+            if dry and room and not holding:
+                waiting = self.queue.waiting()
+                if waiting.pending:
+                    dry = False
+                    continue
+                if burst and not waiting.scheduled:
+                    if not waiting.expired:
+                        return
+                    # Jobs of a dead worker wait for a stalled check (another worker ran
+                    # this beat's): drain them too, after the next beat.
+                    look_again = min(look_again, next_beat)
+                if waiting.next_due_in_ms is not None:
+                    look_again = min(look_again, time.monotonic() + waiting.next_due_in_ms / 1000)
+            self._listen(dry and room > 0)
+            deadline = min(next_beat, next_tick, look_again)
+            with lock:
+                if (
+                    (self._finished and len(self._buffer) <= self._low_mark)
+                    or self._woken
+                    or self._stopping != stopping
+                    or self._crashed.is_set()
+                ):
+                    continue
+                self._io_waiting = True
+                self._io_wake.wait(max(0.0, deadline - time.monotonic()))
+                self._io_waiting = False
+
+    def _room(self) -> int:
+        """How many more jobs to claim now: free slots plus what the buffer may prefetch."""
+        c = self.concurrency
+        if self.prefetch is not None:
+            extra = self.prefetch
+        elif not self.extend_every_ms or self._job_s is None:
+            extra = 0  # no renewal, or no job timed yet: claim for free slots only
+        else:
+            per_slot = PREFETCH_ROUND_TRIPS * self._trip_s / max(self._job_s, 1e-7)
+            extra = min(PREFETCH_PER_SLOT * c, int(c * per_slot))
+        extra = min(extra, BATCH - c)
+        self._low_mark = extra // 2
+        return max(0, c + extra - len(self._buffer) - len(self._busy))
+
+    def _complete_and_claim(self, done: list[Delivery], ask: int) -> int:
+        """One call: complete ``done`` (each fenced) and claim up to ``ask``; feeds the buffer."""
+        started = time.perf_counter()
+        outcomes, claims = self.queue.complete_many_and_claim(
+            [d.claim for d in done], count=ask, lease_ms=self.lease_ms
+        )
+        took = time.perf_counter() - started
+        fresh = [Delivery(self, claim) for claim in claims]
+        completed = sum(1 for outcome in outcomes if outcome is Complete.COMPLETED)
+        with self._lock:
+            self._trip_s = took if not self.report.round_trips else 0.8 * self._trip_s + 0.2 * took
+            report = self.report
+            report.round_trips += 1
+            report.completed += completed
+            report.stale += len(outcomes) - completed
+            report.claimed += len(claims)
+            if fresh and not self._crashed.is_set():
+                self._buffer.extend(fresh)
+                # Wake one handler; each one that takes a job wakes the next while jobs are
+                # left, so threads wake only as fast as they get to run (not all at once to
+                # fight over the GIL for a buffer the first may empty alone).
+                self._has_work.notify()
+        return len(claims)
+
+    def _renew(self) -> None:
+        """One extend_many call for every lease held: running, prefetched and finished."""
+        with self._lock:
+            held = [d for d in (*self._busy, *self._buffer, *(d for d, _ in self._finished)) if not d.lease_lost]
+        if not held:
+            return
+        self._alive_or_unwind()
+        _deadline, outcomes = self.queue.extend_many([d.claim for d in held], lease_ms=self.lease_ms)
+        with self._lock:
+            lost = False
+            for delivery, outcome in zip(held, outcomes, strict=True):
+                if outcome is Extend.EXTENDED:
+                    self.report.extended += 1
+                else:
+                    delivery.lease_lost = True
+                    self.report.lease_lost += 1
+                    lost = True
+            if lost:  # someone else holds these now: never start them here
+                self._buffer = deque(d for d in self._buffer if not d.lease_lost)
+
+    def _give_back_unstarted(self, deliveries: list[Delivery]) -> None:
+        self._alive_or_unwind()
+        outcomes = self.queue.release_many([d.claim for d in deliveries])
+        with self._lock:
+            released = sum(1 for outcome in outcomes if outcome is Release.RELEASED)
+            self.report.released += released
+            self.report.stale += len(outcomes) - released
+
+    def _give_back(self, delivery: Delivery, exc: Exception) -> float | None:
+        """Retry a job whose handler raised; returns its backoff in seconds, None if it is
+        pending again now (or dead, or refused)."""
+        self._alive_or_unwind()
+        error = f"{type(exc).__name__}: {exc}"[:500]
+        # Claims given back unstarted (release_many) moved attempts on without a try.
+        released = self.queue.released(delivery.job_id) if delivery.attempt > 1 else 0
+        tries = delivery.attempt - released
+        result = self.queue.retry(
+            delivery.claim,
+            error=error,
+            backoff_ms=self.backoff.delay_ms(tries),
+            max_attempts=min(BOUNDS["max_attempts"][1], self.max_attempts + released),
+        )
+        with self._lock:
+            self.report.errors = (self.report.errors + [error])[-20:]
+            if result.outcome in (Retry.RETRIED, Retry.SCHEDULED):
+                self.report.retried += 1
+            elif result.outcome is Retry.DEAD:
+                self.report.dead += 1
+            else:
+                self.report.stale += 1
+        if result.outcome is Retry.SCHEDULED:
+            return self.backoff.delay_ms(tries) / 1000
+        return None
+
+    # -- the wake listener -------------------------------------------------------------------
+
+    def _listen(self, on: bool) -> None:
+        if not on:
+            self._listening.clear()
+            return
+        if self._listener_run != self._run_id:  # one listener per work() call, started when first needed
+            self._listener_run = self._run_id
+            threading.Thread(
+                target=self._listen_for_work, args=(self._run_id,), name="echoq-wake-listener", daemon=True
+            ).start()
+        self._listening.set()
+
+    def _listen_for_work(self, run_id: int) -> None:
+        # Blocks on its own pooled connection; the owner never waits on the network for it.
+        while self._run_id == run_id:
+            if not self._listening.wait(self.idle_wait_ms / 1000) or self._run_id != run_id:
+                continue
+            if self._crashed.is_set():
+                return
+            try:
+                woken = self.queue.wait_for_work(self.idle_wait_ms)
+            except Exception:
+                return  # the owner meets the same failure on its next call and reports it
+            if self._run_id != run_id or self._crashed.is_set():
+                return
+            if woken:
+                with self._lock:
+                    self._woken = True
+                    if self._io_waiting:
+                        self._io_wake.notify()
+
+    # -- the handler threads -----------------------------------------------------------------
+
+    def _handle_jobs(self) -> None:
+        lock = self._lock
+        while True:
+            with lock:
+                while not self._buffer or self._stopping:
+                    if self._closing or self._stopping or self._crashed.is_set():
+                        return
+                    self._has_work.wait()
+                if self._crashed.is_set():
+                    return
+                delivery = self._buffer.popleft()
+                self._busy.add(delivery)
+                if self._buffer:
+                    self._has_work.notify()
+            try:
+                started = time.perf_counter()
+                error = self._run(delivery)
+                took = time.perf_counter() - started
+            except Abandon:
+                return
+            except BaseException as exc:  # KeyboardInterrupt, SystemExit: the worker ends
+                with lock:
+                    self._handler_failure = exc
+                    self._stopping = True
+                    self._busy.discard(delivery)
+                    self._io_wake.notify_all()
+                    self._has_work.notify_all()
+                return
+            with lock:
+                self._busy.discard(delivery)
+                if self._crashed.is_set():
+                    return  # a dead worker completes nothing
+                self._finished.append((delivery, error))
+                self._job_s = took if self._job_s is None else 0.8 * self._job_s + 0.2 * took
+                if self._io_waiting and len(self._buffer) <= self._low_mark:
+                    self._io_wake.notify()
+
+    def _run(self, delivery: Delivery) -> Exception | None:
+        """Run one delivery's handler, with its hooks; the exception it raised, if any."""
+        if self.hooks is not None:
+            self._reached(delivery, Checkpoint.AFTER_CLAIM)
+        try:
+            self.handler(delivery)
+        except Exception as exc:
+            self._alive_or_unwind()
+            return exc
+        if self.hooks is not None:
+            if not delivery.passed_mid_job:
+                self._reached(delivery, Checkpoint.MID_JOB)
+            self._reached(delivery, Checkpoint.AFTER_EFFECT)
+        return None
 
     def _alive_or_unwind(self) -> None:
         # An abandoned worker is "dead": it must not say another word to Valkey.
@@ -313,129 +676,8 @@ class Worker:
                 self.report.abandoned = True
                 self.report.abandoned_at = abandon.at or checkpoint
             self._crashed.set()
-            self._wake.set()
+            self._rouse()
             raise
-
-    def _drain(self, burst: bool, failure: list[BaseException]) -> None:
-        claim: Claim | None = None
-        try:
-            while True:
-                self._alive_or_unwind()
-                if claim is None:
-                    if self._stopping.is_set():
-                        return
-                    claim = self.queue.claim(self.lease_ms)
-                    if claim is None:
-                        if burst and self._nothing_left():
-                            return
-                        self._stopping.wait(self.idle_wait_ms / 1000)
-                        continue
-                    with self._lock:
-                        self.report.claimed += 1
-                claim = self._process(claim)
-        except Abandon:
-            return
-        except Exception as exc:
-            failure.append(exc)
-            self.stop()
-
-    def _nothing_left(self) -> bool:
-        k = self.queue.keys
-        pipe = self.queue.client.pipeline(transaction=False)
-        pipe.zcard(k.pending)
-        pipe.zcard(k.scheduled)
-        pending, scheduled = pipe.execute()
-        return pending == 0 and scheduled == 0
-
-    def _process(self, claim: Claim) -> Claim | None:
-        """Run one job to its end; returns the next claim when the finish fetched one."""
-        delivery = Delivery(self, claim)
-        if self.hooks is not None:
-            self._reached(delivery, Checkpoint.AFTER_CLAIM)
-        with self._lock:
-            self._in_flight[claim.job_id] = (delivery, time.monotonic())
-        try:
-            try:
-                self.handler(delivery)
-            except Abandon:
-                raise
-            except Exception as exc:
-                self._alive_or_unwind()
-                self._give_back(delivery, exc)
-                return None
-            if self.hooks is not None:
-                if not delivery.passed_mid_job:
-                    self._reached(delivery, Checkpoint.MID_JOB)
-                self._reached(delivery, Checkpoint.AFTER_EFFECT)
-        finally:
-            with self._lock:
-                self._forget(delivery)
-        self._alive_or_unwind()  # a worker abandoned while the handler ran must not complete
-        if self._stopping.is_set():
-            outcome, claims = self.queue.complete(claim), []
-        else:
-            outcome, claims = self.queue.complete_and_claim(claim, lease_ms=self.lease_ms)
-        with self._lock:
-            if outcome is Complete.COMPLETED:
-                self.report.completed += 1
-            else:
-                self.report.stale += 1
-            self.report.claimed += len(claims)
-        return claims[0] if claims else None
-
-    def _give_back(self, delivery: Delivery, exc: Exception) -> None:
-        error = f"{type(exc).__name__}: {exc}"[:500]
-        result = self.queue.retry(
-            delivery.claim,
-            error=error,
-            backoff_ms=self.backoff.delay_ms(delivery.attempt),
-            max_attempts=self.max_attempts,
-        )
-        with self._lock:
-            self.report.errors = (self.report.errors + [error])[-20:]
-            if result.outcome in (Retry.RETRIED, Retry.SCHEDULED):
-                self.report.retried += 1
-            elif result.outcome is Retry.DEAD:
-                self.report.dead += 1
-            else:
-                self.report.stale += 1
-        self._wake.set()
-
-    # -- the lease keeper --------------------------------------------------------------------
-
-    def _keep_leases(self) -> None:
-        every = self.extend_every_ms / 1000
-        tick = max(0.002, every / 4)
-        while not self._drained.is_set():
-            if self._crashed.is_set():
-                return  # a dead worker sends no heartbeat: its leases must run out
-            now = time.monotonic()
-            with self._lock:
-                due = [(d, since) for d, since in self._in_flight.values() if now - since >= every]
-            for delivery, _since in due:
-                try:
-                    outcome = self.queue.extend(delivery.claim, lease_ms=self.lease_ms)
-                except Exception:
-                    continue  # the drain thread will meet the same failure and report it
-                with self._lock:
-                    if outcome is Extend.EXTENDED:
-                        self.report.extended += 1
-                        # The handler may have finished meanwhile, and the same JOB id may be
-                        # in flight again under a newer delivery: touch only our own entry.
-                        if self._holds(delivery):
-                            self._in_flight[delivery.job_id] = (delivery, time.monotonic())
-                    else:
-                        delivery.lease_lost = True
-                        self._forget(delivery)
-            self._drained.wait(tick)
-
-    def _holds(self, delivery: Delivery) -> bool:
-        entry = self._in_flight.get(delivery.job_id)
-        return entry is not None and entry[0] is delivery
-
-    def _forget(self, delivery: Delivery) -> None:
-        if self._holds(delivery):
-            del self._in_flight[delivery.job_id]
 
 
 # -- idempotent (and naive) consumers on the effects ledger ------------------------------------

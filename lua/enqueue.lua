@@ -29,6 +29,7 @@
 --- @include "includes/job_id"
 --- @include "includes/queue_keys"
 --- @include "includes/args"
+--- @include "includes/wake"
 
 local pending_key, scheduled_key, done_key, stats_key, row_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -63,6 +64,7 @@ else
   redis.call('HSET', row_key, 'state', 'pending', 'attempts', 0, 'stalled', 0,
     'payload', payload, 'enqueued_ms', now)
   redis.call('ZADD', pending_key, 0, id)
+  wake(prefix, 1)
 end
 redis.call('HINCRBY', stats_key, 'enqueued', 1)
 return {'enqueued', id}

@@ -27,6 +27,7 @@
 --- @include "includes/job_id"
 --- @include "includes/queue_keys"
 --- @include "includes/args"
+--- @include "includes/wake"
 
 local pending_key, scheduled_key, done_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
@@ -77,4 +78,5 @@ for i, id in ipairs(ids) do
   end
 end
 if added > 0 then redis.call('HINCRBY', stats_key, 'enqueued', added) end
+if delay_ms == 0 then wake(prefix, added) end
 return outcomes

@@ -31,6 +31,7 @@
 --- @include "includes/queue_keys"
 --- @include "includes/args"
 --- @include "includes/rows"
+--- @include "includes/wake"
 
 local NAMES = {'active', 'pending', 'stats', 'scheduled', 'dead', 'done', 'effects'}
 local prefix, refused = queue_prefix(NAMES)
@@ -58,4 +59,5 @@ for _, id in ipairs(expired) do
 end
 if #moved > 0 then redis.call('HINCRBY', q.stats, 'reaped', #moved) end
 if q.died then trim_dead(q) end
+wake(prefix, #moved)
 return {q.now, moved, corrupt}

@@ -40,6 +40,7 @@
 --- @include "includes/args"
 --- @include "includes/fence"
 --- @include "includes/dead_letter"
+--- @include "includes/wake"
 
 local NAMES = {'active', 'pending', 'scheduled', 'dead', 'stats', 'effects'}
 local row_key = KEYS[7]
@@ -75,6 +76,7 @@ redis.call('HINCRBY', q.stats, 'retried', 1)
 if backoff_ms == 0 then
   redis.call('HSET', row_key, 'state', 'pending', 'error', err)
   redis.call('ZADD', q.pending, 0, id)
+  wake(prefix, 1)
   return {'retried', attempt}
 end
 redis.call('HSET', row_key, 'state', 'scheduled', 'error', err)

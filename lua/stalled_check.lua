@@ -38,6 +38,7 @@
 --- @include "includes/queue_keys"
 --- @include "includes/args"
 --- @include "includes/rows"
+--- @include "includes/wake"
 
 local NAMES = {'active', 'pending', 'dead', 'stats', 'scheduled', 'done', 'effects'}
 local prefix, refused = queue_prefix(NAMES)
@@ -74,4 +75,5 @@ end
 local stalls = #recovered + #dead
 if stalls > 0 then redis.call('HINCRBY', q.stats, 'stalled', stalls) end
 if q.died then trim_dead(q) end
+wake(prefix, #recovered)
 return {q.now, recovered, dead, corrupt}

@@ -273,14 +273,29 @@ def chromium() -> str:
     return chromium_path()
 
 
-@pytest.fixture(scope="session")
-def browser(chromium: str) -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
+_shared: dict[str, object] = {}
 
-    with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
-        yield launched
+
+def _close_shared_browser() -> None:
+    launched, pw = _shared.pop("browser", None), _shared.pop("playwright", None)
+    if launched is not None:
         launched.close()
+    if pw is not None:
+        pw.stop()
+
+
+@pytest.fixture(scope="session")
+def browser(chromium: str, request: pytest.FixtureRequest) -> Iterator[object]:
+    """One Chromium for the whole session. Each test module that imports this fixture gets a
+    fixture of its own, so the browser itself is kept here: Playwright's sync API cannot run
+    twice at once in one thread, and one browser start is enough."""
+    if "browser" not in _shared:
+        from playwright.sync_api import sync_playwright
+
+        _shared["playwright"] = pw = sync_playwright().start()
+        _shared["browser"] = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS, headless=True)
+        request.config.add_cleanup(_close_shared_browser)
+    yield _shared["browser"]
 
 
 @pytest.fixture

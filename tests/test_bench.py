@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,15 +47,17 @@ def test_throughput_reports_every_path_with_sane_figures(throughput_report: dict
     report = throughput_report
     assert report["jobs"] == 60 and report["rounds"] == 1 and report["batch"] == 7
     assert report["machine"]["cores"] >= 1 and report["machine"]["server"].startswith(("Valkey", "Redis"))
+    assert report["machine"]["hiredis"] != "not installed"  # a core dependency: the bench shows why
+    assert all(isinstance(report["machine"][k], float) for k in ("load_before", "load_after"))
     rows = {(r["key"], r["processes"]): r for r in report["rows"]}
     expected = {("ceiling", 1), ("limit", 1), ("shaped", 1), ("shaped_limit", 1), ("rq", 1)} | {
         (path, procs) for path in ("two_call", "complete_and_claim", "batch") for procs in (1, 4)
     }
-    assert rows.keys() == expected
-    for row in rows.values():
+    assert rows.keys() == expected | {("batch_pure_python", 1), ("two_call_pure_python", 1)}
+    for row in [*rows.values(), *report["scaling"]]:
         assert row["seconds"] > 0 and math.isfinite(row["rate"]) and row["rate"] > 0
         assert row["count"] == (120 if row["key"] in ("ceiling", "shaped") else 60)
-        if row["key"] not in ("ceiling", "limit", "shaped", "shaped_limit"):
+        if row["key"] not in ("ceiling", "limit", "shaped", "shaped_limit", "bullmq"):
             assert row["ratio"] > 0 and row["ratio_to"]
     assert rows[("limit", 1)]["rate"] == pytest.approx(rows[("ceiling", 1)]["rate"] / 2)
     assert rows[("shaped_limit", 1)]["rate"] == pytest.approx(rows[("shaped", 1)]["rate"] / 2)
@@ -63,6 +66,37 @@ def test_throughput_reports_every_path_with_sane_figures(throughput_report: dict
     headlines = report["headlines"]
     assert headlines["fastest_path"] in ("complete_and_claim", "batch")
     assert headlines["two_call_vs_rq"] == pytest.approx(two_call / rows[("rq", 1)]["rate"])
+    assert headlines["hiredis_vs_pure_python"] == pytest.approx(
+        rows[("batch", 1)]["rate"] / rows[("batch_pure_python", 1)]["rate"]
+    )
+
+
+def test_the_scaling_table_has_the_worker_at_each_concurrency_and_bullmq_beside_it(
+    throughput_report: dict[str, Any],
+) -> None:
+    scaling = {(r["key"], r["processes"], r["concurrency"]): r for r in throughput_report["scaling"]}
+    workers = {(1, c) for c in (1, 2, 4, 8)} | {(2, 1), (4, 1), (4, 8)}
+    assert {(p, c) for key, p, c in scaling if key == "worker"} == workers
+    targets = throughput_report["targets"]
+    if shutil.which("node") is None:  # skipped, and the report says why
+        assert "node" in throughput_report["bullmq_skipped"] and not {k for k, *_ in scaling} - {"worker"}
+        assert set(targets) == {"worker_c8_vs_worker_c1", "batch_vs_two_call"}
+    else:  # BullMQ ran against the same server in the same round, and every ratio is within it
+        assert throughput_report["bullmq_skipped"] is None
+        assert {(p, c) for key, p, c in scaling if key == "bullmq"} == {(1, 1), (1, 8)}
+        assert scaling[("worker", 1, 1)]["ratio_to"] == "BullMQ c1"
+        c1_ratio = scaling[("worker", 1, 1)]["rate"] / scaling[("bullmq", 1, 1)]["rate"]
+        assert targets["worker_c1_vs_bullmq_c1"]["ratio"] == pytest.approx(c1_ratio)
+        assert len(targets) == 5
+    for target in targets.values():
+        assert target["met"] is (target["ratio"] >= target["at_least"])
+
+
+def test_without_node_the_bullmq_rows_are_skipped_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch, bench_modules: dict[str, ModuleType]
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert bench_modules["throughput"].bullmq_ready(print) == "node is not on PATH"
 
 
 def test_throughput_renders_a_markdown_table(
@@ -71,11 +105,20 @@ def test_throughput_renders_a_markdown_table(
     text = bench_modules["throughput"].render(throughput_report)
     lines = text.splitlines()
     assert lines[1].startswith("machine: ") and "cores" in lines[1]
-    table = [line for line in lines if line.startswith("|")]
-    assert len(table) == 2 + len(throughput_report["rows"])  # header, rule, one line per row
-    assert {len(line) for line in table} == {len(table[0])}  # columns line up
+    tables: list[list[str]] = [[]]
+    for line in lines:  # the scaling table, then the paths table
+        if line.startswith("|"):
+            tables[-1].append(line)
+        elif tables[-1]:
+            tables.append([])
+    scaling, paths = [table for table in tables if table]
+    assert len(scaling) == 2 + len(throughput_report["scaling"])  # header, rule, one line per row
+    assert len(paths) == 2 + len(throughput_report["rows"])
+    for table in (scaling, paths):
+        assert {len(line) for line in table} == {len(table[0])}  # columns line up
     assert "claim_many(7) + complete_many" in text and "rq 3 SimpleWorker" in text
     assert "target: >= 1.8x" in text
+    assert "echoq.Worker" in text and "Targets (issue 14)" in text and "load average" in text
 
 
 def test_the_benchmark_refuses_to_report_a_run_that_lost_jobs(
@@ -125,7 +168,9 @@ def test_soak_reports_used_memory_after_each_run_and_bytes_per_extra_job() -> No
     assert report["bytes_per_extra_job"] == run2["per_job"] and report["target_bytes_per_extra_job"] == 20
     # What the bench can vouch for without timing anything: each key kept its cap in both runs.
     for run in (run1, run2):
-        assert set(run["keys"]) == {"done", "effects", "outbox", "stats"}  # no row left behind
+        # No row left behind; the Worker's wake tokens and its beat's guard may be there too.
+        assert {"done", "effects", "outbox", "stats"} <= set(run["keys"])
+        assert set(run["keys"]) <= {"done", "effects", "outbox", "stats", "wake", "stalled_guard"}
 
 
 def test_the_soak_refuses_to_report_a_run_that_lost_jobs(valkey_client, monkeypatch: pytest.MonkeyPatch) -> None:

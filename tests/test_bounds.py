@@ -22,7 +22,8 @@ from tests.helpers import expire
 
 
 def sizes(queue: echoq.Queue) -> dict[str, int]:
-    """How many members/fields/items each key of the queue holds (rows counted together)."""
+    """How many members/fields/items each key of the queue holds (rows counted together; a
+    string, the stalled-check guard, counts 1)."""
     out: dict[str, int] = {"rows": 0}
     for key in queue.keys_in_use():
         name = key.removeprefix(queue.keys.prefix)
@@ -30,6 +31,9 @@ def sizes(queue: echoq.Queue) -> dict[str, int]:
             out["rows"] += 1
             continue
         kind = queue.client.type(key)
+        if kind == "string":
+            out[name] = 1
+            continue
         out[name] = {"zset": queue.client.zcard, "hash": queue.client.hlen, "list": queue.client.llen}[kind](key)
     return out
 
@@ -46,7 +50,8 @@ def test_the_dead_set_keeps_its_newest_jobs_and_counts_the_evicted(queue: echoq.
     assert list(snap.dead) == ids[3:] and snap.stats["dead"] == 5 and snap.stats["dead_evicted"] == 3
     assert all(small.job(j) is None for j in ids[:3])  # evicted with their rows ...
     assert set(effects.counts()) == set(ids[3:])  # ... and their ledger entries
-    assert sizes(small) == {"rows": 2, "dead": 2, "effects": 2, "outbox": 5, "stats": 4}
+    # wake: one token per job enqueued, nobody waited for them (at most 64, lua/includes/wake.lua)
+    assert sizes(small) == {"rows": 2, "dead": 2, "effects": 2, "outbox": 5, "stats": 4, "wake": 5}
 
 
 def test_every_dead_letter_path_keeps_the_bound(queue: echoq.Queue) -> None:
@@ -126,7 +131,11 @@ def test_a_queue_that_ran_twice_as_many_jobs_holds_no_more(client: redis.Redis) 
             queue.enqueue_many([f"job {n}" for n in range(jobs)])
             report = Worker(queue, keyed_consumer(effects), concurrency=2, lease_ms=10_000).work(burst=True)
             assert report.completed == jobs
-            after.append({k: v for k, v in sizes(queue).items() if k != "stats"})
+            held = sizes(queue)
+            # The Worker's two keys: wake tokens nobody waited for (at most WAKE_CAP), and the
+            # stalled-check guard while it has not expired (at most one string).
+            assert held.pop("wake", 0) <= echoq.queue.WAKE_CAP and held.pop("stalled_guard", 0) <= 1, held
+            after.append({k: v for k, v in held.items() if k != "stats"})
         assert after[0] == after[1] == {"rows": 0, "done": 100, "effects": 100, "outbox": 100}
     finally:
         queue.reset()
@@ -142,6 +151,9 @@ def test_the_keyspace_table_documents_every_key_a_busy_queue_holds(queue: echoq.
     queue.claim(lease_ms=60_000)
     names = {key.removeprefix(queue.keys.prefix) for key in queue.keys_in_use()}
     names = {"job:<id>" if n.startswith("job:") else n for n in names}
-    assert names == {"job:<id>", "active", "scheduled", "dead", "done", "stats", "effects", "outbox"}
-    documented = set(re.findall(r"``emq:\{q\}:([a-z:<>]+)``", KEYSPACE_DOC or ""))
+    assert names == {"job:<id>", "active", "scheduled", "dead", "done", "stats", "effects", "outbox", "wake"}
+    queue.stalled_check_guarded(every_ms=60_000)  # a Worker's beat: the guard, which expires by itself
+    assert 0 < queue.client.pttl(queue.keys.stalled_guard) <= 60_000
+    names.add("stalled_guard")
+    documented = set(re.findall(r"``emq:\{q\}:([a-z:<>_]+)``", KEYSPACE_DOC or ""))
     assert names <= documented, names - documented

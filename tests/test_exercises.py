@@ -1,124 +1,183 @@
-"""The exercise checks: the stubs the learner starts from are reported wrong, in words, and
-the solutions pass. A check that passed everything would teach nothing."""
+"""The exercises, over their whole catalogue: every named wrong answer is rejected with its own
+line, every right answer written another way passes, and no run's feedback says both ✓ and ✗
+about one property (or claims anything after its ✗).
+
+Each check runs the answer in real child processes against the real server, under the
+failures of its lesson (SIGKILL, SIGSTOP, racing reapers), so these tests are the checks'
+own proof: a check that let a named misconception pass, or failed a right answer, fails here.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from echoq.teaching import exercises
+from echoq.teaching import course, exercises, progress
+from echoq.teaching.exercises import EXERCISES, Feedback
+from echoq.teaching.exercises.core import Rejected
+
+WRONG = [(key, m) for key, ex in EXERCISES.items() for m in ex.misconceptions]
+RIGHT = [
+    (key, label, source)
+    for key, ex in EXERCISES.items()
+    for label, source in [("solution", ex.solution)] + [(f"alternative-{n}", a) for n, a in enumerate(ex.alternatives)]
+]
 
 
-def define(source: str, name: str):
-    """Run a learner's cell (a stub or a solution) and return what it defines under ``name``."""
-    namespace: dict = {}
-    exec(source, namespace)
-    return namespace[name]
+@pytest.fixture(autouse=True)
+def fresh_hints():
+    exercises.reset_hints()
+    yield
+    exercises.reset_hints()
 
 
-def test_claim_stub_is_wrong_and_says_the_job_would_be_lost() -> None:
-    feedback = exercises.check_claim_script(exercises.CLAIM_STUB)
-    assert not feedback.ok
-    assert any("would be lost" in line for line in feedback.failed)
-    assert any("HINCRBY" in line for line in feedback.failed)
+def assert_well_formed(fb: Feedback) -> None:
+    """One ✗ at most, last; no property both passed and failed; the rendering agrees."""
+    props = [p for p, _ in fb.passed]
+    assert len(props) == len(set(props)), f"a property was judged twice: {props}"
+    if fb.failed is not None:
+        assert fb.failed[0] not in props, f"{fb.failed[0]} passed AND failed in one run:\n{fb}"
+        assert fb.lines[-1].startswith("✗") and sum(line.startswith("✗") for line in fb.lines) == 1, str(fb)
+    text = str(fb)
+    assert text.count("✗") == (0 if fb.failed is None else 1)
+    assert text.count("✓") == len(fb.passed)
 
 
-def test_claim_solution_passes() -> None:
-    feedback = exercises.check_claim_script(exercises.CLAIM_SOLUTION)
-    assert feedback.ok, str(feedback)
+def test_every_exercise_has_its_catalogue() -> None:
+    assert {ex.lesson for ex in EXERCISES.values()} == {"01", "02", "03", "04", "05", "06"}
+    for key, ex in EXERCISES.items():
+        assert len(ex.misconceptions) >= 5, f"{key}: only {len(ex.misconceptions)} named misconceptions"
+        assert len(ex.alternatives) >= 2, f"{key}: fewer than two right answers written another way"
+        names = [m.name for m in ex.misconceptions]
+        assert len(names) == len(set(names)), f"{key}: a misconception named twice"
+        for m in ex.misconceptions:
+            assert m.example.strip() and m.hint and m.stronger and m.title, f"{key}/{m.name} is incomplete"
+            assert m.example not in (ex.solution, *ex.alternatives)
+        assert all(alt.strip() != ex.solution.strip() for alt in ex.alternatives)
 
 
-def test_claim_on_the_callers_clock_is_caught() -> None:
-    wrong = exercises.CLAIM_SOLUTION.replace(
-        "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)", "local now = 0"
+@pytest.mark.parametrize(("key", "misconception"), WRONG, ids=[f"{k}-{m.name}" for k, m in WRONG])
+def test_a_named_wrong_answer_is_rejected_with_its_line(key: str, misconception) -> None:
+    ex = EXERCISES[key]
+    fb = ex.judge(misconception.example)
+    assert not fb.ok, f"{key}: the wrong answer '{misconception.name}' passed:\n{fb}"
+    assert fb.misconception is not None and fb.misconception.name == misconception.name, (
+        f"{key}: expected [{misconception.title}], got:\n{fb}"
     )
-    feedback = exercises.check_claim_script(wrong)
-    assert not feedback.ok and any("read TIME" in line for line in feedback.failed)
+    assert fb.failed[1].startswith(f"[{misconception.title}] ")
+    assert_well_formed(fb)
+    assert ex.solution.strip() not in str(fb), "feedback must not give the solution away"
 
 
-def test_claim_that_does_not_parse_is_reported_not_raised() -> None:
-    feedback = exercises.check_claim_script("this is not lua")
-    assert not feedback.ok and feedback.failed[0].startswith("Valkey refused the script")
+@pytest.mark.parametrize(("key", "label", "source"), RIGHT, ids=[f"{k}-{label}" for k, label, _ in RIGHT])
+def test_a_right_answer_passes(key: str, label: str, source: str) -> None:
+    fb = EXERCISES[key].judge(source)
+    assert fb.ok, f"{key} {label} was rejected:\n{fb}"
+    assert_well_formed(fb)
+    assert fb.misconception is None and fb.hint is None
 
 
-def test_handler_stub_charges_every_delivery() -> None:
-    feedback = exercises.check_handler(define(exercises.HANDLER_STUB, "handle"))
-    assert not feedback.ok
-    assert any("4 deliveries made 4 effects" in line for line in feedback.failed)
+@pytest.mark.parametrize("key", list(EXERCISES))
+def test_the_stub_a_lesson_starts_from_is_rejected(key: str) -> None:
+    ex = EXERCISES[key]
+    fb = ex.judge(ex.stub)
+    assert not fb.ok and fb.misconception is not None, str(fb)
+    assert_well_formed(fb)
 
 
-def test_handler_solution_passes() -> None:
-    feedback = exercises.check_handler(define(exercises.HANDLER_SOLUTION, "handle"))
-    assert feedback.ok, str(feedback)
+def test_hints_grow_stronger_and_the_solution_waits_to_be_asked_for() -> None:
+    ex = EXERCISES["claim"]
+    wrong = next(m for m in ex.misconceptions if m.name == "popped-into-nowhere")
+    first, second, third = (ex.judge(wrong.example) for _ in range(3))
+    assert first.hint == wrong.hint and wrong.stronger not in first.hint
+    assert wrong.stronger in second.hint and not second.solution_offered
+    assert third.solution_offered and "solution" in third.hint
+    for fb in (first, second, third):
+        assert ex.solution.strip() not in str(fb) and "HINCRBY" not in fb.failed[1]
+    assert ex.judge(ex.solution).ok
+    again = ex.judge(wrong.example)  # a pass resets the count of wrong tries
+    assert not again.solution_offered
 
 
-def test_handler_that_does_nothing_or_raises_is_caught() -> None:
-    assert not exercises.check_handler(lambda job_id, payload, effects: None).ok
-
-    def boom(job_id, payload, effects):
-        raise RuntimeError("card declined")
-
-    feedback = exercises.check_handler(boom)
-    assert not feedback.ok and "card declined" in feedback.failed[0]
+def test_code_that_does_not_run_is_reported_in_one_line_not_raised() -> None:
+    fb = exercises.check_claim_script("this is not lua")
+    assert fb.misconception.name == "code-error" and "Error compiling script" in fb.failed[1]
+    boom = exercises.check_charge_once(lambda claim, bank: 1 / 0)
+    assert boom.misconception.name == "code-error" and "ZeroDivisionError" in boom.failed[1]
+    assert_well_formed(boom)
 
 
-def test_reap_stub_reaps_a_live_lease() -> None:
-    feedback = exercises.check_reap_script(exercises.REAP_STUB)
-    assert not feedback.ok
-    assert any("live lease was reaped" in line for line in feedback.failed)
-    assert any("set its state to pending" in line for line in feedback.failed)
+def test_a_loop_that_never_ends_is_killed_and_reported() -> None:
+    def stuck(q, handle, running):
+        while True:
+            pass
+
+    fb = exercises.check_worker_loop(stuck)
+    assert fb.misconception.name == "too-slow", str(fb)
 
 
-def test_reap_solution_passes() -> None:
-    feedback = exercises.check_reap_script(exercises.REAP_SOLUTION)
-    assert feedback.ok, str(feedback)
+def test_each_check_records_its_verdict_on_the_server(monkeypatch, valkey_client) -> None:
+    monkeypatch.setenv("ECHOQ_LEARNER", "exercise-test")
+    valkey_client.delete(progress.key())
+    ex = EXERCISES["complete"]
+    ex.judge(ex.stub)
+    ex.judge(next(m for m in ex.misconceptions if m.name == "fence-on-state-only").example)
+    record = progress.read(valkey_client).checks[("03", "complete")]
+    assert (record.attempts, record.passed, record.misconception) == (2, False, "fence-on-state-only")
+    ex.judge(ex.solution)
+    record = progress.read(valkey_client, "exercise-test").checks[("03", "complete")]
+    assert (record.attempts, record.passed, record.misconception) == (3, True, None)
+    assert progress.key() == "emq:{exercise-test.course}:progress"
+    # the check's scratch queues lived in the learner's namespace, and are gone
+    assert not list(valkey_client.scan_iter(match="emq:{exercise-test.x*"))
+    valkey_client.delete(progress.key())
 
 
-@pytest.mark.parametrize("answer", [0, 2, 5, "one", True])
-def test_wrong_loss_predictions_are_wrong(answer: object) -> None:
-    pytest.importorskip("echoq.teaching.contrasts")
-    assert not exercises.check_lost_prediction(answer).ok
+def test_feedback_refuses_to_claim_anything_after_a_failure() -> None:
+    fb = Feedback(EXERCISES["claim"])
+    fb.good("a", "fine")
+    with pytest.raises(Rejected):
+        fb.fail("b", "left-in-pending", job="JOB1")
+    with pytest.raises(RuntimeError):
+        fb.good("c", "also fine?")
+    fb = Feedback(EXERCISES["claim"])
+    fb.good("a", "fine")
+    with pytest.raises(RuntimeError):
+        fb.fail("a", "left-in-pending", job="JOB1")
 
 
-def test_right_loss_prediction_is_right() -> None:
-    pytest.importorskip("echoq.teaching.contrasts")
-    feedback = exercises.check_lost_prediction(1)
-    assert feedback.ok, str(feedback)
+def test_feedback_renders_as_text_and_html() -> None:
+    fb = EXERCISES["stall"].judge(EXERCISES["stall"].stub)
+    text, page = str(fb), fb._repr_html_()
+    assert text.startswith("Lesson 04 · the stall count: not yet") and "✗ [stalls never counted]" in text
+    assert "Hint:" in text and "<li>✗ [stalls never counted]" in page
 
 
-def test_feedback_renders_in_words() -> None:
-    feedback = exercises.check_reap_script(exercises.REAP_STUB)
-    text, page = str(feedback), feedback._repr_html_()
-    assert text.startswith("Lesson 04 reap script: 3 thing(s) to fix") and "✗" in text and "✓" in text
-    assert "<li>✗" in page
+def test_the_solution_is_shown_only_when_asked_for() -> None:
+    shown = exercises.solution("charge")
+    assert "<details>" in shown.data and "idempotency_key=claim.job_id" in shown.data
 
 
-def test_loop_stub_misses_the_stalled_job_and_completes_too_early() -> None:
-    feedback = exercises.check_worker_loop(define(exercises.LOOP_STUB, "my_worker_loop"))
-    assert not feedback.ok
-    assert any("never handled: run a stalled check" in line for line in feedback.failed)
-    assert any("Complete a job only after handle() returns" in line for line in feedback.failed)
+@pytest.mark.parametrize("lesson", sorted({ex.lesson for ex in EXERCISES.values()} | {"00"}))
+def test_every_prediction_explains_every_option(lesson: str) -> None:
+    from echoq.teaching.predictions import QUESTIONS
+
+    asked = QUESTIONS[lesson]
+    assert len(asked) >= 2, f"lesson {lesson} asks fewer than two predictions"
+    for key in asked:
+        p = course.ask(lesson, key)
+        explanations = [why for _, why in p.options]
+        assert len(p.options) >= 3 and len(set(explanations)) == len(explanations), key
+        for n, (_, why) in enumerate(p.options):
+            verdict = p.choose(n)
+            assert why in verdict and verdict.startswith("Right." if n == p.answer else "Not quite:")
+        assert "Predict:" in repr(p) and all(text in repr(p) for text, _ in p.options)
+        assert not any(why in repr(p) for why in explanations), "the static form must not give the answer away"
 
 
-def test_loop_solution_passes() -> None:
-    feedback = exercises.check_worker_loop(define(exercises.LOOP_SOLUTION, "my_worker_loop"))
-    assert feedback.ok, str(feedback)
+def test_the_readme_lists_what_each_lesson_catches() -> None:
+    from pathlib import Path
 
-
-def test_long_job_without_extension_runs_twice() -> None:
-    feedback = exercises.check_long_job(0)
-    assert not feedback.ok and any("delivered 2 times" in line for line in feedback.failed)
-
-
-def test_long_job_with_extension_runs_once() -> None:
-    feedback = exercises.check_long_job(60)
-    assert feedback.ok, str(feedback)
-
-
-def test_long_job_check_refuses_nonsense() -> None:
-    feedback = exercises.check_long_job("often")
-    assert not feedback.ok and "whole number" in feedback.failed[0]
-
-
-def test_long_job_check_explains_an_extension_slower_than_the_lease() -> None:
-    feedback = exercises.check_long_job(300)
-    assert not feedback.ok and "not often enough" in feedback.failed[0]
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert exercises.catalogue_markdown() in readme, (
+        "README's table of misconceptions is stale: paste exercises.catalogue_markdown() into § The course"
+    )

@@ -6,6 +6,7 @@ keys on the server AND the words in the readout.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 
@@ -326,3 +327,15 @@ def test_a_live_panel_waits_for_its_browser_view_before_drawing(panel, name: str
     lab.model.reset()
     assert lab.canvas.syncing_data_url and lab.canvas._data_url is None
     assert lab.redraws >= 1  # the artists were updated all the same
+
+
+@pytest.mark.parametrize("password", ["s3cret", "s3cret#frag", "s3/cret"])
+def test_a_readout_never_shows_the_urls_password(name: str, password: str) -> None:
+    """Issue 13's finding: a panel that could not reach its server showed the raw URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed once the block ends: nothing listens there
+    lab = ClaimLab(name, url=f"redis://:{password}@127.0.0.1:{port}/0", live=False)
+    lab.reconnect_button.click()
+    assert not lab.model.connected and "cannot reach" in lab.readout.value
+    assert "cret" not in lab.readout.value and "***" in lab.readout.value

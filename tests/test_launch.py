@@ -24,6 +24,18 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
 BINDER = ROOT / "binder"
+
+
+def _tool(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+binder_link = _tool("binder_link")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 # conda-forge names the same distributions differently from PyPI.
@@ -107,15 +119,56 @@ def test_readme_opens_with_the_two_commands() -> None:
 
 
 def test_readme_binder_badge_opens_the_first_lesson_in_jupyterlab() -> None:
+    """The badge is this repository's own (derived from its git remote by tools/binder_link.py),
+    or, while the checkout has no public address, the one line saying how to make it: never a
+    placeholder that launches nothing."""
     readme = (ROOT / "README.md").read_text()
     opening = readme.split("\n## ")[0]  # the badge sits in the opening, next to the two commands
+    assert "OWNER" not in readme, "a placeholder Binder link launches nothing"
+    start, end = opening.index(binder_link.BADGE_START), opening.index(binder_link.BADGE_END)
     match = re.search(
-        r"https://mybinder\.org/v2/gh/([\w.-]+)/([\w.-]+)/HEAD\?urlpath=lab/tree/(\S+?\.ipynb)\)", opening
+        r"https://mybinder\.org/v2/(gh|gl|git)/(\S+?)/HEAD\?urlpath=lab/tree/(\S+?\.ipynb)\)", opening[start:end]
     )
-    assert match, "no Binder badge in the README's opening section"
+    remote = binder_link.origin()
+    if match is None:
+        assert "make binder-link" in opening and "make binder-badge" in opening
+        return
     target = match.group(3)
-    assert target.startswith("notebooks/00_")
-    assert (ROOT / target).is_file(), f"the badge opens {target}, which does not exist"
+    assert target.startswith("notebooks/00_") and (ROOT / target).is_file(), target
+    if remote:  # the badge must be this repository's
+        assert binder_link.binder_url(remote) in opening
+
+
+@pytest.mark.parametrize(
+    ("remote", "link"),
+    [
+        ("https://github.com/ada/echoq.git", "https://mybinder.org/v2/gh/ada/echoq/HEAD"),
+        ("git@github.com:ada/echoq.git", "https://mybinder.org/v2/gh/ada/echoq/HEAD"),
+        ("ssh://git@github.com/ada/echoq", "https://mybinder.org/v2/gh/ada/echoq/HEAD"),
+        ("https://gitlab.com/ada/teach/echoq.git", "https://mybinder.org/v2/gl/ada%2Fteach%2Fechoq/HEAD"),
+        (
+            "https://git.example.org/echoq.git",
+            "https://mybinder.org/v2/git/https%3A%2F%2Fgit.example.org%2Fechoq.git/HEAD",
+        ),
+    ],
+)
+def test_binder_link_is_derived_from_the_git_remote(remote: str, link: str, tmp_path: Path) -> None:
+    url = binder_link.binder_url(remote)
+    assert url == f"{link}?urlpath=lab/tree/notebooks/00_start_here.ipynb"
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# echoq\n{binder_link.BADGE_START}run make binder-badge{binder_link.BADGE_END}\n")
+    binder_link.write_readme(readme, url)
+    assert f"[![Launch on Binder](https://mybinder.org/badge_logo.svg)]({url})" in readme.read_text()
+
+
+def test_binder_link_without_a_remote_says_so_in_one_line(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "binder_link.py")], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert binder_link.origin(tmp_path) is None
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "no git remote 'origin'" in result.stderr
 
 
 # ---------------------------------------------------------------- no drift between the lists

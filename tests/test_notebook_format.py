@@ -55,27 +55,57 @@ def test_lesson_shape(path: Path) -> None:
     for heading in ("## Summary", "## Free play"):
         assert heading in text, f"{path.name} lacks {heading}"
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert "course.start(" in code.split("\n\n")[0] or "course.start(" in code_cells(path)[0].source
+    assert "course.start(" in code_cells(path)[0].source
     if not path.name.startswith("00"):
         assert "exercises.check" in code, f"{path.name} has no exercise with an automatic check"
-        assert "course.reveal(" in code, f"{path.name} has no solution to reveal"
+        assert "exercises.solution(" in code, f"{path.name} has no solution to open on request"
         assert "assert " in code, f"{path.name} demonstrates no guarantee with an assert"
 
 
 def test_exercise_stubs_in_the_notebooks_are_the_ones_the_tests_prove_wrong() -> None:
     """tests/test_exercises.py proves each stub fails its check; the notebooks must carry
-    those very stubs, not a drifted copy."""
-    from echoq.teaching import exercises
+    those very stubs, not a drifted copy, each with its check and its solution."""
+    from echoq.teaching.exercises import EXERCISES
 
-    sources = {p.name: "\n".join(c.source for c in code_cells(p)) for p in NOTEBOOKS}
-    for stub, lesson in (
-        (exercises.CLAIM_STUB, "02"),
-        (exercises.HANDLER_STUB, "03"),
-        (exercises.REAP_STUB, "04"),
-        (exercises.LOOP_STUB, "05"),
-    ):
-        (name,) = [n for n in sources if n.startswith(lesson)]
-        assert stub.strip() in sources[name], f"{name} does not carry the exercise stub from echoq/exercises.py"
+    sources = {p.name[:2]: "\n".join(c.source for c in code_cells(p)) for p in NOTEBOOKS}
+    for key, ex in EXERCISES.items():
+        lesson = sources[ex.lesson]
+        assert ex.stub.strip() in lesson, f"lesson {ex.lesson} does not carry the stub of {key!r}"
+        assert ex.check.__name__ in lesson, f"lesson {ex.lesson} never runs {ex.check.__name__}"
+        assert f'exercises.solution("{key}")' in lesson, f"lesson {ex.lesson} does not offer the solution of {key!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_predictions_come_before_the_run_that_reveals_them(path: Path) -> None:
+    """At least two predict-then-run questions per lesson, each asked in a cell before the
+    first cell that runs what answers it."""
+    import re
+
+    from echoq.teaching.predictions import QUESTIONS, REVEALED_BY
+
+    lesson = path.name[:2]
+    cells = [c.source for c in code_cells(path)]
+    asked = {m: n for n, src in enumerate(cells) for m in re.findall(r'course\.ask\("(\d\d)", "([a-z0-9-]+)"\)', src)}
+    keys = {key for (nn, key) in asked if nn == lesson}
+    assert keys == set(QUESTIONS.get(lesson, {})), f"{path.name} asks {sorted(keys)}"
+    assert len(keys) >= 2, f"{path.name} asks fewer than two predictions"
+    for key in keys:
+        at = asked[(lesson, key)]
+        reveal = REVEALED_BY[(lesson, key)]
+        runs = [n for n, src in enumerate(cells) if reveal in src]
+        assert runs and runs[0] > at, f"{path.name}: {key!r} must be asked before the cell running {reveal!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_what_a_lesson_asks_to_read_is_on_screen_and_waits_raise(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    for n, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and "Read it" in cell.source:
+            shown = next(c for c in nb.cells[n + 1 :] if c.cell_type == "code").source
+            assert "course.lua(" in shown or "course.source(" in shown, f"{path.name}: 'Read it' shows nothing"
+    code = "\n".join(c.source for c in code_cells(path))
+    # A wait that times out must raise; wait_for_server_ms returns False, to be ignored.
+    assert "wait_for_server_ms" not in code, f"{path.name} waits with a bool nobody checks"
 
 
 @pytest.mark.parametrize("lesson", ["01", "05", "06"])

@@ -135,7 +135,8 @@ def test_the_cli_as_a_restricted_user_prints_one_line(acl_user, theirs) -> None:
     worker = run_cli("worker", "--queue", "theirs.q", "--burst", url=url)
     assert worker.returncode == 2 and worker.stdout == "", worker.stdout
     assert worker.stderr.count("\n") == 1 and "Traceback" not in worker.stderr
-    assert "may not use the keys of queue 'theirs.q'" in worker.stderr
+    # The Worker's first move is its beat's guard (SET NX PX on emq:{theirs.q}:stalled_guard).
+    assert "may not use the key emq:{theirs.q}:" in worker.stderr and "~emq:{theirs.q}:*" in worker.stderr
 
 
 def test_translate_recognises_both_servers_wordings() -> None:

@@ -1,16 +1,29 @@
-"""The consumer loop on a real server: drain, retry, dead-letter, extend, stop, crash.
+"""The consumer on a real server: drain, retry, dead-letter, extend, stop, crash; and the
+guarantees of its design -- one I/O owner feeding handler threads from a prefetch buffer,
+every held lease renewed in one call, idle workers woken instead of polling, one stalled
+check per beat across the fleet, nothing held past stop(), nothing lost to a SIGKILL.
 
 Crashes come from the teaching kit's CrashPlan through the Worker's public hooks; the
-Worker itself knows no crash points (tests/test_layers.py checks that)."""
+Worker itself knows no crash points (tests/test_layers.py checks that). No test sleeps to
+synchronise or times anything: waits are on events, or on the server's clock, with a
+deadline that only turns a hang into a failure."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
+import redis
 
 import echoq
+from echoq import Complete, Extend, Release, scripts
 from echoq.effects import Effects
+from echoq.queue import WAKE_CAP
 from echoq.teaching.faults import CrashMode, CrashPlan
 from echoq.worker import (
     Backoff,
@@ -20,7 +33,8 @@ from echoq.worker import (
     keyed_consumer,
     naive_consumer,
 )
-from tests.helpers import assert_one_place, wait_for_server_time
+from tests.conftest import fresh_name
+from tests.helpers import assert_one_place, expire, wait_for_server_time
 
 FAST = {"beat_ms": 20, "idle_wait_ms": 5}
 
@@ -227,26 +241,6 @@ def test_a_thread_still_working_when_its_worker_crashes_does_not_complete(queue:
     assert set(queue.snapshot().active) == {slow_id, quick_id}
 
 
-def test_the_lease_keeper_touches_only_its_own_delivery_of_a_job(queue: echoq.Queue) -> None:
-    # The keeper extends delivery A; meanwhile A's handler finished and the same JOB id went
-    # into flight again as delivery B. The keeper must neither drop nor overwrite B.
-    queue.enqueue("x")
-    worker = Worker(queue, print, lease_ms=5_000, extend_every_ms=1, **FAST)
-    first = Delivery(worker, queue.claim(5_000))
-    second = Delivery(worker, first.claim)
-    real_extend = queue.extend
-
-    def extend_while_redelivered(claim, *, lease_ms):
-        worker._in_flight[claim.job_id] = (second, float("inf"))  # B: not due for a heartbeat
-        worker._drained.set()  # one pass of the keeper is enough
-        return real_extend(claim, lease_ms=lease_ms)
-
-    queue.extend = extend_while_redelivered  # a real extend on the server, with the race forced
-    worker._in_flight[first.job_id] = (first, 0.0)
-    worker._keep_leases()
-    assert worker._in_flight[first.job_id] == (second, float("inf"))
-
-
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -258,6 +252,10 @@ def test_the_lease_keeper_touches_only_its_own_delivery_of_a_job(queue: echoq.Qu
         (lambda q: Worker(q, print, hooks=object()), "hooks"),
         (lambda q: Backoff(factor=0.5), "factor"),
         (lambda q: Worker(q, print, lease_ms=300, extend_every_ms=300), "shorter than lease_ms"),
+        (lambda q: Worker(q, print, prefetch=-1), "prefetch"),
+        (lambda q: Worker(q, print, concurrency=8, prefetch=995), "prefetch"),
+        (lambda q: Worker(q, print, extend_every_ms=0, prefetch=4), "needs lease renewal"),
+        (lambda q: Worker(q, print, idle_wait_ms=0), "idle_wait_ms"),
     ],
 )
 def test_bad_options_are_one_line_errors(valkey_client, make, message: str) -> None:
@@ -269,3 +267,366 @@ def test_bad_options_are_one_line_errors(valkey_client, make, message: str) -> N
 
 def test_kill_mode_is_a_crash_mode() -> None:
     assert CrashPlan("after_claim", mode="kill").mode is CrashMode.KILL
+
+
+# -- the scripts the worker runs on -----------------------------------------------------------
+
+
+def test_extend_many_renews_each_held_lease_and_refuses_a_lost_one_alone(queue: echoq.Queue) -> None:
+    queue.enqueue_many(["a", "b", "c"])
+    a, b, c = queue.claim_many(3, lease_ms=5_000)
+    queue.client.zadd(queue.keys.active, {b.job_id: 0})  # b's lease ran out ...
+    assert queue.reap() == [b.job_id]
+    b_again = queue.claim(5_000)  # ... and someone else holds it now, under a newer attempt
+    deadline, outcomes = queue.extend_many([a, b, c], lease_ms=10_000)
+    assert outcomes == [Extend.EXTENDED, Extend.STALE, Extend.EXTENDED]
+    snap = queue.snapshot()
+    assert snap.active[a.job_id] == snap.active[c.job_id] == deadline >= snap.now_ms + 9_000
+    assert snap.active[b.job_id] == b_again.deadline_ms  # the new holder's lease left alone
+    assert queue.complete(b_again) is Complete.COMPLETED
+    assert queue.extend_many([b], lease_ms=1_000)[1] == [Extend.GONE]
+
+
+def test_release_many_gives_held_jobs_back_unstarted_and_counts_it_on_the_row(queue: echoq.Queue) -> None:
+    ids = queue.enqueue_many(["a", "b", "c"])
+    held = queue.claim_many(3, lease_ms=5_000)
+    queue.client.delete(queue.keys.wake)
+    stale = echoq.Claim(held[2].job_id, "", held[2].attempt + 1, 0)  # not this job's token
+    assert queue.release_many([held[0], held[1], stale]) == [Release.RELEASED, Release.RELEASED, Release.STALE]
+    snap = assert_one_place(queue, set(ids))
+    assert snap.pending == ids[:2] and list(snap.active) == [ids[2]]
+    assert [queue.released(j) for j in ids] == [1, 1, 0] and snap.stats["released"] == 2
+    assert queue.client.llen(queue.keys.wake) == 2  # idle workers are told
+    again = queue.claim(5_000)
+    assert (again.job_id, again.attempt) == (ids[0], 2)  # the token only ever grows
+
+
+def test_a_refused_batch_call_changes_nothing(queue: echoq.Queue) -> None:
+    held = queue.claim_many(1) if queue.enqueue("x") else []
+    before = queue.snapshot()
+    for call in (
+        lambda: scripts.run(queue.client, "extend_many", [queue.keys.active], [0, held[0].job_id, 1]),
+        lambda: scripts.run(queue.client, "extend_many", [queue.keys.active, queue.keys.job(held[0].job_id)], [1000]),
+        lambda: scripts.run(
+            queue.client,
+            "release_many",
+            [queue.keys.pending, queue.keys.active, queue.keys.stats, queue.keys.job(echoq.new_job_id())],
+            [held[0].job_id, 1],
+        ),
+    ):
+        with pytest.raises(echoq.EchoqError):
+            call()
+    after = queue.snapshot()
+    assert (after.active, after.pending, after.stats) == (before.active, before.pending, before.stats)
+
+
+def test_every_script_that_fills_pending_pushes_a_bounded_wake(queue: echoq.Queue) -> None:
+    wake = queue.keys.wake
+
+    def tokens() -> int:
+        n = queue.client.llen(wake)
+        queue.client.delete(wake)
+        return n
+
+    queue.enqueue("now")
+    assert tokens() == 1
+    queue.enqueue("later", delay_ms=60_000)
+    assert tokens() == 0  # nothing claimable yet: no one is woken for it
+    queue.enqueue_many(["x"] * 3)
+    assert tokens() == 3
+    queue.enqueue_many(["y"] * 200)
+    assert tokens() == WAKE_CAP  # one per job, up to the bound
+    queue.enqueue_many(["z"] * 100)
+    queue.enqueue_many(["z"] * 100)
+    assert tokens() == WAKE_CAP  # tokens nobody took never pile up past it
+    first, second = queue.claim_many(2, lease_ms=5_000)
+    assert queue.retry(first, backoff_ms=0).outcome is echoq.Retry.RETRIED
+    assert tokens() == 1
+    assert queue.retry(second, backoff_ms=60_000).outcome is echoq.Retry.SCHEDULED
+    assert tokens() == 0
+    expire(queue, *queue.claim_many(3, lease_ms=5))
+    assert len(queue.reap()) == 3 and tokens() == 3
+    expire(queue, *queue.claim_many(2, lease_ms=5))
+    assert len(queue.stalled_check(max_stalled=5).recovered) == 2 and tokens() == 2
+
+
+def test_wait_for_work_returns_on_a_token_or_at_its_timeout(queue: echoq.Queue) -> None:
+    assert queue.wait_for_work(10) is False
+    queue.enqueue("x")
+    assert queue.wait_for_work(60_000) is True  # the token was there: no wait at all
+
+
+def test_the_guarded_stalled_check_runs_once_per_window(queue: echoq.Queue) -> None:
+    assert queue.stalled_check_guarded(every_ms=60_000, holder="a") is not None
+    assert queue.stalled_check_guarded(every_ms=60_000, holder="b") is None
+    assert queue.client.get(queue.keys.stalled_guard) == "a"
+    assert 0 < queue.client.pttl(queue.keys.stalled_guard) <= 60_000  # the guard bounds itself
+    with pytest.raises(echoq.InvalidArgument, match="every_ms"):
+        queue.stalled_check_guarded(every_ms=0)
+
+
+def test_waiting_reads_pending_scheduled_and_the_next_due_time(queue: echoq.Queue) -> None:
+    assert queue.waiting() == echoq.Waiting(0, 0, None, 0)
+    queue.enqueue("later", delay_ms=60_000)
+    queue.enqueue_many(["now", "left by a dead worker", "held"])
+    expire(queue, *queue.claim_many(1, lease_ms=1))
+    queue.claim(lease_ms=60_000)
+    waiting = queue.waiting()
+    assert (waiting.pending, waiting.scheduled, waiting.expired) == (1, 1, 1)
+    assert 50_000 < waiting.next_due_in_ms <= 60_000
+
+
+# -- the guarantees of the worker -------------------------------------------------------------
+
+
+def test_a_prefetched_job_is_never_reaped_while_it_waits(queue: echoq.Queue) -> None:
+    ids = queue.enqueue_many([f"job {n}" for n in range(4)])
+    lease_ms = 300
+    seen: list[tuple[str, int]] = []
+    swept: list[list[str]] = []
+    held_while_first_ran: list[int] = []
+
+    def handler(delivery: Delivery) -> None:
+        seen.append((delivery.job_id, delivery.attempt))
+        if len(seen) == 1:
+            held_while_first_ran.append(len(worker.held))
+            # The three others wait in the buffer well past the lease they were claimed
+            # under; a reaper sweeping now must find none of them expired.
+            wait_for_server_time(queue.client, delivery.claim.deadline_ms + 2 * lease_ms)
+            swept.append(queue.reap())
+
+    worker = Worker(queue, handler, lease_ms=lease_ms, extend_every_ms=50, prefetch=3, **FAST)
+    report = worker.work(burst=True)
+    assert held_while_first_ran == [4]  # one running, three prefetched
+    assert swept == [[]]
+    assert seen == [(job_id, 1) for job_id in ids]  # each delivered once, in order
+    assert report.extended >= 3 * 2 and report.completed == 4 and report.stale == 0 and report.lease_lost == 0
+
+
+def test_quick_jobs_are_batched_and_slow_ones_are_not_hoarded(queue: echoq.Queue) -> None:
+    queue.enqueue_many(["quick"] * 200)
+    report = Worker(queue, lambda d: None, **FAST).work(burst=True)
+    assert report.completed == 200 and report.round_trips <= 100  # more than one job per call
+
+    queue.enqueue_many(["slow"] * 6)
+    most_held: list[int] = []
+    no_renewal = Worker(queue, lambda d: most_held.append(len(no_renewal.held)), concurrency=2, extend_every_ms=0)
+    assert no_renewal.work(burst=True).completed == 6
+    assert max(most_held) <= 2  # without renewal nothing waits in a buffer: claims are for free slots
+
+
+def test_stop_mid_batch_completes_or_gives_back_every_job_held(queue: echoq.Queue) -> None:
+    ids = queue.enqueue_many([f"job {n}" for n in range(20)])
+    effects = Effects(queue)
+    two_started, release = threading.Barrier(3), threading.Event()
+    first_two = iter(range(2))
+
+    def handler(delivery: Delivery) -> None:
+        if next(first_two, None) is not None:  # the first two deliveries hold on, mid-batch
+            two_started.wait(10)
+            assert release.wait(10)
+        effects.apply_once(delivery.job_id)
+
+    worker = Worker(queue, handler, concurrency=2, lease_ms=5_000, prefetch=6, **FAST)
+    reports: list[echoq.WorkReport] = []
+    runner = threading.Thread(target=lambda: reports.append(worker.work()))
+    runner.start()
+    two_started.wait(10)
+    held = {d.job_id for d in worker.held}
+    assert len(held) == 8  # two running, six prefetched
+    worker.stop()
+    release.set()
+    runner.join(10)
+    assert not runner.is_alive()
+    (report,) = reports
+    snap = assert_one_place(queue, set(ids))
+    assert snap.counts["active"] == 0  # nothing held past the stop
+    assert (report.completed, report.released) == (2, 6) and snap.counts["done"] == 2
+    released = held - set(snap.done)
+    assert len(released) == 6 and released <= set(snap.pending)
+    assert all(queue.released(job_id) == 1 for job_id in released)
+    # Another worker takes the given-back jobs at once; every job has one effect.
+    assert Worker(queue, keyed_consumer(effects), **FAST).work(burst=True).completed == 18
+    assert effects.counts() == {job_id: 1 for job_id in ids}
+
+
+def test_a_give_back_at_stop_never_costs_a_job_one_of_its_tries(queue: echoq.Queue) -> None:
+    job_id = queue.enqueue("flaky").job_id
+    held = queue.claim_many(1)
+    assert queue.release_many(held) == [Release.RELEASED]  # as a stopping worker's buffer would
+    tries: list[int] = []
+
+    def fails_once(delivery: Delivery) -> None:
+        tries.append(delivery.attempt)
+        if len(tries) == 1:
+            raise RuntimeError("first try fails")
+
+    report = Worker(queue, fails_once, max_attempts=2, backoff=Backoff(0), **FAST).work(burst=True)
+    # Two tries (attempts 2 and 3, after the give-back); at max_attempts=2 the first failure
+    # would have been fatal had the give-back counted as a try.
+    assert tries == [2, 3] and (report.retried, report.dead, report.completed) == (1, 0, 1)
+    assert queue.snapshot().place_of(job_id) is echoq.JobState.DONE
+
+
+def test_a_lost_lease_is_reported_for_that_delivery_alone(queue: echoq.Queue) -> None:
+    # The worker holds the job as delivery 1; its lease is lost (swept while a long pause
+    # stops renewal, say) and the SAME worker claims it again as delivery 2. The refused
+    # renewal marks delivery 1 only; delivery 2 completes, delivery 1's finish is refused.
+    job_id = queue.enqueue("x").job_id
+    deliveries: dict[int, Delivery] = {}
+    second_done = threading.Event()
+
+    def handler(delivery: Delivery) -> None:
+        deliveries[delivery.attempt] = delivery
+        if delivery.attempt == 1:
+            give_up = time.monotonic() + 10
+            # Only delivery 1's lease: once reaped, the worker may claim the job again at once,
+            # and that lease (delivery 2's) must not be swept too.
+            while (row := queue.job(job_id)).state is echoq.JobState.ACTIVE and row.attempts == 1:
+                assert time.monotonic() < give_up, "the lease was never swept"
+                queue.client.zadd(queue.keys.active, {job_id: 0}, xx=True)  # the lease runs out ...
+                queue.reap()  # ... and a reaper returns the job (retried if a renewal got between)
+            assert second_done.wait(10), "the job was not delivered again"
+        else:
+            give_up = time.monotonic() + 10
+            while not deliveries[1].lease_lost and time.monotonic() < give_up:  # the next renewal tick
+                time.sleep(0.005)  # a poll with a deadline
+            second_done.set()
+
+    worker = Worker(queue, handler, concurrency=2, lease_ms=600, extend_every_ms=50, **FAST)
+    report = worker.work(burst=True)
+    assert deliveries[1].lease_lost and not deliveries[2].lease_lost
+    assert (report.claimed, report.completed, report.stale, report.lease_lost) == (2, 1, 1, 1)
+    assert queue.snapshot().place_of(job_id) is echoq.JobState.DONE
+
+
+def test_an_idle_worker_is_woken_by_enqueue_not_by_polling(queue: echoq.Queue) -> None:
+    got = threading.Event()
+    # It would look again only after a minute: the job can only reach it through the wake.
+    worker = Worker(queue, lambda d: got.set(), beat_ms=60_000, idle_wait_ms=60_000)
+    runner = threading.Thread(target=worker.work)
+    runner.start()
+    try:
+        give_up = time.monotonic() + 10
+        while not worker._listening.is_set() and time.monotonic() < give_up:
+            time.sleep(0.005)  # a poll with a deadline
+        assert worker._listening.is_set(), "the worker never went idle"
+        trips = worker.report.round_trips
+        queue.enqueue("wake up")
+        assert got.wait(10), "the idle worker did not wake for a new job"
+        assert worker.report.round_trips - trips <= 2  # woken once, claimed; no polling in between
+    finally:
+        worker.stop()
+        runner.join(10)
+    assert not runner.is_alive() and worker.report.completed == 1
+
+
+def test_an_idle_worker_wakes_for_a_retry_when_its_backoff_runs_out(queue: echoq.Queue) -> None:
+    attempts: list[int] = []
+
+    def fails_once(delivery: Delivery) -> None:
+        attempts.append(delivery.attempt)
+        if delivery.attempt == 1:
+            raise RuntimeError("once")
+
+    queue.enqueue("x")
+    worker = Worker(queue, fails_once, backoff=Backoff(50), beat_ms=60_000, idle_wait_ms=60_000)
+    report = worker.work(burst=True)  # would hang a minute if it waited for idle_wait_ms
+    assert attempts == [1, 2] and report.completed == 1
+
+
+def test_two_workers_on_one_beat_run_one_stalled_check_between_them(queue: echoq.Queue) -> None:
+    crashed = queue.claim_many(1, lease_ms=1) if queue.enqueue("left by a dead worker") else []
+    expire(queue, *crashed)
+    workers = [Worker(queue, lambda d: None, beat_ms=60_000) for _ in range(2)]
+    reports: list[echoq.WorkReport] = []
+    threads = [threading.Thread(target=lambda w=w: reports.append(w.work(burst=True))) for w in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert len(reports) == 2
+    assert sorted((r.beats, r.beats_skipped) for r in reports) == [(0, 1), (1, 0)]
+    assert sum(r.recovered for r in reports) == 1 and sum(r.completed for r in reports) == 1
+    # The next beat of the fleet is free to run once the guard, shorter than a beat, is gone.
+    assert 0 < queue.client.pttl(queue.keys.stalled_guard) < 60_000
+
+
+WORKER_SCRIPT = """
+import sys, threading, time
+import echoq
+queue = echoq.Queue(sys.argv[1])
+worker = None
+first = threading.Lock()
+def handler(delivery):
+    # Both handlers hold their job; the first says what is held once the buffer is full.
+    if first.acquire(blocking=False):
+        while len(worker.held) < 10:
+            time.sleep(0.005)
+        print(" ".join(sorted(d.job_id for d in worker.held)), flush=True)
+    threading.Event().wait()
+worker = echoq.Worker(queue, handler, concurrency=2, prefetch=8, lease_ms=400)
+worker.work()
+"""
+
+
+def test_a_worker_sigkilled_with_a_full_buffer_loses_nothing(valkey_client) -> None:
+    queue = echoq.Queue(fresh_name("sigkill"), valkey_client)
+    try:
+        ids = queue.enqueue_many([f"job {n}" for n in range(30)])
+        env = dict(os.environ, VALKEY_URL=echoq.server_url())
+        child = subprocess.Popen(
+            [sys.executable, "-c", WORKER_SCRIPT, queue.name], env=env, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            held = set(child.stdout.readline().split())
+        finally:
+            child.kill()
+            child.wait(10)
+        assert child.returncode == -signal.SIGKILL and len(held) == 10  # two running, eight prefetched
+        snap = assert_one_place(queue, set(ids))
+        assert set(snap.active) == held  # leased, renewed by nobody now
+        expire(queue, *(echoq.Claim(j, "", 0, deadline) for j, deadline in snap.active.items()))
+        effects = Effects(queue)
+        report = Worker(queue, keyed_consumer(effects), concurrency=4, **FAST).work(burst=True)
+        assert report.recovered == 10 and report.completed == 30
+        snap = assert_one_place(queue, set(ids))
+        assert snap.counts["done"] == 30 and effects.counts() == {job_id: 1 for job_id in ids}
+    finally:
+        queue.reset()
+
+
+def test_abandon_mid_batch_leaves_every_held_job_leased_and_says_nothing_more(queue: echoq.Queue) -> None:
+    ids = queue.enqueue_many([f"job {n}" for n in range(12)])
+    started, release = threading.Event(), threading.Event()
+
+    def handler(delivery: Delivery) -> None:
+        started.set()
+        release.wait(10)
+
+    worker = Worker(queue, handler, concurrency=2, lease_ms=5_000, prefetch=4, **FAST)
+    reports: list[echoq.WorkReport] = []
+    runner = threading.Thread(target=lambda: reports.append(worker.work()))
+    runner.start()
+    assert started.wait(10)
+    give_up = time.monotonic() + 10
+    while len(worker.held) < 6 and time.monotonic() < give_up:
+        time.sleep(0.005)  # a poll with a deadline
+    held = {d.job_id for d in worker.held}
+    worker.abandon()
+    release.set()
+    runner.join(10)
+    (report,) = reports
+    assert report.abandoned and report.completed == 0 and report.released == 0
+    snap = assert_one_place(queue, set(ids))
+    assert set(snap.active) == held and len(held) == 6  # nothing completed, given back or dropped
+
+
+def test_wait_for_work_blocks_for_less_than_the_clients_socket_timeout(server_url: str) -> None:
+    # redis-py gives up on a reply after socket_timeout; a longer block must end first, quietly.
+    client = redis.Redis.from_url(server_url, decode_responses=True, socket_timeout=0.5)
+    queue = echoq.Queue(fresh_name("blpop"), client)
+    try:
+        assert queue.wait_for_work(60_000) is False
+    finally:
+        client.close()

@@ -6,7 +6,7 @@
 # installed: the tests that need a package say so when they skip.
 set -u
 want=(redis-server chromium "$@")
-declare -A binary_of=([redis-server]=redis-server [chromium]=chromium)
+declare -A binary_of=([redis-server]=redis-server [chromium]=chromium [nodejs]=node)
 missing=()
 for pkg in "${want[@]}"; do
   command -v "${binary_of[$pkg]:-$pkg}" >/dev/null 2>&1 || missing+=("$pkg")

@@ -2,8 +2,13 @@
 
 * :mod:`~echoq.teaching.course` -- the lessons' setup cell, scripts shown as the server
   runs them, predict-then-run questions;
-* :mod:`~echoq.teaching.exercises` -- stubs, checks that run the learner's code under
-  faults, solutions;
+* :mod:`~echoq.teaching.exercises` -- one exercise per real move: a stub, a check that
+  runs the learner's code under the lesson's failures, a catalogue of named misconceptions,
+  hints, a solution on request;
+* :mod:`~echoq.teaching.processes` -- child processes a check kills (SIGKILL) or freezes
+  (SIGSTOP) at a chosen step;
+* :mod:`~echoq.teaching.bank` -- a stand-in payment service with idempotency keys (lesson 03);
+* :mod:`~echoq.teaching.predictions` -- the lessons' predict-then-run questions;
 * :mod:`~echoq.teaching.lab` -- the widget panels on a live queue;
 * :mod:`~echoq.teaching.contrasts` -- the cautionary wrong ways, kept apart on purpose;
 * :mod:`~echoq.teaching.faults` -- crash hooks for the Worker (simulated or real kills);

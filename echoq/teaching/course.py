@@ -1,4 +1,4 @@
-"""Helpers for the lesson notebooks: the setup cell, showing a script, predict-then-run questions.
+"""Helpers for the lesson notebooks: the setup cell, scripts and sources shown, predict-then-run questions.
 
 Every lesson opens with::
 
@@ -39,9 +39,13 @@ class Lesson:
         removed = self.queue.reset()
         return f"Queue {self.queue.name!r} emptied ({removed} keys removed)."
 
+    def name(self, part: str) -> str:
+        """A name for one part of the lesson, in the learner's namespace (``lesson-03-bank``)."""
+        return f"{self.queue.name}-{part}"
+
     def fresh_queue(self, part: str) -> Queue:
         """An emptied queue of its own for one part of the lesson (``lesson-02-crash``)."""
-        queue = Queue(f"{self.queue.name}-{part}", self.client)
+        queue = Queue(self.name(part), self.client)
         queue.reset()
         return queue
 
@@ -98,24 +102,97 @@ def reveal(title: str, body: str, *, language: str = "python"):
     )
 
 
-def predict(question: str, options: list[str], answer: int, why: str):
-    """A predict-then-run question: pick an option, press Check, read why."""
-    import ipywidgets as widgets
+class Prediction:
+    """A predict-then-run question: each option carries its own explanation, shown when it is
+    picked -- the right one says why, each wrong one says what it overlooks. In JupyterLab it
+    is a widget (pick, press Check); on a static page it reads as the question and its options.
+    """
 
-    choice = widgets.RadioButtons(options=options, value=None, layout=widgets.Layout(width="auto"))
-    button = widgets.Button(description="Check", button_style="info")
-    verdict = widgets.HTML()
+    def __init__(self, question: str, options: list[tuple[str, str]], answer: int) -> None:
+        if not options or not all(isinstance(o, tuple) and len(o) == 2 for o in options):
+            raise ValueError("options are (text, explanation) pairs: one explanation per option")
+        if not 0 <= answer < len(options):
+            raise ValueError(f"answer must index one of the {len(options)} options")
+        self.question = question
+        self.options = options
+        self.answer = answer
+        self.tries: list[int] = []
+        self._widget = None
 
-    def on_check(_button: object) -> None:
-        if choice.value is None:
-            verdict.value = "Pick an answer first."
-        elif choice.index == answer:
-            verdict.value = f"<b>Right.</b> {html.escape(why)}"
-        else:
-            verdict.value = "<b>Not quite.</b> Try another answer, or run the next cell and watch what happens."
+    def choose(self, index: int) -> str:
+        """The verdict, in words, for picking option ``index``."""
+        if not 0 <= index < len(self.options):
+            return f"Pick one of the options 0 to {len(self.options) - 1}."
+        self.tries.append(index)
+        text, why = self.options[index]
+        if index == self.answer:
+            return f"Right. {why}"
+        return f"Not quite: {why} Try another answer, or run the next cell and see."
 
-    button.on_click(on_check)
-    return widgets.VBox([widgets.HTML(f"<b>Predict:</b> {html.escape(question)}"), choice, button, verdict])
+    @property
+    def widget(self):  # -> ipywidgets.VBox
+        if self._widget is None:
+            import ipywidgets as widgets
+
+            choice = widgets.RadioButtons(
+                options=[text for text, _ in self.options], value=None, layout=widgets.Layout(width="auto")
+            )
+            button = widgets.Button(description="Check", button_style="info")
+            verdict = widgets.HTML()
+
+            def on_check(_button: object) -> None:
+                if choice.index is None:
+                    verdict.value = "Pick an answer first."
+                    return
+                words = self.choose(choice.index)
+                head, _, rest = words.partition(" ")
+                verdict.value = f"<b>{html.escape(head)}</b> {html.escape(rest)}"
+
+            button.on_click(on_check)
+            self._widget = widgets.VBox(
+                [widgets.HTML(f"<b>Predict:</b> {html.escape(self.question)}"), choice, button, verdict]
+            )
+        return self._widget
+
+    def __repr__(self) -> str:
+        options = "\n".join(f"  ( ) {text}" for text, _ in self.options)
+        return f"Predict: {self.question}\n{options}"
+
+    def _repr_html_(self) -> str:
+        items = "".join(f"<li>{html.escape(text)}</li>" for text, _ in self.options)
+        return f"<p><b>Predict:</b> {html.escape(self.question)}</p><ul>{items}</ul>"
+
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict:
+        bundle = {"text/plain": repr(self), "text/html": self._repr_html_()}
+        try:
+            bundle.update(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
+        except ImportError:  # no ipywidgets: the static form is all there is
+            pass
+        bundle["text/plain"] = repr(self)
+        return bundle
+
+
+def predict(question: str, options: list[tuple[str, str]], answer: int) -> Prediction:
+    """A predict-then-run question: ``options`` are (text, explanation) pairs; ``answer`` is
+    the index of the right one. Ask it before the cell that reveals the answer."""
+    return Prediction(question, options, answer)
+
+
+def ask(lesson: str, key: str) -> Prediction:
+    """The course's question ``key`` of ``lesson`` (see :mod:`echoq.teaching.predictions`)."""
+    from .predictions import QUESTIONS
+
+    text, options, answer = QUESTIONS[lesson][key]
+    return Prediction(text, options, answer)
+
+
+def source(obj: object):  # -> IPython.display.Code
+    """The Python source of a function or class of the kit or the library, to read in place."""
+    import inspect
+
+    from IPython.display import Code
+
+    return Code(inspect.getsource(obj), language="python")
 
 
 def wait_until(condition: Callable[[], bool], *, timeout_s: float = 20.0, what: str = "the condition") -> float:

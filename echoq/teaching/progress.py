@@ -25,7 +25,7 @@ from ..clock import server_now_ms
 from ..keyspace import Keyspace, check_namespace
 from . import learner as learners
 
-__all__ = ["CheckRecord", "Progress", "key", "record_lesson", "record_check", "read"]
+__all__ = ["CheckRecord", "Progress", "key", "record_lesson", "record_check", "read", "parse"]
 
 COURSE = "course"
 
@@ -75,8 +75,14 @@ def record_check(client: redis.Redis, lesson: str, exercise: str, passed: bool, 
 
 def read(client: redis.Redis, learner: str | None = None) -> Progress:
     """A learner's whole record, in one read."""
-    raw = {str(f): str(v) for f, v in client.hgetall(key(learner)).items()}
-    progress = Progress(learner if learner is not None else learners.learner_id())
+    return parse(client.hgetall(key(learner)), learner if learner is not None else learners.learner_id())
+
+
+def parse(fields: dict, learner: str | None) -> Progress:
+    """A record from the hash's fields as HGETALL returns them (so a reader of many learners,
+    the instructor's dashboard, can fetch them all in one round trip)."""
+    raw = {str(f): str(v) for f, v in fields.items()}
+    progress = Progress(learner)
     found: dict[tuple[str, str], dict[str, str]] = {}
     for name, value in raw.items():
         parts = name.split(":")

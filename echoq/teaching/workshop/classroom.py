@@ -1,0 +1,344 @@
+"""Class chaos: one queue the whole class shares, a worker per learner, kills from the instructor.
+
+Every learner starts a :class:`ClassWorker` on the class queue (``<class>.chaos``) from one
+notebook cell. The instructor produces jobs into it and kills learners' workers from the
+dashboard. A kill is an order written on the shared server
+(``emq:{<class>.control}:kills``, a hash learner -> how many kills were ordered; learners
+may only read it); each worker watches its own field and, when it goes up, dies on the
+spot with :meth:`echoq.Worker.abandon` -- exactly as a SIGKILLed process: the job in its
+hands is neither completed nor given back, and stays leased until another learner's
+worker reaps it and it is delivered again.
+
+Each worker runs the JOB-id-keyed consumer on the class queue's effects ledger, so a
+redelivered job never has its effect twice. The **scoreboard** counts, per learner and
+for the class: deliveries, redeliveries (a delivery whose attempt is 2 or more), effects,
+duplicate effects (0) and lost jobs (0). Lost is counted from one atomic snapshot of the
+class queue: every job ever enqueued is pending, active, scheduled, dead or done.
+
+Keys (all in the class queue's tag, besides the queue's own; bounded by the class's jobs):
+
+==============================  ====  ==============================================
+``emq:{<class>.chaos}:score``   hash  ``<learner>:delivered|redelivered|effects|duplicates``
+``emq:{<class>.chaos}:holder``  hash  JOB id -> the learner it was last delivered to
+``emq:{<class>.chaos}:workers`` hash  learner -> ``running|stopped|killed`` ``<server ms>``
+``emq:{<class>.control}:kills`` hash  learner -> kills ordered (the instructor's only)
+==============================  ====  ==============================================
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import redis
+
+from ...clock import server_now_ms
+from ...effects import Effect, Effects
+from ...errors import InvalidArgument
+from ...keyspace import Keyspace, check_namespace
+from ...limits import whole
+from ...queue import Queue
+from ...server import connect
+from ...worker import Delivery, Worker
+from .. import learner as learners
+from . import acl
+
+__all__ = ["ClassKeys", "ClassWorker", "Score", "Scoreboard", "class_name", "produce", "kill", "read_scoreboard"]
+
+LEASE_MS = 2_000  # short: a killed worker's job comes back within seconds
+BEAT_MS = 500
+KEEP_DONE = 100_000
+MAX_JOBS_PER_CLICK = 1_000
+COUNTS = ("delivered", "redelivered", "effects", "duplicates")
+
+
+def class_name() -> str:
+    """The class this kernel belongs to: ``ECHOQ_CLASS`` (set by the hub snippet), else ``class``."""
+    return check_namespace(os.environ.get("ECHOQ_CLASS", "").strip() or "class")
+
+
+@dataclass(frozen=True)
+class ClassKeys:
+    """Every key of class chaos, built in one place."""
+
+    class_name: str
+
+    @property
+    def queue(self) -> str:
+        return acl.class_queue_name(self.class_name)
+
+    @property
+    def prefix(self) -> str:
+        return Keyspace(self.queue).prefix
+
+    @property
+    def score(self) -> str:
+        return self.prefix + "score"
+
+    @property
+    def holder(self) -> str:
+        return self.prefix + "holder"
+
+    @property
+    def workers(self) -> str:
+        return self.prefix + "workers"
+
+    @property
+    def kills(self) -> str:
+        return Keyspace(acl.control_queue_name(self.class_name)).prefix + "kills"
+
+
+# -- the learner's side ----------------------------------------------------------------------
+
+
+class ClassWorker:
+    """A learner's worker on the class queue, in a background thread of their kernel.
+
+    It runs the keyed consumer (each job "works" a random ``work_ms`` range of ms, then its
+    effect runs once per JOB id), watches the instructor's kill orders every
+    ``watch_ms``, and dies with :meth:`Worker.abandon` when one arrives for its learner.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis | None = None,
+        *,
+        learner: str | None = None,
+        klass: str | None = None,
+        work_ms: tuple[int, int] = (20, 120),
+        lease_ms: int = LEASE_MS,
+        watch_ms: int = 100,
+        seed: int | None = None,
+    ) -> None:
+        self.learner = check_namespace(learner or learners.learner_id() or "solo")
+        self.client = client if client is not None else connect()
+        self.keys = ClassKeys(klass or class_name())
+        self.queue = Queue(self.keys.queue, self.client, keep_done=KEEP_DONE)
+        self.effects = Effects(self.queue)
+        low, high = (whole("work_ms", n, 0, 10_000, unit="of milliseconds") for n in work_ms)
+        if low > high:
+            raise InvalidArgument(f"work_ms must be (low, high) with low <= high, got {work_ms!r}")
+        self.work_ms = (low, high)
+        self.watch_s = whole("watch_ms", watch_ms, 10, 10_000, unit="of milliseconds") / 1000
+        self.worker = Worker(
+            self.queue, self._handle, lease_ms=lease_ms, beat_ms=BEAT_MS, idle_wait_ms=100, max_attempts=1000
+        )
+        self._random = random.Random(seed)
+        self._done = threading.Event()
+        self.killed_at_ms: int | None = None
+        self.held_when_killed = 0
+        self.error: str | None = None
+        self.mine = dict.fromkeys(COUNTS, 0)  # this worker's own counts (the score hash sums all runs)
+        self._threads: list[threading.Thread] = []
+
+    # the handler: note the delivery, "work", then the effect once per JOB id
+    def _handle(self, delivery: Delivery) -> None:
+        k, who = self.keys, self.learner
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hincrby(k.score, f"{who}:delivered", 1)
+        if delivery.attempt > 1:
+            pipe.hincrby(k.score, f"{who}:redelivered", 1)
+        pipe.hset(k.holder, delivery.job_id, who)
+        pipe.execute()
+        self.mine["delivered"] += 1
+        self.mine["redelivered"] += delivery.attempt > 1
+        time.sleep(self._random.uniform(*self.work_ms) / 1000)  # the job's work (simulated)
+        delivery.checkpoint()  # a kill during the work unwinds here: no effect, no complete
+        result = self.effects.apply_once(delivery.job_id, who)
+        if result.outcome is Effect.APPLIED:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hincrby(k.score, f"{who}:effects", 1)
+            if result.count > 1:
+                pipe.hincrby(k.score, f"{who}:duplicates", 1)
+            pipe.execute()
+            self.mine["effects"] += 1
+            self.mine["duplicates"] += result.count > 1
+
+    def start(self) -> ClassWorker:
+        """Start working (and watching for kills) in background threads; returns self."""
+        if self._threads:
+            raise InvalidArgument("this class worker was started already; make a new one to restart")
+        self._baseline = int(self.client.hget(self.keys.kills, self.learner) or 0)
+        self._status("running")
+        work = threading.Thread(target=self._work, name=f"echoq-class-worker-{self.learner}", daemon=True)
+        watch = threading.Thread(target=self._watch, name=f"echoq-class-watch-{self.learner}", daemon=True)
+        self._threads = [work, watch]
+        for t in self._threads:
+            t.start()
+        return self
+
+    def _work(self) -> None:
+        try:
+            self.worker.work()
+        except Exception as exc:  # the server went away: say so in the readout
+            self.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        finally:
+            self._done.set()
+
+    def _watch(self) -> None:
+        while not self._done.wait(self.watch_s):
+            try:
+                ordered = int(self.client.hget(self.keys.kills, self.learner) or 0)
+            except Exception:
+                continue  # the work thread meets the same failure and reports it
+            if ordered > self._baseline:
+                self.held_when_killed = len(self.worker.in_flight)
+                self.killed_at_ms = server_now_ms(self.client)
+                self.worker.abandon()
+                self._status("killed")
+                return
+        if self.killed_at_ms is None:
+            self._status("stopped")
+
+    def _status(self, state: str) -> None:
+        try:
+            self.client.hset(self.keys.workers, self.learner, f"{state} {server_now_ms(self.client)}")
+        except Exception:
+            pass  # only a readout: the worker's own errors are reported by the work thread
+
+    @property
+    def state(self) -> str:
+        if self.killed_at_ms is not None:
+            return "killed"
+        if self.error:
+            return "failed"
+        if not self._threads:
+            return "not started"
+        return "stopped" if self._done.is_set() else "running"
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Graceful stop: the job in hand finishes; nothing new is claimed."""
+        self.worker.stop()
+        self.join(timeout_s)
+
+    def join(self, timeout_s: float = 10.0) -> bool:
+        """Wait until the worker has ended (stopped, killed or failed); whether it has."""
+        ended = self._done.wait(timeout_s)
+        for t in self._threads:
+            t.join(max(0.0, timeout_s))
+        return ended
+
+    def readout(self) -> str:
+        """One paragraph for the learner: what their worker is doing, in words."""
+        m = self.mine
+        counts = (
+            f"{m['delivered']} deliveries to you ({m['redelivered']} of them redeliveries), "
+            f"{m['effects']} effects, {m['duplicates']} duplicate effects"
+        )
+        where = f"class queue {self.keys.queue!r} (keys emq:{{{self.keys.queue}}}:*)"
+        if self.state == "killed":
+            held = self.held_when_killed
+            return (
+                f"Worker of {self.learner} KILLED by the instructor, as a SIGKILL would: {counts}. "
+                f"{held} job(s) were in its hands; they stay leased in emq:{{{self.keys.queue}}}:active until "
+                f"their lease ({self.worker.lease_ms} ms) ends, then another worker's reaper returns them to pending "
+                "and they are delivered again, with no second effect. Run the cell again to start a new worker."
+            )
+        if self.state == "failed":
+            return f"Worker of {self.learner} stopped: {self.error}. Run the cell again to reconnect."
+        return f"Worker of {self.learner} {self.state} on the {where}: {counts}."
+
+
+# -- the instructor's side -----------------------------------------------------------------------
+
+
+def produce(client: redis.Redis, count: int, *, klass: str | None = None) -> list[str]:
+    """Enqueue ``count`` jobs (1..1000) into the class queue; their ids."""
+    whole("count", count, 1, MAX_JOBS_PER_CLICK)
+    keys = ClassKeys(klass or class_name())
+    stamp = time.strftime("%H:%M:%S")
+    return Queue(keys.queue, client, keep_done=KEEP_DONE).enqueue_many(
+        [f"class job {stamp} #{n}" for n in range(count)]
+    )
+
+
+def kill(client: redis.Redis, learners_to_kill: Iterable[str], *, klass: str | None = None) -> list[str]:
+    """Order the workers of ``learners_to_kill`` to die (the instructor's user; learners may
+    only read the orders). Each running worker sees its order within its watch interval."""
+    keys = ClassKeys(klass or class_name())
+    who = [check_namespace(name) for name in learners_to_kill]
+    if who:
+        pipe = client.pipeline(transaction=True)
+        for name in who:
+            pipe.hincrby(keys.kills, name, 1)
+        pipe.execute()
+    return who
+
+
+@dataclass
+class Score:
+    delivered: int = 0
+    redelivered: int = 0
+    effects: int = 0
+    duplicates: int = 0
+    lost: int = 0
+    worker: str = "-"  # running / killed / stopped, as the worker last said
+    since_ms: int = 0
+
+
+@dataclass
+class Scoreboard:
+    """Class chaos, per learner and in total; ``lost`` and ``duplicates`` must stay 0."""
+
+    queue: str
+    now_ms: int
+    jobs: int  # ever enqueued
+    counts: dict[str, int]  # pending / active / scheduled / dead / done, from one snapshot
+    completed: int
+    by_learner: dict[str, Score] = field(default_factory=dict)
+    total: Score = field(default_factory=Score)
+
+    @property
+    def ok(self) -> bool:
+        return self.total.lost == 0 and self.total.duplicates == 0
+
+
+def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, klass: str | None = None) -> Scoreboard:
+    """The scoreboard: the class's counters, then one atomic snapshot of the class queue."""
+    keys = ClassKeys(klass or class_name())
+    pipe = client.pipeline(transaction=True)
+    pipe.hgetall(keys.score)
+    pipe.hgetall(keys.workers)
+    pipe.hvals(Keyspace(keys.queue).effects)
+    score, workers, effect_counts = pipe.execute()
+    queue = Queue(keys.queue, client, keep_done=KEEP_DONE)
+    snap = queue.snapshot(limit=1)  # counts and counters are exact whatever the limit
+    board = Scoreboard(
+        keys.queue,
+        snap.now_ms,
+        snap.stats.get("enqueued", 0),
+        dict(snap.counts),
+        snap.stats.get("completed", 0),
+    )
+    names = set(learners_shown) | {f.rsplit(":", 1)[0] for f in score} | set(workers)
+    for name in sorted(names):
+        state, _, since = str(workers.get(name, "- 0")).partition(" ")
+        board.by_learner[name] = Score(
+            *(int(score.get(f"{name}:{c}", 0)) for c in COUNTS), worker=state, since_ms=int(since or 0)
+        )
+    accounted = sum(snap.counts[p] for p in ("pending", "active", "scheduled", "dead")) + board.completed
+    board.total = Score(
+        delivered=snap.stats.get("claimed", 0),
+        redelivered=sum(s.redelivered for s in board.by_learner.values()),
+        effects=sum(int(n) for n in effect_counts),
+        duplicates=sum(int(n) - 1 for n in effect_counts if int(n) > 1),
+        lost=max(0, board.jobs - accounted),
+        worker=f"{sum(s.worker == 'running' for s in board.by_learner.values())} running",
+    )
+    if board.total.lost:
+        _attribute_lost(client, keys, queue, board)
+    return board
+
+
+def _attribute_lost(client: redis.Redis, keys: ClassKeys, queue: Queue, board: Scoreboard) -> None:
+    """Name the learner who last held each lost job (rare: only when the total is not 0)."""
+    holders = {str(k): str(v) for k, v in client.hgetall(keys.holder).items()}
+    snap = queue.snapshot(limit=10_000)
+    placed = set(snap.pending) | set(snap.active) | set(snap.scheduled) | set(snap.dead) | set(snap.done)
+    for job_id, who in holders.items():
+        if job_id not in placed and who in board.by_learner:
+            board.by_learner[who].lost += 1

@@ -1,0 +1,192 @@
+"""The workshop's two widgets: the instructor's :class:`Dashboard` and a learner's
+:class:`ClassWorkerPanel` (class chaos, one cell). Both redraw from a background thread
+(setting a widget's value from a thread is safe; displaying from one is not)."""
+
+from __future__ import annotations
+
+import html
+import random
+import threading
+
+import ipywidgets as widgets
+import redis
+
+from ...errors import EchoqError
+from . import classroom
+from .admin import Workshop
+from .board import Board, BoardData, render
+
+__all__ = ["Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors"]
+
+
+def one_line_errors() -> None:
+    """In this kernel, show an echoq error (PermissionDenied, InvalidArgument, ...) as the one
+    line it is -- ``PermissionDenied: ...`` -- instead of a traceback into the library. Other
+    exceptions keep IPython's full traceback. Does nothing outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def show(ip: object, etype: type, value: BaseException, _tb: object, tb_offset: object = None) -> list[str]:
+        line = [f"\x1b[0;31m{etype.__name__}\x1b[0m: {value}"]
+        ip._showtraceback(etype, value, line)  # an error output (ename, evalue) of one line
+        return line
+
+    shell.set_custom_exc((EchoqError,), show)
+
+
+def _line(exc: BaseException) -> str:
+    return html.escape(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+
+class Dashboard(widgets.VBox):
+    """The instructor's page: learners, refused accesses, class chaos (produce, kill, score)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        learners: list[str],
+        *,
+        class_name: str = "class",
+        refresh_s: float = 1.0,
+        auto: bool = True,
+    ) -> None:
+        self.client = client
+        self.class_name = class_name
+        self.board = Board(client, learners, class_name=class_name)
+        self.refresh_s = refresh_s
+        self.last: BoardData | None = None
+        self.view = widgets.HTML()
+        self.readout = widgets.HTML("<i>Produce jobs, then kill a worker: the scoreboard must keep 0 lost.</i>")
+        self.jobs = widgets.BoundedIntText(value=50, min=1, max=classroom.MAX_JOBS_PER_CLICK, description="jobs")
+        self.produce_button = widgets.Button(description="produce jobs", button_style="primary")
+        self.who = widgets.Dropdown(options=learners, description="learner")
+        self.kill_button = widgets.Button(description="kill worker", button_style="danger")
+        self.kill_random_button = widgets.Button(description="kill a random worker", button_style="warning")
+        self.kill_all_button = widgets.Button(description="kill every worker", button_style="danger")
+        self.live = widgets.ToggleButton(value=auto, description="live", tooltip="refresh every second")
+        self.produce_button.on_click(lambda _b: self._act(lambda: self.produce(self.jobs.value)))
+        self.kill_button.on_click(lambda _b: self._act(lambda: self.kill([self.who.value])))
+        self.kill_random_button.on_click(lambda _b: self._act(self.kill_random))
+        self.kill_all_button.on_click(lambda _b: self._act(lambda: self.kill(self.running())))
+        controls = widgets.VBox(
+            [
+                widgets.HBox([self.jobs, self.produce_button, self.live]),
+                widgets.HBox([self.who, self.kill_button, self.kill_random_button, self.kill_all_button]),
+                self.readout,
+            ]
+        )
+        super().__init__([widgets.HTML("<h2>echoq workshop: the class</h2>"), controls, self.view])
+        self._closing = threading.Event()
+        self.refresh()
+        self._thread = threading.Thread(target=self._loop, name="echoq-dashboard", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def for_workshop(cls, workshop: Workshop, **kwargs: object) -> Dashboard:
+        return cls(workshop.instructor(), list(workshop.learners), class_name=workshop.class_name, **kwargs)
+
+    # -- actions (also called by tests and benches) ----------------------------------------
+
+    def produce(self, count: int) -> str:
+        ids = classroom.produce(self.client, count, klass=self.class_name)
+        return f"Produced {len(ids)} jobs into emq:{{{classroom.ClassKeys(self.class_name).queue}}}:pending."
+
+    def running(self) -> list[str]:
+        data = self.last or self.refresh()
+        return [name for name, s in data.scoreboard.by_learner.items() if s.worker == "running"]
+
+    def kill(self, learners: list[str]) -> str:
+        if not learners:
+            return "No running worker to kill."
+        who = classroom.kill(self.client, learners, klass=self.class_name)
+        return (
+            f"Kill ordered for {', '.join(who)}: written to emq:{{{self.class_name}.control}}:kills; "
+            "each worker reads its order within 0.1 s and dies as if SIGKILLed."
+        )
+
+    def kill_random(self) -> str:
+        running = self.running()
+        return self.kill([random.choice(running)] if running else [])
+
+    def _act(self, action) -> None:
+        try:
+            self.readout.value = html.escape(action())
+        except EchoqError as exc:
+            self.readout.value = f"<b>Refused:</b> {_line(exc)}"
+        self.refresh()
+
+    # -- refresh ---------------------------------------------------------------------------
+
+    def refresh(self) -> BoardData | None:
+        try:
+            data = self.board.read()
+        except (EchoqError, redis.RedisError) as exc:
+            self.view.value = f"<p><b>The class server did not answer:</b> {_line(exc)}</p>"
+            return None
+        self.last = data
+        self.view.value = render(data)
+        return data
+
+    def _loop(self) -> None:
+        while not self._closing.wait(self.refresh_s):
+            if self.live.value:
+                self.refresh()
+
+    def close(self) -> None:
+        self._closing.set()
+        super().close()
+
+
+def dashboard(folder: str | None = None, **kwargs: object) -> Dashboard | widgets.HTML:
+    """The dashboard of the workshop in ``folder`` (default ``$ECHOQ_WORKSHOP``, else
+    ``./echoq-workshop``); one line saying what to do when there is none."""
+    try:
+        workshop = Workshop.load(folder)
+    except EchoqError as exc:
+        return widgets.HTML(f"<p><b>No workshop to show:</b> {_line(exc)}</p>")
+    return Dashboard.for_workshop(workshop, **kwargs)
+
+
+class ClassWorkerPanel(widgets.VBox):
+    """A learner's class-chaos worker and its readout, in words."""
+
+    def __init__(self, worker: classroom.ClassWorker, refresh_s: float = 0.5) -> None:
+        self.worker = worker
+        self.readout = widgets.HTML()
+        self.stop_button = widgets.Button(description="stop my worker")
+        self.stop_button.on_click(lambda _b: threading.Thread(target=worker.stop, daemon=True).start())
+        super().__init__([self.readout, self.stop_button])
+        self._refresh_s = refresh_s
+        self.update()
+        threading.Thread(target=self._loop, name="echoq-class-readout", daemon=True).start()
+
+    def update(self) -> None:
+        self.readout.value = html.escape(self.worker.readout())
+        self.stop_button.disabled = self.worker.state != "running"
+
+    def _loop(self) -> None:
+        while not self.worker.join(self._refresh_s):
+            self.update()
+        self.update()
+
+
+_current: classroom.ClassWorker | None = None
+
+
+def class_worker(**kwargs: object) -> ClassWorkerPanel | widgets.HTML:
+    """THE one cell of class chaos: start this learner's worker on the class queue (a
+    worker this kernel already runs is stopped first), and show what it does."""
+    global _current
+    one_line_errors()
+    if _current is not None and _current.state == "running":
+        _current.stop()
+    try:
+        _current = classroom.ClassWorker(**kwargs).start()
+    except EchoqError as exc:
+        return widgets.HTML(f"<b>Could not start the class worker:</b> {_line(exc)}")
+    return ClassWorkerPanel(_current)

@@ -1,0 +1,69 @@
+-- extend_many.lua: renew the leases of K held jobs in ONE call, each fenced by its own
+-- attempt (BullMQ's extendLocks does the same for its locks).
+--
+-- A Worker sends every job it holds once per tick: the jobs its handlers are running AND
+-- the prefetched ones waiting in its buffer, so a job that waits is never reaped while it
+-- waits. Each renewal is fenced exactly as in extend.lua: a job the caller no longer holds
+-- (reaped, or claimed again by someone else) is refused on its own, its new holder's lease
+-- left alone, and the others are still renewed. Every renewed lease gets the same
+-- deadline: the server's now plus the lease. The row is the truth, as in extend.lua: a
+-- held job whose active entry had gone missing gets it back (a lease nobody could see would
+-- never be reaped), and the missing entry is counted in stats 'corrupt'.
+--
+-- KEYS[1]  emq:{q}:active      sorted set, score = lease deadline (server ms)
+-- KEYS[2]  emq:{q}:stats       hash of counters ('corrupt' is bumped, rarely)
+-- KEYS[3..2+K]  emq:{q}:job:<id>   the row of each job, in ARGV's order
+-- ARGV[1]  lease               milliseconds from the server's now, 1..86400000
+-- ARGV[2..]  id, attempt, id, attempt, ...   1..1000 jobs; attempt is the fencing token
+--                              the claim returned, 1..2147483647
+--
+-- Replies
+--   {deadline, {outcome, ...}}  the new deadline (server ms), then one outcome per job in
+--                               order: 'extended', 'stale' (the caller no longer holds it)
+--                               or 'gone' (no such row)
+-- Errors
+--   BADARG  lease or an attempt out of range, no jobs or more than 1000, an odd number of
+--           id/attempt values, or KEYS[1..2] not the keys above of one queue
+--   BADID   a row key that is not the row of its id in that queue
+--- @include "includes/server_now"
+--- @include "includes/queue_keys"
+--- @include "includes/args"
+--- @include "includes/fence"
+
+local active_key, stats_key = KEYS[1], KEYS[2]
+
+local prefix, refused = named_prefix({'active', 'stats'})
+if not prefix then return refused end
+local lease_ms
+lease_ms, refused = whole(ARGV[1], 'lease', 'lease_ms')
+if not lease_ms then return refused end
+local given = #ARGV - 1
+if given < 2 or given % 2 ~= 0 or given / 2 > 1000 then
+  return redis.error_reply('BADARG give 1..1000 (id, attempt) pairs after the lease, got ' ..
+    given .. ' values')
+end
+local ids, attempts = {}, {}
+for i = 2, #ARGV, 2 do
+  local attempt
+  attempt, refused = whole(ARGV[i + 1], 'attempt', 'attempt')
+  if not attempt then return refused end
+  ids[#ids + 1] = ARGV[i]
+  attempts[#attempts + 1] = attempt
+end
+local ok
+ok, refused = rows_match(prefix, 3, ids)
+if not ok then return refused end
+
+local deadline = server_now_ms() + lease_ms
+local outcomes = {}
+for i, id in ipairs(ids) do
+  local refusal = fence(KEYS[2 + i], attempts[i])
+  if refusal then
+    outcomes[i] = refusal[1]
+  else
+    note_missing_lease(active_key, stats_key, id)
+    redis.call('ZADD', active_key, deadline, id)
+    outcomes[i] = 'extended'
+  end
+end
+return {deadline, outcomes}

@@ -1,0 +1,72 @@
+-- release_many.lua: give K held jobs back to pending before they were started, each fenced
+-- by its own attempt, in ONE call.
+--
+-- A stopping Worker sends the prefetched jobs still waiting in its buffer, so it holds
+-- nothing past its stop and another worker can take them at once. Each job must be held
+-- by the caller (the fence of complete.lua); a refused one is left alone. The row's
+-- attempts (the fencing token) is not lowered -- a token must never be handed out twice --
+-- so the row's 'released' count says how many of its claims were given back unstarted;
+-- the Worker adds it to max_attempts when a handler fails, so a give-back never costs a
+-- job one of its tries. Pending is ordered by id, so a released job is taken before any
+-- younger one. Idle workers are woken (includes/wake). The row is the truth: the fence
+-- reads the row, so a held job whose active entry had gone missing is still released (and
+-- the missing entry counted in stats 'corrupt', as complete.lua does).
+--
+-- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
+-- KEYS[3]  emq:{q}:stats       hash of counters ('released' is bumped; 'corrupt', rarely)
+-- KEYS[4..3+K]  emq:{q}:job:<id>   the row of each job, in ARGV's order
+-- ARGV[1..]  id, attempt, id, attempt, ...   1..1000 jobs; attempt is the fencing token
+--                              the claim returned, 1..2147483647
+--
+-- Replies
+--   {outcome, ...}              one per job, in order: 'released', 'stale' (the caller no
+--                               longer holds it) or 'gone' (no such row)
+-- Errors
+--   BADARG  no jobs or more than 1000, an odd number of id/attempt values, an attempt out
+--           of range, or KEYS not the keys above of one queue
+--   BADID   a row key that is not the row of its id in that queue
+--- @include "includes/queue_keys"
+--- @include "includes/args"
+--- @include "includes/fence"
+--- @include "includes/wake"
+
+local pending_key, active_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
+
+local prefix, refused = named_prefix({'pending', 'active', 'stats'})
+if not prefix then return refused end
+local given = #ARGV
+if given < 2 or given % 2 ~= 0 or given / 2 > 1000 then
+  return redis.error_reply('BADARG give 1..1000 (id, attempt) pairs, got ' .. given .. ' values')
+end
+local ids, attempts = {}, {}
+for i = 1, #ARGV, 2 do
+  local attempt
+  attempt, refused = whole(ARGV[i + 1], 'attempt', 'attempt')
+  if not attempt then return refused end
+  ids[#ids + 1] = ARGV[i]
+  attempts[#attempts + 1] = attempt
+end
+local ok
+ok, refused = rows_match(prefix, 4, ids)
+if not ok then return refused end
+
+local outcomes, released = {}, 0
+for i, id in ipairs(ids) do
+  local row_key = KEYS[3 + i]
+  local refusal = fence(row_key, attempts[i])
+  if refusal then
+    outcomes[i] = refusal[1]
+  else
+    note_missing_lease(active_key, stats_key, id)
+    redis.call('ZREM', active_key, id)
+    redis.call('HSET', row_key, 'state', 'pending')
+    redis.call('HINCRBY', row_key, 'released', 1)
+    redis.call('ZADD', pending_key, 0, id)
+    released = released + 1
+    outcomes[i] = 'released'
+  end
+end
+if released > 0 then redis.call('HINCRBY', stats_key, 'released', released) end
+wake(prefix, released)
+return outcomes
