@@ -9,8 +9,11 @@ own proof: a check that let a named misconception pass, or failed a right answer
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+import echoq
 from echoq.teaching import course, exercises, progress
 from echoq.teaching.exercises import EXERCISES, Feedback
 from echoq.teaching.exercises.core import Rejected
@@ -181,3 +184,32 @@ def test_the_readme_lists_what_each_lesson_catches() -> None:
     assert exercises.catalogue_markdown() in readme, (
         "README's table of misconceptions is stale: paste exercises.catalogue_markdown() into § The course"
     )
+
+
+def test_a_learner_who_may_not_script_kill_runs_a_lua_check_with_no_refusal(valkey_client, monkeypatch) -> None:
+    """On a workshop's server a learner may not SCRIPT KILL (it could stop another learner's
+    script): a check sends it only while a script still holds the server, so a Lua check
+    runs as it does alone, and the ACL refuses the learner nothing."""
+    user = f"nokill-{os.getpid()}"
+    valkey_client.execute_command(
+        "ACL", "SETUSER", user, "reset", "on", ">pw", f"~emq:{{{user}.*", "+@all", "-script|kill"
+    )
+    try:
+        kw = valkey_client.connection_pool.connection_kwargs
+        learner_client = echoq.connect(f"redis://{user}:pw@{kw['host']}:{kw['port']}/0")
+        monkeypatch.setenv("ECHOQ_LEARNER", user)
+        fb = EXERCISES["claim"].judge(EXERCISES["claim"].solution, client=learner_client)
+        assert fb.ok, fb
+        assert [e for e in valkey_client.acl_log(count=100) if e["username"] == user] == []
+    finally:
+        valkey_client.execute_command("ACL", "DELUSER", user)
+
+
+def test_a_prediction_names_the_learners_own_keys(monkeypatch) -> None:
+    monkeypatch.setenv("ECHOQ_LEARNER", "ada")
+    asked = course.ask("00", "where")
+    shown = asked.question + " ".join(o + why for o, why in asked.options)
+    assert "emq:{ada.lesson-00}:pending" in shown and "emq:{lesson-" not in shown
+    monkeypatch.delenv("ECHOQ_LEARNER")
+    monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
+    assert "emq:{lesson-00}:pending" in str(course.ask("00", "where").options)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import io
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -183,7 +184,16 @@ def ask(lesson: str, key: str) -> Prediction:
     from .predictions import QUESTIONS
 
     text, options, answer = QUESTIONS[lesson][key]
-    return Prediction(text, options, answer)
+    return Prediction(_own(text), [(_own(o), _own(why)) for o, why in options], answer)
+
+
+_LESSON_KEY = re.compile(r"emq:\{(lesson-\d\d[\w-]*)\}")
+
+
+def _own(text: str) -> str:
+    """A question names a lesson's keys as the learner's own: ``emq:{lesson-00}:pending`` is
+    ``emq:{ada.lesson-00}:pending`` for learner ``ada`` on a shared server."""
+    return _LESSON_KEY.sub(lambda m: "emq:{" + learner.queue_name(m.group(1)) + "}", text)
 
 
 def source(obj: object):  # -> IPython.display.Code

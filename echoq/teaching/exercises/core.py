@@ -26,6 +26,7 @@ from typing import Any
 
 import redis
 
+from ...errors import PermissionDenied
 from ...queue import Queue
 from ...server import connect
 from .. import learner, processes, progress
@@ -259,7 +260,7 @@ class Run:
     def code_failed(self, prop: str, what: str, child: processes.Child) -> None:
         """The learner's code raised in ``child``: say so, in one line."""
         if self.exercise.kind == "lua" and "Timeout reading from socket" in (child.error or ""):
-            self.stop_script()  # the script ran past the client's patience, and may still be running
+            self._stop_or_say()  # the script ran past the client's patience, and may still be running
             self.fail(prop, "too-slow", what=what, seconds=5)
         if not child.theirs:  # never blame the learner for the kit's own failure
             raise RuntimeError(f"the check itself failed in {child.name} (not your code): {child.error}")
@@ -272,26 +273,42 @@ class Run:
             return child.wait(seconds)
         except processes.ChildTimeout:
             if self.exercise.kind == "lua":
-                self.stop_script()
+                self._stop_or_say()
             self.fail(prop, "too-slow", what=what, seconds=seconds)
             raise  # not reached
 
-    def stop_script(self) -> None:
+    def stop_script(self) -> bool:
         """A learner's script that never ends keeps the server busy after its caller died:
-        once the server reports it busy (lua-time-limit), SCRIPT KILL stops it."""
+        once the server reports it busy (lua-time-limit), SCRIPT KILL stops it. False when a
+        script still runs that this user may not stop (a workshop's learner may not SCRIPT
+        KILL: it could stop another learner's script)."""
         import time
-
-        import redis
 
         give_up = time.monotonic() + 10
         while time.monotonic() < give_up:
             try:
+                self.client.ping()
+                return True  # the server answers: no script holds it
+            except redis.ResponseError as exc:
+                if "BUSY" not in str(exc):
+                    return True
+            try:
                 self.client.script_kill()
-                return
+                return True
+            except PermissionDenied:
+                return False
             except redis.ResponseError as exc:  # NOTBUSY: nothing runs (any more); UNKILLABLE: it wrote
                 if "NOTBUSY" in str(exc) or "UNKILLABLE" in str(exc):
-                    return
+                    return True
             time.sleep(0.1)
+        return True
+
+    def _stop_or_say(self) -> None:
+        if not self.stop_script():
+            self.note(
+                "Your script is still running on the server, and this user may not stop it: ask whoever "
+                "runs the server (your instructor) to send SCRIPT KILL."
+            )
 
 
 @contextmanager
