@@ -40,8 +40,8 @@ from .style import FONT, INK, MUTED, PAPER, PLACES, TITLE
 __all__ = ["BoardFigure", "GridPlace", "TimePlace", "Spot", "ease"]
 
 TOKEN_SIZE = 110  # marker area, points^2
-CELL_W_PX, CELL_H_PX = 58, 44  # room for one token and its one-line label
-LINE_PX = 15  # one line of 10 pt text
+CELL_W_PX, CELL_H_PX = 58, 38  # room for one token and its one-line label
+LINE_PX = 14  # one more line of 10 pt text
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ class Place:
 
     def set_key(self, key: str) -> None:
         """The key's name over the box, shortened in the middle if the box is too narrow."""
-        room = int((self.x1 - self.x0) / self.board.px(6.3))
+        room = int((self.x1 - self.x0) / self.board.px(7.8))
         self.key.set_text(words.fit(key, room))
 
     @property
@@ -167,14 +167,14 @@ class TimePlace(Place):
     server's now (the vertical line). Expired leases sit left of it in their own zone,
     spread in a grid in deadline order -- never stacked on the axis edge."""
 
-    def __init__(self, *args: Any, span_ms: int = 10_000, expired_share: float = 0.3, **kw: Any) -> None:
+    def __init__(self, *args: Any, span_ms: int = 10_000, expired_share: float = 0.34, **kw: Any) -> None:
         super().__init__(*args, **kw)
         b = self.board
         self.span_ms = span_ms
         self.cell_w = b.px(CELL_W_PX)
         self.cell_h = b.py(CELL_H_PX + LINE_PX)  # two-line labels: id, then time
         self.top = self.y1 - b.py(16)
-        self.bottom = self.y0 + b.py(40)  # room for the expired zone's caption
+        self.bottom = self.y0 + b.py(36)  # room for the expired zone's caption
         self.rows = max(1, int((self.top - self.bottom) / self.cell_h) + 1)
         self.now_x = self.x0 + (self.x1 - self.x0) * expired_share
         self.zone_cols = max(1, int((self.now_x - self.x0 - b.px(6)) / self.cell_w))
@@ -255,8 +255,8 @@ class BoardFigure:
 
     width_in, height_in, dpi = 8.6, 4.2, 100
     max_tokens = 60
-    transition_s = 0.45  # one move's animation at speed 1
-    steps = 12  # frames per move's animation (at least 10, over 0.3-1.0 s)
+    transition_s = 0.72  # one move's animation at speed 1
+    steps = 18  # frames per move's animation (at least 10, over 0.3-1.0 s)
 
     def __init__(self) -> None:
         self.lock = threading.RLock()  # one drawer at a time: the animation thread, a click, the browser
@@ -360,6 +360,19 @@ class BoardFigure:
     def annotate(self, frame: Frame, now_ms: int) -> bool:
         """Write the frame's other words; return True if the static background must be redrawn."""
         return False
+
+    def moves(self, a: Frame | None, b: Frame) -> bool:
+        """True if going from ``a`` to ``b`` moves something: a lit path, or any token."""
+        if b.lit:
+            return True
+
+        def where(frame: Frame | None) -> dict[str, tuple[float, float, str]]:
+            if frame is None:
+                return {}
+            spots = self.spots(frame, frame.server_now_ms())
+            return {j: (round(s.x, 3), round(s.y, 3), s.style) for j, s in spots.items()}
+
+        return where(a) != where(b)
 
     def time_dependent(self, frame: Frame) -> bool:
         """True if the picture changes as the server's clock runs (leases counting down)."""
@@ -468,6 +481,10 @@ class BoardFigure:
             canvas.restore_region(self._with_marks)
         for artist in self.dynamic:
             self.fig.draw_artist(artist)
+        if hasattr(canvas, "_force_full"):
+            # ipympl: send whole frames. A browser replaces an image still loading by the
+            # next one; with diff frames a dropped one would leave ghost tokens behind.
+            canvas._force_full = True
         canvas.blit(self.fig.bbox)
 
     def _on_full_draw(self, _event: object) -> None:

@@ -37,6 +37,7 @@ class Transition:
     first: float = 0.0  # perf_counter when its first frame had been drawn and published
     ended: float = 0.0  # ... and its last
     frames: int = 0
+    still: bool = False  # nothing moved (a setting, a refusal that lit no path): shown in one frame
 
     @property
     def seconds(self) -> float:
@@ -204,8 +205,13 @@ class Player:
     def _begin(self, a: Frame | None, b: Frame) -> Transition:
         transition = Transition(b.index, time.perf_counter())
         self.transitions = self.transitions[-199:] + [transition]
+        with self.figure.lock:
+            transition.still = not self.figure.moves(a, b)
         self._shown(b, False)
-        self._draw(a, b, 1 / (self.figure.steps - 1) if self.figure.steps > 1 else 1.0, transition)
+        if transition.still:
+            self._draw(a, b, 1.0, transition)
+        else:
+            self._draw(a, b, 1 / (self.figure.steps - 1) if self.figure.steps > 1 else 1.0, transition)
         return transition
 
     def _draw(self, a: Frame | None, b: Frame, p: float, transition: Transition) -> None:
@@ -238,12 +244,17 @@ class Player:
             raise
 
     def _play(self, a: Frame | None, b: Frame, transition: Transition) -> None:
+        if transition.still:
+            return
         steps = max(2, self.figure.steps)
         period = self.figure.transition_s / (steps - 1) / max(self.speed, 0.05)
         for k in range(2, steps + 1):
             # Paced by the clock; a frame that comes late is still drawn (never skipped), so
-            # every move shows all its frames even on a loaded machine.
-            delay = transition.started + (k - 1) * period - time.perf_counter()
+            # every move shows all its frames even on a loaded machine, and never sooner than
+            # nearly a period after the last one (a browser drops an image that is replaced
+            # before it loads: frames sent in a burst would be lost).
+            now = time.perf_counter()
+            delay = max(transition.started + (k - 1) * period - now, transition.ended + 0.9 * period - now)
             if delay > 0 and self._abort.wait(delay):
                 break
             if self._abort.is_set():

@@ -79,7 +79,7 @@ class LabPanel(widgets.VBox):
         self.live = ipympl_active() if live is None else live
         self._moves: list[widgets.Widget] = getattr(self, "_moves", [])
         self._note = ""
-        self._syncing = False
+        self._timeline_set_to = 0
         self._display_id = uuid.uuid4().hex
         self._fallback_revision = -1
         self.canvas = self._canvas()
@@ -247,10 +247,11 @@ class LabPanel(widgets.VBox):
             kind, status = "past", words.status_held(frame.index, last, frame.clock)
         if not frame.connected:
             kind = "bad"
-        self._show_readout(frame.readout, kind, status)
-        self._sync_timeline(frame.index)
+        # Controls first: once the readout says "read-only", the buttons already are.
         self._sync_controls()
+        self._sync_timeline(frame.index)
         self._sync_ticker(frame)
+        self._show_readout(frame.readout, kind, status)
 
     def _show_readout(self, text: str, kind: str, status: str) -> None:
         note = f" <i>{html.escape(self._note)}</i>" if self._note else ""
@@ -262,14 +263,15 @@ class LabPanel(widgets.VBox):
 
     def _sync_timeline(self, index: int) -> None:
         history = self.model.history
-        self._syncing = True
-        try:
-            with self.timeline.hold_sync():
-                self.timeline.max = max(history.last_index, 0)
-                self.timeline.min = history.first_index
-                self.timeline.value = max(index, history.first_index)
-        finally:
-            self._syncing = False
+        value = max(index, history.first_index)
+        # The slider follows the picture; only a value the learner chose is a scrub. (A
+        # flag would not do: this may run on the animation thread while the browser's
+        # change is handled on the kernel's.)
+        self._timeline_set_to = value
+        with self.timeline.hold_sync():
+            self.timeline.max = max(history.last_index, 0)
+            self.timeline.min = history.first_index
+            self.timeline.value = value
         frame = history.get(index)
         self.timeline_label.value = f"<code>{html.escape(frame.clock) if frame else ''}</code>"
 
@@ -333,7 +335,7 @@ class LabPanel(widgets.VBox):
         self.player.speed = float(change["new"])
 
     def _scrub(self, change: dict[str, Any]) -> None:
-        if self._syncing:
+        if change["new"] == self._timeline_set_to:
             return
         self.player.show(int(change["new"]))
 

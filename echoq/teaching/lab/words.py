@@ -273,8 +273,8 @@ CRASH_SCRIPT = (
 
 
 def delivery_title(queue: str, consumer: str, deliveries: int) -> str:
-    how = "keyed on the JOB id" if consumer == "keyed" else "naive"
-    return f"At-least-once delivery · queue {queue!r} · consumer: {how} · {deliveries} deliveries"
+    how = "JOB-id-keyed" if consumer == "keyed" else "naive"
+    return f"At-least-once delivery · queue {queue!r} · {how} consumer · {deliveries} deliveries"
 
 
 def fence_title(queue: str) -> str:

@@ -92,11 +92,14 @@ class DeliveryModel(LabModel):
         under a 3 ms lease, runs the effect and crashes; the lease runs out on the server's
         clock, reap.lua returns the job, and it is claimed again. The last one completes.
         Every step is recorded as a frame (so the animation shows each delivery)."""
-        with self.hold_trait_notifications():
+        self._quiet += 1  # part of this move: recorded in its frames, not as settings of their own
+        try:
             if consumer is not None:
                 self.consumer = consumer
             if deliveries is not None:
                 self.deliveries = deliveries
+        finally:
+            self._quiet -= 1
         n, how = self.deliveries, self.consumer
 
         def run() -> Said:
@@ -127,7 +130,7 @@ class DeliveryModel(LabModel):
                 )
                 if last:
                     queue.complete(claim)
-                    worker = {**worker, "status": "completed it (fenced: attempt matches)"}
+                    worker = {**worker, "status": "completed it (its attempt matches)"}
                     self._scene = scene = {**scene, "workers": [*scene["workers"][:-1], worker]}
                     self.run = result
                     self.record(

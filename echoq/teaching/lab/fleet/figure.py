@@ -19,8 +19,6 @@ LINE = 18.9  # px between two lines of a card's 10 pt text (linespacing 1.35)
 
 
 class FleetFigure(BoardFigure):
-    transition_s = 0.45
-
     def __init__(self, queue: str) -> None:
         self.queue = queue
         super().__init__()
@@ -29,25 +27,25 @@ class FleetFigure(BoardFigure):
         return f"emq:{{{self.queue}}}:{part}"
 
     def build(self) -> None:
-        top, bottom = 0.78, 0.42
+        top, bottom = 0.80, 0.37
         self.pending = GridPlace(self, "pending", (0.02, bottom, 0.22, top), key=self.key("pending"))
         self.active = TimePlace(
             self, "active", (0.27, bottom, 0.66, top), key=self.key("active") + " · at lease deadline", span_ms=3_000
         )
-        self.done = GridPlace(self, "done", (0.71, 0.63, 0.98, top), key=self.key("done") + " · newest first")
-        self.dead = GridPlace(self, "dead", (0.71, bottom, 0.98, 0.535), key=self.key("dead"))
+        self.done = GridPlace(self, "done", (0.71, 0.64, 0.98, top), key=self.key("done"))
+        self.dead = GridPlace(self, "dead", (0.71, bottom, 0.98, 0.50), key=self.key("dead"))
         mid = 0.66
         self.arrow("claim", [(0.223, mid), (0.267, mid)], "claim")
-        self.arrow("finish", [(0.663, 0.71), (0.707, 0.71)])
-        self.arrow("reap", [(0.36, 0.355), (0.12, 0.355)], rad=-0.15)
-        self.ax.text(0.37, 0.345, "a live worker's beat: expired → pending", fontsize=FONT, va="center", color=MUTED)
+        self.arrow("finish", [(0.663, 0.72), (0.707, 0.72)])
+        self.arrow("reap", [(0.36, 0.305), (0.12, 0.305)], rad=-0.12)
+        self.ax.text(0.37, 0.297, "a live worker's beat: expired → pending", fontsize=FONT, va="center", color=MUTED)
         self.paths["enqueue"] = [(0.0, top - 0.03), (0.04, top - 0.03)]
-        self.workers_top = 0.29
+        self.workers_top = 0.255
         self.workers = self.card((0.02, 0.02, 0.62, self.workers_top), "workers (threads in this kernel)")
         self.paths["kill"] = [(0.30, self.workers_top), (0.40, bottom)]
         self.paths["workers"] = [(0.15, self.workers_top), (0.12, bottom)]
         self.verdict = self.card((0.66, 0.02, 0.98, self.workers_top), "")
-        self.verdict_big = self.dynamic_text(0.675, 0.255, "", fontsize=TITLE, weight="bold", va="top")
+        self.verdict_big = self.dynamic_text(0.675, 0.225, "", fontsize=TITLE, weight="bold", va="top")
 
     def _hands(self, frame: Frame) -> dict[str, int]:
         return {w["job"]: w["slot"] for w in frame.state.get("workers", []) if w.get("job")}
