@@ -60,7 +60,7 @@ SAMPLER = """canvas => {
 }"""
 
 
-def poll(check, timeout_s: float = 30.0, what: str = "condition"):
+def poll(check, timeout_s: float = 30.0, what: str = "condition", describe=None):
     """Poll ``check()`` until it returns something truthy; fail with ``what`` at the deadline."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -68,7 +68,8 @@ def poll(check, timeout_s: float = 30.0, what: str = "condition"):
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
+            seen = f" (last seen: {describe()})" if describe else ""
+            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}{seen}")
         time.sleep(0.05)
 
 
@@ -124,6 +125,14 @@ def exercise_panel(pg, scope, name: str) -> None:
 
     # 2. scrub back to the panel's first moment, from the keyboard; the readout follows, read-only
     handle = panel.locator(".widget-slider", has_text="time").locator(".noUi-handle").first
+    poll(
+        lambda: (
+            float(handle.get_attribute("aria-valuemax") or 0) >= 1
+            and handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+        ),
+        what=f"the {name} timeline to reach the latest frame",
+        describe=lambda: f"now {handle.get_attribute('aria-valuenow')}, max {handle.get_attribute('aria-valuemax')}",
+    )
     handle.focus()
     pg.keyboard.press("Home")
     poll(lambda: "read-only" in readout.inner_text(), what=f"the {name} timeline to scrub back")

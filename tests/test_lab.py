@@ -575,7 +575,7 @@ def test_scrubbing_back_shows_the_recorded_moment_read_only(name: str, valkey_cl
     lab.finish_button.click()
     assert lab.timeline.max == lab.model.history.last_index
 
-    lab.timeline.value = enqueued.index
+    lab.timeline.set_state({"value": enqueued.index})  # as the browser sends a drag of the slider
     text = shown(lab)
     assert enqueued.readout in text and "read-only" in text
     assert all(control.disabled for control in lab.buttons)  # the past cannot be changed
@@ -831,3 +831,24 @@ def test_a_live_panel_waits_for_its_browser_view_before_drawing(panel, name: str
     assert lab.canvas.syncing_data_url and lab.canvas._data_url is None
     assert lab.figure.frames_drawn == drawn and not lab.player.transitions
     lab.close()
+
+
+def test_present_is_committed_with_each_labs_picture_and_readout() -> None:
+    """notebooks/present.ipynb, as committed, reads without a kernel: four pictures with alt
+    text and readouts, not four widget reprs."""
+    nb = json.loads((ROOT / "notebooks" / "present.ipynb").read_text())
+    shown_labs = [
+        output["data"]
+        for cell in nb["cells"]
+        if cell["cell_type"] == "code"
+        for output in cell.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in output.get("data", {})
+    ]
+    assert len(shown_labs) == 4
+    for data in shown_labs:
+        assert base64.b64decode(data["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
+        html_text = "".join(data["text/html"])
+        assert re.search(r'<img src="data:image/png;base64,[^"]+" alt="[^"]{20,}"', html_text)
+        plain = "".join(data["text/plain"])
+        assert "readout: " in plain and "Lab(children" not in plain
+    assert "widgets" not in nb["metadata"]  # the state is stripped: the pictures stand alone

@@ -384,8 +384,12 @@ class BoardFigure:
         """Set every dynamic artist for ``p`` of the way from frame ``a`` to frame ``b``.
         Returns True if the background changed (then draw in full)."""
         now_b = b.server_now_ms(at_s)
+        # spots() also writes each place's "+N more": the frame whose words are shown goes last.
+        first_half = a is not None and p < 0.5
+        target = self.spots(b, now_b) if first_half else {}
         start = self.spots(a, a.server_now_ms(at_s)) if a is not None and p < 1.0 else {}
-        target = self.spots(b, now_b)  # after a's: spots() also writes the overflow counts
+        if not first_half:
+            target = self.spots(b, now_b)
         # The frame's words (counts, title, workers) change half way, when the tokens arrive
         # in their new places; so a move's first frame redraws only the tokens (cheap).
         if a is not None and p < 0.5:

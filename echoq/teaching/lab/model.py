@@ -151,7 +151,7 @@ class LabModel(HasTraits):
         if not self._opened and not self.open():
             return False
         if not self.connected or self.queue is None:
-            self._say(move, words.not_connected(move))
+            self.say(move, words.not_connected(move))
             return False
         self._quiet += 1
         try:
@@ -208,7 +208,8 @@ class LabModel(HasTraits):
 
         return self.act("reset", run, lit="")
 
-    def _say(self, move: str, text: str) -> None:
+    def say(self, move: str, text: str) -> None:
+        """Record a frame that only speaks (a refusal before any I/O): the last snapshot, new words."""
         latest = self.history.latest()
         with self._lock:
             frame = self.history.append(

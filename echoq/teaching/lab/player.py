@@ -36,6 +36,7 @@ class Transition:
     started: float  # perf_counter when the move's animation began
     first: float = 0.0  # perf_counter when its first frame had been drawn and published
     ended: float = 0.0  # ... and its last
+    drawn: float = 0.0  # perf_counter when the latest frame's drawing began
     frames: int = 0
     still: bool = False  # nothing moved (a setting, a refusal that lit no path): shown in one frame
 
@@ -215,6 +216,7 @@ class Player:
         return transition
 
     def _draw(self, a: Frame | None, b: Frame, p: float, transition: Transition) -> None:
+        transition.drawn = time.perf_counter()
         self.figure.draw_between(a, b, p, at_s=time.monotonic())
         self._publish(b)
         transition.frames += 1
@@ -254,7 +256,7 @@ class Player:
             # nearly a period after the last one (a browser drops an image that is replaced
             # before it loads: frames sent in a burst would be lost).
             now = time.perf_counter()
-            delay = max(transition.started + (k - 1) * period - now, transition.ended + 0.9 * period - now)
+            delay = max(transition.started + (k - 1) * period - now, transition.drawn + 0.9 * period - now)
             if delay > 0 and self._abort.wait(delay):
                 break
             if self._abort.is_set():

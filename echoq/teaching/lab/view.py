@@ -23,6 +23,8 @@ from __future__ import annotations
 import base64
 import html
 import io
+import threading
+import time
 import uuid
 import weakref
 from collections.abc import Callable
@@ -79,7 +81,6 @@ class LabPanel(widgets.VBox):
         self.live = ipympl_active() if live is None else live
         self._moves: list[widgets.Widget] = getattr(self, "_moves", [])
         self._note = ""
-        self._timeline_set_to = 0
         self._display_id = uuid.uuid4().hex
         self._fallback_revision = -1
         self.canvas = self._canvas()
@@ -184,7 +185,7 @@ class LabPanel(widgets.VBox):
         try:
             move()
         except (EchoqError, TraitError) as exc:
-            self.model._say("refused", words.refused("that", exc))
+            self.model.say("refused", words.refused("that", exc))
 
     def _canvas(self) -> widgets.Widget:
         fig = self.figure.fig
@@ -205,9 +206,14 @@ class LabPanel(widgets.VBox):
         figure = self.figure
 
         def draw_when_asked(_event: object) -> None:
-            # The browser asks for a full draw (on start-up, after a resize); the animation
-            # thread may be mid-frame: one drawer at a time.
+            # The browser asks for a full draw (on start-up, after a resize): draw the frame
+            # the panel shows (moves made before the view existed were never drawn). The
+            # animation thread may be mid-frame: one drawer at a time.
             with figure.lock:
+                player = getattr(self, "player", None)
+                frame = self.model.history.get(player.cursor) if player is not None else None
+                if frame is not None and not player.running:
+                    figure.pose(None, frame, at_s=time.monotonic() if player.following else None)
                 canvas.draw()
 
         canvas.handle_draw = draw_when_asked
@@ -238,7 +244,19 @@ class LabPanel(widgets.VBox):
         self.canvas.value = f'<img src="data:image/png;base64,{data}" alt="{alt}" width="{width}" height="{height}"/>'
 
     def _shown(self, frame: Frame, settled: bool = True) -> None:
-        """The player shows ``frame``: at rest (settled), or animating towards it."""
+        """The player shows ``frame``: at rest (settled), or animating towards it.
+
+        Widgets are changed on the kernel's thread only: from the animation thread the change
+        is handed to the kernel's event loop. (ipywidgets keeps per-widget sync state, the
+        property lock and hold_sync, that a second thread would race with the browser's own
+        changes: a scrub could be lost.)"""
+        loop = _kernel_loop()
+        if loop is not None and threading.current_thread() is not threading.main_thread():
+            loop.add_callback(self._show, frame, settled)
+        else:
+            self._show(frame, settled)
+
+    def _show(self, frame: Frame, settled: bool) -> None:
         last = self.model.history.last_index
         if self.player.following:
             kind = "good" if frame.connected else "bad"
@@ -264,14 +282,11 @@ class LabPanel(widgets.VBox):
     def _sync_timeline(self, index: int) -> None:
         history = self.model.history
         value = max(index, history.first_index)
-        # The slider follows the picture; only a value the learner chose is a scrub. (A
-        # flag would not do: this may run on the animation thread while the browser's
-        # change is handled on the kernel's.)
-        self._timeline_set_to = value
-        with self.timeline.hold_sync():
-            self.timeline.max = max(history.last_index, 0)
-            self.timeline.min = history.first_index
-            self.timeline.value = value
+        # One message per trait, the range first: a slider given a new max and value in one
+        # message can place its handle by the old range (and then a key press moves nothing).
+        self.timeline.max = max(history.last_index, 0)
+        self.timeline.value = value
+        self.timeline.min = history.first_index
         frame = history.get(index)
         self.timeline_label.value = f"<code>{html.escape(frame.clock) if frame else ''}</code>"
 
@@ -335,7 +350,9 @@ class LabPanel(widgets.VBox):
         self.player.speed = float(change["new"])
 
     def _scrub(self, change: dict[str, Any]) -> None:
-        if change["new"] == self._timeline_set_to:
+        # The slider follows the picture; only a value that came from the browser (ipywidgets
+        # holds it in the property lock while applying it) is a scrub.
+        if "value" not in self.timeline._property_lock:
             return
         self.player.show(int(change["new"]))
 
@@ -391,6 +408,16 @@ class LabPanel(widgets.VBox):
             self._ticker.playing = False
         _displayed.discard(self)
         super().close()
+
+
+def _kernel_loop() -> Any:
+    """The kernel's event loop (its thread runs widget messages), or None outside a kernel."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    kernel = getattr(get_ipython(), "kernel", None)
+    return getattr(kernel, "io_loop", None)
 
 
 # -- keep the stored outputs current ----------------------------------------------------------
