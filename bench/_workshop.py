@@ -64,10 +64,7 @@ def clicks(models: dict[str, object], rng: random.Random) -> Iterator[tuple[str,
 
 
 def _deliver(delivery: object, n: int) -> bool:
-    if delivery.deliveries == n:  # the slider did not move: redeliver anyway, as the button does
-        return delivery.deliver()
-    delivery.deliveries = n  # the slider: observed, redelivers n times for real
-    return delivery.connected and "refused" not in delivery.readout
+    return delivery.deliver(deliveries=n)  # the slider and the button: redeliver n times for real
 
 
 def learner_main(
@@ -79,7 +76,7 @@ def learner_main(
         os.environ["ECHOQ_LEARNER"] = learner
         os.environ["VALKEY_URL"] = url
         from echoq import connect
-        from echoq.teaching.lab.model import ClaimModel, DeliveryModel, ReapModel
+        from echoq.teaching.lab import ClaimModel, DeliveryModel, ReapModel
 
         client = connect(url)
         models = {

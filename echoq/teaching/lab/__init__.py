@@ -3,9 +3,18 @@
 >>> from echoq.teaching.lab import ClaimLab
 >>> ClaimLab()          # enqueue, claim, finish or crash, reap -- on a real queue
 
-* :mod:`echoq.teaching.lab.model` -- the state of each panel (traitlets, no widgets), its moves;
-* :mod:`echoq.teaching.lab.figures` -- matplotlib figures built once and updated in place;
-* :mod:`echoq.teaching.lab.views` -- the ``VBox`` panels binding widgets to a model.
+One small package per panel, each with its model (traitlets, no widgets), its figure
+(matplotlib, built once, updated in place) and its view (ipywidgets):
+
+* :mod:`~echoq.teaching.lab.claim` -- the recoverable claim;
+* :mod:`~echoq.teaching.lab.delivery` -- at-least-once delivery, effects, the fence;
+* :mod:`~echoq.teaching.lab.reap` -- leases on the server's clock, the stalled check, the race;
+* :mod:`~echoq.teaching.lab.fleet` -- workers on a beat, kills, the truth about loss.
+
+Shared: :mod:`.model` (the model base, frames from one snapshot), :mod:`.frames`,
+:mod:`.figure` (places, tokens, tweening), :mod:`.player` (animation, time control),
+:mod:`.view` (the panel base, static fallback), :mod:`.words` (every sentence),
+:mod:`.style` (palette, markers, sizes). The models load no widget library.
 """
 
 import importlib.util
@@ -18,8 +27,6 @@ if _missing:
     )
 
 from ..fast_forward import fast_forward  # noqa: E402
-from .model import ClaimModel, DeliveryModel, FleetModel, LabModel, ReapModel  # noqa: E402
-from .views import ClaimLab, DeliveryLab, FleetLab, LabPanel, ReapLab  # noqa: E402
 
 __all__ = [
     "ClaimLab",
@@ -34,3 +41,26 @@ __all__ = [
     "ReapModel",
     "fast_forward",
 ]
+
+_WHERE = {
+    "ClaimLab": ("claim.view", "ClaimLab"),
+    "ClaimModel": ("claim.model", "ClaimModel"),
+    "DeliveryLab": ("delivery.view", "DeliveryLab"),
+    "DeliveryModel": ("delivery.model", "DeliveryModel"),
+    "ReapLab": ("reap.view", "ReapLab"),
+    "ReapModel": ("reap.model", "ReapModel"),
+    "FleetLab": ("fleet.view", "FleetLab"),
+    "FleetModel": ("fleet.model", "FleetModel"),
+    "LabModel": ("model", "LabModel"),
+    "LabPanel": ("view", "LabPanel"),
+}
+
+
+def __getattr__(name: str) -> object:
+    # Loaded on first use, so that importing a model never imports a widget library.
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = _WHERE[name]
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+    globals()[name] = value
+    return value

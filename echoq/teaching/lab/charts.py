@@ -1,7 +1,8 @@
 """Static charts for the lessons' results: pure functions from a report to a figure.
 
-The panels' live figures are in :mod:`echoq.lab.figures`; these draw a finished run once
-(the chaos run of lesson 05, the server restarts of lesson 06), in the same palette.
+The panels' live figures are in the panel packages; these draw a finished run once (the
+chaos run of lesson 05, the server restarts of lesson 06), in the same palette and sizes
+(:mod:`echoq.teaching.lab.style`), each line with its own marker as well as its colour.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from matplotlib.ticker import MaxNLocator
 
 from ..chaos import ChaosReport
 from ..durability import RestartReport
-from .figures import COLOURS, FONT
+from .style import FONT, PLACES
+
+COLOURS = {name: style.colour for name, style in PLACES.items()}
+MARKERS = {name: style.marker for name, style in PLACES.items()}
 
 PLACES = ("pending", "active", "done", "dead")
 
@@ -24,10 +28,19 @@ def chaos_timeline(report: ChaosReport) -> Figure:
     ax = fig.add_subplot()
     t = [s.t_s for s in report.timeline]
     for place in PLACES:
-        ax.plot(t, [getattr(s, place) for s in report.timeline], label=place, color=COLOURS[place], lw=2)
+        ax.plot(
+            t,
+            [getattr(s, place) for s in report.timeline],
+            label=place,
+            color=COLOURS[place],
+            lw=2,
+            marker=MARKERS[place],
+            markevery=max(1, len(t) // 12),
+            markersize=6,
+        )
     ax.set_xlabel("seconds since the run started", fontsize=FONT)
     ax.set_ylabel("jobs", fontsize=FONT)
-    ax.legend(fontsize=FONT - 1, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+    ax.legend(fontsize=FONT, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     ax.set_title(
         f"{report.jobs} jobs, {report.workers} workers, {report.kills} kills: "
@@ -49,7 +62,7 @@ def durability_bars(reports: Sequence[RestartReport]) -> Figure:
         ax.text(x, r.acknowledged + 1, f"{r.lost} lost", ha="center", fontsize=FONT)
     ax.set_ylabel("acknowledged jobs", fontsize=FONT)
     ax.set_ylim(0, max(r.acknowledged for r in reports) * 1.2)
-    ax.legend(fontsize=FONT - 1, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    ax.legend(fontsize=FONT, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     ax.spines[["top", "right"]].set_visible(False)
     ax.set_title("After the server was SIGKILLed and restarted", fontsize=FONT + 1, loc="left")
     return fig
@@ -61,7 +74,7 @@ def job_places(counts: dict[str, int], lost: int, *, title: str = "Where the job
     ax = fig.add_subplot()
     names = ["pending", "active", "done", "lost"]
     values = [counts.get("pending", 0), counts.get("active", 0), counts.get("done", 0), lost]
-    colours = [COLOURS["pending"], COLOURS["active"], COLOURS["done"], COLOURS["dead"]]
+    colours = [COLOURS["pending"], COLOURS["active"], COLOURS["done"], COLOURS["dead"]]  # "lost": the alarm colour
     bars = ax.bar(names, values, color=colours)
     ax.bar_label(bars, fontsize=FONT)
     ax.set_ylabel("jobs", fontsize=FONT)

@@ -1,0 +1,57 @@
+"""The Claim lab's picture: pending → active (at lease deadlines) → done; crash; reap."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import words
+from ..figure import BoardFigure, GridPlace, Spot, TimePlace
+from ..frames import Frame
+from ..style import FONT, MUTED
+
+__all__ = ["ClaimFigure"]
+
+
+class ClaimFigure(BoardFigure):
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        super().__init__()
+
+    def key(self, part: str) -> str:
+        return f"emq:{{{self.queue}}}:{part}"
+
+    def build(self) -> None:
+        top, bottom = 0.76, 0.30
+        self.pending = GridPlace(self, "pending", (0.02, bottom, 0.235, top), key=self.key("pending"))
+        self.active = TimePlace(
+            self, "active", (0.30, bottom, 0.70, top), key=self.key("active") + " · at lease deadline", span_ms=10_000
+        )
+        self.done = GridPlace(self, "done", (0.765, bottom, 0.98, top), key=self.key("done"))
+        mid = 0.60
+        self.arrow("claim", [(0.238, mid), (0.297, mid)], "claim")
+        self.arrow("finish", [(0.703, mid), (0.762, mid)], "finish")
+        self.arrow("reap", [(0.40, bottom - 0.085), (0.12, bottom - 0.085)], rad=-0.25)
+        self.ax.text(0.26, 0.075, "reap → pending (lease ran out)", fontsize=FONT, ha="center", color=MUTED)
+        self.arrow("crash", [(0.60, bottom - 0.085), (0.60, 0.135)])
+        self.paths["enqueue"] = [(0.0, top - 0.03), (0.05, top - 0.03)]
+        self.paths["fast-forward"] = [(0.68, bottom + 0.02), (self.active.now_x + 0.01, bottom + 0.02)]
+        self.worker = self.dynamic_text(0.60, 0.09, "", ha="center", va="center", weight="bold")
+
+    def spots(self, frame: Frame, now_ms: int) -> dict[str, Spot]:
+        snap = frame.snapshot
+        if snap is None:
+            return {}
+        out = self.pending.spots([(j, words.tag(j)) for j in snap.pending], snap.counts["pending"])
+        out.update(self.active.spots([(j, deadline - now_ms, "") for j, deadline in snap.active.items()]))
+        out.update(self.done.spots([(j, words.tag(j)) for j in snap.done], snap.counts["done"]))
+        return out
+
+    def annotate(self, frame: Frame, now_ms: int) -> bool:
+        state: dict[str, Any] = dict(frame.state)
+        lease_ms = int(state.get("lease_ms", 10_000))
+        self.title.set_text(words.claim_title(self.queue, bool(state.get("crash")), lease_ms))
+        snap = frame.snapshot
+        for place in (self.pending, self.active, self.done):
+            place.show_count(snap.counts[place.name] if snap else 0)
+        self.worker.set_text(words.claim_worker(str(state.get("worker", "idle")), state.get("held")))
+        return self.active.set_span(lease_ms)

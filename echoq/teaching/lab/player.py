@@ -1,0 +1,297 @@
+"""Plays a panel's recorded frames on its figure: each new frame animated in, or any
+recorded frame held still (time control, as in RaftScope). No widgets here.
+
+* **Following** (live): every new frame is animated in, one move after another: the
+  tokens travel from set to set in ``figure.steps`` frames over ``figure.transition_s``
+  seconds (divided by ``speed``). The first frame is drawn at once, on the thread that
+  recorded the move (so a click shows something within one frame); a short-lived thread
+  draws the rest and exits when the picture has caught up. Nothing runs while idle.
+* **Held** (paused, stepped, scrubbed): the figure shows one recorded frame, read-only;
+  new frames are still recorded; :meth:`Player.step` animates to the next one,
+  :meth:`Player.live` returns to the present.
+
+Drawing stays under ``figure.lock``; the model's history is only read.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .figure import BoardFigure
+from .frames import Frame, History
+
+__all__ = ["Player", "Transition"]
+
+
+@dataclass
+class Transition:
+    """One animated move, as drawn: for the latency bench and the tests."""
+
+    to_index: int
+    started: float  # perf_counter when the move's animation began
+    first: float = 0.0  # perf_counter when its first frame had been drawn and published
+    ended: float = 0.0  # ... and its last
+    drawn: float = 0.0  # perf_counter when the latest frame's drawing began
+    frames: int = 0
+    still: bool = False  # nothing moved (a setting, a refusal that lit no path): shown in one frame
+
+    @property
+    def seconds(self) -> float:
+        return self.ended - self.started
+
+
+class Player:
+    def __init__(
+        self,
+        history: History,
+        figure: BoardFigure,
+        *,
+        publish: Callable[[Frame], None],
+        can_draw: Callable[[], bool],
+        shown: Callable[[Frame, bool], None],
+        animate: bool = True,
+        backlog: int = 40,
+    ) -> None:
+        self.history, self.figure = history, figure
+        self._publish, self._can_draw, self._shown = publish, can_draw, shown
+        self.animate = animate
+        self.backlog = backlog  # further behind than this, skip to the last move and animate that
+        self.speed = 1.0
+        self.following = True
+        self.cursor = -1  # index of the frame shown (or being animated to)
+        self.transitions: list[Transition] = []
+        self._state = threading.Lock()
+        self._running = False
+        self._abort = threading.Event()
+        self._closed = threading.Event()
+        self._step_to: int | None = None
+        self._thread: threading.Thread | None = None
+        _players.add(self)
+
+    # -- what the view calls ---------------------------------------------------------------
+
+    def notify(self) -> None:
+        """New frames were recorded: animate them in (when following)."""
+        if not self.following:
+            self._shown(self._frame(self.cursor) or self.history.latest(), True)  # type: ignore[arg-type]
+            return
+        self._kick()
+
+    def pause(self) -> None:
+        """Hold the picture still; a running animation ends at its move's last frame."""
+        self.following = False
+        self._abort.set()
+        self._wait_stopped()
+        self._abort.clear()
+        self._show_at_rest(self.cursor)
+
+    def step(self) -> bool:
+        """Hold, then animate one recorded move forward; False if there is none."""
+        if self.following:
+            self.pause()
+        if self.cursor >= self.history.last_index:
+            self._show_at_rest(self.cursor)
+            return False
+        self._step_to = self.cursor + 1
+        self._kick()
+        return True
+
+    def show(self, index: int) -> None:
+        """Hold the picture at recorded frame ``index`` (scrubbing the timeline)."""
+        index = max(self.history.first_index, min(index, self.history.last_index))
+        if self.following:
+            self.following = False
+        self._abort.set()
+        self._wait_stopped()
+        self._abort.clear()
+        self.cursor = index
+        self._show_at_rest(index)
+
+    def live(self) -> None:
+        """Follow the present again: animate up to the latest frame."""
+        self.following = True
+        self._kick()
+
+    def tick(self) -> None:
+        """The browser's clock: redraw the latest frame at the server's estimated now, so
+        lease deadlines count down. No I/O; nothing to do unless a lease is running."""
+        if not self.following or self._running or self.cursor != self.history.last_index:
+            return
+        frame = self.history.latest()
+        if frame is None or not self._can_draw() or not self.figure.time_dependent(frame):
+            return
+        self.figure.draw(frame, at_s=time.monotonic())
+        self._publish(frame)
+
+    def settle(self, timeout_s: float = 30.0) -> bool:
+        """Wait until the picture has caught up (or is held); False at the deadline."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._state:
+                idle = not self._running
+            if idle and (not self.following or self.cursor >= self.history.last_index):
+                return True
+            time.sleep(0.005)  # polling a flag another thread sets; bounded by the deadline
+        return False
+
+    def close(self) -> None:
+        self._closed.set()
+        self._abort.set()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # -- the animation ---------------------------------------------------------------------
+
+    def _frame(self, index: int) -> Frame | None:
+        return self.history.get(index) if index >= 0 else None
+
+    def _next(self) -> tuple[Frame | None, Frame] | None:
+        """The next move to animate: (from, to), or None when caught up."""
+        last = self.history.last_index
+        if self._step_to is not None:
+            target = min(self._step_to, last)
+            self._step_to = None
+            if target <= self.cursor:
+                return None
+            return self._frame(self.cursor), self._frame(target)  # type: ignore[return-value]
+        if not self.following or self.cursor >= last:
+            return None
+        if last - self.cursor > self.backlog or self._frame(self.cursor) is None:
+            self.cursor = last - 1  # too far behind (or the start was dropped): show only the last move
+        return self._frame(self.cursor), self._frame(self.cursor + 1)  # type: ignore[return-value]
+
+    def _nothing_next(self) -> bool:
+        last = self.history.last_index
+        if self._step_to is not None:
+            return self._step_to <= self.cursor
+        return not self.following or self.cursor >= last
+
+    def _kick(self) -> None:
+        with self._state:
+            if self._running or self._closed.is_set():
+                return
+            move = self._next()
+            if move is None:
+                return
+            self._running = True
+        a, b = move
+        if not self._can_draw() or not self.animate:
+            self._finish_without_animation(a, b)
+            return
+        transition = self._begin(a, b)  # the first frame, now, on the caller's thread
+        self._thread = threading.Thread(target=self._run, args=(a, b, transition), daemon=True, name="echoq-lab-player")
+        self._thread.start()
+
+    def _finish_without_animation(self, _a: Frame | None, b: Frame) -> None:
+        # No browser view to draw for (or animation off): show where things are now.
+        while True:
+            self.cursor = self.history.last_index if self.following else b.index
+            frame = self._frame(self.cursor) or b
+            if self._can_draw():
+                self.figure.draw(frame)
+                self._publish(frame)
+            self._shown(frame, True)
+            with self._state:
+                if not self.following or self.cursor >= self.history.last_index:
+                    self._running = False
+                    return
+
+    def _begin(self, a: Frame | None, b: Frame) -> Transition:
+        transition = Transition(b.index, time.perf_counter())
+        self.transitions = self.transitions[-199:] + [transition]
+        with self.figure.lock:
+            transition.still = not self.figure.moves(a, b)
+        self._shown(b, False)
+        if transition.still:
+            self._draw(a, b, 1.0, transition)
+        else:
+            self._draw(a, b, 1 / (self.figure.steps - 1) if self.figure.steps > 1 else 1.0, transition)
+        return transition
+
+    def _draw(self, a: Frame | None, b: Frame, p: float, transition: Transition) -> None:
+        transition.drawn = time.perf_counter()
+        self.figure.draw_between(a, b, p, at_s=time.monotonic())
+        self._publish(b)
+        transition.frames += 1
+        transition.ended = time.perf_counter()
+        if transition.frames == 1:
+            transition.first = transition.ended
+
+    def _run(self, a: Frame | None, b: Frame, transition: Transition) -> None:
+        try:
+            while True:
+                self._play(a, b, transition)
+                self.cursor = b.index
+                with self._state:
+                    settled = self._closed.is_set() or self._nothing_next()
+                if settled:
+                    self._shown(b, True)  # the readout says the picture has caught up
+                with self._state:
+                    move = None if self._closed.is_set() else self._next()
+                    if move is None:
+                        self._running = False
+                        return
+                a, b = move
+                transition = self._begin(a, b)
+        except Exception:
+            with self._state:
+                self._running = False
+            raise
+
+    def _play(self, a: Frame | None, b: Frame, transition: Transition) -> None:
+        if transition.still:
+            return
+        steps = max(2, self.figure.steps)
+        period = self.figure.transition_s / (steps - 1) / max(self.speed, 0.05)
+        for k in range(2, steps + 1):
+            # Paced by the clock; a frame that comes late is still drawn (never skipped), so
+            # every move shows all its frames even on a loaded machine, and never sooner than
+            # nearly a period after the last one (a browser drops an image that is replaced
+            # before it loads: frames sent in a burst would be lost).
+            now = time.perf_counter()
+            delay = max(transition.started + (k - 1) * period - now, transition.drawn + 0.9 * period - now)
+            if delay > 0 and self._abort.wait(delay):
+                break
+            if self._abort.is_set():
+                break
+            self._draw(a, b, (k - 1) / (steps - 1), transition)
+        if self._abort.is_set() or transition.frames < steps:
+            self._draw(a, b, 1.0, transition)
+
+    def _wait_stopped(self) -> None:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with self._state:
+                if not self._running:
+                    return
+            time.sleep(0.002)  # the animation thread ends within one frame of the abort
+
+    def _show_at_rest(self, index: int) -> None:
+        frame = self._frame(index) or self.history.latest()
+        if frame is None:
+            return
+        self.cursor = frame.index
+        if self._can_draw():
+            self.figure.draw(frame, at_s=None if not self.following else time.monotonic())
+            self._publish(frame)
+        self._shown(frame, True)
+
+
+_players: weakref.WeakSet[Player] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_animations() -> None:
+    # A daemon thread killed inside matplotlib's C++ at exit aborts the interpreter noisily.
+    for player in list(_players):
+        player.close()
+        thread = player._thread
+        if thread is not None and thread.is_alive():
+            thread.join(timeout=2)

@@ -1,0 +1,447 @@
+"""What every panel's view shares: the figure, the readout, the time controls, the
+static fallback. The panels (``ClaimLab`` ...) add their own controls.
+
+Layout, top to bottom: the figure; the readout (an ARIA live region, so a screen reader
+announces each move, and the figure's text alternative); the panel's controls; the time
+controls (pause, step, speed, a timeline slider, live); reset and reconnect.
+
+* **Moves are buttons.** A click calls one explicit model method; settings (sliders,
+  toggles) only set a model trait, which changes nothing on the server.
+* **No idle cost.** The one clock is in the browser: a hidden ``Play`` widget ticks only
+  while a lease counts down (or the Fleet runs) and only where a browser shows the panel.
+  With no browser attached, a panel does no periodic work at all.
+* **Static fallback.** Displayed, a panel also carries a PNG of its latest frame, alt
+  text and its readout; after every cell the display is updated if the panel changed. A
+  notebook saved after Run All shows each lab's last state on GitHub or nbviewer.
+
+With ipympl active (``%matplotlib widget``) the figure is a live canvas; otherwise it is an
+image (with alt text) refreshed at every animation frame.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+import matplotlib
+from traitlets import TraitError
+
+from ...errors import EchoqError
+from . import words
+from .figure import BoardFigure
+from .frames import Frame
+from .model import LabModel
+from .player import Player
+from .style import FEEDBACK
+
+__all__ = ["LabPanel", "ipympl_active"]
+
+READOUT_STYLE = "font-size:14px;line-height:1.45;max-width:980px"
+
+
+def ipympl_active() -> bool:
+    """True when the notebook asked for live figures (``%matplotlib widget``)."""
+    backend = str(matplotlib.rcParams["backend"]).lower()
+    return "ipympl" in backend or backend == "widget"
+
+
+def pill(text: str, kind: str) -> str:
+    fg, bg = FEEDBACK[kind]
+    return (
+        f'<span style="background:{bg};color:{fg};padding:1px 7px;border-radius:4px;'
+        f'font-weight:600;white-space:nowrap">{html.escape(text)}</span>'
+    )
+
+
+class LabPanel(widgets.VBox):
+    """A figure with its readout, the panel's controls and the time controls, bound to one model."""
+
+    tick_ms = 250  # the browser clock's period while something moves by itself
+    backlog = 40  # moves queued further behind than this are skipped to the last one
+
+    def __init__(
+        self,
+        model: LabModel,
+        figure: BoardFigure,
+        controls: list[widgets.Widget],
+        *,
+        live: bool | None = None,
+        animate: bool = True,
+    ) -> None:
+        self.model = model
+        self.figure = figure
+        self.live = ipympl_active() if live is None else live
+        self._moves: list[widgets.Widget] = getattr(self, "_moves", [])
+        self._note = ""
+        self._display_id = uuid.uuid4().hex
+        self._fallback_revision = -1
+        self.canvas = self._canvas()
+        self.readout = widgets.HTML(layout=widgets.Layout(width="auto"))
+        self.player = Player(
+            model.history,
+            figure,
+            publish=self._publish,
+            can_draw=self._can_draw,
+            shown=self._shown,
+            animate=animate,
+            backlog=self.backlog,
+        )
+        self.pause_button = widgets.Button(
+            description="pause", icon="pause", tooltip="hold the picture still (read-only); moves are still recorded"
+        )
+        self.advance_button = widgets.Button(
+            description="step", icon="step-forward", tooltip="animate the next recorded move, then hold"
+        )
+        self.live_button = widgets.Button(description="live", icon="forward", tooltip="follow the present again")
+        self.speed_picker = widgets.ToggleButtons(
+            options=[("¼×", 0.25), ("½×", 0.5), ("1×", 1.0), ("2×", 2.0)],
+            value=1.0,
+            description="speed",
+            tooltips=["a quarter of the speed", "half speed", "normal speed", "twice as fast"],
+        )
+        self.speed_picker.style.button_width = "44px"
+        self.timeline = widgets.IntSlider(
+            value=0,
+            min=0,
+            max=0,
+            description="time",
+            readout=False,
+            continuous_update=True,
+            layout=widgets.Layout(width="340px"),
+            tooltip="scrub back through the recorded frames (read-only)",
+        )
+        self.timeline_label = widgets.HTML()
+        self.reset_button = self.button("reset", model.reset, "delete this panel's keys; settings back to defaults")
+        self.reconnect_button = widgets.Button(description="reconnect", icon="plug", tooltip="connect to Valkey again")
+        self._ticker = widgets.Play(
+            value=0,
+            min=0,
+            max=1_000_000,
+            interval=self.tick_ms,
+            repeat=True,
+            show_repeat=False,
+            layout=widgets.Layout(display="none"),
+        )
+        self.pause_button.on_click(lambda _b: self.pause())
+        self.advance_button.on_click(lambda _b: self.step())
+        self.live_button.on_click(lambda _b: self.go_live())
+        self.reconnect_button.on_click(lambda _b: self.run(model.reconnect))
+        self.speed_picker.observe(self._speed, "value")
+        self.timeline.observe(self._scrub, "value")
+        self._ticker.observe(self._tick, "value")
+        time_row = widgets.HBox(
+            [
+                self.pause_button,
+                self.advance_button,
+                self.speed_picker,
+                self.timeline,
+                self.timeline_label,
+                self.live_button,
+            ],
+            layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
+        )
+        footer = widgets.HBox([self.reset_button, self.reconnect_button])
+        super().__init__([self.canvas, self.readout, *controls, time_row, footer, self._ticker])
+        model.observe(self._on_revision, "revision")
+        model.observe(self._on_connected, "connected")
+        self._on_connected()
+        latest = model.frame
+        if latest is not None:
+            self.player.notify()
+        else:
+            self._show_readout(model.readout, "note", words.status_live(False))
+
+    # -- building blocks ----------------------------------------------------------------
+
+    def button(self, label: str, move: Callable[[], Any], tooltip: str = "", **kw: Any) -> widgets.Button:
+        """A button that runs one move; off while the picture is held or Valkey is away."""
+        button = widgets.Button(description=label, tooltip=tooltip or label, **kw)
+        button.on_click(lambda _b: self.run(move))
+        self._moves = getattr(self, "_moves", [])
+        self._moves.append(button)
+        return button
+
+    def setting(self, control: widgets.Widget) -> widgets.Widget:
+        """A control that sets a model trait (no I/O); off while the picture is held."""
+        self._moves = getattr(self, "_moves", [])
+        self._moves.append(control)
+        return control
+
+    @property
+    def buttons(self) -> list[widgets.Widget]:
+        """Every control that acts on the model (disabled while Valkey is away)."""
+        return list(self._moves)
+
+    def run(self, move: Callable[[], Any]) -> None:
+        """Run a move from a control; any refusal ends up in the readout, never a traceback."""
+        try:
+            move()
+        except (EchoqError, TraitError) as exc:
+            self.model.say("refused", words.refused("that", exc))
+
+    def _canvas(self) -> widgets.Widget:
+        fig = self.figure.fig
+        if not self.live:
+            return widgets.HTML(layout=widgets.Layout(width=f"{int(fig.bbox.width)}px"))
+        from ipympl.backend_nbagg import _Backend_ipympl
+
+        # ipympl's own path (what pyplot.figure uses), with interactive mode off so the canvas
+        # is not also queued for display on its own at the end of the cell.
+        with matplotlib.rc_context({"interactive": False}):
+            manager = _Backend_ipympl.new_figure_manager_given_figure(id(fig), fig)
+        canvas = manager.canvas
+        canvas.header_visible = False
+        canvas.footer_visible = False
+        canvas.toolbar_visible = False
+        canvas.resizable = False
+        canvas.capture_scroll = False
+        figure = self.figure
+
+        def draw_when_asked(_event: object) -> None:
+            # The browser asks for a full draw (on start-up, after a resize): draw the frame
+            # the panel shows (moves made before the view existed were never drawn). The
+            # animation thread may be mid-frame: one drawer at a time.
+            with figure.lock:
+                player = getattr(self, "player", None)
+                frame = self.model.history.get(player.cursor) if player is not None else None
+                if frame is not None and not player.running:
+                    figure.pose(None, frame, at_s=time.monotonic() if player.following else None)
+                canvas.draw()
+
+        canvas.handle_draw = draw_when_asked
+        return canvas
+
+    # -- drawing ------------------------------------------------------------------------
+
+    def _can_draw(self) -> bool:
+        if not self.live:
+            return True
+        # An ipympl canvas draws for a browser view; until one reports in (never, under nbval
+        # or nbconvert) drawing would only encode pictures nobody sees.
+        return not getattr(self.canvas, "syncing_data_url", True)
+
+    def _publish(self, frame: Frame) -> None:
+        if self.live:
+            return  # ipympl sent the frame when the figure blitted
+        canvas = self.figure.fig.canvas
+        from PIL import Image
+
+        buffer = io.BytesIO()
+        width, height = canvas.get_width_height()
+        Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(
+            buffer, format="png", compress_level=1
+        )
+        data = base64.b64encode(buffer.getvalue()).decode()
+        alt = html.escape(words.alt(self.figure.title.get_text(), frame.snapshot))
+        self.canvas.value = f'<img src="data:image/png;base64,{data}" alt="{alt}" width="{width}" height="{height}"/>'
+
+    def _shown(self, frame: Frame, settled: bool = True) -> None:
+        """The player shows ``frame``: at rest (settled), or animating towards it.
+
+        Widgets are changed on the kernel's thread only: from the animation thread the change
+        is handed to the kernel's event loop. (ipywidgets keeps per-widget sync state, the
+        property lock and hold_sync, that a second thread would race with the browser's own
+        changes: a scrub could be lost.)"""
+        loop = _kernel_loop()
+        if loop is not None and threading.current_thread() is not threading.main_thread():
+            loop.add_callback(self._show, frame, settled)
+        else:
+            self._show(frame, settled)
+
+    def _show(self, frame: Frame, settled: bool) -> None:
+        last = self.model.history.last_index
+        if self.player.following:
+            kind = "good" if frame.connected else "bad"
+            status = words.status_live(not settled) + f" · #{frame.index + 1} · {frame.clock}"
+        else:
+            kind, status = "past", words.status_held(frame.index, last, frame.clock)
+        if not frame.connected:
+            kind = "bad"
+        # Controls first: once the readout says "read-only", the buttons already are.
+        self._sync_controls()
+        self._sync_timeline(frame.index)
+        self._sync_ticker(frame)
+        self._show_readout(frame.readout, kind, status)
+
+    def _show_readout(self, text: str, kind: str, status: str) -> None:
+        note = f" <i>{html.escape(self._note)}</i>" if self._note else ""
+        self._note = ""
+        self.readout.value = (
+            f'<div role="status" aria-live="polite" aria-atomic="true" style="{READOUT_STYLE}">'
+            f"{pill(status, kind)} <b>readout</b> · {html.escape(text)}{note}</div>"
+        )
+
+    def _sync_timeline(self, index: int) -> None:
+        history = self.model.history
+        value = max(index, history.first_index)
+        # One message per trait, the range first: a slider given a new max and value in one
+        # message can place its handle by the old range (and then a key press moves nothing).
+        self.timeline.max = max(history.last_index, 0)
+        self.timeline.value = value
+        self.timeline.min = history.first_index
+        frame = history.get(index)
+        self.timeline_label.value = f"<code>{html.escape(frame.clock) if frame else ''}</code>"
+
+    def _sync_controls(self) -> None:
+        editable = self.model.connected and self.player.following
+        for control in self._moves:
+            control.disabled = not editable
+        self.reconnect_button.disabled = self.model.connected
+        self.reconnect_button.button_style = "" if self.model.connected else "warning"
+        self.live_button.button_style = "" if self.player.following else "info"
+
+    def _sync_ticker(self, frame: Frame | None) -> None:
+        want = bool(
+            self.player.following
+            and self.model.connected
+            and frame is not None
+            and (self.figure.time_dependent(frame) or self.runs_by_itself())
+        )
+        if self._ticker.playing != want:
+            self._ticker.playing = want
+
+    def runs_by_itself(self) -> bool:
+        """True while the panel's queue changes without a click (the Fleet's workers)."""
+        return False
+
+    # -- model -> view ------------------------------------------------------------------
+
+    def _on_revision(self, _change: object = None) -> None:
+        self.player.notify()
+
+    def _on_connected(self, _change: object = None) -> None:
+        self._sync_controls()
+        if not self.model.connected:
+            self._ticker.playing = False
+
+    # -- time controls --------------------------------------------------------------------
+
+    def pause(self) -> None:
+        self._note = "paused: the picture holds still; press step to move one frame on, live to return."
+        self.player.pause()
+
+    def step(self) -> None:
+        if not self.player.step():
+            self._note = "step: this is the newest frame recorded."
+            self.player.pause()
+
+    def go_live(self) -> None:
+        self._note = "live: following the queue again."
+        if self.player.following:
+            frame = self.model.frame
+            if frame is not None:
+                self._shown(frame)
+            return
+        self.player.live()
+
+    def settle(self, timeout_s: float = 30.0) -> bool:
+        """Wait until the picture has caught up with the recorded moves (tests, docs)."""
+        return self.player.settle(timeout_s)
+
+    def _speed(self, change: dict[str, Any]) -> None:
+        self.player.speed = float(change["new"])
+
+    def _scrub(self, change: dict[str, Any]) -> None:
+        # The slider follows the picture; only a value that came from the browser (ipywidgets
+        # holds it in the property lock while applying it) is a scrub.
+        if "value" not in self.timeline._property_lock:
+            return
+        self.player.show(int(change["new"]))
+
+    def _tick(self, _change: object) -> None:
+        if self.runs_by_itself():
+            self.model.sample()  # the Fleet: re-read the queue on the browser's clock
+        else:
+            self.player.tick()
+
+    # -- static fallback ----------------------------------------------------------------
+
+    def fallback(self) -> dict[str, Any]:
+        """The latest frame as a PNG, its alt text and its readout (for readers without a kernel)."""
+        frame = self.model.frame
+        if frame is None:
+            return {"text/plain": self.model.readout}
+        png = self.figure.png(frame)
+        alt = words.alt(self.figure.title.get_text(), frame.snapshot)
+        shown = self.model.history.get(self.player.cursor)
+        if shown is not None:
+            with self.figure.lock:
+                self.figure.pose(None, shown)  # the live view keeps what it shows
+        data = base64.b64encode(png).decode()
+        width = int(self.figure.fig.bbox.width)
+        title = self.figure.title.get_text()
+        self._fallback_revision = self.model.revision
+        return {
+            "image/png": data,
+            "text/html": (
+                f'<figure style="margin:0"><img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" '
+                f'width="{width}" style="max-width:100%"/><figcaption style="{READOUT_STYLE}">'
+                f"<b>readout</b> · {html.escape(frame.readout)}</figcaption></figure>"
+            ),
+            "text/plain": f"{title}\nreadout: {frame.readout}",
+        }
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        data = super()._repr_mimebundle_(**kwargs) or {}
+        data.update(self.fallback())
+        return data
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        self.model.open()  # showing a panel connects it (never its constructor)
+        display(self._repr_mimebundle_(), raw=True, display_id=self._display_id)
+        _displayed.add(self)
+        _watch_cells()
+
+    def close(self) -> None:
+        if hasattr(self, "player"):  # close() also runs from __del__, after a failed __init__
+            self.player.close()
+            self._ticker.playing = False
+        _displayed.discard(self)
+        super().close()
+
+
+def _kernel_loop() -> Any:
+    """The kernel's event loop (its thread runs widget messages), or None outside a kernel."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    kernel = getattr(get_ipython(), "kernel", None)
+    return getattr(kernel, "io_loop", None)
+
+
+# -- keep the stored outputs current ----------------------------------------------------------
+
+_displayed: weakref.WeakSet[LabPanel] = weakref.WeakSet()
+_watching = False
+
+
+def _refresh_fallbacks(*_args: object) -> None:
+    """After each cell: a displayed panel that changed gets its stored picture updated."""
+    from IPython.display import update_display
+
+    for panel in list(_displayed):
+        if panel.model.revision != panel._fallback_revision and panel.model.frame is not None:
+            update_display(panel._repr_mimebundle_(), display_id=panel._display_id, raw=True)
+
+
+def _watch_cells() -> None:
+    global _watching
+    if _watching:
+        return
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None:
+        shell.events.register("post_run_cell", _refresh_fallbacks)
+        _watching = True
