@@ -12,6 +12,7 @@ chaos and durability demos); ``import echoq`` loads none of it, and the library 
 none of the kit's dependencies.
 """
 
+from .durability import Durability
 from .effects import Effect, EffectResult, Effects
 from .errors import (
     SCRIPT_ERRORS,
@@ -20,6 +21,7 @@ from .errors import (
     InvalidArgument,
     InvalidJobId,
     InvalidQueueName,
+    NotReplicated,
     PermissionDenied,
     ScriptFailed,
     ServerUnavailable,
@@ -43,7 +45,7 @@ from .queue import (
     StalledReport,
     Waiting,
 )
-from .server import connect, describe, redact, server_url
+from .server import connect, describe, is_cluster, redact, server_url
 from .worker import (
     Abandon,
     Backoff,
@@ -65,6 +67,7 @@ __all__ = [
     "Complete",
     "Delivery",
     "DockerUnavailable",
+    "Durability",
     "EchoqError",
     "Effect",
     "EffectResult",
@@ -76,6 +79,7 @@ __all__ = [
     "InvalidJobId",
     "InvalidQueueName",
     "Job",
+    "NotReplicated",
     "PermissionDenied",
     "JobState",
     "Keyspace",
@@ -94,6 +98,7 @@ __all__ = [
     "WorkerHooks",
     "connect",
     "describe",
+    "is_cluster",
     "is_job_id",
     "keyed_consumer",
     "naive_consumer",

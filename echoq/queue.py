@@ -18,6 +18,7 @@ from typing import Any
 import redis
 
 from . import scripts
+from .durability import WAITED, Durability
 from .errors import InvalidArgument
 from .ids import check_job_id, new_job_id
 from .keyspace import Keyspace
@@ -171,12 +172,24 @@ class Queue:
     """A reliable queue named ``name`` on a Valkey server.
 
     Every move is one Lua script run atomically on the server (see ``lua/``). ``client``
-    defaults to :func:`echoq.connect`, i.e. ``VALKEY_URL`` or the embedded server.
+    defaults to :func:`echoq.connect`, i.e. ``VALKEY_URL`` or the embedded server; a cluster
+    client works the same (every key of the queue is in one slot). ``durability`` makes
+    the acknowledged moves wait for replicas (see :class:`echoq.Durability`).
     """
 
-    def __init__(self, name: str, client: redis.Redis | None = None, *, keep_done: int = DEFAULT_KEEP_DONE) -> None:
+    def __init__(
+        self,
+        name: str,
+        client: redis.Redis | redis.cluster.RedisCluster | None = None,
+        *,
+        keep_done: int = DEFAULT_KEEP_DONE,
+        durability: Durability | None = None,
+    ) -> None:
         self.keys = Keyspace(name)
         self.keep_done = check("keep_done", keep_done)
+        if durability is not None and not isinstance(durability, Durability):
+            raise InvalidArgument(f"durability must be an echoq.Durability or None, got {durability!r}")
+        self.durability = durability
         if client is None:
             from .server import connect
 
@@ -191,6 +204,11 @@ class Queue:
         return f"Queue({self.name!r})"
 
     def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        wait = self.durability
+        if wait is not None and script in WAITED:
+            return scripts.run_replicated(
+                self.client, script, keys, args, replicas=wait.replicas, timeout_ms=wait.timeout_ms, fsync=wait.fsync
+            )
         return scripts.run(self.client, script, keys, args)
 
     # -- moves -------------------------------------------------------------------------
