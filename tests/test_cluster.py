@@ -502,3 +502,23 @@ def test_a_lab_panels_model_moves_on_the_cluster(cluster: LocalCluster, client) 
     assert model.finish() and model.fast_forward() and model.reap()
     assert model.snapshot.place_of(held.job_id) is JobState.PENDING
     model.queue.reset()
+
+
+# -- lesson 07's exercise and kit, on the cluster ------------------------------------------------------
+
+
+def test_the_requeue_exercise_is_judged_on_the_cluster(client) -> None:  # type: ignore[no-untyped-def]
+    """tests/test_exercises.py proves the catalogue on one server; on the cluster the
+    untagged row key is refused by the server itself, and a right answer still passes."""
+    from echoq.teaching import exercises
+
+    ex = exercises.EXERCISES["requeue"]
+    stub = exercises.check_requeue_script(ex.stub, client=client)
+    assert not stub.ok and stub.misconception is not None
+    assert stub.misconception.name == "row-key-without-the-tag", str(stub)
+    for answer in (ex.solution, *ex.alternatives):
+        fb = exercises.check_requeue_script(answer, client=client)
+        assert fb.ok, str(fb)
+    token = next(m for m in ex.misconceptions if m.name == "token-reset")
+    assert exercises.check_requeue_script(token.example, client=client).misconception.name == "token-reset"
+    assert not list(client.scan_iter(match="job:JOB*"))  # no stray row left behind

@@ -36,13 +36,26 @@ from pathlib import Path
 
 import redis
 
-from ..errors import InvalidArgument, ServerUnavailable
+from ..durability import Durability
+from ..errors import InvalidArgument, NotReplicated, ServerUnavailable
 from ..keyspace import Keyspace
 from ..limits import whole
 from ..queue import Queue
 from ..server import EmbeddedValkey, _free_port, connect, start_server
 
-__all__ = ["LocalCluster", "Node", "start_cluster", "slot_of", "SLOTS"]
+__all__ = [
+    "FailoverReport",
+    "LocalCluster",
+    "Node",
+    "SLOTS",
+    "SurvivalReport",
+    "acknowledged_then_failover",
+    "enqueue_latency_ms",
+    "kill_and_watch",
+    "slot_of",
+    "start_cluster",
+    "try_script",
+]
 
 SLOTS = 16384
 
@@ -173,6 +186,41 @@ class LocalCluster:
                 return set(row["slots"])  # type: ignore[arg-type]
         return set()
 
+    def topology(self) -> str:
+        """Who is who, as the live nodes see it now: one line per node."""
+        try:
+            view = {str(r["id"]): r for r in self._view()}
+        except ServerUnavailable:
+            view = {}
+        lines = [f"{'node':<16} {'role':<8} {'slots':<12} replica of"]
+        for node in self.nodes:
+            row = view.get(node.node_id)
+            if not node.alive() or row is None or "fail" in row["flags"]:
+                lines.append(f"{node.name:<16} {'dead':<8} {'-':<12} -")
+                continue
+            if row["master_id"]:
+                master = self.by_id(str(row["master_id"]))
+                lines.append(f"{node.name:<16} {'replica':<8} {'-':<12} {master.name}")
+            else:
+                lines.append(f"{node.name:<16} {'master':<8} {_ranges(row['slots']):<12} -")  # type: ignore[arg-type]
+        return "\n".join(lines)
+
+    def wait_in_sync(self, master: Node, replicas: int = 1, timeout_s: float = 30.0) -> float:
+        """Wait until ``master`` has ``replicas`` replicas connected and caught up with it
+        (same replication offset); returns the seconds waited."""
+        started = time.monotonic()
+
+        def caught_up() -> bool:
+            with master.client(decode_responses=True) as c:
+                info = c.info("replication")
+            followers = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)]
+            offset = int(info.get("master_repl_offset", 0))
+            ready = [f for f in followers if f.get("state") == "online" and int(f.get("offset", -1)) >= offset]
+            return len(ready) >= replicas
+
+        _until(caught_up, started + timeout_s, f"{master.name} did not get {replicas} replica(s) in sync")
+        return time.monotonic() - started
+
     # -- faults ------------------------------------------------------------------------------
 
     def kill(self, node: Node) -> None:
@@ -231,20 +279,29 @@ class LocalCluster:
                 for r in view
                 if slots and r["id"] != dead.node_id and slots <= set(r["slots"])  # type: ignore[arg-type]
             ]
-            if promoted and self._all_ok():
+            if promoted and slots and self._agreed(slots, str(promoted[0]["id"])):
                 return self.by_id(str(promoted[0]["id"])), time.monotonic() - started
             time.sleep(0.02)
         raise ServerUnavailable(
             f"no replica took over from {dead.name} within {timeout_s:.0f} s; is a majority of masters alive?"
         )
 
-    def _all_ok(self) -> bool:
+    def _agreed(self, slots: set[int], owner_id: str) -> bool:
+        """Every live node says the cluster is ok AND that ``owner_id`` serves ``slots``.
+
+        cluster_state alone is not enough: with cluster-require-full-coverage off it stays
+        ok while a dead master's slots are down, and a node that has not heard of the
+        election yet would still send clients to the dead one."""
         for node in self.live_nodes():
             try:
                 with node.client(decode_responses=True) as c:
                     if c.cluster("info").get("cluster_state") != "ok":
                         return False
+                    rows = [_parse_node_line(line) for line in c.execute_command("CLUSTER", "NODES").splitlines()]
             except redis.RedisError:
+                return False
+            owner = next((r for r in rows if r["id"] == owner_id), None)
+            if owner is None or "master" not in owner["flags"] or not slots <= set(owner["slots"]):  # type: ignore[arg-type]
                 return False
         return True
 
@@ -265,6 +322,161 @@ class LocalCluster:
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)
+
+
+def _ranges(slots: list[int]) -> str:
+    if not slots:
+        return "-"
+    ordered = sorted(slots)
+    spans, low, previous = [], ordered[0], ordered[0]
+    for slot in ordered[1:]:
+        if slot != previous + 1:
+            spans.append(f"{low}-{previous}" if low != previous else str(low))
+            low = slot
+        previous = slot
+    spans.append(f"{low}-{previous}" if low != previous else str(low))
+    return ",".join(spans)
+
+
+@dataclass
+class FailoverReport:
+    """What was seen while a master died and its replica took over (seconds since the kill)."""
+
+    killed: str
+    promoted: str
+    seconds: float
+    timeline: list[tuple[float, str]]
+
+    def __str__(self) -> str:
+        lines = [f"  {t:5.2f} s  {what}" for t, what in self.timeline]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def kill_and_watch(cluster: LocalCluster, master: Node, timeout_s: float = 30.0) -> FailoverReport:
+    """SIGKILL ``master`` and watch, from the live nodes' point of view, how the cluster
+    notices (PFAIL: one node's suspicion; FAIL: a majority of masters agree) and how its
+    replica is elected to serve its slots."""
+    slots = cluster._slots_of(master)
+    replicas = {n.node_id for n in cluster.replicas_of(master)}
+    cluster.kill(master)
+    started = time.monotonic()
+    timeline: list[tuple[float, str]] = [(0.0, f"SIGKILL {master.name} (master of slots {_ranges(sorted(slots))})")]
+    seen: set[str] = set()
+
+    def note(key: str, what: str) -> None:
+        if key not in seen:
+            seen.add(key)
+            timeline.append((time.monotonic() - started, what))
+
+    while time.monotonic() - started < timeout_s:
+        for node in cluster.live_nodes():
+            try:
+                with node.client(decode_responses=True) as c:
+                    rows = [_parse_node_line(line) for line in c.execute_command("CLUSTER", "NODES").splitlines()]
+            except redis.RedisError:
+                continue
+            for row in rows:
+                if row["id"] == master.node_id and "fail?" in row["flags"]:
+                    note("pfail", f"{node.name} suspects {master.name} (PFAIL: no answer within the node timeout)")
+                if row["id"] == master.node_id and "fail" in row["flags"]:
+                    note("fail", f"{node.name} marks {master.name} FAIL: a majority of masters agree it is down")
+                if row["id"] in replicas and "master" in row["flags"] and slots <= set(row["slots"]):  # type: ignore[arg-type]
+                    promoted = cluster.by_id(str(row["id"]))
+                    note("promoted", f"{promoted.name}, its replica, won the election and serves the slots")
+        if "promoted" in seen and cluster._agreed(slots, promoted.node_id):
+            timeline.append((time.monotonic() - started, f"every live node sends clients to {promoted.name}"))
+            return FailoverReport(master.name, promoted.name, time.monotonic() - started, timeline)
+        time.sleep(0.02)
+    raise ServerUnavailable(f"no replica took over from {master.name} within {timeout_s:.0f} s")
+
+
+@dataclass
+class SurvivalReport:
+    """Jobs a producer was told were enqueued, and how many of them a failover kept."""
+
+    mode: str
+    attempted: int
+    acknowledged: int
+    refused: int  # NotReplicated: the producer was told the job might not survive
+    survived: int  # acknowledged jobs found on the promoted master
+    failover_s: float
+
+    @property
+    def lost(self) -> int:
+        """Acknowledged jobs that are gone: the producer was told "enqueued", and it is not."""
+        return self.acknowledged - self.survived
+
+
+def acknowledged_then_failover(
+    cluster: LocalCluster,
+    queue_name: str,
+    *,
+    jobs: int = 100,
+    durability: Durability | None = None,
+    cut_replication: bool = True,
+) -> SurvivalReport:
+    """Enqueue ``jobs`` jobs on a queue, kill its master, let the replica take over, and
+    count how many acknowledged jobs the promoted replica has.
+
+    ``cut_replication`` breaks the replica's link first (a network fault), so every write
+    after it exists on the master only: the worst case of asynchronous replication, which
+    WAIT exists for. Afterwards the killed node is started again, rejoins as the new
+    master's replica and catches up, so the cluster is whole for what comes next.
+    """
+    client = cluster.client()
+    try:
+        queue = Queue(queue_name, client, durability=durability)
+        queue.reset()
+        master = cluster.master_of(queue)
+        replica = cluster.replicas_of(master)[0]
+        if cut_replication:
+            cluster.cut_replication(replica)
+        acknowledged: list[str] = []
+        refused = 0
+        for n in range(jobs):
+            try:
+                acknowledged.append(queue.enqueue(f"job {n}").job_id)
+            except NotReplicated:
+                refused += 1
+        cluster.kill(master)
+        _promoted, seconds = cluster.wait_for_failover(master)
+        cluster.heal_replication(replica)
+        snap = Queue(queue_name, client).snapshot(limit=10_000)
+        survived = sum(1 for job_id in acknowledged if snap.place_of(job_id) is not None)
+        cluster.restart(master)
+        cluster.wait_in_sync(replica)
+        mode = "WAIT" if durability is None or not durability.fsync else "WAITAOF"
+        mode = f"{mode} {durability.replicas} replica(s), {durability.timeout_ms} ms" if durability else "no wait"
+        Queue(queue_name, client).reset()
+        return SurvivalReport(mode, jobs, len(acknowledged), refused, survived, seconds)
+    finally:
+        client.close()
+
+
+def try_script(client: object, text: str, keys: list[str], args: list[object]) -> tuple[str, object]:
+    """Run Lua ``text``: ("ran", its reply), or ("refused", the server's words)."""
+    from .. import scripts
+
+    try:
+        return "ran", scripts.run_text(client, text, keys, args)
+    except redis.ResponseError as exc:
+        return "refused", str(exc).split(" script:")[0]
+
+
+def enqueue_latency_ms(queue: Queue, jobs: int = 200) -> dict[str, float]:
+    """Median and 99th-percentile milliseconds of ``jobs`` sequential enqueues on ``queue``
+    (with its durability option, if any). The jobs are removed afterwards."""
+    took = []
+    ids = []
+    for n in range(jobs):
+        started = time.perf_counter()
+        ids.append(queue.enqueue(f"timed {n}").job_id)
+        took.append((time.perf_counter() - started) * 1000)
+    took.sort()
+    queue.reset()
+    return {"median": round(took[len(took) // 2], 2), "p99": round(took[min(len(took) - 1, int(0.99 * len(took)))], 2)}
 
 
 def _slot(what: Queue | Keyspace | str | int) -> int:
@@ -310,7 +522,7 @@ def start_cluster(
     everysec``), which ``WAITAOF`` needs. The cluster is stopped at interpreter exit, or by
     :meth:`LocalCluster.stop`.
     """
-    whole("masters", masters, 3, 16)  # fewer than 3 masters cannot vote a replica in
+    whole("masters", masters, 1, 16)  # fewer than 3 masters cannot vote a replica in: no failover
     whole("replicas", replicas, 0, 4)
     whole("node_timeout_ms", node_timeout_ms, 100, 60_000, unit="of milliseconds")
     started = time.perf_counter()
