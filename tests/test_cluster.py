@@ -403,7 +403,11 @@ def test_a_script_touching_two_queues_is_refused_and_changes_nothing(cluster: Lo
 
 def test_a_row_key_built_in_a_script_is_safe_only_because_it_carries_the_tag(cluster: LocalCluster, client) -> None:  # type: ignore[no-untyped-def]
     q = queue_on(cluster, client, 0)
-    job_id = q.enqueue("x").job_id
+    home = cluster.master_of(q)
+    # An id whose UNTAGGED row key would hash to a slot another master serves (2 ids in 3 do;
+    # the third would land here by luck, and run: the bug then waits for a resharding).
+    job_id = next(j for j in iter(echoq.new_job_id, None) if cluster.master_of(f"emq:{q.name}:job:{j}") != home)
+    q.enqueue("x", job_id=job_id)
     claim = q.claim()  # claim.lua popped the id and built emq:{q}:job:<id> from KEYS[1]'s prefix
     assert claim is not None and slot_of(q.keys.job(job_id)) == slot_of(q.keys.pending)
     # The same move, building the row key WITHOUT the tag: the server refuses the undeclared
@@ -522,3 +526,87 @@ def test_the_requeue_exercise_is_judged_on_the_cluster(client) -> None:  # type:
     token = next(m for m in ex.misconceptions if m.name == "token-reset")
     assert exercises.check_requeue_script(token.example, client=client).misconception.name == "token-reset"
     assert not list(client.scan_iter(match="job:JOB*"))  # no stray row left behind
+
+
+def test_chaos_on_one_node_of_a_cluster_is_one_line_not_a_traceback(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The chaos lab once printed a 39-line MovedError when VALKEY_URL named one node."""
+    from echoq.__main__ import main
+    from echoq.teaching import chaos
+
+    node = cluster.masters()[0]
+    away = next(f"chaos-away-{n}" for n in range(1000) if cluster.master_of(echoq.Keyspace(f"chaos-away-{n}")) != node)
+    monkeypatch.setenv("VALKEY_URL", node.server.url)
+    monkeypatch.setattr(chaos.learner, "queue_name", lambda _name: away)  # a queue another master serves
+    assert main(["chaos", "--jobs", "10", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "redis+cluster://" in err[0] and cluster.password not in err[0], err
+
+
+# -- failover: last, and the cluster is made whole again after each -------------------------------------
+
+
+def test_a_worker_rides_out_the_failover_of_its_master_within_its_lease(cluster: LocalCluster, client) -> None:  # type: ignore[no-untyped-def]
+    import threading
+
+    q = queue_on(cluster, client, 2)
+    effects = echoq.Effects(q)
+    ids = q.enqueue_many([f"job {n}" for n in range(150)])
+    master = cluster.master_of(q)
+    cluster.wait_in_sync(master)  # every job is on the replica too: this test is about the Worker
+
+    def work(_delivery: echoq.Delivery) -> str:
+        time.sleep(0.002)  # the job's own work (a tiny one), so the kill lands mid-run
+        return "done"
+
+    lease_ms = 10_000
+    worker = echoq.Worker(q, echoq.keyed_consumer(effects, work), concurrency=2, lease_ms=lease_ms, beat_ms=200)
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            worker.work()
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertions below
+            failure.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 20
+        while effects.total() < 20 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        before = effects.total()
+        assert 0 < before < 150, "the worker should be mid-run when its master dies"
+        killed = time.monotonic()
+        cluster.kill(master)
+        promoted, _seconds = cluster.wait_for_failover(master)
+        while len(effects.counts()) < 150 and time.monotonic() - killed < 30:
+            time.sleep(0.01)
+        back_s = time.monotonic() - killed
+    finally:
+        worker.stop()
+        runner.join(30)
+    assert not failure, f"the Worker gave up instead of reconnecting: {failure[0]!r}"
+    assert worker.report.reconnected >= 1
+    assert set(effects.counts()) == set(ids) and effects.duplicates() == 0
+    assert back_s < lease_ms / 1000, f"all jobs done {back_s:.1f} s after the kill: more than a lease"
+    assert cluster.master_of(q) == promoted
+    cluster.restart(master)
+    cluster.wait_in_sync(promoted)
+    q.reset()
+
+
+def test_acknowledged_jobs_lost_in_a_failover_with_and_without_wait(cluster: LocalCluster) -> None:
+    from echoq.teaching.cluster import acknowledged_then_failover
+
+    # The replica fell behind (its link cut): every acknowledged write since is on the master only.
+    plain = acknowledged_then_failover(cluster, fresh_name("async"), jobs=50)
+    assert (plain.acknowledged, plain.survived, plain.lost) == (50, 0, 50)
+    # With WAIT the producer is told, job by job, that no replica has it: nothing acknowledged is lost.
+    durable = acknowledged_then_failover(
+        cluster, fresh_name("wait"), jobs=10, durability=Durability(replicas=1, timeout_ms=20)
+    )
+    assert (durable.acknowledged, durable.refused, durable.lost) == (0, 10, 0)
+    # After each drill the killed node came back as a replica, in sync: the cluster is whole.
+    assert len(cluster.masters()) == 3 and all(len(cluster.replicas_of(m)) == 1 for m in cluster.masters())
