@@ -462,6 +462,23 @@ def test_durability_on_one_server_without_replicas_raises_not_replicated(valkey_
     q.reset()
 
 
+def test_a_worker_with_durability_carries_on_when_no_replica_confirms(cluster: LocalCluster, client) -> None:  # type: ignore[no-untyped-def]
+    q = queue_on(cluster, client, 0)
+    durable = echoq.Queue(q.name, client, durability=Durability(replicas=1, timeout_ms=5))
+    q.enqueue_many([f"job {n}" for n in range(5)])
+    replica = cluster.replicas_of(cluster.master_of(q))[0]
+    cluster.cut_replication(replica)  # as right after a failover: the shard has no replica in sync
+    try:
+        report = echoq.Worker(durable, lambda _d: None, lease_ms=5_000).work(burst=True)
+    finally:
+        cluster.heal_replication(replica)
+    # Each finish happened on the master; none was confirmed; the worker did not stop for it.
+    assert report.completed == 5 and report.unreplicated == 5
+    assert q.snapshot().counts["done"] == 5
+    cluster.wait_in_sync(cluster.master_of(q))
+    q.reset()
+
+
 # -- the CLI, the chaos lab and a lab panel on the cluster ---------------------------------------------
 
 
