@@ -292,7 +292,8 @@ def run_replicated(
         if isinstance(reply, redis.exceptions.NoScriptError) and not use_eval:
             use_eval, failure = True, None
             continue
-        if cluster and isinstance(reply, AskError):
+        # MovedError is a subclass of AskError in redis-py: ask about it first.
+        if cluster and isinstance(reply, AskError) and not isinstance(reply, MovedError):
             ask, failure = f"{reply.host}:{reply.port}", None
             continue
         if cluster and isinstance(reply, MovedError | ClusterDownError | TryAgainError):

@@ -454,6 +454,62 @@ def test_durable_moves_wait_for_a_replica_and_say_when_none_answered(cluster: Lo
     q.reset()
 
 
+def test_a_durable_move_follows_moved_and_reloads_a_flushed_script(cluster: LocalCluster) -> None:
+    """run_replicated picks the node itself (for WAIT's sake), so it handles what the cluster
+    client would: a stale slot map (MOVED) and a master without the script (NOSCRIPT)."""
+    stale = cluster.client()
+    q = queue_on(cluster, stale, 1)
+    home = cluster.master_of(q)
+    wrong = next(n for n in stale.get_primaries() if n.name != home.name)
+    slot = slot_of(q.keys.pending)
+    stale.nodes_manager.slots_cache[slot] = [wrong]  # as after a failover the client has not heard of
+    with home.client() as direct:
+        direct.script_flush()
+    durable = echoq.Queue(q.name, stale, durability=Durability(replicas=1, timeout_ms=2_000))
+    assert durable.enqueue("moved").outcome is Enqueue.ENQUEUED
+    assert stale.nodes_manager.slots_cache[slot][0].name == home.name  # the MOVED reply fixed the map
+    with home.client() as direct:
+        assert direct.script_exists(scripts.sha("enqueue")) == [True]
+    q.reset()
+    stale.close()
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["run", "run_replicated"])
+def test_a_move_follows_ask_while_its_slot_migrates(durable: bool, cluster: LocalCluster, client) -> None:  # type: ignore[no-untyped-def]
+    """A slot half-way between two masters: the source answers ASK for keys it has already
+    handed over, and the call must go to the target, preceded by ASKING. (A script whose
+    keys are not ALL on the target yet gets TRYAGAIN until the move ends: Valkey's rule.)"""
+    q = queue_on(cluster, client, 0)
+    q.enqueue_many(["first", "second"])
+    first, second = q.claim_many(2)
+    assert q.complete(first) is Complete.COMPLETED  # now emq:{q}:done exists too
+    slot = slot_of(q.keys.pending)
+    home = cluster.master_of(q)
+    target = next(m for m in cluster.masters() if m != home)
+    with home.client(decode_responses=True) as h, target.client(decode_responses=True) as t:
+        t.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", home.node_id)
+        h.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target.node_id)
+        try:
+            keys = list(h.scan_iter(match=q.keys.pattern()))
+            h.execute_command(
+                "MIGRATE", "127.0.0.1", target.port, "", 0, 5_000, "AUTH", cluster.password, "KEYS", *keys
+            )
+            moving = echoq.Queue(q.name, client, durability=Durability(1, 2_000) if durable else None)
+            assert moving.complete(second) is Complete.COMPLETED  # ASK, then ASKING + the script on the target
+            pipe = t.pipeline(transaction=False)
+            pipe.execute_command("ASKING")
+            pipe.zcard(q.keys.done)
+            assert pipe.execute()[1] == 2
+        finally:
+            for key in t.scan_iter(match=q.keys.pattern()):
+                pipe = t.pipeline(transaction=False)
+                pipe.execute_command("ASKING")
+                pipe.delete(key)
+                pipe.execute()
+            h.execute_command("CLUSTER", "SETSLOT", slot, "STABLE")
+            t.execute_command("CLUSTER", "SETSLOT", slot, "STABLE")
+
+
 def test_durability_on_one_server_without_replicas_raises_not_replicated(valkey_client) -> None:  # type: ignore[no-untyped-def]
     q = echoq.Queue(fresh_name("durable"), valkey_client, durability=Durability(replicas=1, timeout_ms=1))
     with pytest.raises(echoq.NotReplicated):
@@ -587,6 +643,9 @@ def test_a_worker_rides_out_the_failover_of_its_master_within_its_lease(cluster:
         except BaseException as exc:  # noqa: BLE001 - reported by the assertions below
             failure.append(exc)
 
+    replica = cluster.replicas_of(master)[0]
+    with replica.client() as r:
+        assert r.script_exists(scripts.sha("complete_many")) == [False]  # scripts are not replicated
     runner = threading.Thread(target=run)
     runner.start()
     try:
@@ -608,7 +667,9 @@ def test_a_worker_rides_out_the_failover_of_its_master_within_its_lease(cluster:
     assert worker.report.reconnected >= 1
     assert set(effects.counts()) == set(ids) and effects.duplicates() == 0
     assert back_s < lease_ms / 1000, f"all jobs done {back_s:.1f} s after the kill: more than a lease"
-    assert cluster.master_of(q) == promoted
+    assert cluster.master_of(q) == promoted == replica
+    with promoted.client() as p:  # the promoted replica met NOSCRIPT and was sent the source
+        assert p.script_exists(scripts.sha("complete_many")) == [True]
     cluster.restart(master)
     cluster.wait_in_sync(promoted)
     q.reset()
