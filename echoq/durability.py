@@ -13,10 +13,13 @@ replicas') and returns only when enough replicas have the writes; otherwise it r
 :class:`~echoq.errors.NotReplicated` (the write is applied on the master, and may be lost).
 
 Waited: :data:`WAITED` (enqueue, enqueue_many, complete, complete_many -- which also
-serves complete_and_claim -- retry, and the effects ledger). Not waited: claim, extend,
-reap, stalled_check and snapshot. Losing one of those in a failover only makes a job
-delivered again, which at-least-once delivery already allows: a lost claim leaves the job
-pending on the new master, a lost extend or reap at worst re-runs the job.
+serves complete_and_claim -- and retry). Not waited: claim, extend, reap, stalled_check
+and snapshot: losing one of those in a failover only makes a job delivered again, which
+at-least-once delivery already allows (a lost claim leaves the job pending on the new
+master, a lost extend or reap at worst re-runs the job). Nor the effects ledger
+(``effect.lua``): a master replicates its writes in the order it applied them, so the
+WAIT that confirms a job's completion -- written after its effect -- confirms the effect
+too, and a handler is not made to fail on a replica's silence.
 
 The price is a round trip to a replica on every acknowledged move (see README § Valkey
 Cluster for the measured latency against loss). ``WAIT`` is not consensus: a replica that
@@ -34,7 +37,7 @@ from .limits import whole
 __all__ = ["Durability", "WAITED"]
 
 # The scripts whose writes the caller is told about: run with the wait when durability is on.
-WAITED = frozenset({"enqueue", "enqueue_many", "complete", "complete_many", "retry", "effect"})
+WAITED = frozenset({"enqueue", "enqueue_many", "complete", "complete_many", "retry"})
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from . import scripts
 from .ids import check_job_id
 from .queue import Queue, _text
 
@@ -36,8 +37,7 @@ class Effects:
 
     def _apply(self, job_id: str, mode: str, record: str) -> EffectResult:
         k = self.queue.keys
-        # Through the queue, so its durability option covers the ledger too.
-        reply = self.queue._run("effect", [k.effects, k.outbox], [check_job_id(job_id), mode, record])
+        reply = scripts.run(self.queue.client, "effect", [k.effects, k.outbox], [check_job_id(job_id), mode, record])
         return EffectResult(Effect(_text(reply[0])), int(reply[1]))
 
     def apply_once(self, job_id: str, record: str = "") -> EffectResult:

@@ -206,19 +206,32 @@ class LocalCluster:
         return "\n".join(lines)
 
     def wait_in_sync(self, master: Node, replicas: int = 1, timeout_s: float = 30.0) -> float:
-        """Wait until ``master`` has ``replicas`` replicas connected and caught up with it
-        (same replication offset); returns the seconds waited."""
+        """Wait until ``master`` has ``replicas`` replicas online that hold every write the
+        master had when they came online (under a steady stream of writes a replica is
+        always a little behind: it never "equals" the master); returns the seconds waited."""
         started = time.monotonic()
+        target: list[int] = []
 
         def caught_up() -> bool:
             with master.client(decode_responses=True) as c:
                 info = c.info("replication")
-            followers = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)]
-            offset = int(info.get("master_repl_offset", 0))
-            ready = [f for f in followers if f.get("state") == "online" and int(f.get("offset", -1)) >= offset]
-            return len(ready) >= replicas
+            online = [
+                int(v.get("offset", -1))
+                for k, v in info.items()
+                if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
+            ]
+            if len(online) < replicas:
+                return False
+            if not target:
+                target.append(int(info.get("master_repl_offset", 0)))
+            return sum(1 for offset in online if offset >= target[0]) >= replicas
 
-        _until(caught_up, started + timeout_s, f"{master.name} did not get {replicas} replica(s) in sync")
+        _until(
+            caught_up,
+            started + timeout_s,
+            f"{master.name} did not get {replicas} replica(s) in sync",
+            prefix="the local cluster did not catch up",
+        )
         return time.monotonic() - started
 
     # -- faults ------------------------------------------------------------------------------
@@ -623,7 +636,7 @@ def _knows_master(client: redis.Redis, master_id: str) -> bool:
     return any(r["id"] == master_id and "master" in r["flags"] for r in map(_parse_node_line, text.splitlines()))
 
 
-def _until(ready, deadline: float, what: str) -> None:  # type: ignore[no-untyped-def]
+def _until(ready, deadline: float, what: str, prefix: str = "the local cluster did not form") -> None:  # type: ignore[no-untyped-def]
     while True:
         try:
             if ready():
@@ -631,5 +644,5 @@ def _until(ready, deadline: float, what: str) -> None:  # type: ignore[no-untype
         except redis.RedisError:
             pass
         if time.monotonic() > deadline:
-            raise ServerUnavailable(f"the local cluster did not form: {what}")
+            raise ServerUnavailable(f"{prefix}: {what}")
         time.sleep(0.01)
