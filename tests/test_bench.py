@@ -155,3 +155,17 @@ def test_startup_reports_time_to_first_ping() -> None:
         assert 0 < summary["min_s"] <= summary["median_s"] <= summary["p95_s"] <= summary["max_s"] < 10
     assert report["launch_to_first_ping"]["max_s"] <= report["start_server_call"]["max_s"]
     assert report["machine"]["server"].startswith(("Valkey", "Redis"))
+
+
+def test_cluster_scale_runs_tiny_and_reports_every_setup() -> None:
+    """bench/cluster_scale.py: two real clusters and one server, every path on each."""
+    done = run_bench("cluster_scale.py", "--queues", "3", "--jobs", "20", "--rounds", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    setups = ("single server (plain client)", "cluster, 1 master", "cluster, 3 masters")
+    assert {(r["path"], r["setup"]) for r in report["rows"]} == {(p, s) for p in ("worker", "batch") for s in setups}
+    assert report["masters_used"] == 3 and report["queues_per_master"] == 1
+    for row in report["rows"]:
+        assert row["jobs"] == 60 and row["rate"] > 0 and math.isfinite(row["ratio_to_one_master"])
+        assert row["server_cpu_pct"] >= 0 and row["client_cpu_pct"] >= 0
+    assert set(report["headlines"]) == {"worker_three_vs_one_master", "batch_three_vs_one_master"}
