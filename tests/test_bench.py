@@ -168,4 +168,4 @@ def test_cluster_scale_runs_tiny_and_reports_every_setup() -> None:
     for row in report["rows"]:
         assert row["jobs"] == 60 and row["rate"] > 0 and math.isfinite(row["ratio_to_one_master"])
         assert row["server_cpu_pct"] >= 0 and row["client_cpu_pct"] >= 0
-    assert set(report["headlines"]) == {"worker_three_vs_one_master", "batch_three_vs_one_master"}
+    assert {"worker_three_vs_one_master", "batch_three_vs_one_master"} <= set(report["headlines"])
