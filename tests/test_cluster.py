@@ -560,7 +560,7 @@ def test_the_cli_checks_and_works_a_queue_on_the_cluster(cluster: LocalCluster, 
 
 def test_chaos_on_the_cluster_loses_nothing(cluster: LocalCluster) -> None:
     report = run_chaos(
-        workers=2, jobs=120, kill_rate=0.04, kill_every_s=0.5, seed=16, lease_ms=200, beat_ms=50, work_ms=1,
+        workers=2, jobs=60, kill_rate=0.08, kill_every_s=0, seed=16, lease_ms=200, beat_ms=50, work_ms=1,
         timeout_s=60, url=cluster.url,
     )  # fmt: skip
     assert report.ok, report.format()
