@@ -403,7 +403,9 @@ class Queue:
         # The client gives up on a reply after its socket timeout (redis-py's default is 5 s):
         # block for half of it at most, and the caller simply waits again. Should a loaded
         # server still answer too late, that is "no token yet" too.
-        socket_timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
+        pool = getattr(self.client, "connection_pool", None)  # a cluster client keeps one per node
+        settings = pool.connection_kwargs if pool is not None else self.client.nodes_manager.connection_kwargs
+        socket_timeout = settings.get("socket_timeout")
         if socket_timeout:
             timeout_s = min(timeout_s, max(0.001, socket_timeout / 2))
         try:

@@ -229,6 +229,37 @@ def _case_fast_forward(q: echoq.Queue) -> None:
     assert moved == 1 and q.reap() == [claim.job_id]
 
 
+def _case_extend_many(q: echoq.Queue) -> None:
+    q.enqueue_many(["a", "b"])
+    _deadline, outcomes = q.extend_many(q.claim_many(2, lease_ms=1_000), lease_ms=60_000)
+    assert outcomes == [Extend.EXTENDED] * 2
+
+
+def _case_release_many(q: echoq.Queue) -> None:
+    ids = q.enqueue_many(["a", "b"])
+    assert q.release_many(q.claim_many(2)) == [echoq.Release.RELEASED] * 2
+    assert q.snapshot().counts["pending"] == 2 and q.released(ids[0]) == 1
+
+
+def _case_waiting(q: echoq.Queue) -> None:
+    q.enqueue_many(["a", "b"])
+    q.enqueue("later", delay_ms=60_000)
+    waiting = q.waiting()
+    assert (waiting.pending, waiting.scheduled, waiting.expired) == (2, 1, 0)
+
+
+def _case_bank_charge(q: echoq.Queue) -> None:
+    from echoq.teaching.bank import Bank, ChargeOutcome
+
+    bank = Bank(q.client, q.name)  # the bank's keys under the queue's tag: the same master
+    try:
+        assert bank.charge("card-1", 500, idempotency_key="order-17").outcome is ChargeOutcome.CHARGED
+        assert bank.charge("card-1", 500, idempotency_key="order-17").outcome is ChargeOutcome.REPLAYED
+        assert bank.charges() == 1
+    finally:
+        bank.reset()
+
+
 def _case_ceiling(q: echoq.Queue) -> None:
     k = q.keys
     assert scripts.run(q.client, "bench/ceiling", [k.pending, k.active], [1]) == 1
@@ -249,6 +280,10 @@ SCRIPT_CASES: dict[str, Callable[[echoq.Queue], None]] = {
     "teaching/naive_pop": _case_naive_pop,
     "teaching/fast_forward": _case_fast_forward,
     "bench/ceiling": _case_ceiling,
+    "extend_many": _case_extend_many,
+    "release_many": _case_release_many,
+    "waiting": _case_waiting,
+    "teaching/bank_charge": _case_bank_charge,
 }
 
 
@@ -305,6 +340,16 @@ def _tour_queue(q: echoq.Queue) -> None:
     assert row is not None and row.state is JobState.DEAD
     snap = assert_one_place(q, set(ids))
     assert snap.counts == {"pending": 0, "active": 0, "scheduled": 2, "dead": 1, "done": 4}
+    # the moves a Worker makes for itself
+    ids = q.enqueue_many(["g", "h"])
+    held = q.claim_many(2, lease_ms=60_000)
+    _deadline, renewed = q.extend_many(held, lease_ms=60_000)
+    assert renewed == [Extend.EXTENDED] * 2
+    assert q.release_many(held) == [echoq.Release.RELEASED] * 2 and q.released(ids[0]) == 1
+    assert q.wait_for_work(50) is True  # enqueue and release pushed wake tokens
+    assert q.waiting().pending == 2
+    assert q.stalled_check_guarded(every_ms=60_000, holder="tour") is not None
+    assert q.stalled_check_guarded(every_ms=60_000, holder="tour") is None  # one check per guard
     keys = set(q.keys_in_use())
     assert q.keys.pending in keys or q.keys.scheduled in keys
     assert q.reset() == len(keys) and list(q.keys_in_use()) == []
@@ -324,7 +369,7 @@ def _tour_worker(q: echoq.Queue) -> None:
     effects = echoq.Effects(q)
     ids = q.enqueue_many([f"job {n}" for n in range(20)])
     worker = echoq.Worker(q, echoq.keyed_consumer(effects), concurrency=2, lease_ms=5_000, beat_ms=50)
-    assert worker.beat().recovered == [] and not worker.running and worker.in_flight == []
+    assert worker.beat().recovered == [] and not worker.running and worker.in_flight == [] and worker.held == []
     report = worker.work(burst=True)
     assert report.completed == 20 and effects.total() == 20 and effects.duplicates() == 0
     assert_one_place(q, set(ids))
@@ -368,9 +413,10 @@ def test_every_public_move_has_a_cluster_tour() -> None:
     expected = {
         "Queue": {"claim", "claim_many", "complete", "complete_and_claim", "complete_many", "complete_many_and_claim"}
         | {"enqueue", "enqueue_many", "extend", "job", "keys_in_use", "name", "reap", "reap_once", "reset", "retry"}
-        | {"snapshot", "stalled_check"},
+        | {"snapshot", "stalled_check", "extend_many", "release_many", "released", "stalled_check_guarded"}
+        | {"wait_for_work", "waiting"},
         "Effects": {"apply_every", "apply_once", "count", "counts", "duplicates", "outbox", "total"},
-        "Worker": {"abandon", "beat", "in_flight", "running", "stop", "work"},
+        "Worker": {"abandon", "beat", "held", "in_flight", "running", "stop", "work"},
     }
     toured = {f"{cls}.{name}" for cls, names in expected.items() for name in names}
     assert public <= toured, f"public moves with no cluster tour: {sorted(public - toured)}"

@@ -258,7 +258,7 @@ def check_requeue_script(run: Run, source: str) -> None:
             raise RuntimeError(f"the lesson 07 scene did not play out on {queue.name}")
         scenes.append((queue, ids, stale))
     run.cleanup(lambda: [run.client.delete(key) for q, ids, _ in scenes for key in _stray(run.client, q, ids)])
-    for queue, ids, _stale in scenes:
+    for queue, _ids, _stale in scenes:
         k = queue.keys
         child = run.waited(
             "runs",
@@ -308,7 +308,7 @@ def check_requeue_script(run: Run, source: str) -> None:
             if row.stalled != 0:
                 run.fail("row", "stall-count-kept", job=job_id, stalled=row.stalled)
     run.good("row", "Each row says state = pending, with its stall count back to 0.")
-    for queue, ids, stale in scenes:
+    for queue, _ids, stale in scenes:
         fresh = queue.claim(lease_ms=LEASE_MS)
         late = queue.complete(stale)  # the worker that held attempt 1 wakes up and finishes
         if fresh is not None and fresh.attempt <= stale.attempt and late is Complete.COMPLETED:
