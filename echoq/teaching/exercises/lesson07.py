@@ -222,6 +222,11 @@ def _requeue_in_child(source: str, client: Any, keys: list[str]) -> None:
     scripts.run_text(_own_client(client), source, keys, [], name="your requeue_dead")
 
 
+def _words(error: str) -> str:
+    """The server's refusal without the Lua frame it names ('... script: on @user_script:8.')."""
+    return error.split(": on @")[0].removeprefix("ResponseError: ").rstrip(". ")
+
+
 def _dead_letter(queue: Queue) -> tuple[list[str], Any]:
     """Three jobs dead by a real stall each (max_stalled 1); returns their ids and one claim
     a stale worker still holds for the first of them."""
@@ -271,7 +276,7 @@ def check_requeue_script(run: Run, source: str) -> None:
                 run.fail(
                     "tag",
                     "row-key-without-the-tag",
-                    what=f"The cluster refused your script on {queue.name}'s master: {child.error}.",
+                    what=f"The cluster refused your script on {queue.name}'s master ({_words(child.error)}).",
                 )
             run.code_failed("runs", "Your requeue_dead", child)
     run.good("runs", "Your script ran on both queues, each on the master that serves its slot.")
