@@ -129,14 +129,21 @@ def trial(cluster: LocalCluster, setting: str, n: int, run_s: float) -> dict[str
     killed_at = time.monotonic()
     cluster.kill(master)
     _promoted, failover_s = cluster.wait_for_failover(master)
-    # The Worker is back when it finishes a job after the promotion (on its own: nobody
-    # restarts it or tells it where the slots went).
-    done_at_promotion = worker.report.completed + worker.report.stale
-    back_s = None
-    while time.monotonic() - killed_at < 30:
-        if worker.report.completed + worker.report.stale > done_at_promotion:
+
+    # The Worker is back when it finishes (or gives back) a job after the promotion, on its
+    # own: nobody restarts it or tells it where the slots went. (report.reconnected counts the
+    # outages its own retries rode out; a durable call's are ridden out inside the registry.)
+    def progress() -> int:
+        r = worker.report
+        return r.completed + r.stale + r.retried + r.dead
+
+    done_at_promotion = progress()
+    back_s = first_done_s = None
+    while time.monotonic() - killed_at < 30 and (back_s is None or first_done_s is None):
+        if back_s is None and worker.report.reconnected:
             back_s = time.monotonic() - killed_at
-            break
+        if first_done_s is None and progress() > done_at_promotion:
+            first_done_s = time.monotonic() - killed_at
         time.sleep(0.005)
     # As a supervisor would, start the dead node again: it rejoins as the new master's
     # replica, and a WAIT can be satisfied again once it has caught up.
@@ -159,6 +166,7 @@ def trial(cluster: LocalCluster, setting: str, n: int, run_s: float) -> dict[str
         "lost": len(lost),
         "failover_s": failover_s,
         "worker_back_s": back_s,
+        "first_done_s": first_done_s,
         "worker_error": outcome.get("error"),
         "duplicate_effects": duplicates,
         "worker_reconnected": report.reconnected if report else None,
@@ -215,6 +223,7 @@ def run(trials: int, jobs: int, run_s: float, progress: Callable[[str], None]) -
     for setting in SETTINGS:
         mine = [t for t in trials_out if t["setting"] == setting]
         backs = [t["worker_back_s"] for t in mine if t["worker_back_s"] is not None]
+        firsts = [t["first_done_s"] for t in mine if t["first_done_s"] is not None]
         summary.append(
             {
                 "setting": setting,
@@ -225,7 +234,8 @@ def run(trials: int, jobs: int, run_s: float, progress: Callable[[str], None]) -
                 "trials_with_loss": sum(1 for t in mine if t["lost"]),
                 "failover_s_median": median([t["failover_s"] for t in mine]),
                 "worker_back_s_max": max(backs) if backs else None,
-                "worker_back_in_lease": len(backs) == len(mine) and max(backs) < LEASE_MS / 1000,
+                "first_done_s_max": max(firsts) if firsts else None,
+                "next_job_within_lease": len(firsts) == len(mine) and max(firsts) < LEASE_MS / 1000,
                 "worker_errors": [t["worker_error"] for t in mine if t["worker_error"]],
                 "duplicate_effects": sum(t["duplicate_effects"] for t in mine),
             }
@@ -254,11 +264,11 @@ def render(report: dict[str, Any]) -> str:
     )  # fmt: skip
     failover = table(
         ["durability", "trials", "acknowledged", "refused", "lost", "trials with loss", "failover s (median)",
-         f"Worker back, max s (lease {report['lease_ms'] / 1000:.0f} s)"],
+         f"Worker's next job after the kill, max s (lease {report['lease_ms'] / 1000:.0f} s)"],
         [
             [r["setting"], str(r["trials"]), f"{r['acknowledged']:,}", f"{r['refused']:,}", str(r["lost"]),
              str(r["trials_with_loss"]), f"{r['failover_s_median']:.2f}",
-             "n/a" if r["worker_back_s_max"] is None else f"{r['worker_back_s_max']:.2f}"]
+             "none" if r["first_done_s_max"] is None else f"{r['first_done_s_max']:.2f}"]
             for r in report["failover"]
         ],
         [False, True, True, True, True, True, True, True],

@@ -648,6 +648,11 @@ class Worker:
                 self._alive_or_unwind()
                 pause = min(0.2, pause * 2)
                 continue
+            except Exception:
+                if first_failure is not None:  # the server answered (NotReplicated, say): back
+                    with self._lock:
+                        self.report.reconnected += 1
+                raise
             if first_failure is not None:
                 with self._lock:
                     self.report.reconnected += 1
