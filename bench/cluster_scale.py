@@ -13,7 +13,8 @@ per round on each cluster; rounds are interleaved and the median round is report
 each ratio is taken within a round. A plain single server (no cluster) is measured too,
 for what the cluster client's routing costs. Two ways of working are timed:
 
-* ``worker``: ``echoq.Worker`` with a no-op handler, one call per job (complete_and_claim);
+* ``worker``: ``echoq.Worker`` with a no-op handler (its I/O owner completes the finished
+  jobs and claims the next ones in one call);
 * ``batch``: claim_many(50) + complete_many_and_claim, 50 jobs per call, which puts
   more of the work on the servers and less on the Python clients.
 
