@@ -613,7 +613,7 @@ def test_chaos_on_the_cluster_loses_nothing(cluster: LocalCluster) -> None:
     assert report.kills > 0 and report.lost == 0 and report.duplicate_effects == 0
 
 
-def test_a_lab_panels_model_moves_on_the_cluster(cluster: LocalCluster, client) -> None:  # type: ignore[no-untyped-def]
+def test_the_lab_panels_models_move_on_the_cluster(cluster: LocalCluster, client) -> None:  # type: ignore[no-untyped-def]
     from echoq.teaching.lab.model import ClaimModel
 
     model = ClaimModel(fresh_name("lab"), client=client)
@@ -625,6 +625,15 @@ def test_a_lab_panels_model_moves_on_the_cluster(cluster: LocalCluster, client) 
     assert model.finish() and model.fast_forward() and model.reap()
     assert model.snapshot.place_of(held.job_id) is JobState.PENDING
     model.queue.reset()
+    from echoq.teaching.lab.model import DeliveryModel, ReapModel
+
+    delivery = DeliveryModel(fresh_name("lab"), client=client)
+    assert delivery.deliver() and "counts 1 effect(s)" in delivery.readout
+    delivery.queue.reset()
+    reap = ReapModel(fresh_name("lab"), client=client)
+    assert reap.race_demo() and "The atomic reap.lua gave" in reap.readout and "0 duplicate" in reap.readout
+    for suffix in ("", "-racy", "-atomic"):
+        echoq.Queue(reap.name + suffix, client).reset()
 
 
 # -- lesson 07's exercise and kit, on the cluster ------------------------------------------------------
