@@ -12,6 +12,7 @@ chaos and durability demos); ``import echoq`` loads none of it, and the library 
 none of the kit's dependencies.
 """
 
+from .durability import Durability
 from .effects import Effect, EffectResult, Effects
 from .errors import (
     SCRIPT_ERRORS,
@@ -22,6 +23,7 @@ from .errors import (
     InvalidJobId,
     InvalidPayload,
     InvalidQueueName,
+    NotReplicated,
     PermissionDenied,
     ScriptFailed,
     ServerUnavailable,
@@ -45,7 +47,7 @@ from .queue import (
     StalledReport,
     Waiting,
 )
-from .server import connect, describe, redact, server_url
+from .server import connect, describe, is_cluster, redact, server_url
 from .worker import (
     Abandon,
     Backoff,
@@ -69,6 +71,7 @@ __all__ = [
     "Complete",
     "Delivery",
     "DockerUnavailable",
+    "Durability",
     "EchoqError",
     "Effect",
     "EffectResult",
@@ -81,6 +84,7 @@ __all__ = [
     "InvalidPayload",
     "InvalidQueueName",
     "Job",
+    "NotReplicated",
     "PermissionDenied",
     "JobState",
     "Keyspace",
@@ -99,6 +103,7 @@ __all__ = [
     "WorkerHooks",
     "connect",
     "describe",
+    "is_cluster",
     "is_job_id",
     "keyed_consumer",
     "naive_consumer",

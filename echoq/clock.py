@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from .errors import ServerUnavailable
 from .ids import Minter
@@ -54,7 +55,10 @@ def _time(client: redis.Redis) -> tuple[int, int]:
     from .scripts import guard
 
     with guard(client, "read the server's clock (TIME)"):
-        seconds, micros = client.time()
+        if isinstance(client, RedisCluster):  # TIME has no key: ask one node, the same each time
+            seconds, micros = client.get_redis_connection(client.get_default_node()).time()
+        else:
+            seconds, micros = client.time()
     return int(seconds), int(micros)
 
 
@@ -65,8 +69,11 @@ _clocks_lock = threading.Lock()
 def server_clock(client: redis.Redis) -> ServerClock:
     """The one :class:`ServerClock` of this process for the server ``client`` talks to, so
     every queue on that server mints ids in one order."""
-    kw = client.connection_pool.connection_kwargs
-    where = (kw.get("path"), kw.get("host"), kw.get("port"))
+    if isinstance(client, RedisCluster):  # one cluster, one clock: named by its seed nodes
+        where: tuple[Any, ...] = ("cluster", *sorted(client.nodes_manager.startup_nodes))
+    else:
+        kw = client.connection_pool.connection_kwargs
+        where = (kw.get("path"), kw.get("host"), kw.get("port"))
     with _clocks_lock:
         clock = _clocks.get(where)
         if clock is None:

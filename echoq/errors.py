@@ -50,6 +50,19 @@ class PermissionDenied(EchoqError, PermissionError):
     user, the command or the key, and what to do."""
 
 
+class NotReplicated(EchoqError):
+    """A move asked for durability (``Queue(..., durability=Durability(...))``) was applied on
+    the master, but fewer replicas than asked acknowledged it in time: it may be lost if
+    that master fails before it replicates. ``acknowledged`` / ``wanted`` count replicas;
+    ``reply`` is the script's reply (what the move did on the master)."""
+
+    def __init__(self, message: str, *, acknowledged: int = 0, wanted: int = 0, reply: object = None) -> None:
+        super().__init__(message)
+        self.acknowledged = acknowledged
+        self.wanted = wanted
+        self.reply = reply
+
+
 class ScriptFailed(EchoqError, RuntimeError):
     """A Lua script replied with an error code the Python side does not expect."""
 

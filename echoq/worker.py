@@ -38,6 +38,16 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   nobody renews; they run out and the stalled check returns the jobs (or, at their
   ``max_stalled``-th stall, dead-letters them). Nothing is lost either way.
 
+**A lost server.** When Valkey stops answering (a cluster master killed and its replica
+not yet promoted, a server restarting), the owner repeats the move that failed, backing off
+from 10 ms to 200 ms, until the server answers -- a cluster client finds the promoted
+replica by itself -- or one lease time (at least a second) has passed since the first
+failure; only then does ``work`` raise :class:`~echoq.errors.ServerUnavailable`.
+``report.reconnected`` counts the outages it rode out. On a queue with the durability
+option, a completion or retry that no replica confirmed in time (``NotReplicated``) still
+happened on the master: it counts, ``report.unreplicated`` says how many, and the worker
+carries on (a shard has no replica right after a failover until one catches up).
+
 **Hooks.** ``Worker(..., hooks=h)`` calls ``h.reached(delivery, checkpoint)`` at three
 :class:`Checkpoint` s of every delivery: ``after_claim`` (the handler thread took the job;
 the handler has not started), ``mid_job`` (inside the handler, at
@@ -58,10 +68,13 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+import redis
+from redis.exceptions import RedisClusterException
 
 from .effects import EffectResult, Effects
-from .errors import InvalidArgument
+from .errors import InvalidArgument, NotReplicated, ServerUnavailable
 from .limits import BOUNDS, check, fraction, whole
 from .queue import (
     BATCH,
@@ -73,7 +86,10 @@ from .queue import (
     Queue,
     Release,
     Retry,
+    RetryResult,
     StalledReport,
+    _claims,
+    _text,
 )
 
 __all__ = [
@@ -183,6 +199,16 @@ class Delivery:
 
 
 Handler = Callable[[Delivery], Any]
+_T = TypeVar("_T")
+# What a server that stopped answering raises: through the registry (one line), or from a
+# plain command (a cluster's slot without a master raises ClusterDownError, or no node).
+_LOST_SERVER = (
+    ServerUnavailable,
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ClusterError,
+    RedisClusterException,
+)
 
 
 @dataclass
@@ -204,6 +230,8 @@ class WorkReport:
     lease_lost: int = 0  # lease renewals refused: those deliveries were no longer this worker's
     beats_skipped: int = 0  # beats whose stalled check another worker of the fleet had run
     round_trips: int = 0  # complete-and-claim calls (jobs per call = (completed + stale) / this)
+    reconnected: int = 0  # times the server stopped answering and the worker carried on once it did
+    unreplicated: int = 0  # finishes applied on the master that no replica confirmed (durability on)
 
     @property
     def processed(self) -> int:
@@ -267,6 +295,8 @@ class Worker:
                 )
         self.prefetch = prefetch
         self.name = f"worker-{next(_worker_numbers)}@{queue.name}"
+        # How long a lost server is waited for before work() gives up (see _ride_out).
+        self._reconnect_s = max(self.lease_ms, 1_000) / 1000
         self.report = WorkReport()
 
         self._lock = threading.RLock()  # re-entrant: stop() may run in a signal handler
@@ -376,8 +406,11 @@ class Worker:
         self._alive_or_unwind()
         # The guard lasts a little less than a beat, so each worker's next beat finds it
         # gone: one check per beat between them, never a beat without one.
-        stalled = self.queue.stalled_check_guarded(
-            self.max_stalled, every_ms=max(1, self.beat_ms - self.beat_ms // 10), holder=self.name
+        stalled = self._ride_out(
+            self.queue.stalled_check_guarded,
+            self.max_stalled,
+            every_ms=max(1, self.beat_ms - self.beat_ms // 10),
+            holder=self.name,
         )
         with self._lock:
             if stalled is None:
@@ -456,7 +489,7 @@ class Worker:
             if stopping and not holding:
                 return
             if dry and room and not holding:
-                waiting = self.queue.waiting()
+                waiting = self._ride_out(self.queue.waiting)
                 if waiting.pending:
                     dry = False
                     continue
@@ -499,9 +532,15 @@ class Worker:
     def _complete_and_claim(self, done: list[Delivery], ask: int) -> int:
         """One call: complete ``done`` (each fenced) and claim up to ``ask``; feeds the buffer."""
         started = time.perf_counter()
-        outcomes, claims = self.queue.complete_many_and_claim(
-            [d.claim for d in done], count=ask, lease_ms=self.lease_ms
-        )
+        try:
+            outcomes, claims = self._ride_out(
+                self.queue.complete_many_and_claim, [d.claim for d in done], count=ask, lease_ms=self.lease_ms
+            )
+        except NotReplicated as unconfirmed:  # it happened on the master: see _ride_out
+            with self._lock:
+                self.report.unreplicated += len(done)
+            outcomes = [Complete(_text(x)) for x in unconfirmed.reply[0]]
+            claims = _claims(unconfirmed.reply[1])
         took = time.perf_counter() - started
         fresh = [Delivery(self, claim) for claim in claims]
         completed = sum(1 for outcome in outcomes if outcome is Complete.COMPLETED)
@@ -527,7 +566,7 @@ class Worker:
         if not held:
             return
         self._alive_or_unwind()
-        _deadline, outcomes = self.queue.extend_many([d.claim for d in held], lease_ms=self.lease_ms)
+        _deadline, outcomes = self._ride_out(self.queue.extend_many, [d.claim for d in held], lease_ms=self.lease_ms)
         with self._lock:
             lost = False
             for delivery, outcome in zip(held, outcomes, strict=True):
@@ -542,7 +581,7 @@ class Worker:
 
     def _give_back_unstarted(self, deliveries: list[Delivery]) -> None:
         self._alive_or_unwind()
-        outcomes = self.queue.release_many([d.claim for d in deliveries])
+        outcomes = self._ride_out(self.queue.release_many, [d.claim for d in deliveries])
         with self._lock:
             released = sum(1 for outcome in outcomes if outcome is Release.RELEASED)
             self.report.released += released
@@ -554,14 +593,20 @@ class Worker:
         self._alive_or_unwind()
         error = f"{type(exc).__name__}: {exc}"[:500]
         # Claims given back unstarted (release_many) moved attempts on without a try.
-        released = self.queue.released(delivery.job_id) if delivery.attempt > 1 else 0
+        released = self._ride_out(self.queue.released, delivery.job_id) if delivery.attempt > 1 else 0
         tries = delivery.attempt - released
-        result = self.queue.retry(
-            delivery.claim,
-            error=error,
-            backoff_ms=self.backoff.delay_ms(tries),
-            max_attempts=min(BOUNDS["max_attempts"][1], self.max_attempts + released),
-        )
+        try:
+            result = self._ride_out(
+                self.queue.retry,
+                delivery.claim,
+                error=error,
+                backoff_ms=self.backoff.delay_ms(tries),
+                max_attempts=min(BOUNDS["max_attempts"][1], self.max_attempts + released),
+            )
+        except NotReplicated as unconfirmed:  # given back on the master: see _ride_out
+            with self._lock:
+                self.report.unreplicated += 1
+            result = RetryResult(Retry(_text(unconfirmed.reply[0])))
         with self._lock:
             self.report.errors = (self.report.errors + [error])[-20:]
             if result.outcome in (Retry.RETRIED, Retry.SCHEDULED):
@@ -573,6 +618,45 @@ class Worker:
         if result.outcome is Retry.SCHEDULED:
             return self.backoff.delay_ms(tries) / 1000
         return None
+
+    # -- riding out a lost server (a cluster failover; issue 16) ------------------------------
+
+    def _ride_out(self, move: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """Run a queue move; while the server does not answer, run it again (10 ms back-off,
+        doubling to 200 ms) until it does or ``_reconnect_s`` has passed since the first
+        failure, then raise the last failure as a one-line ServerUnavailable.
+
+        Running a move again is safe: a claim whose reply was lost leaves a lease that runs
+        out and is reaped; a completion, renewal, give-back or retry that did apply answers
+        gone or stale the second time (the fence); a sweep finds nothing left to move.
+        """
+        first_failure: float | None = None
+        pause = 0.01
+        while True:
+            try:
+                result = move(*args, **kwargs)
+            except _LOST_SERVER as exc:
+                now = time.monotonic()
+                first_failure = now if first_failure is None else first_failure
+                if now - first_failure >= self._reconnect_s:
+                    if isinstance(exc, ServerUnavailable):
+                        raise
+                    from .scripts import lost_server
+
+                    raise lost_server(self.queue.client, exc) from None
+                self._crashed.wait(pause)  # an abandoned worker stops waiting at once
+                self._alive_or_unwind()
+                pause = min(0.2, pause * 2)
+                continue
+            except Exception:
+                if first_failure is not None:  # the server answered (NotReplicated, say): back
+                    with self._lock:
+                        self.report.reconnected += 1
+                raise
+            if first_failure is not None:
+                with self._lock:
+                    self.report.reconnected += 1
+            return result
 
     # -- the wake listener -------------------------------------------------------------------
 
@@ -597,7 +681,10 @@ class Worker:
             try:
                 woken = self.queue.wait_for_work(self.idle_wait_ms)
             except Exception:
-                return  # the owner meets the same failure on its next call and reports it
+                # The owner meets the same failure on its next call: it rides it out (a
+                # failover) or reports it and ends this run. Listen again meanwhile.
+                time.sleep(min(0.2, self.idle_wait_ms / 1000))
+                continue
             if self._run_id != run_id or self._crashed.is_set():
                 return
             if woken:

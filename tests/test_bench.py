@@ -184,3 +184,19 @@ def test_the_soak_refuses_to_report_a_run_that_lost_jobs(valkey_client, monkeypa
             soak.run_jobs(queue, echoq.Effects(queue), 20, 1)
     finally:
         queue.reset()
+
+
+def test_cluster_scale_runs_tiny_and_reports_every_setup() -> None:
+    """bench/cluster_scale.py: two real clusters and one server, the path asked for on each."""
+    tiny = ["--queues", "3", "--jobs", "20", "--rounds", "1", "--paths", "worker"]
+    done = run_bench("cluster_scale.py", *tiny, "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    setups = ("single server (plain client)", "cluster, 1 master", "cluster, 3 masters")
+    assert {(r["path"], r["setup"]) for r in report["rows"]} == {("worker", s) for s in setups}
+    assert report["masters_used"] == 3 and report["queues_per_master"] == 1
+    for row in report["rows"]:
+        assert row["jobs"] == 60 and row["rate"] > 0 and math.isfinite(row["ratio_to_one_master"])
+        assert row["server_cpu_pct"] >= 0 and row["client_cpu_pct"] >= 0
+    assert "worker_three_vs_one_master" in report["headlines"]
+    assert run_bench("cluster_scale.py", "--paths", "sideways").returncode == 2  # one line, no clusters started

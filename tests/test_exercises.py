@@ -46,7 +46,7 @@ def assert_well_formed(fb: Feedback) -> None:
 
 
 def test_every_exercise_has_its_catalogue() -> None:
-    assert {ex.lesson for ex in EXERCISES.values()} == {"01", "02", "03", "04", "05", "06"}
+    assert {ex.lesson for ex in EXERCISES.values()} == {"01", "02", "03", "04", "05", "06", "07"}
     for key, ex in EXERCISES.items():
         assert len(ex.misconceptions) >= 5, f"{key}: only {len(ex.misconceptions)} named misconceptions"
         assert len(ex.alternatives) >= 2, f"{key}: fewer than two right answers written another way"

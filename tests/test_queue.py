@@ -15,6 +15,7 @@ from echoq.effects import Effects
 from echoq.keyspace import Keyspace
 from echoq.queue import SCRIPT_KEYS
 from echoq.teaching import contrasts
+from echoq.teaching.cluster import slot_of
 from tests.conftest import fresh_name
 from tests.helpers import assert_one_place, expire, server_now_ms, wait_for_server_time
 
@@ -309,6 +310,9 @@ def test_a_script_refuses_keys_of_another_queue_and_changes_nothing(
     held_a, held_b = _busy(queue), _busy(other)
     calls = _mismatched_calls(queue.keys, other.keys, held_a, held_b, echoq.new_job_id())
     script, keys, args, error, message = calls[case]
+    if echoq.is_cluster(queue.client) and len({slot_of(k) for k in keys}) > 1:
+        # On a cluster, keys of two slots are refused before any script runs (CROSSSLOT).
+        error, message = echoq.InvalidArgument, "CROSSSLOT"
     before = _server_state(queue), _server_state(other)
     with pytest.raises(error, match=message):
         scripts.run(queue.client, script, keys, args)

@@ -355,3 +355,53 @@ question(
     1,
     reveals="worker.work(burst=True)",
 )
+
+# -- 07 ---------------------------------------------------------------------------------------
+
+question(
+    "07",
+    "crossslot",
+    "claim.lua is called with the pending key of queue orders and the active key of queue billing, whose "
+    "tags hash to different slots. What happens?",
+    [
+        (
+            "It is refused before it runs: one script runs on one master, and these keys are in two slots.",
+            "A script's keys must all be in one slot; the client refuses to send the call, and a server sent it "
+            "anyway replies CROSSSLOT before the first line runs.",
+        ),
+        (
+            "It runs on orders' master and moves a job into billing's active set.",
+            "billing's active set lives in another slot, perhaps on another master: no single master holds both.",
+        ),
+        (
+            "The cluster splits it: each master runs the part that touches its own keys.",
+            "A script is one atomic run on one master; nothing splits it, so nothing can run it across two slots.",
+        ),
+    ],
+    0,
+    reveals='scripts.run(c, "claim", two_queues',
+)
+question(
+    "07",
+    "behind",
+    "The replica's link to its master is cut. 100 jobs are enqueued and each enqueue is acknowledged. Then the "
+    "master is killed and the replica promoted. How many of the 100 does the new master have?",
+    [
+        (
+            "All 100: Valkey replicates every write.",
+            "It does, after it replies, and over a link that was cut here: none of them reached the replica.",
+        ),
+        (
+            "None: every one was written after the link was cut, and existed on the dead master only.",
+            "Asynchronous replication acknowledges first and copies later; a master that dies in between takes "
+            "the writes with it. WAIT is how a producer learns whether a replica has them.",
+        ),
+        (
+            "The promotion is refused, so the old data comes back when the master restarts.",
+            "The replica is promoted (this cluster lets any replica stand for election), and the old master "
+            "rejoins as its replica, taking the new master's data.",
+        ),
+    ],
+    1,
+    reveals='acknowledged_then_failover(cluster, f"{lesson.queue.name}-async"',
+)

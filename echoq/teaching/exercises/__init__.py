@@ -17,12 +17,13 @@ ran, never by the code's shape. See :mod:`.core` for the feedback's rules.
  04   two_step    a two-step reaper, raced; its duplicate       :func:`check_two_step_reaper`
  05   loop        the consumer loop on a beat                   :func:`check_worker_loop`
  06   heartbeat   lease extension that knows when it is lost    :func:`check_keep_lease`
+ 07   requeue     row keys built in a script, on a cluster      :func:`check_requeue_script`
 ====  ==========  ============================================  ============================
 """
 
 from __future__ import annotations
 
-from . import lesson01, lesson02, lesson03, lesson04, lesson05, lesson06
+from . import lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07
 from .core import EXERCISES, GENERIC, Exercise, Feedback, Misconception, reset_hints
 from .lesson01 import check_lost_jobs
 from .lesson02 import check_claim_script
@@ -30,6 +31,7 @@ from .lesson03 import check_charge_once, check_fenced_complete, deliver
 from .lesson04 import check_stall_count, check_two_step_reaper, race, race_atomic
 from .lesson05 import check_worker_loop
 from .lesson06 import check_keep_lease, long_job
+from .lesson07 import check_requeue_script
 
 __all__ = [
     "CATALOGUE",
@@ -46,6 +48,7 @@ __all__ = [
     "check_fenced_complete",
     "check_keep_lease",
     "check_lost_jobs",
+    "check_requeue_script",
     "check_stall_count",
     "check_two_step_reaper",
     "check_worker_loop",
@@ -57,7 +60,7 @@ __all__ = [
     "solution",
 ]
 
-_ = (lesson01, lesson02, lesson03, lesson04, lesson05, lesson06)  # each registers its exercises
+_ = (lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07)  # each registers its exercises
 
 STUBS = {key: ex.stub for key, ex in EXERCISES.items()}
 SOLUTIONS = {key: ex.solution for key, ex in EXERCISES.items()}

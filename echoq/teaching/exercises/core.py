@@ -284,24 +284,38 @@ class Run:
         KILL: it could stop another learner's script)."""
         import time
 
-        give_up = time.monotonic() + 10
-        while time.monotonic() < give_up:
-            try:
-                self.client.ping()
-                return True  # the server answers: no script holds it
-            except redis.ResponseError as exc:
-                if "BUSY" not in str(exc):
-                    return True
-            try:
-                self.client.script_kill()
-                return True
-            except PermissionDenied:
-                return False
-            except redis.ResponseError as exc:  # NOTBUSY: nothing runs (any more); UNKILLABLE: it wrote
-                if "NOTBUSY" in str(exc) or "UNKILLABLE" in str(exc):
-                    return True
-            time.sleep(0.1)
-        return True
+        from redis.cluster import RedisCluster
+
+        # On a cluster (lesson 07) the script ran on one master: ask each (SCRIPT KILL has no key).
+        if isinstance(self.client, RedisCluster):
+            nodes = [self.client.get_redis_connection(n) for n in self.client.get_primaries()]
+        else:
+            nodes = [self.client]
+        stopped = True
+        for node in nodes:
+            give_up = time.monotonic() + 10
+            while time.monotonic() < give_up:
+                try:
+                    node.ping()
+                    break  # the server answers: no script holds it
+                except redis.ResponseError as exc:
+                    if "BUSY" not in str(exc):
+                        break
+                except redis.ConnectionError:
+                    break  # a node that is gone runs no script
+                try:
+                    node.script_kill()
+                    break
+                except (PermissionDenied, redis.exceptions.NoPermissionError):
+                    stopped = False
+                    break
+                except redis.ResponseError as exc:  # NOTBUSY: nothing runs (any more); UNKILLABLE: it wrote
+                    if "NOTBUSY" in str(exc) or "UNKILLABLE" in str(exc):
+                        break
+                except redis.ConnectionError:
+                    break
+                time.sleep(0.1)
+        return stopped
 
     def _stop_or_say(self) -> None:
         if not self.stop_script():
