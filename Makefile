@@ -47,7 +47,11 @@ test: setup
 	@bash tools/system-deps.sh
 	@bash tools/hub-deps.sh
 	$(BIN)/ruff check echoq tests bench tools
-	$(BIN)/python -m pytest
+	@# Most tests wait on servers, leases and kernels rather than compute: three processes
+	@# share the cores, one test file (one notebook) each at a time.
+	$(BIN)/python -m pytest -n 3 --dist loadfile -m "not browser"
+	@# Then the tests that judge what Chromium paints, alone, so no frame is starved of CPU.
+	$(BIN)/python -m pytest -m browser
 
 lint: setup
 	$(BIN)/ruff check echoq tests bench

@@ -119,3 +119,15 @@ def queue(client: redis.Redis) -> Iterator[echoq.Queue]:
     q = echoq.Queue(fresh_name(), client)
     yield q
     q.reset()
+
+
+# The end-to-end tests that judge what Chromium paints (test_browser, test_hub) run in a
+# phase of their own (`make test`: `pytest -m browser` after the rest): starved of CPU by
+# the other tests running beside them, a browser drops animation frames a learner would see.
+BROWSER_MODULES = {"test_browser.py", "test_hub.py"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in BROWSER_MODULES:
+            item.add_marker(pytest.mark.browser)

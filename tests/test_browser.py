@@ -43,25 +43,31 @@ PANELS = {
 }
 
 SAMPLER = """canvas => {
-    // Every picture drawn on the panel's canvas: a hash of its pixels (FNV-1a of its PNG),
-    // taken each time ipympl paints a frame onto it. Counting paints, not animation ticks,
-    // so a busy machine that samples less often does not see fewer pictures than were shown.
+    // Every picture painted on the panel's canvas, hashed (FNV-1a) each time ipympl paints a
+    // frame onto it. Counting paints, not animation ticks, so a busy machine that samples
+    // less often does not see fewer pictures than were shown; and hashing a 160x100 copy of
+    // the pixels, not a PNG of the canvas, so the counting does not slow the page down enough
+    // to make it drop the frames it counts.
     window.__frames = [];
     window.__sampling = true;
-    const hash = s => {
+    const proto = CanvasRenderingContext2D.prototype;
+    if (!proto.__echoqDrawImage) proto.__echoqDrawImage = proto.drawImage;
+    const small = document.createElement("canvas");
+    small.width = 160; small.height = 100;
+    const smallContext = small.getContext("2d", { willReadFrequently: true });
+    const hash = source => {
+        proto.__echoqDrawImage.call(smallContext, source, 0, 0, small.width, small.height);
+        const pixels = smallContext.getImageData(0, 0, small.width, small.height).data;
         let h = 0x811c9dc5;
-        for (let i = 0; i < s.length; i += 7) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619); }
+        for (let i = 0; i < pixels.length; i++) { h ^= pixels[i]; h = Math.imul(h, 16777619); }
         return h >>> 0;
     };
-    window.__frames.push(hash(canvas.toDataURL()));
-    const proto = CanvasRenderingContext2D.prototype;
-    if (!proto.__echoqDrawImage) {
-        proto.__echoqDrawImage = proto.drawImage;
+    window.__frames.push(hash(canvas));
+    if (!proto.__echoqCounting) {
+        proto.__echoqCounting = true;
         proto.drawImage = function (...args) {
             const result = proto.__echoqDrawImage.apply(this, args);
-            if (window.__sampling && this.canvas === window.__sampled) {
-                window.__frames.push(hash(this.canvas.toDataURL()));
-            }
+            if (window.__sampling && this.canvas === window.__sampled) window.__frames.push(hash(this.canvas));
             return result;
         };
     }
