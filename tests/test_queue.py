@@ -654,35 +654,19 @@ def test_snapshot_lists_are_capped_but_counts_are_exact(queue: echoq.Queue) -> N
     assert len(snap.pending) == 10 and snap.counts["pending"] == 30
 
 
-def crc16_xmodem(data: bytes) -> int:
-    crc = 0
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
-            crc &= 0xFFFF
-    return crc
-
-
-def cluster_slot(key: str) -> int:
-    """Valkey Cluster's slot rule: CRC16 of the hash tag (text in the first {...}) mod 16384."""
-    start = key.find("{")
-    if start >= 0:
-        end = key.find("}", start + 1)
-        if end > start + 1:
-            key = key[start + 1 : end]
-    return crc16_xmodem(key.encode()) % 16384
-
-
 def test_crc16_matches_the_reference_vector() -> None:
-    assert crc16_xmodem(b"123456789") == 0x31C3
+    from echoq.teaching.cluster import _crc16
+
+    assert _crc16(b"123456789") == 0x31C3
 
 
 def test_every_key_of_a_queue_is_in_one_slot(queue: echoq.Queue) -> None:
     k = queue.keys
     job = echoq.new_job_id()
     keys = [k.pending, k.active, k.scheduled, k.dead, k.done, k.stats, k.effects, k.outbox, k.job(job)]
-    local = {cluster_slot(key) for key in keys}
+    from echoq.teaching.cluster import slot_of  # the kit's rule, checked against the server's below
+
+    local = {slot_of(key) for key in keys}
     assert len(local) == 1
     try:
         server = {queue.client.execute_command("CLUSTER", "KEYSLOT", key) for key in keys}

@@ -558,3 +558,29 @@ def _along(path: list[tuple[float, float]], p: float) -> tuple[float, float]:
             return (x0 + (x1 - x0) * t, y0 + (y1 - y0) * t)
         goal -= length
     return path[-1]
+
+
+class QueueFigure(BoardFigure):
+    """A board of one queue's sets: ``self.pending``, ``self.active``, ``self.done`` (built by
+    the panel's ``build``), labelled with the queue's own key names."""
+
+    pending: GridPlace
+    active: TimePlace
+    done: GridPlace
+
+    def __init__(self, queue: str) -> None:
+        self.queue = queue
+        super().__init__()
+
+    def key(self, part: str) -> str:
+        return f"emq:{{{self.queue}}}:{part}"
+
+    def spots(self, frame: Frame, now_ms: int) -> dict[str, Spot]:
+        return {} if frame.snapshot is None else self.set_spots(frame.snapshot, now_ms)
+
+    def set_spots(self, snap: Any, now_ms: int) -> dict[str, Spot]:
+        """Where each job of the snapshot stands: pending and done by tag, active at its deadline."""
+        out = self.pending.spots([(j, words.tag(j)) for j in snap.pending], snap.counts["pending"])
+        out.update(self.active.spots([(j, deadline - now_ms, "") for j, deadline in snap.active.items()]))
+        out.update(self.done.spots([(j, words.tag(j)) for j in snap.done], snap.counts["done"]))
+        return out

@@ -5,21 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from .. import words
-from ..figure import BoardFigure, GridPlace, Spot, TimePlace
+from ..figure import GridPlace, QueueFigure, TimePlace
 from ..frames import Frame
 from ..style import FONT, MUTED
 
 __all__ = ["ClaimFigure"]
 
 
-class ClaimFigure(BoardFigure):
-    def __init__(self, queue: str) -> None:
-        self.queue = queue
-        super().__init__()
-
-    def key(self, part: str) -> str:
-        return f"emq:{{{self.queue}}}:{part}"
-
+class ClaimFigure(QueueFigure):
     def build(self) -> None:
         top, bottom = 0.76, 0.30
         self.pending = GridPlace(self, "pending", (0.02, bottom, 0.235, top), key=self.key("pending"))
@@ -36,15 +29,6 @@ class ClaimFigure(BoardFigure):
         self.paths["enqueue"] = [(0.0, top - 0.03), (0.05, top - 0.03)]
         self.paths["fast-forward"] = [(0.68, bottom + 0.02), (self.active.now_x + 0.01, bottom + 0.02)]
         self.worker = self.dynamic_text(0.60, 0.09, "", ha="center", va="center", weight="bold")
-
-    def spots(self, frame: Frame, now_ms: int) -> dict[str, Spot]:
-        snap = frame.snapshot
-        if snap is None:
-            return {}
-        out = self.pending.spots([(j, words.tag(j)) for j in snap.pending], snap.counts["pending"])
-        out.update(self.active.spots([(j, deadline - now_ms, "") for j, deadline in snap.active.items()]))
-        out.update(self.done.spots([(j, words.tag(j)) for j in snap.done], snap.counts["done"]))
-        return out
 
     def annotate(self, frame: Frame, now_ms: int) -> bool:
         state: dict[str, Any] = dict(frame.state)

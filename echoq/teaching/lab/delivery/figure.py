@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import words
-from ..figure import BoardFigure, GridPlace, Spot, TimePlace
+from ..figure import GridPlace, QueueFigure, TimePlace
 from ..frames import Frame
 from ..style import FEEDBACK, FONT, MUTED
 
@@ -16,11 +16,7 @@ __all__ = ["DeliveryFigure"]
 BAD = FEEDBACK["bad"][1]  # dark vermilion: 9:1 on white
 
 
-class DeliveryFigure(BoardFigure):
-    def __init__(self, queue: str) -> None:
-        self.queue = queue
-        super().__init__()
-
+class DeliveryFigure(QueueFigure):
     def build(self) -> None:
         top, bottom = 0.76, 0.42
         self.pending = GridPlace(self, "pending", (0.02, bottom, 0.20, top))
@@ -40,15 +36,6 @@ class DeliveryFigure(BoardFigure):
             0.405, 0.17, "", fontsize=22, ha="center", va="center", color=BAD, weight="bold"
         )
         self.refusal_words = self.dynamic_text(0.428, 0.045, "", va="center", color=BAD, weight="bold")
-
-    def spots(self, frame: Frame, now_ms: int) -> dict[str, Spot]:
-        snap = frame.snapshot
-        if snap is None:
-            return {}
-        out = self.pending.spots([(j, words.tag(j)) for j in snap.pending], snap.counts["pending"])
-        out.update(self.active.spots([(j, deadline - now_ms, "") for j, deadline in snap.active.items()]))
-        out.update(self.done.spots([(j, words.tag(j)) for j in snap.done], snap.counts["done"]))
-        return out
 
     def annotate(self, frame: Frame, now_ms: int) -> bool:
         state: dict[str, Any] = dict(frame.state)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import words
-from ..figure import BoardFigure, GridPlace, Spot, TimePlace
+from ..figure import GridPlace, QueueFigure, Spot, TimePlace
 from ..frames import Frame
 from ..style import FEEDBACK, FONT, INK, MUTED, TITLE
 from .model import tally
@@ -18,14 +18,7 @@ BAD = FEEDBACK["bad"][1]
 LINE = 18.9  # px between two lines of a card's 10 pt text (linespacing 1.35)
 
 
-class FleetFigure(BoardFigure):
-    def __init__(self, queue: str) -> None:
-        self.queue = queue
-        super().__init__()
-
-    def key(self, part: str) -> str:
-        return f"emq:{{{self.queue}}}:{part}"
-
+class FleetFigure(QueueFigure):
     def build(self) -> None:
         top, bottom = 0.80, 0.37
         self.pending = GridPlace(self, "pending", (0.02, bottom, 0.22, top), key=self.key("pending"))

@@ -7,21 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from .. import words
-from ..figure import BoardFigure, GridPlace, Spot, TimePlace
+from ..figure import GridPlace, QueueFigure, Spot, TimePlace
 from ..frames import Frame
 from ..style import FONT, MUTED
 
 __all__ = ["ReapFigure"]
 
 
-class ReapFigure(BoardFigure):
-    def __init__(self, queue: str) -> None:
-        self.queue = queue
-        super().__init__()
-
-    def key(self, part: str) -> str:
-        return f"emq:{{{self.queue}}}:{part}"
-
+class ReapFigure(QueueFigure):
     def build(self) -> None:
         top, bottom = 0.76, 0.36
         self.pending = GridPlace(self, "pending", (0.02, bottom, 0.22, top), key=self.key("pending"), label_lines=2)
