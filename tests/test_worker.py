@@ -415,6 +415,36 @@ def test_quick_jobs_are_batched_and_slow_ones_are_not_hoarded(queue: echoq.Queue
     assert max(most_held) <= 2  # without renewal nothing waits in a buffer: claims are for free slots
 
 
+def test_a_job_that_blocks_after_quick_ones_does_not_hold_back_the_jobs_behind_it(queue: echoq.Queue) -> None:
+    """Quick jobs run one after another in the handler thread that is awake: no other
+    thread is woken for them (QUICK_JOB_S). When that thread then meets a job that blocks,
+    the job waiting behind it in the buffer is not stuck there: another thread takes it."""
+    queue.enqueue_many(["quick"] * 40)
+    freed = threading.Event()
+
+    def handler(delivery: Delivery) -> None:
+        if delivery.payload == "blocks":
+            assert freed.wait(10), "the job behind the blocked one never ran"
+        elif delivery.payload == "frees":
+            freed.set()
+
+    worker = Worker(queue, handler, concurrency=2, prefetch=8, lease_ms=5_000, beat_ms=60_000, idle_wait_ms=60_000)
+    runner = threading.Thread(target=worker.work)
+    runner.start()
+    try:
+        give_up = time.monotonic() + 10
+        while not worker._listening.is_set() and time.monotonic() < give_up:
+            time.sleep(0.005)  # a poll with a deadline
+        assert worker._listening.is_set() and worker.report.completed == 40, "the worker never went idle"
+        assert worker._quick_jobs()  # 40 no-op jobs taught it that jobs are quick
+        queue.enqueue_many(["blocks", "frees"])  # one wake, one claim: both land in the buffer
+        assert freed.wait(10), "the job behind the blocked one never ran"
+    finally:
+        worker.stop()
+        runner.join(10)
+    assert not runner.is_alive() and worker.report.completed == 42 and worker.report.errors == []
+
+
 def test_stop_mid_batch_completes_or_gives_back_every_job_held(queue: echoq.Queue) -> None:
     ids = queue.enqueue_many([f"job {n}" for n in range(20)])
     effects = Effects(queue)
