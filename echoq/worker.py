@@ -531,7 +531,7 @@ class Worker:
         )
         took = time.perf_counter() - started
         fresh = [Delivery(self, claim) for claim in claims]
-        completed = sum(1 for outcome in outcomes if outcome is Complete.COMPLETED)
+        completed = outcomes.count(Complete.COMPLETED)
         with self._lock:
             self._trip_s = took if not self.report.round_trips else 0.8 * self._trip_s + 0.2 * took
             report = self.report
@@ -636,46 +636,56 @@ class Worker:
     # -- the handler threads -----------------------------------------------------------------
 
     def _handle_jobs(self) -> None:
-        lock = self._lock
+        # A busy worker runs every job through this loop: the names it uses are local.
+        lock, busy, crashed, has_work = self._lock, self._busy, self._crashed, self._has_work
+        handler, hooks, clock = self.handler, self.hooks, time.perf_counter
         finished: tuple[Delivery, Exception | None] | None = None
         took = 0.0
         while True:
             with lock:  # one lock hold per job: hand the last one back, take the next
                 if finished is not None:
-                    self._busy.discard(finished[0])
-                    if self._crashed.is_set():
+                    busy.discard(finished[0])
+                    if crashed.is_set():
                         return  # a dead worker completes nothing
                     self._finished.append(finished)
                     finished = None
-                    self._job_s = took if self._job_s is None else 0.8 * self._job_s + 0.2 * took
+                    job_s = self._job_s
+                    self._job_s = took if job_s is None else 0.8 * job_s + 0.2 * took
                     if self._io_waiting and len(self._buffer) <= self._low_mark:
                         self._io_wake.notify()
                 while not self._buffer or self._stopping:
-                    if self._closing or self._stopping or self._crashed.is_set():
+                    if self._closing or self._stopping or crashed.is_set():
                         return
-                    self._has_work.wait()
-                if self._crashed.is_set():
+                    has_work.wait()
+                if crashed.is_set():
                     return
                 delivery = self._buffer.popleft()
-                self._busy.add(delivery)
+                busy.add(delivery)
                 # Jobs left: wake the next thread for them, unless jobs are quick (see QUICK_JOB_S).
                 if self._buffer and not self._quick_jobs():
-                    self._has_work.notify()
+                    has_work.notify()
+            started = self._last_take = clock()
             try:
-                started = time.perf_counter()
-                self._last_take = started
-                error = self._run(delivery)
-                took = time.perf_counter() - started
+                if hooks is None:
+                    try:
+                        handler(delivery)
+                        error = None
+                    except Exception as exc:
+                        self._alive_or_unwind()
+                        error = exc
+                else:
+                    error = self._run(delivery)
             except Abandon:
                 return
             except BaseException as exc:  # KeyboardInterrupt, SystemExit: the worker ends
                 with lock:
                     self._handler_failure = exc
                     self._stopping = True
-                    self._busy.discard(delivery)
+                    busy.discard(delivery)
                     self._io_wake.notify_all()
-                    self._has_work.notify_all()
+                    has_work.notify_all()
                 return
+            took = clock() - started
             finished = (delivery, error)
 
     def _run(self, delivery: Delivery) -> Exception | None:
