@@ -318,17 +318,27 @@ class Queue:
         whole("count", count, 0, BATCH)  # 0: complete and claim nothing
         outcomes: list[Complete] = []
         fresh: list[Claim] = []
-        named = self.script_keys("complete_many")
-        rows = self.keys.prefix + "job:"  # + an id _only_claims checked
         chunks = [claims[start : start + BATCH] for start in range(0, len(claims), BATCH)] or [[]]
         for n, chunk in enumerate(chunks):
-            args: list[Any] = [self.keep_done, lease_ms, count if n == len(chunks) - 1 else 0, self.keep_dead]
-            for held in chunk:
-                args += (held.job_id, held.attempt)
-            done, claimed = self._run("complete_many", named + [rows + h.job_id for h in chunk], args)
-            outcomes += [_COMPLETES.get(x) or Complete(_text(x)) for x in done]
-            fresh += _claims(claimed)
+            keys, args = self._complete_many_call(chunk, count if n == len(chunks) - 1 else 0, lease_ms)
+            done, claimed = self._complete_many_reply(self._run("complete_many", keys, args))
+            outcomes += done
+            fresh += claimed
         return outcomes, fresh
+
+    def _complete_many_call(self, claims: Sequence[Claim], count: int, lease_ms: int) -> tuple[list[str], list[Any]]:
+        """The KEYS and ARGV of one complete_many.lua call: ``claims`` (at most BATCH, checked
+        with _only_claims) and ``count`` and ``lease_ms`` checked by the caller."""
+        rows = self.keys.prefix + "job:"  # + an id _only_claims checked
+        args: list[Any] = [self.keep_done, lease_ms, count, self.keep_dead]
+        for held in claims:
+            args += (held.job_id, held.attempt)
+        return self.script_keys("complete_many") + [rows + h.job_id for h in claims], args
+
+    @staticmethod
+    def _complete_many_reply(reply: list[Any]) -> tuple[list[Complete], list[Claim]]:
+        done, claimed = reply
+        return [_COMPLETES.get(x) or Complete(_text(x)) for x in done], _claims(claimed)
 
     def complete_and_claim(
         self, claim: Claim | str, attempt: int | None = None, *, lease_ms: int = DEFAULT_LEASE_MS, count: int = 1

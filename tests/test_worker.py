@@ -10,6 +10,7 @@ deadline that only turns a hang into a failure."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -26,6 +27,8 @@ from echoq.effects import Effects
 from echoq.queue import WAKE_CAP
 from echoq.teaching.faults import CrashMode, CrashPlan
 from echoq.worker import (
+    LANES,
+    SPLIT_MIN,
     Backoff,
     Checkpoint,
     Delivery,
@@ -660,3 +663,95 @@ def test_wait_for_work_blocks_for_less_than_the_clients_socket_timeout(server_ur
         assert queue.wait_for_work(60_000) is False
     finally:
         client.close()
+
+
+# -- two calls in flight (a worker that may hold LANES * SPLIT_MIN jobs) -----------------------
+
+
+@pytest.fixture
+def most_in_flight(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The most pipelined calls a worker had in flight at once (the list's one item)."""
+    most = [0]
+    send = scripts.Pipelined.send
+
+    def counting(self: scripts.Pipelined, keys: list[str], args: list) -> None:
+        send(self, keys, args)
+        most[0] = max(most[0], self.pending)
+
+    monkeypatch.setattr(scripts.Pipelined, "send", counting)
+    return most
+
+
+def test_only_a_worker_that_may_hold_two_calls_worth_of_jobs_pipelines(queue: echoq.Queue) -> None:
+    assert LANES * SPLIT_MIN == 32
+    assert Worker(queue, print, concurrency=8)._pipelined()  # 8 slots + 32 prefetched
+    assert not Worker(queue, print, concurrency=4)._pipelined()  # 4 + 16: one call at a time
+    assert not Worker(queue, print, concurrency=8, extend_every_ms=0)._pipelined()  # no prefetch: 8
+    assert Worker(queue, print, concurrency=2, prefetch=30)._pipelined()
+
+
+def test_stop_with_calls_in_flight_completes_or_gives_back_every_job(
+    queue: echoq.Queue, most_in_flight: list[int]
+) -> None:
+    ids = queue.enqueue_many([f"job {n}" for n in range(300)])
+    effects = Effects(queue)
+    ran = itertools.count(1)
+
+    def handler(delivery: Delivery) -> None:
+        effects.apply_once(delivery.job_id)
+        if next(ran) == 150:
+            worker.stop()
+
+    worker = Worker(queue, handler, concurrency=8, lease_ms=5_000, **FAST)
+    report = worker.work()  # not burst: only stop() ends it
+    assert most_in_flight[0] == LANES
+    snap = assert_one_place(queue, set(ids))
+    assert snap.counts["active"] == 0  # nothing held past the stop
+    assert report.completed == snap.counts["done"] >= 150 and report.stale == 0
+    assert report.completed + snap.counts["pending"] == 300
+    # Every job that ran was completed; the rest are pending, and run once each elsewhere.
+    assert Worker(queue, keyed_consumer(effects), **FAST).work(burst=True).completed == 300 - report.completed
+    assert effects.counts() == {job_id: 1 for job_id in ids}
+
+
+def test_abandon_with_calls_in_flight_loses_nothing(queue: echoq.Queue, most_in_flight: list[int]) -> None:
+    ids = queue.enqueue_many([f"job {n}" for n in range(300)])
+    effects = Effects(queue)
+    ran = itertools.count(1)
+
+    def handler(delivery: Delivery) -> None:
+        effects.apply_once(delivery.job_id)
+        if next(ran) == 150:
+            worker.abandon()
+
+    worker = Worker(queue, handler, concurrency=8, lease_ms=1_000, **FAST)
+    report = worker.work()
+    assert report.abandoned and most_in_flight[0] == LANES
+    snap = assert_one_place(queue, set(ids))  # the jobs of the calls in flight too
+    # A call in flight may have completed jobs on the server (a killed process's last call
+    # can go through too); the report counts only the replies the worker read.
+    assert report.completed <= snap.counts["done"] < 300 and snap.counts["active"] > 0
+    # What it held (running, prefetched, claimed by a call whose reply it never read) stays
+    # leased until the leases run out; then a stalled check returns it.
+    expire(queue, *(echoq.Claim(job_id, "", 0, deadline) for job_id, deadline in snap.active.items()))
+    assert Worker(queue, keyed_consumer(effects), **FAST).work(burst=True).recovered == snap.counts["active"]
+    snap = assert_one_place(queue, set(ids))
+    assert snap.counts["done"] == 300 and effects.counts() == {job_id: 1 for job_id in ids}
+
+
+def test_a_pipelined_worker_rides_through_a_script_cache_flush(queue: echoq.Queue, most_in_flight: list[int]) -> None:
+    """A call in flight when the server forgets the script comes back NOSCRIPT (it did not
+    run); it is run again, in order, and nothing is lost or done twice."""
+    ids = queue.enqueue_many([f"job {n}" for n in range(300)])
+    effects = Effects(queue)
+    ran = itertools.count(1)
+
+    def handler(delivery: Delivery) -> None:
+        effects.apply_once(delivery.job_id)
+        if next(ran) % 60 == 0:
+            queue.client.script_flush()
+
+    report = Worker(queue, handler, concurrency=8, lease_ms=5_000, **FAST).work(burst=True)
+    assert most_in_flight[0] == LANES
+    assert (report.completed, report.stale, report.lease_lost) == (300, 0, 0)
+    assert effects.counts() == {job_id: 1 for job_id in ids}
