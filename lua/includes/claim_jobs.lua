@@ -7,6 +7,13 @@
 --- @include "includes/args"
 --- @include "includes/rows"
 
+-- A row's attempts field as echoq writes it: no field yet, or a count of at most 9 digits.
+-- HINCRBY would refuse anything else that is not an integer and fail the whole call
+-- half-way; such a row was written by something else, and is not delivered.
+local function plain_count(value)
+  return value == false or value == '0' or string.match(value, '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?$') ~= nil
+end
+
 -- Move retries whose backoff has run out (scheduled score <= now) into pending, at most
 -- 1000 per call. An entry whose row does not say 'scheduled' is corrupt (includes/rows).
 local function promote_due(q)
@@ -19,13 +26,6 @@ local function promote_due(q)
       redis.call('HSET', row, 'state', 'pending')
     end
   end
-end
-
--- A row's attempts field as echoq writes it: no field yet, or a count of at most 9 digits.
--- HINCRBY would refuse anything else that is not an integer and fail the whole call
--- half-way; such a row was written by something else, and is not delivered.
-local function plain_count(value)
-  return value == false or value == '0' or string.match(value, '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?$') ~= nil
 end
 
 -- Pop the oldest pending ids into active. Appends id, payload, attempt, deadline per job
