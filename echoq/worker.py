@@ -72,9 +72,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+import redis
+
 from . import scripts
 from .effects import EffectResult, Effects
-from .errors import InvalidArgument
+from .errors import InvalidArgument, ServerUnavailable
 from .limits import BOUNDS, check, fraction, whole
 from .queue import (
     BATCH,
@@ -504,16 +506,20 @@ class Worker:
                 if self._pipe is None:
                     got = self._complete_and_claim(done, ask)
                 else:
-                    if done or ask:
-                        self._send(done, ask)
-                    # Read a reply once LANES calls are in flight, or when there is nothing
-                    # more to send: claimed jobs never wait unread (their leases would run
-                    # on with nobody renewing them), and the owner never sleeps with a call
-                    # in flight.
-                    if not (done or ask) or len(self._sent) >= LANES:
-                        got, ask = self._receive()
-                    else:
-                        got = ask
+                    try:
+                        if done or ask:
+                            self._send(done, ask)
+                        # Read a reply once LANES calls are in flight, or when there is
+                        # nothing more to send: claimed jobs never wait unread (their leases
+                        # would run on with nobody renewing them), and the owner never
+                        # sleeps with a call in flight.
+                        if not (done or ask) or len(self._sent) >= LANES:
+                            got, ask = self._receive()
+                        else:
+                            got = ask
+                    except ServerUnavailable:
+                        got = ask = 0
+                        self._stop_pipelining(done)
                 if got < ask:
                     if not dry:
                         look_again = time.monotonic() + idle_s
@@ -576,13 +582,34 @@ class Worker:
         return max(0, c + extra - len(self._buffer) - len(self._busy) - self._asked)
 
     def _pipelined(self) -> bool:
-        """Whether this worker may hold enough jobs for LANES calls in flight (SPLIT_MIN)."""
+        """Whether this worker may hold enough jobs for LANES calls in flight (SPLIT_MIN),
+        on one connection to one server (a plain client)."""
+        if not isinstance(self.queue.client, redis.Redis) or getattr(self.queue, "durability", None) is not None:
+            return False  # a cluster client, or waits for replicas on the write's own connection
         c = self.concurrency
         if self.prefetch is not None:
             most = c + self.prefetch
         else:
             most = c + (min(PREFETCH_PER_SLOT * c, BATCH - c) if self.extend_every_ms else 0)
         return most >= LANES * SPLIT_MIN
+
+    def _stop_pipelining(self, unsent: list[Delivery]) -> None:
+        """The connection of the calls in flight was lost: go on one call at a time.
+
+        Whether a call in flight ran is unknown. Its completions are sent again (with
+        ``unsent``, the ones being written when it failed): the fence answers ``gone`` for one
+        that did apply, so none is lost and none is done twice. Its claims, if it ran, hold
+        leases nobody renews: they run out and the jobs are reaped, as a dead worker's are."""
+        assert self._pipe is not None
+        with self._lock:
+            in_flight = [d for done, _ask, _sent in self._sent for d in done]
+            self._sent.clear()
+            self._asked = 0
+        self._pipe.close()
+        self._pipe = None
+        again = in_flight + [d for d in unsent if d not in in_flight]
+        if again:
+            self._complete_and_claim(again, 0)
 
     def _send(self, done: list[Delivery], ask: int) -> None:
         """Pipelined: write one complete-and-claim call; its reply is read by _receive."""
