@@ -26,7 +26,7 @@ from collections.abc import Callable
 from .errors import InvalidJobId
 
 ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-JOB_ID_RE = re.compile(r"^JOB[0-9A-HJKMNP-TV-Z]{26}$")
+JOB_ID_RE = re.compile(r"JOB[0-9A-HJKMNP-TV-Z]{26}")
 JOB_ID_EXAMPLE = "JOB01JCXZ8Q0M7Z4Y2W6V9T3R5P1N"
 
 _RANDOM_BITS = 80
@@ -87,7 +87,7 @@ def minted_ms(job_id: str) -> int:
 
 
 def is_job_id(value: object) -> bool:
-    return isinstance(value, str) and JOB_ID_RE.match(value) is not None
+    return isinstance(value, str) and JOB_ID_RE.fullmatch(value) is not None
 
 
 def check_job_id(value: object) -> str:

@@ -21,7 +21,7 @@ from . import limits, scripts
 from .clock import server_clock
 from .durability import WAITED, Durability
 from .errors import InvalidArgument
-from .ids import check_job_id
+from .ids import JOB_ID_RE, check_job_id
 from .keyspace import Keyspace
 from .limits import BOUNDS, check, whole
 
@@ -332,15 +332,25 @@ class Queue:
         fresh: list[Claim] = []
         chunks = [claims[start : start + BATCH] for start in range(0, len(claims), BATCH)] or [[]]
         for n, chunk in enumerate(chunks):
-            args: list[Any] = [self.keep_done, lease_ms, count if n == len(chunks) - 1 else 0, self.keep_dead]
-            for held in chunk:
-                args += [held.job_id, held.attempt]
-            done, claimed = self._run(
-                "complete_many", self.script_keys("complete_many", *(h.job_id for h in chunk)), args
-            )
-            outcomes += [Complete(_text(x)) for x in done]
-            fresh += _claims(claimed)
+            keys, args = self._complete_many_call(chunk, count if n == len(chunks) - 1 else 0, lease_ms)
+            done, claimed = self._complete_many_reply(self._run("complete_many", keys, args))
+            outcomes += done
+            fresh += claimed
         return outcomes, fresh
+
+    def _complete_many_call(self, claims: Sequence[Claim], count: int, lease_ms: int) -> tuple[list[str], list[Any]]:
+        """The KEYS and ARGV of one complete_many.lua call: ``claims`` (at most BATCH, checked
+        with _only_claims) and ``count`` and ``lease_ms`` checked by the caller."""
+        rows = self.keys.prefix + "job:"  # + an id _only_claims checked
+        args: list[Any] = [self.keep_done, lease_ms, count, self.keep_dead]
+        for held in claims:
+            args += (held.job_id, held.attempt)
+        return self.script_keys("complete_many") + [rows + h.job_id for h in claims], args
+
+    @staticmethod
+    def _complete_many_reply(reply: list[Any]) -> tuple[list[Complete], list[Claim]]:
+        done, claimed = reply
+        return [_COMPLETES.get(x) or Complete(_text(x)) for x in done], _claims(claimed)
 
     def complete_and_claim(
         self, claim: Claim | str, attempt: int | None = None, *, lease_ms: int = DEFAULT_LEASE_MS, count: int = 1
@@ -611,16 +621,31 @@ def _holder(claim: Claim | str, attempt: int | None) -> tuple[str, int]:
     return check_job_id(job_id), check("attempt", attempt)
 
 
+_ATTEMPT_LOW, _ATTEMPT_HIGH = BOUNDS["attempt"]
+_is_job_id_text = JOB_ID_RE.fullmatch
+# Outcomes as a decoding client (str) or a plain one (bytes) reads them.
+_COMPLETES: dict[str | bytes, Complete] = {c.value: c for c in Complete} | {c.value.encode(): c for c in Complete}
+
+
 def _only_claims(claims: Sequence[Claim], method: str) -> None:
-    """Every item a Claim with a JOB id and an attempt in range: checked before any call."""
+    """Every item a Claim with a JOB id and an attempt in range: checked before any call.
+
+    The usual case costs two type tests, a match and a comparison per claim (a busy
+    Worker sends every job through here); anything else goes through the checks that
+    say what is wrong."""
     for held in claims:
         if not isinstance(held, Claim):
             raise InvalidArgument(f"{method} takes the Claims that claim_many returned, got {held!r}")
-        check_job_id(held.job_id)
-        check("attempt", held.attempt)
+        job_id, attempt = held.job_id, held.attempt
+        if type(job_id) is not str or _is_job_id_text(job_id) is None:
+            check_job_id(job_id)
+        if type(attempt) is not int or not _ATTEMPT_LOW <= attempt <= _ATTEMPT_HIGH:
+            check("attempt", attempt)
 
 
 def _claims(reply: list[Any]) -> list[Claim]:
+    if reply and type(reply[0]) is str:  # a decoding client: every text of the reply is str
+        return [Claim(reply[i], reply[i + 1], int(reply[i + 2]), int(reply[i + 3])) for i in range(0, len(reply), 4)]
     return [
         Claim(_text(reply[i]), _text(reply[i + 1]), int(reply[i + 2]), int(reply[i + 3]))
         for i in range(0, len(reply), 4)

@@ -18,6 +18,18 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   sends big batches, a quiet one small ones. A handler that raised gives its job back
   through ``retry`` with an exponential :class:`Backoff`, which dead-letters it after
   ``max_attempts``.
+* **Two calls in flight.** A worker that may hold enough jobs for two calls of
+  ``SPLIT_MIN`` (concurrency 8 with the default prefetch) writes its next call before it
+  reads the reply to the one before, on one connection (RESP pipelining), each call
+  claiming half of what it may hold: the server runs one call while the handlers work
+  through the jobs of the other. It never sleeps with a call in flight, so claimed jobs
+  never wait unread while their leases run. Smaller workers send one call at a time.
+* **Threads wake for work that needs them.** A handler thread that takes a job wakes the
+  next sleeping one while jobs are left -- unless jobs are quick (under ``QUICK_JOB_S`` of
+  handler time, a moving average): then the awake thread runs them one after another, as
+  fast as the GIL would let several threads take turns, without a thread wake-up per job.
+  Should it meet a slow job meanwhile, the owner wakes another thread for the jobs waiting
+  behind it within ``NUDGE_S``.
 * **Prefetch.** By default the buffer holds at most ``PREFETCH_PER_SLOT`` jobs per handler
   slot, and no more than the handlers get through in about two round trips, so quick jobs
   are batched and slow ones are not hoarded (a slow job is claimed only for a free slot).
@@ -73,6 +85,7 @@ from typing import Any, Protocol, TypeVar
 import redis
 from redis.exceptions import RedisClusterException
 
+from . import scripts
 from .effects import EffectResult, Effects
 from .errors import InvalidArgument, NotReplicated, ServerUnavailable
 from .limits import BOUNDS, check, fraction, whole
@@ -88,7 +101,7 @@ from .queue import (
     Retry,
     RetryResult,
     StalledReport,
-    _claims,
+    _only_claims,
     _text,
 )
 
@@ -114,6 +127,25 @@ PREFETCH_PER_SLOT = 4
 # so slow jobs are claimed for free slots only and never wait in a buffer for long.
 PREFETCH_ROUND_TRIPS = 2.0
 MAX_CONCURRENCY = 256
+# A job quicker than this (the handler's own time, moving average) is quicker than waking
+# another thread to run it: the handler thread that is awake takes the next one itself,
+# and the others sleep. Waking one thread per job made quick jobs pay a futex wake and a
+# GIL hand-off each (about 7 µs of CPU per job at concurrency 8, measured), for nothing:
+# under the GIL the threads would only take turns. Slower jobs (I/O) wake one thread per
+# job waiting, as many as there are free slots.
+QUICK_JOB_S = 50e-6
+# ... and should the awake thread meet a slow job while others wait in the buffer, the I/O
+# owner wakes another handler once no job has been taken for this long.
+NUDGE_S = 0.005
+# A worker that may hold at least LANES * SPLIT_MIN jobs keeps up to LANES complete-and-
+# claim calls in flight on its connection (RESP pipelining), each claiming at most 1/LANES
+# of what it may hold, and a call after the first carrying SPLIT_MIN jobs (completed +
+# claimed) at least: the server runs one call while this process hands out and finishes
+# the jobs of the one before, instead of each waiting for the other. A smaller worker
+# sends one call at a time: split further, a call's fixed cost (about 100 µs of CPU on
+# each side, measured) would be shared by too few jobs.
+SPLIT_MIN = 16
+LANES = 2
 _worker_numbers = itertools.count(1)
 
 
@@ -308,12 +340,17 @@ class Worker:
         self._closing = False  # work() is ending: handler threads leave
         self._io_waiting = False
         self._low_mark = 0  # the owner sends completions once the buffer is down to this
+        self._capacity = 0  # the most jobs it may hold now: handler slots + prefetch
+        self._pipe: scripts.Pipelined | None = None  # calls in flight (see LANES), when pipelined
+        self._sent: deque[tuple[list[Delivery], int, float]] = deque()  # (done, asked, sent at) per call in flight
+        self._asked = 0  # jobs the calls in flight claim: they count against the room
         self._woken = False
         self._buffer: deque[Delivery] = deque()  # claimed, not started
         self._busy: set[Delivery] = set()  # a handler is running them
         self._finished: list[tuple[Delivery, Exception | None]] = []  # ran, not yet completed
         self._handler_failure: BaseException | None = None
         self._job_s: float | None = None  # handler time per job (moving average)
+        self._last_take = 0.0  # perf_counter() when a handler last took a job from the buffer
         self._trip_s = 0.0  # complete-and-claim round trip (moving average)
         self._run_id = 0
         self._listener_run = -1
@@ -372,6 +409,9 @@ class Worker:
         self._busy.clear()
         self._finished.clear()
         self._handler_failure = None
+        self._sent.clear()
+        self._asked = 0
+        self._pipe = scripts.Pipelined(self.queue.client, "complete_many") if self._pipelined() else None
         self._run_id += 1
         handlers = [
             threading.Thread(target=self._handle_jobs, name=f"echoq-handler-{n}", daemon=True)
@@ -394,6 +434,9 @@ class Worker:
                 self._has_work.notify_all()
             for thread in handlers:
                 thread.join()
+            if self._pipe is not None:
+                self._pipe.close()  # replies left unread (an abandoned worker): the connection is dropped
+                self._pipe = None
             self._running = False
         failure = failure or self._handler_failure
         if failure is not None:
@@ -445,18 +488,26 @@ class Worker:
                 next_beat = now + beat_s
             with lock:
                 stopping = self._stopping
+                room = 0 if stopping else self._room()
+                pipelining = self._pipe is not None and self._capacity >= LANES * SPLIT_MIN
                 finished: list[tuple[Delivery, Exception | None]] = []
                 # Completions wait until the buffer is down to its low mark: the handlers
                 # work through the rest while this call is on the wire (double buffering).
-                if self._finished and (len(self._buffer) <= self._low_mark or stopping or now >= next_tick):
+                # Pipelined, they go as soon as they fill a call with the room to claim:
+                # the server runs it while the handlers work through the buffer.
+                if self._finished and (
+                    len(self._buffer) <= self._low_mark
+                    or stopping
+                    or now >= next_tick
+                    or (pipelining and len(self._finished) + room >= SPLIT_MIN)
+                ):
                     finished, self._finished = self._finished, []
                 unstarted: list[Delivery] = []
                 if stopping and self._buffer:
                     unstarted = list(self._buffer)
                     self._buffer.clear()
                 woken, self._woken = self._woken, False
-                room = 0 if stopping else self._room()
-                holding = bool(self._buffer or self._busy)
+                holding = bool(self._buffer or self._busy or self._sent)
             self._alive_or_unwind()
             if unstarted:
                 self._give_back_unstarted(unstarted)
@@ -477,8 +528,28 @@ class Worker:
                 dry, look_again = False, float("inf")
             # A call that completes jobs claims for free: ask even when the queue looked dry.
             ask = room if (done or not dry) else 0
-            if done or ask:
-                got = self._complete_and_claim(done, ask)
+            if pipelining:
+                ask = min(ask, self._capacity // LANES)  # room for the next call in flight
+            if self._sent and not done and ask < SPLIT_MIN:
+                ask = 0  # a call after the first carries SPLIT_MIN jobs at least
+            if done or ask or self._sent:
+                if self._pipe is None:
+                    got = self._complete_and_claim(done, ask)
+                else:
+                    try:
+                        if done or ask:
+                            self._send(done, ask)
+                        # Read a reply once LANES calls are in flight, or when there is
+                        # nothing more to send: claimed jobs never wait unread (their leases
+                        # would run on with nobody renewing them), and the owner never
+                        # sleeps with a call in flight.
+                        if not (done or ask) or len(self._sent) >= LANES:
+                            got, ask = self._receive()
+                        else:
+                            got = ask
+                    except ServerUnavailable:
+                        got = ask = 0
+                        self._stop_pipelining(done)
                 if got < ask:
                     if not dry:
                         look_again = time.monotonic() + idle_s
@@ -511,9 +582,19 @@ class Worker:
                     or self._crashed.is_set()
                 ):
                     continue
+                wait_s = max(0.0, deadline - time.monotonic())
+                if self._buffer and len(self._busy) < self.concurrency and self._quick_jobs():
+                    # Jobs wait and a handler sleeps: quick jobs wake no other thread, so
+                    # should the awake one be held up (a slow job after quick ones), wake one.
+                    if time.perf_counter() - self._last_take >= NUDGE_S:
+                        self._has_work.notify()
+                    wait_s = min(wait_s, NUDGE_S)
                 self._io_waiting = True
-                self._io_wake.wait(max(0.0, deadline - time.monotonic()))
+                self._io_wake.wait(wait_s)
                 self._io_waiting = False
+
+    def _quick_jobs(self) -> bool:
+        return self._job_s is not None and self._job_s < QUICK_JOB_S
 
     def _room(self) -> int:
         """How many more jobs to claim now: free slots plus what the buffer may prefetch."""
@@ -527,7 +608,61 @@ class Worker:
             extra = min(PREFETCH_PER_SLOT * c, int(c * per_slot))
         extra = min(extra, BATCH - c)
         self._low_mark = extra // 2
-        return max(0, c + extra - len(self._buffer) - len(self._busy))
+        self._capacity = c + extra
+        return max(0, c + extra - len(self._buffer) - len(self._busy) - self._asked)
+
+    def _pipelined(self) -> bool:
+        """Whether this worker may hold enough jobs for LANES calls in flight (SPLIT_MIN),
+        on one connection to one server (a plain client)."""
+        if not isinstance(self.queue.client, redis.Redis) or getattr(self.queue, "durability", None) is not None:
+            return False  # a cluster client, or waits for replicas on the write's own connection
+        c = self.concurrency
+        if self.prefetch is not None:
+            most = c + self.prefetch
+        else:
+            most = c + (min(PREFETCH_PER_SLOT * c, BATCH - c) if self.extend_every_ms else 0)
+        return most >= LANES * SPLIT_MIN
+
+    def _stop_pipelining(self, unsent: list[Delivery]) -> None:
+        """The connection of the calls in flight was lost: go on one call at a time.
+
+        Whether a call in flight ran is unknown. Its completions are sent again (with
+        ``unsent``, the ones being written when it failed): the fence answers ``gone`` for one
+        that did apply, so none is lost and none is done twice. Its claims, if it ran, hold
+        leases nobody renews: they run out and the jobs are reaped, as a dead worker's are."""
+        assert self._pipe is not None
+        with self._lock:
+            in_flight = [d for done, _ask, _sent in self._sent for d in done]
+            self._sent.clear()
+            self._asked = 0
+        self._pipe.close()
+        self._pipe = None
+        again = in_flight + [d for d in unsent if d not in in_flight]
+        if again:
+            self._complete_and_claim(again, 0)
+
+    def _send(self, done: list[Delivery], ask: int) -> None:
+        """Pipelined: write one complete-and-claim call; its reply is read by _receive."""
+        assert self._pipe is not None
+        self._alive_or_unwind()
+        claims = [d.claim for d in done]
+        _only_claims(claims, "complete_many")
+        keys, args = self.queue._complete_many_call(claims, ask, self.lease_ms)
+        self._pipe.send(keys, args)
+        with self._lock:
+            self._sent.append((done, ask, time.perf_counter()))
+            self._asked += ask
+
+    def _receive(self) -> tuple[int, int]:
+        """Pipelined: read the oldest call's reply and feed the buffer: (claimed, asked)."""
+        assert self._pipe is not None
+        reply = self._pipe.receive()
+        outcomes, claims = self.queue._complete_many_reply(reply)
+        with self._lock:
+            _done, ask, sent = self._sent.popleft()
+            self._asked -= ask
+        self._feed(outcomes, claims, time.perf_counter() - sent)
+        return len(claims), ask
 
     def _complete_and_claim(self, done: list[Delivery], ask: int) -> int:
         """One call: complete ``done`` (each fenced) and claim up to ``ask``; feeds the buffer."""
@@ -539,11 +674,14 @@ class Worker:
         except NotReplicated as unconfirmed:  # it happened on the master: see _ride_out
             with self._lock:
                 self.report.unreplicated += len(done)
-            outcomes = [Complete(_text(x)) for x in unconfirmed.reply[0]]
-            claims = _claims(unconfirmed.reply[1])
-        took = time.perf_counter() - started
+            outcomes, claims = self.queue._complete_many_reply(unconfirmed.reply)
+        self._feed(outcomes, claims, time.perf_counter() - started)
+        return len(claims)
+
+    def _feed(self, outcomes: list[Complete], claims: list[Claim], took: float) -> None:
+        """Count a call's outcomes and put the jobs it claimed into the buffer."""
         fresh = [Delivery(self, claim) for claim in claims]
-        completed = sum(1 for outcome in outcomes if outcome is Complete.COMPLETED)
+        completed = outcomes.count(Complete.COMPLETED)
         with self._lock:
             self._trip_s = took if not self.report.round_trips else 0.8 * self._trip_s + 0.2 * took
             report = self.report
@@ -557,7 +695,6 @@ class Worker:
                 # left, so threads wake only as fast as they get to run (not all at once to
                 # fight over the GIL for a buffer the first may empty alone).
                 self._has_work.notify()
-        return len(claims)
 
     def _renew(self) -> None:
         """One extend_many call for every lease held: running, prefetched and finished."""
@@ -696,41 +833,57 @@ class Worker:
     # -- the handler threads -----------------------------------------------------------------
 
     def _handle_jobs(self) -> None:
-        lock = self._lock
+        # A busy worker runs every job through this loop: the names it uses are local.
+        lock, busy, crashed, has_work = self._lock, self._busy, self._crashed, self._has_work
+        handler, hooks, clock = self.handler, self.hooks, time.perf_counter
+        finished: tuple[Delivery, Exception | None] | None = None
+        took = 0.0
         while True:
-            with lock:
+            with lock:  # one lock hold per job: hand the last one back, take the next
+                if finished is not None:
+                    busy.discard(finished[0])
+                    if crashed.is_set():
+                        return  # a dead worker completes nothing
+                    self._finished.append(finished)
+                    finished = None
+                    job_s = self._job_s
+                    self._job_s = took if job_s is None else 0.8 * job_s + 0.2 * took
+                    if self._io_waiting and len(self._buffer) <= self._low_mark:
+                        self._io_wake.notify()
                 while not self._buffer or self._stopping:
-                    if self._closing or self._stopping or self._crashed.is_set():
+                    if self._closing or self._stopping or crashed.is_set():
                         return
-                    self._has_work.wait()
-                if self._crashed.is_set():
+                    has_work.wait()
+                if crashed.is_set():
                     return
                 delivery = self._buffer.popleft()
-                self._busy.add(delivery)
-                if self._buffer:
-                    self._has_work.notify()
+                busy.add(delivery)
+                # Jobs left: wake the next thread for them, unless jobs are quick (see QUICK_JOB_S).
+                if self._buffer and not self._quick_jobs():
+                    has_work.notify()
+            started = self._last_take = clock()
             try:
-                started = time.perf_counter()
-                error = self._run(delivery)
-                took = time.perf_counter() - started
+                if hooks is None:
+                    try:
+                        handler(delivery)
+                        error = None
+                    except Exception as exc:
+                        self._alive_or_unwind()
+                        error = exc
+                else:
+                    error = self._run(delivery)
             except Abandon:
                 return
             except BaseException as exc:  # KeyboardInterrupt, SystemExit: the worker ends
                 with lock:
                     self._handler_failure = exc
                     self._stopping = True
-                    self._busy.discard(delivery)
+                    busy.discard(delivery)
                     self._io_wake.notify_all()
-                    self._has_work.notify_all()
+                    has_work.notify_all()
                 return
-            with lock:
-                self._busy.discard(delivery)
-                if self._crashed.is_set():
-                    return  # a dead worker completes nothing
-                self._finished.append((delivery, error))
-                self._job_s = took if self._job_s is None else 0.8 * self._job_s + 0.2 * took
-                if self._io_waiting and len(self._buffer) <= self._low_mark:
-                    self._io_wake.notify()
+            took = clock() - started
+            finished = (delivery, error)
 
     def _run(self, delivery: Delivery) -> Exception | None:
         """Run one delivery's handler, with its hooks; the exception it raised, if any."""

@@ -14,7 +14,8 @@
 -- entry whose row is missing or disagrees with its set is corrupt (counted in stats
 -- 'corrupt'; dead-lettered with reason 'corrupt', or dropped when it was a stray copy),
 -- and a payload that is not UTF-8 text of at most 1 MiB is dead-lettered with reason
--- 'bad_payload' the first time; the claim goes on to the jobs behind it. After any
+-- 'bad_payload' the first time (a row whose attempts field is not a count, with reason
+-- 'corrupt'); the claim goes on to the jobs behind it. After any
 -- dead-letter the dead set is trimmed to `keep dead` (includes/dead_letter).
 -- The one key not in KEYS, a popped id's row emq:{q}:job:<id>, is built from KEYS[1]'s own
 -- prefix (includes/queue_keys), so it carries the same {q} tag and lives in the same slot.

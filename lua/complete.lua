@@ -45,8 +45,8 @@ if not keep_done then return refused end
 
 local q = keys_by_name(prefix, NAMES)
 q.now = server_now_ms()
-local outcome = complete_job(q, row_key, id, attempt)
-if outcome ~= 'completed' then return outcome end
+local outcomes = complete_jobs(q, {row_key}, {id}, {attempt})
+if outcomes[1] ~= 'completed' then return outcomes[1] end
 trim_done(q, keep_done)
 redis.call('HINCRBY', q.stats, 'completed', 1)
 return {'completed'}

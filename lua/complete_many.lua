@@ -72,15 +72,11 @@ if not ok then return refused end
 
 local q = keys_by_name(prefix, NAMES)
 q.now, q.keep_dead = server_now_ms(), keep_dead
-local outcomes, completed = {}, 0
-for i, id in ipairs(ids) do
-  local outcome = complete_job(q, KEYS[#NAMES + i], id, attempts[i])
-  if outcome == 'completed' then
-    completed = completed + 1
-    outcomes[i] = 'completed'
-  else
-    outcomes[i] = outcome[1]
-  end
+local row_keys = {}
+for i = 1, #ids do row_keys[i] = KEYS[#NAMES + i] end
+local outcomes, completed = complete_jobs(q, row_keys, ids, attempts)
+for i, outcome in ipairs(outcomes) do
+  if outcome ~= 'completed' then outcomes[i] = outcome[1] end
 end
 if completed > 0 then
   trim_done(q, keep_done)

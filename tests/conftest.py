@@ -69,7 +69,8 @@ def cluster() -> Iterator[LocalCluster]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "server_url" in metafunc.fixturenames:
         servers = ["valkey", "redis7"]
-        if metafunc.module.__name__.rpartition(".")[2] in CLUSTER_SUBSET:
+        one_server = metafunc.definition.get_closest_marker("one_server") is not None
+        if metafunc.module.__name__.rpartition(".")[2] in CLUSTER_SUBSET and not one_server:
             servers.append("cluster")
         metafunc.parametrize("server_url", servers, indirect=True, scope="session")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import echoq
-from echoq import Complete, JobState
+from echoq import Claim, Complete, JobState
 from tests.helpers import assert_one_place, expire
 
 
@@ -114,3 +114,15 @@ def test_enqueue_many_with_a_delay_schedules_every_job(queue: echoq.Queue) -> No
     ids = queue.enqueue_many(["a", "b"], delay_ms=60_000)
     snap = queue.snapshot()
     assert sorted(snap.scheduled) == sorted(ids) and snap.counts["pending"] == 0
+
+
+def test_a_job_given_twice_in_one_batch_is_completed_once(queue: echoq.Queue) -> None:
+    """The script retires the batch's jobs together; a second copy of an id finds its row
+    already retired ('gone'), whatever attempt it carries -- as if they ran one by one."""
+    queue.enqueue_many(["a", "b"])
+    first, second = queue.claim_many(2, lease_ms=60_000)
+    later = Claim(first.job_id, first.payload, first.attempt + 1, first.deadline_ms)
+    outcomes = queue.complete_many([first, first, second, later])
+    assert outcomes == [Complete.COMPLETED, Complete.GONE, Complete.COMPLETED, Complete.GONE]
+    snap = assert_one_place(queue, {first.job_id, second.job_id})
+    assert snap.stats["completed"] == 2 and snap.counts["done"] == 2 and "corrupt" not in snap.stats

@@ -161,6 +161,40 @@ def test_a_pending_entry_whose_row_says_otherwise_is_dead_lettered_with_its_payl
     assert_one_place(queue, {job, behind})
 
 
+@pytest.mark.parametrize("attempts", ["x", "1.5", "-1", "007", "99999999999999999999"])
+def test_a_pending_row_whose_attempts_is_not_a_count_is_dead_lettered_and_the_next_job_delivered(
+    queue: echoq.Queue, attempts: str
+) -> None:
+    """The claim mints the attempt with HINCRBY, which would fail the call half-way on a
+    field that is not a count: such a row is dead-lettered before it, the batch goes on."""
+    ahead = queue.enqueue("ahead").job_id
+    job = queue.enqueue("the payload survives").job_id
+    queue.client.hset(queue.keys.job(job), "attempts", attempts)
+    behind = queue.enqueue("behind").job_id
+    assert [c.job_id for c in queue.claim_many(5, lease_ms=60_000)] == [ahead, behind]
+    dead = queue.client.hgetall(queue.keys.job(job))
+    assert dead["state"] == "dead" and dead["reason"] == "corrupt" and dead["payload"] == "the payload survives"
+    assert dead["error"] == "its attempts field is not a count: not delivered" and dead["attempts"] == attempts
+    assert stats(queue)["corrupt"] == 1
+    assert_one_place(queue, {ahead, job, behind})
+
+
+def test_trimming_done_keeps_the_ledger_entry_of_a_live_job_with_a_stray_done_entry(queue: echoq.Queue) -> None:
+    """One trim forgets a completed id (its ledger entry goes) and a stray done entry of a
+    held job (its entry stays: it still guards the job's effect)."""
+    small = echoq.Queue(queue.name, queue.client, keep_done=0)
+    live = small.enqueue("live").job_id
+    held = small.claim(lease_ms=60_000)
+    gone = echoq.new_job_id()  # completed long ago: no row, remembered in done
+    small.client.hset(small.keys.effects, mapping={gone: 1, live: 1})
+    small.client.zadd(small.keys.done, {gone: 1, live: 2})  # live's entry is a stray copy
+    small.enqueue("quick")
+    assert small.complete(small.claim()) is Complete.COMPLETED  # trims done to 0: three ids at once
+    assert small.client.hgetall(small.keys.effects) == {live: "1"}
+    assert small.snapshot().counts["done"] == 0
+    assert small.complete(held) is Complete.COMPLETED
+
+
 def test_an_active_entry_whose_row_says_pending_is_not_recovered_twice(queue: echoq.Queue) -> None:
     job = queue.enqueue("x").job_id
     queue.client.zadd(queue.keys.active, {job: 1})

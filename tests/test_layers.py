@@ -166,7 +166,7 @@ def test_includes_are_expanded_recursively_each_once_needs_first() -> None:
     text = scripts.expanded("complete_many")
     for include in ("server_now", "queue_keys", "args", "fence", "complete_job", "claim_jobs"):
         assert text.count(f"-- ---- @include includes/{include} ----") == 1, include
-    assert text.index("local function fence(") < text.index("local function complete_job(")
+    assert text.index("local function fence(") < text.index("local function complete_jobs(")
 
 
 def test_the_expanded_claim_reads_from_the_top_as_lesson_02_says() -> None:

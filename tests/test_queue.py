@@ -718,3 +718,38 @@ def test_scripts_survive_a_script_cache_flush(queue: echoq.Queue) -> None:
     assert claim is not None and claim.payload == "before the flush"
     queue.client.script_flush()
     assert queue.complete(claim) is Complete.COMPLETED
+
+
+@pytest.mark.one_server  # a cluster client routes each call itself: the Worker never pipelines there
+def test_pipelined_calls_run_in_order_through_a_script_cache_flush(queue: echoq.Queue) -> None:
+    """scripts.Pipelined writes calls ahead of their replies (the Worker's two calls in
+    flight). Calls that met a flushed cache come back NOSCRIPT -- they did not run -- and
+    are run again, in the order sent; an error reply is the typed error, as from run()."""
+    ids = queue.enqueue_many(["a", "b", "c"])
+    pipe = scripts.Pipelined(queue.client, "complete_many")
+    queue.client.script_flush()
+    for _ in ids:
+        pipe.send(*queue._complete_many_call([], 1, 60_000))
+    assert pipe.pending == 3
+    claimed = [echoq.Queue._complete_many_reply(pipe.receive())[1] for _ in ids]
+    assert [c.job_id for (c,) in claimed] == ids and pipe.pending == 0
+    keys, args = queue._complete_many_call([], 1, 60_000)
+    pipe.send(keys, [args[0], 0, *args[2:]])  # a lease of 0 ms
+    pipe.send(keys, args)
+    with pytest.raises(echoq.InvalidArgument, match="complete_many: lease must be a whole number between 1"):
+        pipe.receive()
+    assert pipe.receive() == [[], []]  # the call behind the refused one still ran: nothing left to claim
+    held = queue.complete_many([c for (c,) in claimed])
+    assert held == [Complete.COMPLETED] * 3
+    pipe.send(keys, args)
+    pipe.close()  # a reply left unread: the connection is dropped, not handed back mid-reply
+    assert pipe.pending == 0 and queue.snapshot().counts["done"] == 3
+
+
+@pytest.mark.parametrize("suffix", ["\n", " ", "x"])
+def test_a_job_id_with_anything_after_it_is_refused(queue: echoq.Queue, suffix: str) -> None:
+    job_id = queue.new_job_id() + suffix
+    assert not echoq.is_job_id(job_id)
+    with pytest.raises(echoq.InvalidJobId):
+        queue.enqueue("x", job_id=job_id)
+    assert queue.snapshot().counts["pending"] == 0

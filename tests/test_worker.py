@@ -10,6 +10,7 @@ deadline that only turns a hang into a failure."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -26,6 +27,8 @@ from echoq.effects import Effects
 from echoq.queue import WAKE_CAP
 from echoq.teaching.faults import CrashMode, CrashPlan
 from echoq.worker import (
+    LANES,
+    SPLIT_MIN,
     Backoff,
     Checkpoint,
     Delivery,
@@ -415,6 +418,36 @@ def test_quick_jobs_are_batched_and_slow_ones_are_not_hoarded(queue: echoq.Queue
     assert max(most_held) <= 2  # without renewal nothing waits in a buffer: claims are for free slots
 
 
+def test_a_job_that_blocks_after_quick_ones_does_not_hold_back_the_jobs_behind_it(queue: echoq.Queue) -> None:
+    """Quick jobs run one after another in the handler thread that is awake: no other
+    thread is woken for them (QUICK_JOB_S). When that thread then meets a job that blocks,
+    the job waiting behind it in the buffer is not stuck there: another thread takes it."""
+    queue.enqueue_many(["quick"] * 40)
+    freed = threading.Event()
+
+    def handler(delivery: Delivery) -> None:
+        if delivery.payload == "blocks":
+            assert freed.wait(10), "the job behind the blocked one never ran"
+        elif delivery.payload == "frees":
+            freed.set()
+
+    worker = Worker(queue, handler, concurrency=2, prefetch=8, lease_ms=5_000, beat_ms=60_000, idle_wait_ms=60_000)
+    runner = threading.Thread(target=worker.work)
+    runner.start()
+    try:
+        give_up = time.monotonic() + 10
+        while not worker._listening.is_set() and time.monotonic() < give_up:
+            time.sleep(0.005)  # a poll with a deadline
+        assert worker._listening.is_set() and worker.report.completed == 40, "the worker never went idle"
+        assert worker._quick_jobs()  # 40 no-op jobs taught it that jobs are quick
+        queue.enqueue_many(["blocks", "frees"])  # one wake, one claim: both land in the buffer
+        assert freed.wait(10), "the job behind the blocked one never ran"
+    finally:
+        worker.stop()
+        runner.join(10)
+    assert not runner.is_alive() and worker.report.completed == 42 and worker.report.errors == []
+
+
 def test_stop_mid_batch_completes_or_gives_back_every_job_held(queue: echoq.Queue) -> None:
     ids = queue.enqueue_many([f"job {n}" for n in range(20)])
     effects = Effects(queue)
@@ -637,3 +670,142 @@ def test_wait_for_work_blocks_for_less_than_the_clients_socket_timeout(server_ur
         assert queue.wait_for_work(60_000) is False
     finally:
         client.close()
+
+
+# -- two calls in flight (a worker that may hold LANES * SPLIT_MIN jobs) -----------------------
+
+
+# These tests fix the prefetch (8 + 32 = two calls' worth): the adaptive one depends on how
+# long a handler takes on a busy machine.
+# Calls in flight are a single server's: a cluster client routes each call itself, one at a time.
+ONE_SERVER = pytest.mark.one_server
+
+
+@pytest.fixture
+def most_in_flight(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The most pipelined calls a worker had in flight at once (the list's one item)."""
+    most = [0]
+    send = scripts.Pipelined.send
+
+    def counting(self: scripts.Pipelined, keys: list[str], args: list) -> None:
+        send(self, keys, args)
+        most[0] = max(most[0], self.pending)
+
+    monkeypatch.setattr(scripts.Pipelined, "send", counting)
+    return most
+
+
+def test_only_a_worker_that_may_hold_two_calls_worth_of_jobs_pipelines(queue: echoq.Queue) -> None:
+    assert LANES * SPLIT_MIN == 32
+    if echoq.is_cluster(queue.client):  # a cluster client routes each call itself: never pipelined
+        assert not Worker(queue, print, concurrency=8)._pipelined()
+        return
+    assert Worker(queue, print, concurrency=8)._pipelined()  # 8 slots + 32 prefetched
+    assert not Worker(queue, print, concurrency=4)._pipelined()  # 4 + 16: one call at a time
+    assert not Worker(queue, print, concurrency=8, extend_every_ms=0)._pipelined()  # no prefetch: 8
+    assert Worker(queue, print, concurrency=2, prefetch=30)._pipelined()
+
+
+@ONE_SERVER
+def test_stop_with_calls_in_flight_completes_or_gives_back_every_job(
+    queue: echoq.Queue, most_in_flight: list[int]
+) -> None:
+    ids = queue.enqueue_many([f"job {n}" for n in range(300)])
+    effects = Effects(queue)
+    ran = itertools.count(1)
+
+    def handler(delivery: Delivery) -> None:
+        effects.apply_once(delivery.job_id)
+        if next(ran) == 150:
+            worker.stop()
+
+    worker = Worker(queue, handler, concurrency=8, prefetch=32, lease_ms=5_000, **FAST)
+    report = worker.work()  # not burst: only stop() ends it
+    assert most_in_flight[0] == LANES
+    snap = assert_one_place(queue, set(ids))
+    assert snap.counts["active"] == 0  # nothing held past the stop
+    assert report.completed == snap.counts["done"] >= 150 and report.stale == 0
+    assert report.completed + snap.counts["pending"] == 300
+    # Every job that ran was completed; the rest are pending, and run once each elsewhere.
+    assert Worker(queue, keyed_consumer(effects), **FAST).work(burst=True).completed == 300 - report.completed
+    assert effects.counts() == {job_id: 1 for job_id in ids}
+
+
+@ONE_SERVER
+def test_abandon_with_calls_in_flight_loses_nothing(queue: echoq.Queue, most_in_flight: list[int]) -> None:
+    ids = queue.enqueue_many([f"job {n}" for n in range(300)])
+    effects = Effects(queue)
+    ran = itertools.count(1)
+
+    def handler(delivery: Delivery) -> None:
+        effects.apply_once(delivery.job_id)
+        if next(ran) == 150:
+            worker.abandon()
+
+    worker = Worker(queue, handler, concurrency=8, prefetch=32, lease_ms=1_000, **FAST)
+    report = worker.work()
+    assert report.abandoned and most_in_flight[0] == LANES
+    snap = assert_one_place(queue, set(ids))  # the jobs of the calls in flight too
+    # A call in flight may have completed jobs on the server (a killed process's last call
+    # can go through too); the report counts only the replies the worker read.
+    assert report.completed <= snap.counts["done"] < 300 and snap.counts["active"] > 0
+    # What it held (running, prefetched, claimed by a call whose reply it never read) stays
+    # leased until the leases run out; then a stalled check returns it.
+    expire(queue, *(echoq.Claim(job_id, "", 0, deadline) for job_id, deadline in snap.active.items()))
+    assert Worker(queue, keyed_consumer(effects), **FAST).work(burst=True).recovered == snap.counts["active"]
+    snap = assert_one_place(queue, set(ids))
+    assert snap.counts["done"] == 300 and effects.counts() == {job_id: 1 for job_id in ids}
+
+
+@ONE_SERVER
+def test_a_pipelined_worker_rides_through_a_script_cache_flush(queue: echoq.Queue, most_in_flight: list[int]) -> None:
+    """A call in flight when the server forgets the script comes back NOSCRIPT (it did not
+    run); it is run again, in order, and nothing is lost or done twice."""
+    ids = queue.enqueue_many([f"job {n}" for n in range(300)])
+    effects = Effects(queue)
+    ran = itertools.count(1)
+
+    def handler(delivery: Delivery) -> None:
+        effects.apply_once(delivery.job_id)
+        if next(ran) % 60 == 0:
+            queue.client.script_flush()
+
+    report = Worker(queue, handler, concurrency=8, prefetch=32, lease_ms=5_000, **FAST).work(burst=True)
+    assert most_in_flight[0] == LANES
+    assert (report.completed, report.stale, report.lease_lost) == (300, 0, 0)
+    assert effects.counts() == {job_id: 1 for job_id in ids}
+
+
+@ONE_SERVER
+def test_a_pipelined_worker_that_loses_its_connection_goes_on_one_call_at_a_time(
+    queue: echoq.Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection drops with two calls in flight: whether they ran is unknown. Their
+    completions are sent again (the fence refuses the ones that did apply, as gone), their
+    claims' leases run out and the jobs are reaped: nothing is lost, no job is done twice."""
+    ids = queue.enqueue_many([f"job {n}" for n in range(300)])
+    effects = Effects(queue)
+    receive, full = scripts.Pipelined.receive, itertools.count(1)
+    receives_after_the_cut = []
+
+    def cut(self: scripts.Pipelined) -> object:
+        if receives_after_the_cut:
+            receives_after_the_cut.append(self)
+        elif self.pending == LANES and next(full) == 3:
+            receives_after_the_cut.append(self)
+            self._connection.disconnect()  # as a network fault would, two replies in flight
+        return receive(self)
+
+    monkeypatch.setattr(scripts.Pipelined, "receive", cut)
+    worker = Worker(queue, keyed_consumer(effects), concurrency=8, prefetch=32, lease_ms=1_000, **FAST)
+    report = worker.work(burst=True)
+    assert worker._pipe is None and len(receives_after_the_cut) == 1  # nothing pipelined after the cut
+    snap = assert_one_place(queue, set(ids))
+    assert snap.counts["done"] + snap.counts["active"] == 300 and report.completed <= snap.counts["done"]
+    # The claims of the calls in flight, if they ran (the server may not have read them
+    # before the connection closed), are leased to nobody until they run out.
+    if snap.active:
+        expire(queue, *(echoq.Claim(job_id, "", 0, deadline) for job_id, deadline in snap.active.items()))
+    Worker(queue, keyed_consumer(effects), **FAST).work(burst=True)
+    snap = assert_one_place(queue, set(ids))
+    assert snap.counts["done"] == 300 and effects.counts() == {job_id: 1 for job_id in ids}

@@ -7,6 +7,13 @@
 --- @include "includes/args"
 --- @include "includes/rows"
 
+-- A row's attempts field as echoq writes it: no field yet, or a count of at most 9 digits.
+-- HINCRBY would refuse anything else that is not an integer and fail the whole call
+-- half-way; such a row was written by something else, and is not delivered.
+local function plain_count(value)
+  return value == false or value == '0' or string.match(value, '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?$') ~= nil
+end
+
 -- Move retries whose backoff has run out (scheduled score <= now) into pending, at most
 -- 1000 per call. An entry whose row does not say 'scheduled' is corrupt (includes/rows).
 local function promote_due(q)
@@ -30,36 +37,50 @@ end
 -- the first claim, and the claim goes on to the next job. At most
 -- count + 1000 ids are popped per call, so a pending set full of corrupt entries cannot
 -- hold the server for long.
+-- The server's cost is mostly per command, so a batch moves with few of them: one ZPOPMIN
+-- pops as many ids as are still wanted, and one ZADD parks every claimed id in active;
+-- per job, one HMGET reads the row's state, payload and attempts, HINCRBY mints the
+-- attempt, one HSET writes the row.
 local function claim_jobs(q, lease_ms, count, reply)
   local claimed, popped_ids = 0, 0
+  local deadline = q.now + lease_ms
+  local leased = {}  -- ZADD's arguments: deadline, id, deadline, id, ...
   while claimed < count and popped_ids < count + 1000 do
-    local popped = redis.call('ZPOPMIN', q.pending)
+    local popped = redis.call('ZPOPMIN', q.pending, math.min(count - claimed, count + 1000 - popped_ids))
     if #popped == 0 then break end
-    popped_ids = popped_ids + 1
-    local id = popped[1]
-    local row = take_row(q, id, 'pending')
-    if row then
-      local payload = redis.call('HGET', row, 'payload')
-      local bad = text_problem(payload, BOUNDS.payload_bytes[2])
-      if payload == false then
-        redis.call('HINCRBY', q.stats, 'corrupt', 1)
-        dead_letter(q, id, true, 'corrupt', 'the row has no payload: not delivered')
-      elseif bad then
-        redis.call('HINCRBY', q.stats, 'bad_payload', 1)
-        dead_letter(q, id, true, 'bad_payload', 'payload ' .. bad .. ': not delivered')
-      else
-        local attempt = redis.call('HINCRBY', row, 'attempts', 1)
-        local deadline = q.now + lease_ms
-        redis.call('HSET', row, 'state', 'active', 'claimed_ms', q.now)
-        redis.call('ZADD', q.active, deadline, id)
-        reply[#reply + 1] = id
-        reply[#reply + 1] = payload
-        reply[#reply + 1] = attempt
-        reply[#reply + 1] = deadline
-        claimed = claimed + 1
+    for i = 1, #popped, 2 do
+      popped_ids = popped_ids + 1
+      local id = popped[i]
+      local row, values = take_row(q, id, 'pending', 'payload', 'attempts')
+      if row then
+        local payload = values[2]
+        local bad = text_problem(payload, BOUNDS.payload_bytes[2])
+        if payload == false then
+          redis.call('HINCRBY', q.stats, 'corrupt', 1)
+          dead_letter(q, id, true, 'corrupt', 'the row has no payload: not delivered')
+        elseif bad then
+          redis.call('HINCRBY', q.stats, 'bad_payload', 1)
+          dead_letter(q, id, true, 'bad_payload', 'payload ' .. bad .. ': not delivered')
+        elseif not plain_count(values[3]) then
+          redis.call('HINCRBY', q.stats, 'corrupt', 1)
+          dead_letter(q, id, true, 'corrupt', 'its attempts field is not a count: not delivered')
+        else
+          local attempt = redis.call('HINCRBY', row, 'attempts', 1)
+          redis.call('HSET', row, 'state', 'active', 'claimed_ms', q.now)
+          leased[#leased + 1] = deadline
+          leased[#leased + 1] = id
+          reply[#reply + 1] = id
+          reply[#reply + 1] = payload
+          reply[#reply + 1] = attempt
+          reply[#reply + 1] = deadline
+          claimed = claimed + 1
+        end
       end
     end
   end
-  if claimed > 0 then redis.call('HINCRBY', q.stats, 'claimed', claimed) end
+  if claimed > 0 then
+    redis.call('ZADD', q.active, unpack(leased))
+    redis.call('HINCRBY', q.stats, 'claimed', claimed)
+  end
   return claimed
 end

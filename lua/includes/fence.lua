@@ -7,10 +7,12 @@
 -- ours, so the caller gets 'gone' and nothing is touched.
 local function fence(row_key, attempt)
   local row = redis.pcall('HMGET', row_key, 'state', 'attempts')
-  if type(row) ~= 'table' or row.err or redis.call('EXISTS', row_key) == 0 then
+  if type(row) ~= 'table' or row.err then return {'gone'} end
+  local state, attempts = row[1], row[2]
+  -- A field read means the row exists: EXISTS is asked only when both came back empty.
+  if state == false and attempts == false and redis.call('EXISTS', row_key) == 0 then
     return {'gone'}
   end
-  local state, attempts = row[1], row[2]
   if state ~= 'active' or tonumber(attempts) ~= tonumber(attempt) then
     return {'stale', state or '', tonumber(attempts) or 0}
   end

@@ -17,17 +17,22 @@
 local SET_OF_STATE = {pending = 'pending', active = 'active', scheduled = 'scheduled', dead = 'dead'}
 
 -- A row's state, and what the key holds: 'hash' (a row; state false if it has none),
--- 'none' (no row), or 'other' (not a hash: something else wrote it).
-local function row_state(row)
-  local state = redis.pcall('HGET', row, 'state')
-  if type(state) == 'table' then return false, 'other' end
-  if state then return state, 'hash' end
-  if redis.call('EXISTS', row) == 1 then return false, 'hash' end
+-- 'none' (no row), or 'other' (not a hash: something else wrote it). The fields named in
+-- `...` are read in the same HMGET (one call where a claim needs state, payload and
+-- attempts) and come back third, as a table: values[1] is the state, values[2] the first
+-- extra field, and so on (nil unless the key is a hash).
+local function row_state(row, ...)
+  local values = redis.pcall('HMGET', row, 'state', ...)
+  if values.err then return false, 'other' end
+  local state = values[1]
+  if state then return state, 'hash', values end
+  if redis.call('EXISTS', row) == 1 then return false, 'hash', values end
   return false, 'none'
 end
 
 -- `id` was just taken out of the set of state `from` ('pending', 'active', 'scheduled').
--- Returns its row key when the row exists and says `from`: the caller moves the job.
+-- Returns its row key when the row exists and says `from`: the caller moves the job. The
+-- fields named in `...` are read with the state (row_state) and returned second.
 -- Otherwise the entry was corrupt; it is counted in stats 'corrupt', dealt with here, and
 -- nil is returned:
 --   not a JOB id                   dropped: it never was a job
@@ -35,14 +40,14 @@ end
 --   no row otherwise               the id goes to the dead set, with no row written
 --   row says S, and id is in S     dropped: a stray copy; the job stays where its row says
 --   anything else                  dead-lettered, reason 'corrupt', the row (payload too) kept
-local function take_row(q, id, from)
+local function take_row(q, id, from, ...)
   if not is_job_id(id) then
     redis.call('HINCRBY', q.stats, 'corrupt', 1)
     return nil
   end
   local row = q.prefix .. 'job:' .. id
-  local state, kind = row_state(row)
-  if state == from then return row end
+  local state, kind, values = row_state(row, ...)
+  if state == from then return row, values end
   redis.call('HINCRBY', q.stats, 'corrupt', 1)
   if kind == 'none' then
     if not redis.call('ZSCORE', q.done, id) then
