@@ -53,19 +53,8 @@ count, refused = whole(ARGV[3], 'count', 'count', 0)
 if not count then return refused end
 keep_dead, refused = whole(ARGV[4], 'keep dead', 'keep_dead')
 if not keep_dead then return refused end
-local pairs_given = #ARGV - 4
-if pairs_given % 2 ~= 0 or pairs_given / 2 > 1000 then
-  return redis.error_reply('BADARG give 0..1000 (id, attempt) pairs after the first four ARGV, got ' ..
-    pairs_given .. ' values')
-end
-local ids, attempts = {}, {}
-for i = 5, #ARGV, 2 do
-  local attempt
-  attempt, refused = whole(ARGV[i + 1], 'attempt', 'attempt')
-  if not attempt then return refused end
-  ids[#ids + 1] = ARGV[i]
-  attempts[#attempts + 1] = attempt
-end
+local ids, attempts = id_attempt_pairs(5, 0, ' after the first four ARGV')
+if not ids then return attempts end
 local ok
 ok, refused = rows_match(prefix, #NAMES + 1, ids)
 if not ok then return refused end

@@ -37,19 +37,8 @@ if not prefix then return refused end
 local lease_ms
 lease_ms, refused = whole(ARGV[1], 'lease', 'lease_ms')
 if not lease_ms then return refused end
-local given = #ARGV - 1
-if given < 2 or given % 2 ~= 0 or given / 2 > 1000 then
-  return redis.error_reply('BADARG give 1..1000 (id, attempt) pairs after the lease, got ' ..
-    given .. ' values')
-end
-local ids, attempts = {}, {}
-for i = 2, #ARGV, 2 do
-  local attempt
-  attempt, refused = whole(ARGV[i + 1], 'attempt', 'attempt')
-  if not attempt then return refused end
-  ids[#ids + 1] = ARGV[i]
-  attempts[#attempts + 1] = attempt
-end
+local ids, attempts = id_attempt_pairs(2, 1, ' after the lease')
+if not ids then return attempts end
 local ok
 ok, refused = rows_match(prefix, 3, ids)
 if not ok then return refused end

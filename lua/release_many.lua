@@ -35,18 +35,8 @@ local pending_key, active_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
 
 local prefix, refused = named_prefix({'pending', 'active', 'stats'})
 if not prefix then return refused end
-local given = #ARGV
-if given < 2 or given % 2 ~= 0 or given / 2 > 1000 then
-  return redis.error_reply('BADARG give 1..1000 (id, attempt) pairs, got ' .. given .. ' values')
-end
-local ids, attempts = {}, {}
-for i = 1, #ARGV, 2 do
-  local attempt
-  attempt, refused = whole(ARGV[i + 1], 'attempt', 'attempt')
-  if not attempt then return refused end
-  ids[#ids + 1] = ARGV[i]
-  attempts[#attempts + 1] = attempt
-end
+local ids, attempts = id_attempt_pairs(1, 1, '')
+if not ids then return attempts end
 local ok
 ok, refused = rows_match(prefix, 4, ids)
 if not ok then return refused end
