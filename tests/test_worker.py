@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -706,19 +707,26 @@ def test_only_a_worker_that_may_hold_two_calls_worth_of_jobs_pipelines(queue: ec
     assert Worker(queue, print, concurrency=2, prefetch=30)._pipelined()
 
 
-@ONE_SERVER
-def test_stop_with_calls_in_flight_completes_or_gives_back_every_job(
-    queue: echoq.Queue, most_in_flight: list[int]
-) -> None:
+def _three_hundred_jobs(queue: echoq.Queue, act_after: Callable[[int], bool], act: Callable[[], object]):
+    """300 jobs, their effects ledger, and a handler that applies each job's keyed effect,
+    then calls ``act`` after the n-th run when ``act_after(n)``."""
     ids = queue.enqueue_many([f"job {n}" for n in range(300)])
     effects = Effects(queue)
     ran = itertools.count(1)
 
     def handler(delivery: Delivery) -> None:
         effects.apply_once(delivery.job_id)
-        if next(ran) == 150:
-            worker.stop()
+        if act_after(next(ran)):
+            act()
 
+    return ids, effects, handler
+
+
+@ONE_SERVER
+def test_stop_with_calls_in_flight_completes_or_gives_back_every_job(
+    queue: echoq.Queue, most_in_flight: list[int]
+) -> None:
+    ids, effects, handler = _three_hundred_jobs(queue, lambda n: n == 150, lambda: worker.stop())
     worker = Worker(queue, handler, concurrency=8, prefetch=32, lease_ms=5_000, **FAST)
     report = worker.work()  # not burst: only stop() ends it
     assert most_in_flight[0] == LANES
@@ -733,15 +741,7 @@ def test_stop_with_calls_in_flight_completes_or_gives_back_every_job(
 
 @ONE_SERVER
 def test_abandon_with_calls_in_flight_loses_nothing(queue: echoq.Queue, most_in_flight: list[int]) -> None:
-    ids = queue.enqueue_many([f"job {n}" for n in range(300)])
-    effects = Effects(queue)
-    ran = itertools.count(1)
-
-    def handler(delivery: Delivery) -> None:
-        effects.apply_once(delivery.job_id)
-        if next(ran) == 150:
-            worker.abandon()
-
+    ids, effects, handler = _three_hundred_jobs(queue, lambda n: n == 150, lambda: worker.abandon())
     worker = Worker(queue, handler, concurrency=8, prefetch=32, lease_ms=1_000, **FAST)
     report = worker.work()
     assert report.abandoned and most_in_flight[0] == LANES
@@ -761,15 +761,7 @@ def test_abandon_with_calls_in_flight_loses_nothing(queue: echoq.Queue, most_in_
 def test_a_pipelined_worker_rides_through_a_script_cache_flush(queue: echoq.Queue, most_in_flight: list[int]) -> None:
     """A call in flight when the server forgets the script comes back NOSCRIPT (it did not
     run); it is run again, in order, and nothing is lost or done twice."""
-    ids = queue.enqueue_many([f"job {n}" for n in range(300)])
-    effects = Effects(queue)
-    ran = itertools.count(1)
-
-    def handler(delivery: Delivery) -> None:
-        effects.apply_once(delivery.job_id)
-        if next(ran) % 60 == 0:
-            queue.client.script_flush()
-
+    ids, effects, handler = _three_hundred_jobs(queue, lambda n: n % 60 == 0, queue.client.script_flush)
     report = Worker(queue, handler, concurrency=8, prefetch=32, lease_ms=5_000, **FAST).work(burst=True)
     assert most_in_flight[0] == LANES
     assert (report.completed, report.stale, report.lease_lost) == (300, 0, 0)
