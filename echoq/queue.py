@@ -24,6 +24,7 @@ from .errors import InvalidArgument
 from .ids import JOB_ID_RE, check_job_id
 from .keyspace import Keyspace
 from .limits import BOUNDS, check, whole
+from .server import connection_settings
 
 DEFAULT_LEASE_MS = 30_000
 DEFAULT_KEEP_DONE = 10_000
@@ -467,9 +468,7 @@ class Queue:
         # The client gives up on a reply after its socket timeout (redis-py's default is 5 s):
         # block for half of it at most, and the caller simply waits again. Should a loaded
         # server still answer too late, that is "no token yet" too.
-        pool = getattr(self.client, "connection_pool", None)  # a cluster client keeps one per node
-        settings = pool.connection_kwargs if pool is not None else self.client.nodes_manager.connection_kwargs
-        socket_timeout = settings.get("socket_timeout")
+        socket_timeout = connection_settings(self.client).get("socket_timeout")
         if socket_timeout:
             timeout_s = min(timeout_s, max(0.001, socket_timeout / 2))
         with scripts.guard(self.client, "Queue.wait_for_work (BLPOP)", [self.keys.wake]):

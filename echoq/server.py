@@ -434,6 +434,14 @@ def check(client: Client, url: str | None = None) -> None:
         ) from None
 
 
+def connection_settings(client: Client) -> dict:
+    """The settings ``client`` connects with (host, port, password, socket_timeout ...): a
+    plain client's pool's, or a cluster client's (it keeps one pool per node, all alike)."""
+    if isinstance(client, RedisCluster):
+        return client.nodes_manager.connection_kwargs
+    return client.connection_pool.connection_kwargs
+
+
 def describe_client(client: Client) -> str:
     if isinstance(client, RedisCluster):
         return _describe_cluster_client(client)
@@ -450,9 +458,7 @@ def describe(client: Client) -> str:
     try:
         info = client.info("server")
     except (redis.exceptions.NoPermissionError, PermissionDenied):
-        pool = getattr(client, "connection_pool", None)
-        settings = pool.connection_kwargs if pool is not None else client.nodes_manager.connection_kwargs
-        user = settings.get("username") or "default"
+        user = connection_settings(client).get("username") or "default"
         name = f"a server (user {user!r} may not run INFO, so its name and version are not known)"
     else:
         product = "Valkey" if "valkey_version" in info else "Redis"
@@ -594,7 +600,7 @@ def _connect_cluster(url: str, decode_responses: bool) -> RedisCluster:
 
 
 def _describe_cluster_client(client: RedisCluster) -> str:
-    auth = ":***@" if client.nodes_manager.connection_kwargs.get("password") else ""
+    auth = ":***@" if connection_settings(client).get("password") else ""
     seeds = ",".join(node.name for node in client.get_primaries()) or "?"
     return f"redis+cluster://{auth}{seeds}"
 

@@ -24,8 +24,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +38,7 @@ from tests.browser_support import (  # noqa: F401  (fixtures)
     IN_CI,
     ROOT,
     _free_port,
+    _http_status,
     browser,
     chromium,
     save_screenshot,
@@ -79,16 +78,6 @@ class Hub:
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-
-
-def _status(url: str) -> int | None:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as reply:
-            return reply.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (urllib.error.URLError, OSError):
-        return None
 
 
 def _descendants(pid: int) -> list[int]:
@@ -195,7 +184,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[Hub
         )
     running = Hub(f"http://127.0.0.1:{port}", workshop, process, log, 0.0)
     deadline = time.monotonic() + READY_S
-    while _status(running.url + "/hub/api") != 200:
+    while _http_status(running.url + "/hub/api") != 200:
         if process.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"JupyterHub did not come up on 127.0.0.1:{port}; its log:\n{running.log_tail()}")
         time.sleep(0.1)
