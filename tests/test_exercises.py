@@ -118,6 +118,31 @@ def test_a_loop_that_never_ends_is_killed_and_reported() -> None:
     assert fb.misconception.name == "too-slow", str(fb)
 
 
+def test_a_script_that_writes_then_never_ends_is_reported_as_the_servers_state_not_a_traceback() -> None:
+    """Valkey does not stop a script that has written (UNKILLABLE): the server answers nothing
+    else until it is restarted. The learner is told so, and why; the check does not crash on
+    the server it can no longer use (no progress can be recorded there)."""
+    from echoq.server import start_server
+
+    stuck = EXERCISES["claim"].solution.replace(
+        "local attempt = redis.call('HINCRBY', row, 'attempts', 1)",
+        "local attempt = redis.call('HINCRBY', row, 'attempts', 1)\nwhile true do end",
+    )
+    assert stuck != EXERCISES["claim"].solution
+    server = start_server()  # a private one: this answer leaves it unusable
+    try:
+        client = echoq.connect(server.url)
+        fb = exercises.check_claim_script(stuck, client=client)
+        assert not fb.ok and fb.misconception.name == "too-slow", str(fb)
+        (note,) = [n for n in fb.notes if "UNKILLABLE" in n]
+        assert "restart the kernel" in note and "could not be recorded" in note, note
+        assert "✓" not in str(fb).split("✗", 1)[1]  # nothing after the failure claims success
+        with pytest.raises(echoq.EchoqError, match="BUSY"):
+            echoq.Queue("any", client).snapshot()  # the note is true: the server is held
+    finally:
+        server.kill()
+
+
 def test_each_check_records_its_verdict_on_the_server(monkeypatch, valkey_client) -> None:
     monkeypatch.setenv("ECHOQ_LEARNER", "exercise-test")
     valkey_client.delete(progress.key())

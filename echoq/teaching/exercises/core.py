@@ -78,7 +78,7 @@ GENERIC = {
         Misconception(
             "too-slow",
             "it did not finish",
-            "{what} did not finish within {seconds:g} s, so it was killed. Is there a loop that never ends?",
+            "{what} did not finish within {seconds:g} s, so the check gave up on it. Is there a loop that never ends?",
             "Every wait in your code needs a way out.",
             "Print nothing and sleep little: the check runs your code many times.",
         ),
@@ -236,6 +236,7 @@ class Run:
         self.client = client if client is not None else connect()
         self._queues: list[Queue] = []
         self._cleanups: list[Callable[[], object]] = []
+        self.server_stuck = False  # a learner's script the server will not stop holds it
 
     def queue(self, part: str = "") -> Queue:
         """An empty scratch queue in the learner's namespace, deleted when the check ends."""
@@ -277,11 +278,13 @@ class Run:
             self.fail(prop, "too-slow", what=what, seconds=seconds)
             raise  # not reached
 
-    def stop_script(self) -> bool:
+    def stop_script(self) -> str:
         """A learner's script that never ends keeps the server busy after its caller died:
-        once the server reports it busy (lua-time-limit), SCRIPT KILL stops it. False when a
-        script still runs that this user may not stop (a workshop's learner may not SCRIPT
-        KILL: it could stop another learner's script)."""
+        once the server reports it busy (lua-time-limit), SCRIPT KILL stops it. Returns
+        ``"stopped"`` (nothing runs any more), ``"not-allowed"`` (a script still runs that this
+        user may not stop: a workshop's learner may not SCRIPT KILL, it could stop another
+        learner's script) or ``"unkillable"`` (the script wrote before it looped: the server
+        refuses to stop it, and answers nothing else until it is restarted)."""
         import time
 
         from redis.cluster import RedisCluster
@@ -291,7 +294,7 @@ class Run:
             nodes = [self.client.get_redis_connection(n) for n in self.client.get_primaries()]
         else:
             nodes = [self.client]
-        stopped = True
+        outcome = "stopped"
         for node in nodes:
             give_up = time.monotonic() + 10
             while time.monotonic() < give_up:
@@ -307,22 +310,34 @@ class Run:
                     node.script_kill()
                     break
                 except (PermissionDenied, redis.exceptions.NoPermissionError):
-                    stopped = False
+                    outcome = "not-allowed"
                     break
-                except redis.ResponseError as exc:  # NOTBUSY: nothing runs (any more); UNKILLABLE: it wrote
-                    if "NOTBUSY" in str(exc) or "UNKILLABLE" in str(exc):
+                except redis.ResponseError as exc:
+                    if "UNKILLABLE" in str(exc):  # it wrote: stopping it now would leave half a move
+                        outcome = "unkillable"
+                        break
+                    if "NOTBUSY" in str(exc):  # it ended by itself meanwhile
                         break
                 except redis.ConnectionError:
                     break
                 time.sleep(0.1)
-        return stopped
+        self.server_stuck = self.server_stuck or outcome == "unkillable"
+        return outcome
 
     def _stop_or_say(self) -> None:
-        if not self.stop_script():
-            self.note(
-                "Your script is still running on the server, and this user may not stop it: ask whoever "
-                "runs the server (your instructor) to send SCRIPT KILL."
-            )
+        outcome = self.stop_script()
+        said = {
+            "not-allowed": "Your script is still running on the server, and this user may not stop it: ask whoever "
+            "runs the server (your instructor) to send SCRIPT KILL.",
+            "unkillable": "Your script wrote to the server and then never ended. Valkey does not stop a script "
+            "that has written (SCRIPT KILL answers UNKILLABLE: a script runs whole or not at all), so the server "
+            "answers nothing else until it is restarted without saving (SHUTDOWN NOSAVE), which drops what it "
+            "holds; this check could not be recorded in your progress either. If the course started this server "
+            "for you (VALKEY_URL not set), restart the kernel: the server goes with it, and a fresh one starts. "
+            "Otherwise ask whoever runs it.",
+        }.get(outcome)
+        if said is not None and said not in self.feedback.notes:
+            self.note(said)
 
 
 @contextmanager
@@ -335,7 +350,7 @@ def running(exercise: Exercise, client: redis.Redis | None) -> Iterator[Run]:
     finally:
         processes.stop_all()
         if exercise.kind == "lua":
-            run.stop_script()  # a learner's script still running would keep the server busy
+            run._stop_or_say()  # a learner's script still running would keep the server busy
         for action in run._cleanups:
             try:
                 action()
@@ -353,6 +368,8 @@ def running(exercise: Exercise, client: redis.Redis | None) -> Iterator[Run]:
         fb.hint, fb.solution_offered = _hint_for(exercise, fb.misconception)
     elif fb.ok:
         _wrong_tries[exercise.key] = 0
+    if run.server_stuck:
+        return  # the server answers nothing else: this run cannot be recorded in the progress
     progress.record_check(
         run.client, exercise.lesson, exercise.key, fb.ok, fb.misconception.name if fb.misconception else None
     )
