@@ -248,6 +248,27 @@ def test_a_job_that_keeps_stalling_lands_in_dead(name: str, valkey_client: redis
     assert lab.figure.arrows["dead"].get_linewidth() > lab.figure.arrows["reap"].get_linewidth()
 
 
+@pytest.mark.parametrize(
+    ("consumer", "deliveries", "said"),
+    [
+        ("keyed", 0, "deliveries must be a whole number between 1 and 10, got 0."),
+        ("keyed", 11, "deliveries must be a whole number between 1 and 10, got 11."),
+        ("magic", 3, "consumer must be 'keyed' or 'naive', got 'magic'."),
+    ],
+)
+def test_a_bad_delivery_is_refused_in_the_readout_and_changes_nothing(
+    name: str, valkey_client: redis.Redis, consumer: str, deliveries: int, said: str
+) -> None:
+    lab = DeliveryLab(name, client=valkey_client, live=False, animate=False)
+    assert lab.model.deliver(consumer="naive", deliveries=2)
+    before = (lab.model.consumer, lab.model.deliveries, lab.model.run, valkey_client.hgetall(key(name, "stats")))
+    assert not lab.model.deliver(consumer=consumer, deliveries=deliveries)  # no traceback: the readout says
+    assert shown(lab).endswith(f"deliver refused: {said} Nothing changed."), shown(lab)
+    after = (lab.model.consumer, lab.model.deliveries, lab.model.run, valkey_client.hgetall(key(name, "stats")))
+    assert after == before
+    lab.close()
+
+
 def test_racy_sweeps_deliver_twice_and_the_atomic_reap_does_not(name: str, valkey_client: redis.Redis) -> None:
     lab = ReapLab(name, client=valkey_client, live=False, animate=False)
     lab.race_button.click()

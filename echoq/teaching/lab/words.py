@@ -100,7 +100,8 @@ def not_connected(move: str) -> str:
 
 
 def refused(move: str, error: BaseException) -> str:
-    return f"{move} refused: {error} Nothing changed."
+    said = str(error).rstrip()
+    return f"{move} refused: {said}{'' if said.endswith(('.', '!', '?')) else '.'} Nothing changed."
 
 
 def reset(deleted: int, queue: str) -> str:

@@ -10,7 +10,7 @@ from traitlets import Int, Unicode, validate
 
 from ....clock import wait_until_expired
 from ....effects import Effects
-from ....errors import InvalidArgument
+from ....errors import EchoqError, InvalidArgument
 from ....limits import whole
 from ....queue import Claim, Queue
 from .. import words
@@ -92,6 +92,14 @@ class DeliveryModel(LabModel):
         under a 3 ms lease, runs the effect and crashes; the lease runs out on the server's
         clock, reap.lua returns the job, and it is claimed again. The last one completes.
         Every step is recorded as a frame (so the animation shows each delivery)."""
+        try:  # both checked before either is set: a refused call changes nothing
+            if consumer is not None:
+                self._known_consumer({"value": consumer})
+            if deliveries is not None:
+                self._deliveries_range({"value": deliveries})
+        except EchoqError as exc:
+            self.say("deliver", words.refused("deliver", exc))
+            return False
         self._quiet += 1  # part of this move: recorded in its frames, not as settings of their own
         try:
             if consumer is not None:
