@@ -614,7 +614,7 @@ class Worker:
     def _pipelined(self) -> bool:
         """Whether this worker may hold enough jobs for LANES calls in flight (SPLIT_MIN),
         on one connection to one server (a plain client)."""
-        if not isinstance(self.queue.client, redis.Redis) or getattr(self.queue, "durability", None) is not None:
+        if not isinstance(self.queue.client, redis.Redis) or self.queue.durability is not None:
             return False  # a cluster client, or waits for replicas on the write's own connection
         c = self.concurrency
         if self.prefetch is not None:
