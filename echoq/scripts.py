@@ -433,13 +433,20 @@ def _cluster_reply(exc: redis.ResponseError, name: str) -> Exception | None:
     return None
 
 
+def _cross_slot(name: str, slots: list[int] | None) -> InvalidArgument:
+    """Keys of several slots in one call (``slots``, when known), refused before anything is sent."""
+    count = "several" if slots is None else len(slots)
+    return InvalidArgument(
+        f"{name}: its KEYS fall in {count} hash slots {slots or ''} (CROSSSLOT); "
+        "a script may touch the keys of one queue only, and they all carry its {tag}"
+    )
+
+
 def _cluster_refusal(client: Any, exc: RedisClusterException, name: str, keys: list[str]) -> Exception:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if "same key slot" in text or "same slot" in text:
-        slots = sorted({client.keyslot(k) for k in keys}) if isinstance(client, RedisCluster) else []
-        return InvalidArgument(
-            f"{name}: its KEYS fall in {len(slots) or 'several'} hash slots {slots or ''} (CROSSSLOT); "
-            "a script may touch the keys of one queue only, and they all carry its {tag}"
+        return _cross_slot(
+            name, sorted({client.keyslot(k) for k in keys}) if isinstance(client, RedisCluster) else None
         )
     if isinstance(exc, SlotNotCoveredError):
         return ServerUnavailable(
@@ -543,10 +550,7 @@ def _target(client: RedisCluster, keys: list[str], name: str, ask: str | None) -
     """The node client (one pool, one connection per pipeline) of the master serving ``keys``."""
     slots = {client.keyslot(k) for k in keys}
     if len(slots) != 1:
-        raise InvalidArgument(
-            f"{name}: its KEYS fall in {len(slots)} hash slots {sorted(slots)} (CROSSSLOT); a script may touch "
-            "the keys of one queue only, and they all carry its {tag}"
-        )
+        raise _cross_slot(name, sorted(slots))
     node = client.get_node(node_name=ask) if ask else client.nodes_manager.get_node_from_slot(slots.pop())
     if node is None:  # an ASK to a node the client has not met yet
         client.nodes_manager.initialize()
