@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 import itertools
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from ...errors import PermissionDenied
 from ...queue import Queue
@@ -285,10 +287,6 @@ class Run:
         user may not stop: a workshop's learner may not SCRIPT KILL, it could stop another
         learner's script) or ``"unkillable"`` (the script wrote before it looped: the server
         refuses to stop it, and answers nothing else until it is restarted)."""
-        import time
-
-        from redis.cluster import RedisCluster
-
         # On a cluster (lesson 07) the script ran on one master: ask each (SCRIPT KILL has no key).
         if isinstance(self.client, RedisCluster):
             nodes = [self.client.get_redis_connection(n) for n in self.client.get_primaries()]
