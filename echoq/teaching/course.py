@@ -17,6 +17,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -64,15 +65,20 @@ def start(number: str, *, quiet: bool = False) -> Lesson:
     return lesson
 
 
+def ipython_shell() -> Any:
+    """The IPython shell this code runs in, or None (no IPython, or not inside it)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
 def _show_figures_as_pictures() -> None:
     """Let a cell that ends in a matplotlib Figure (the lessons' result charts) show it as
     a PNG, whichever backend is active: the charts are built without pyplot, so no
     backend's display hook knows them."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
+    shell = ipython_shell()
     if shell is None:
         return
     from matplotlib.figure import Figure

@@ -12,6 +12,7 @@ import ipywidgets as widgets
 import redis
 
 from ...errors import EchoqError
+from ..course import ipython_shell
 from . import classroom
 from .admin import Workshop
 from .board import Board, BoardData, render
@@ -23,11 +24,7 @@ def one_line_errors() -> None:
     """In this kernel, show an echoq error (PermissionDenied, InvalidArgument, ...) as the one
     line it is -- ``PermissionDenied: ...`` -- instead of a traceback into the library. Other
     exceptions keep IPython's full traceback. Does nothing outside IPython."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
+    shell = ipython_shell()
     if shell is None:
         return
 
