@@ -168,11 +168,13 @@ def _free_port() -> int:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    # Linux only: a SIGKILLed notebook kernel must not leave an orphan server behind.
+    # Linux only: a SIGKILLed notebook kernel must not leave an orphan server behind. SIGKILL,
+    # not SIGTERM: a server held by a script that wrote and never ends (a learner's loop)
+    # handles no SIGTERM, and would go on spinning a core with no one left to stop it.
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
 

@@ -235,3 +235,58 @@ def test_lua_scripts_ship_in_the_wheel(tmp_path: Path, own_server) -> None:
     assert result.returncode == 0, result.stderr
     lua_dir, outcome = result.stdout.split()
     assert Path(lua_dir) == target / "echoq" / "lua" and outcome == "completed"
+
+
+def test_a_server_held_by_an_endless_script_dies_with_the_python_that_started_it() -> None:
+    """A learner's Lua that wrote and then loops forever holds the server (SCRIPT KILL answers
+    UNKILLABLE, SIGTERM is not handled); when the kernel that started it is killed, the server
+    must go too, not spin a core as an orphan."""
+    starter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import threading, time, echoq\n"
+            "from echoq.server import start_server\n"
+            "server = start_server()\n"
+            "client = echoq.connect(server.url)\n"
+            "stuck = lambda: client.eval(\"redis.call('SET', 'k', 'v') while true do end\", 0)\n"
+            "threading.Thread(target=stuck, daemon=True).start()\n"
+            "print(server.process.pid, server.url, flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        pid_text, url = starter.stdout.readline().split()
+        pid = int(pid_text)
+        probe = redis.Redis.from_url(url, socket_timeout=15)  # it answers BUSY after lua-time-limit (5 s)
+        give_up = time.monotonic() + 30
+        while True:  # until the script holds the server
+            try:
+                probe.ping()
+            except redis.exceptions.BusyLoadingError:
+                break
+            except redis.ResponseError as exc:
+                if "BUSY" in str(exc):
+                    break
+                raise
+            assert time.monotonic() < give_up, "the endless script never held the server"
+            time.sleep(0.05)
+        starter.kill()
+        starter.wait(10)
+        give_up = time.monotonic() + 10
+        while _running(pid):
+            assert time.monotonic() < give_up, f"valkey-server {pid} outlived the Python that started it"
+            time.sleep(0.05)
+    finally:
+        starter.kill()
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (an orphan's end may not be reaped here)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
