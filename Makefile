@@ -47,9 +47,9 @@ test: setup
 	@bash tools/system-deps.sh
 	@bash tools/hub-deps.sh
 	$(BIN)/ruff check echoq tests bench tools
-	@# Most tests wait on servers, leases and kernels rather than compute: three processes
+	@# Most tests wait on servers, leases and kernels rather than compute: four processes
 	@# share the cores, one test file (one notebook) each at a time.
-	$(BIN)/python -m pytest -n 3 --dist loadfile -m "not browser"
+	$(BIN)/python -m pytest -n 4 --dist loadfile -m "not browser"
 	@# Then the tests that judge what Chromium paints, alone, so no frame is starved of CPU.
 	$(BIN)/python -m pytest -m browser
 
