@@ -291,6 +291,7 @@ class Scoreboard:
     completed: int
     by_learner: dict[str, Score] = field(default_factory=dict)
     total: Score = field(default_factory=Score)
+    skipped: dict[str, int] = field(default_factory=dict)  # where -> learner-written entries not counted (bad)
 
     @property
     def ok(self) -> bool:

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import html
 import random
 import threading
 
@@ -16,6 +15,8 @@ from ..course import ipython_shell
 from . import classroom
 from .admin import Workshop
 from .board import Board, BoardData, render
+from .html import Markup, esc
+from .html import render as fill
 
 __all__ = ["Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors"]
 
@@ -36,8 +37,9 @@ def one_line_errors() -> None:
     shell.set_custom_exc((EchoqError,), show)
 
 
-def _line(exc: BaseException) -> str:
-    return html.escape(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+def _line(exc: BaseException) -> Markup:
+    """The first line of an error, escaped whole (it may quote what a learner wrote)."""
+    return esc(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, longest=None)
 
 
 class Dashboard(widgets.VBox):
@@ -112,9 +114,9 @@ class Dashboard(widgets.VBox):
 
     def _act(self, action) -> None:
         try:
-            self.readout.value = html.escape(action())
+            self.readout.value = esc(action(), longest=None)
         except EchoqError as exc:
-            self.readout.value = f"<b>Refused:</b> {_line(exc)}"
+            self.readout.value = fill("<b>Refused:</b> $why", why=_line(exc))
         self.refresh()
 
     # -- refresh ---------------------------------------------------------------------------
@@ -123,7 +125,7 @@ class Dashboard(widgets.VBox):
         try:
             data = self.board.read()
         except (EchoqError, redis.RedisError) as exc:
-            self.view.value = f"<p><b>The class server did not answer:</b> {_line(exc)}</p>"
+            self.view.value = fill("<p><b>The class server did not answer:</b> $why</p>", why=_line(exc))
             return None
         self.last = data
         self.view.value = render(data)
@@ -145,7 +147,7 @@ def dashboard(folder: str | None = None, **kwargs: object) -> Dashboard | widget
     try:
         workshop = Workshop.load(folder)
     except EchoqError as exc:
-        return widgets.HTML(f"<p><b>No workshop to show:</b> {_line(exc)}</p>")
+        return widgets.HTML(fill("<p><b>No workshop to show:</b> $why</p>", why=_line(exc)))
     return Dashboard.for_workshop(workshop, **kwargs)
 
 
@@ -163,7 +165,7 @@ class ClassWorkerPanel(widgets.VBox):
         threading.Thread(target=self._loop, name="echoq-class-readout", daemon=True).start()
 
     def update(self) -> None:
-        self.readout.value = html.escape(self.worker.readout())
+        self.readout.value = esc(self.worker.readout(), longest=None)
         self.stop_button.disabled = self.worker.state != "running"
 
     def _loop(self) -> None:
@@ -185,5 +187,5 @@ def class_worker(**kwargs: object) -> ClassWorkerPanel | widgets.HTML:
     try:
         _current = classroom.ClassWorker(**kwargs).start()
     except EchoqError as exc:
-        return widgets.HTML(f"<b>Could not start the class worker:</b> {_line(exc)}")
+        return widgets.HTML(fill("<b>Could not start the class worker:</b> $why", why=_line(exc)))
     return ClassWorkerPanel(_current)
