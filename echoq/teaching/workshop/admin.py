@@ -34,11 +34,13 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import redis
 
 from ... import scripts
+from ...client import TypedRedis
 from ...errors import InvalidArgument, ServerUnavailable
 from ...keyspace import Keyspace, check_namespace
-from ...server import connect, start_server
+from ...server import check, connect, start_server
 from ..learner import from_hub_user
 from . import acl
+from .html import text
 
 __all__ = ["Learner", "Workshop", "up", "status", "down", "workshop_dir", "learners_from_roster"]
 
@@ -49,6 +51,19 @@ SERVER_DIR = "server"
 DASHBOARD_SERVICE = "echoq-dashboard"
 MAX_LEARNERS = 500
 RESERVED = {"default", acl.INSTRUCTOR_USER}  # ACL users that exist or that we create
+
+
+def class_client(url: str, *, ping: bool = True) -> redis.Redis:
+    """A client of the class server for the instructor's tools. Its replies are decoded with
+    bad UTF-8 replaced (a learner may write any bytes into their keys: a reader must not
+    fail on them); with ``ping=False`` it sends nothing until used (a server busy with a
+    learner's script answers BUSY to PING, but still takes SCRIPT KILL)."""
+    client = TypedRedis.from_url(
+        url, decode_responses=True, encoding_errors="replace", socket_connect_timeout=3, health_check_interval=0
+    )
+    if ping:
+        check(client, url)
+    return client
 
 
 def workshop_dir(given: str | Path | None = None) -> Path:
@@ -111,11 +126,11 @@ class Workshop:
     def instructor_url(self) -> str:
         return self._url(acl.INSTRUCTOR_USER, self.instructor_password)
 
-    def admin(self) -> redis.Redis:
-        return connect(self.admin_url)
+    def admin(self, *, ping: bool = True) -> redis.Redis:
+        return class_client(self.admin_url, ping=ping)
 
     def instructor(self) -> redis.Redis:
-        return connect(self.instructor_url)
+        return class_client(self.instructor_url)
 
     # -- files -------------------------------------------------------------------------
 
@@ -366,17 +381,25 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     lines.append(f"{'learner':<24} {'hub user':<24} {'user':<8} {'conns':>5} {'queues':>6}  lessons reached")
     from .. import progress
 
+    skipped = 0
     for lid, learner in workshop.learners.items():
         queues = {
             key.split("}")[0][len("emq:{") :]
             for key in admin.scan_iter(match=acl.namespace_pattern(lid), count=1000)
             if not key.endswith(":progress")
         }
-        reached = ", ".join(sorted(progress.read(admin, lid).lessons)) or "-"
+        try:  # the learner's own key: it may hold anything, even another type
+            record = progress.read(admin, lid)
+        except redis.ResponseError:
+            record = progress.Progress(lid, skipped=1)
+        skipped += record.skipped
+        reached = ", ".join(text(lesson, 24) for lesson in sorted(record.lessons)) or "-"
         lines.append(
             f"{lid:<24} {learner.hub_user:<24} {'ok' if lid in users else 'MISSING':<8} "
             f"{connected.get(lid, 0):>5} {len(queues):>6}  {reached}"
         )
+    if skipped:
+        lines.append(f"{skipped} bad entries skipped in learners' progress records (not what the kit writes)")
     lines.append(f"instructor user {acl.INSTRUCTOR_USER}: {'ok' if acl.INSTRUCTOR_USER in users else 'MISSING'}")
     if show_urls:
         lines.append("VALKEY_URL of each learner (passwords shown because --show-urls was given):")

@@ -114,14 +114,26 @@ class Board:
                 for place in PLACES:
                     pipe.zcard(getattr(keys, place))
                 order.append((name, queue))
-        reply = pipe.execute()
+        # A learner's keys hold whatever the learner wrote: a key of another type answers
+        # WRONGTYPE inside the MULTI, and is skipped (and counted), not the whole read's end.
+        reply = pipe.execute(raise_on_error=False)
         seconds, micros = reply[0]
         now_ms = int(seconds) * 1000 + int(micros) // 1000
-        records = {name: progress.parse(raw, name) for name, raw in zip(self.learners, reply[1:], strict=False)}
+        skipped: Counter[str] = Counter()
+        records = {}
+        for name, raw in zip(self.learners, reply[1:], strict=False):
+            if isinstance(raw, Exception):
+                skipped["progress records"] += 1
+                raw = {}
+            records[name] = progress.parse(raw, name)
+            skipped["progress records"] += records[name].skipped
         base = 1 + len(self.learners)
         counts: dict[str, dict[str, dict[str, int]]] = {name: {} for name in self.learners}
         for n, (name, queue) in enumerate(order):
             values = reply[base + n * len(PLACES) : base + (n + 1) * len(PLACES)]
+            if any(isinstance(v, Exception) for v in values):
+                skipped["queues"] += 1
+                continue
             counts[name][queue.partition(".")[2]] = dict(zip(PLACES, map(int, values), strict=True))
         refusals = self.refusals()
         board = classroom.read_scoreboard(self.client, self.learners, klass=self.class_name)
@@ -135,7 +147,7 @@ class Board:
             )
             for name in self.learners
         ]
-        data = BoardData(now_ms, learners, refusals, board, queues_found=len(order))
+        data = BoardData(now_ms, learners, refusals, board, queues_found=len(order), skipped=+skipped)
         data.read_ms = (time.perf_counter() - started) * 1000
         return data
 

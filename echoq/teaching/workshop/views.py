@@ -117,24 +117,40 @@ class Dashboard(widgets.VBox):
             self.readout.value = esc(action(), longest=None)
         except EchoqError as exc:
             self.readout.value = fill("<b>Refused:</b> $why", why=_line(exc))
+        except redis.RedisError as exc:
+            self.readout.value = fill("<b>The class server did not answer:</b> $why", why=_line(exc))
         self.refresh()
 
     # -- refresh ---------------------------------------------------------------------------
 
     def refresh(self) -> BoardData | None:
+        """Read the class and redraw; on any failure, say so on the page and keep the last
+        picture's data (the next refresh tries again)."""
         try:
             data = self.board.read()
+            page = render(data)
         except (EchoqError, redis.RedisError) as exc:
             self.view.value = fill("<p><b>The class server did not answer:</b> $why</p>", why=_line(exc))
             return None
+        except Exception as exc:  # data the board could not read: report it, never stop refreshing
+            self.view.value = fill(
+                "<p><b>The dashboard could not read the class:</b> $kind: $why; it tries again every second.</p>",
+                kind=type(exc).__name__,
+                why=_line(exc),
+            )
+            return None
         self.last = data
-        self.view.value = render(data)
+        self.view.value = page
         return data
 
     def _loop(self) -> None:
+        # The page's only clock: whatever one refresh meets, the next one still runs.
         while not self._closing.wait(self.refresh_s):
             if self.live.value:
-                self.refresh()
+                try:
+                    self.refresh()
+                except Exception:  # noqa: S110 - refresh reports on the page; this only keeps the loop alive
+                    pass
 
     def close(self) -> None:
         self._closing.set()
