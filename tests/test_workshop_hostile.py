@@ -52,6 +52,7 @@ def poison(workshop: Workshop) -> None:
     )
     ada.hset("emq:{ada.weird}:stats", "enqueued", "1")  # a queue the board discovers ...
     ada.set("emq:{ada.weird}:pending", "not a sorted set")  # ... whose counts answer WRONGTYPE
+    ada.hset(f"emq:{{ada.{HOSTILE}}}:stats", "enqueued", "1")  # a key no kit queue has: not a queue name
     ada.hset(keys.score, mapping={"ada:delivered": "lots", "ghost:delivered": "5", "bob:effects": "-3"})
     ada.hset(keys.workers, mapping={"ada": f"{HOSTILE} 12", "bob": "running soon"})
     ada.hset(echoq.Keyspace(keys.queue).stats, "enqueued", "1000000")  # the queue's own counter: not trusted
@@ -65,7 +66,7 @@ def test_the_board_skips_and_counts_what_is_not_the_kits_and_shows_the_rest(klas
     ada = {lv.learner: lv for lv in data.learners}["ada"]
     assert "02" in ada.lessons and HOSTILE not in ada.lessons  # the good lesson stays, the bad one goes
     assert [c.exercise for c in ada.checks] == ["x"] and ada.checks[0].attempts == 2
-    assert data.skipped["progress records"] >= 3 and data.skipped["queues"] == 1
+    assert data.skipped["progress records"] >= 3 and data.skipped["queues"] == 1 and data.skipped["queue names"] == 1
     sb = data.scoreboard
     # The class's figures come from the queue, for the jobs the instructor produced: ada's
     # counter of a million jobs and her forged effect count nothing.

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import redis
 
-from ...keyspace import Keyspace
+from ...errors import EchoqError
+from ...keyspace import Keyspace, check_queue_name
 from .. import progress
 from . import acl, classroom
 from .html import Markup, join
@@ -85,16 +86,21 @@ class Board:
         self.refusals_shown = refusals_shown
         self._queues: dict[str, list[str]] = {}
         self._found_at = float("-inf")
+        self._bad_names = 0
 
     def discover(self) -> dict[str, list[str]]:
         """Every queue of every learner that has one (its stats hash exists), by SCAN."""
         wanted = set(self.learners)
         found: dict[str, set[str]] = {name: set() for name in self.learners}
+        self._bad_names = 0
         for key in self.client.scan_iter(match="emq:{*.*}:stats", count=2000, _type="HASH"):
             queue = str(key)[len("emq:{") : -len("}:stats")]
             namespace = queue.partition(".")[0]
             if namespace in wanted:
-                found[namespace].add(queue)
+                try:  # a learner may make a key whose name no kit queue has
+                    found[namespace].add(check_queue_name(queue))
+                except EchoqError:
+                    self._bad_names += 1
         self._queues = {name: sorted(queues) for name, queues in found.items()}
         self._found_at = time.monotonic()
         return self._queues
@@ -119,7 +125,7 @@ class Board:
         reply = pipe.execute(raise_on_error=False)
         seconds, micros = reply[0]
         now_ms = int(seconds) * 1000 + int(micros) // 1000
-        skipped: Counter[str] = Counter()
+        skipped: Counter[str] = Counter({"queue names": self._bad_names})
         records = {}
         for name, raw in zip(self.learners, reply[1:], strict=False):
             if isinstance(raw, Exception):
