@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+from pathlib import Path
 
 import ipywidgets as widgets
 import redis
@@ -17,6 +18,7 @@ from .admin import Workshop
 from .board import Board, BoardData, render
 from .html import Markup, esc
 from .html import render as fill
+from .watch import last_events
 
 __all__ = ["Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors"]
 
@@ -53,8 +55,10 @@ class Dashboard(widgets.VBox):
         class_name: str = "class",
         refresh_s: float = 1.0,
         auto: bool = True,
+        folder: Path | None = None,
     ) -> None:
         self.client = client
+        self.folder = folder  # the workshop's: where the watchdog's log is
         self.class_name = class_name
         self.board = Board(client, learners, class_name=class_name)
         self.refresh_s = refresh_s
@@ -87,7 +91,13 @@ class Dashboard(widgets.VBox):
 
     @classmethod
     def for_workshop(cls, workshop: Workshop, **kwargs: object) -> Dashboard:
-        return cls(workshop.instructor(), list(workshop.learners), class_name=workshop.class_name, **kwargs)
+        return cls(
+            workshop.instructor(),
+            list(workshop.learners),
+            class_name=workshop.class_name,
+            folder=workshop.dir,
+            **kwargs,
+        )
 
     # -- actions (also called by tests and benches) ----------------------------------------
 
@@ -140,8 +150,17 @@ class Dashboard(widgets.VBox):
             )
             return None
         self.last = data
-        self.view.value = page
+        self.view.value = page + self._watchdog()
         return data
+
+    def _watchdog(self) -> Markup:
+        """The watchdog's last lines (watch.log): what a learner did to the class, and what was done."""
+        if self.folder is None:
+            return Markup("")
+        events = last_events(self.folder, 8)
+        if not events:
+            return Markup("<h3>Watchdog</h3><p>Nothing to report (or no watchdog: `workshop up` starts one).</p>")
+        return fill("<h3>Watchdog</h3><pre style='white-space:pre-wrap'>$lines</pre>", lines="\n".join(events))
 
     def _loop(self) -> None:
         # The page's only clock: whatever one refresh meets, the next one still runs.
