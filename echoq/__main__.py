@@ -96,16 +96,14 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
 
 
 def _workshop(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from .teaching import workshop
 
     if args.action == "up":
         try:
-            roster = Path(args.roster).read_text().splitlines() if args.roster else None
-            password = Path(args.password_file).read_text().strip() if args.password_file else None
-        except OSError as exc:
-            print(f"echoq: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+            roster = _text_file(args.roster, "one JupyterHub user name per line").splitlines() if args.roster else None
+            password = _text_file(args.password_file, "the admin password").strip() if args.password_file else None
+        except ValueError as exc:
+            print(f"echoq: {exc}", file=sys.stderr)
             return 2
         _, lines = workshop.up(
             args.dir,
@@ -214,6 +212,21 @@ def main(argv: list[str] | None = None) -> int:
         # A failure the library did not type (it should have): still one line, no traceback.
         return _one_line(f"{type(exc).__name__}: {exc}")
     return 0
+
+
+def _text_file(path: str, what: str) -> str:
+    """A file the instructor gave, as UTF-8 text; ValueError in one line when it cannot be read."""
+    from pathlib import Path
+
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start}); "
+            f"save it as UTF-8 ({what})"
+        ) from None
 
 
 def _one_line(message: str) -> int:

@@ -48,6 +48,7 @@ STATE_FILE = "workshop.json"
 ROSTER_FILE = "roster.json"
 HUB_SNIPPET = "jupyterhub_echoq.py"
 SERVER_DIR = "server"
+MADE_FILE = ".echoq-made"  # what `up` made in the folder, one name a line: what `down` may remove
 DASHBOARD_SERVICE = "echoq-dashboard"
 MAX_LEARNERS = 500
 RESERVED = {"default", acl.INSTRUCTOR_USER}  # ACL users that exist or that we create
@@ -108,6 +109,9 @@ class Workshop:
     # The class's limits (see CLASS_SETTINGS): what a restarted server is started with again.
     settings: dict[str, str] = field(default_factory=dict)
     watcher_pid: int | None = None  # the watchdog `up` started (`workshop watch`), if any
+    # What `up` made itself ("." the folder, "server" the server's): all `down` may remove.
+    # A folder that was there before is the instructor's: never chmodded, never deleted.
+    created: list[str] = field(default_factory=list)
 
     # -- where things are --------------------------------------------------------------
 
@@ -313,9 +317,10 @@ def up(
     (``CLASS_SETTINGS``, bound to 127.0.0.1). With ``watch`` (the command line's default), the
     class's watchdog (:mod:`.watch`) is started in the background if it is not running."""
     where = workshop_dir(folder)
-    where.mkdir(parents=True, exist_ok=True)
-    where.chmod(0o700)
     previous = Workshop.load(where) if (where / STATE_FILE).is_file() else None
+    created = set(previous.created if previous else []) | _made(where)
+    if _make_dir(where):
+        created.add(".")
     class_name = check_namespace(class_name or (previous.class_name if previous else "class"))
     if previous is not None and previous.class_name != class_name:
         raise InvalidArgument(
@@ -354,7 +359,8 @@ def up(
     else:
         password = unquote(urlsplit(previous.admin_url).password or "") if previous and previous.started else None
         server_dir = where / SERVER_DIR
-        server_dir.mkdir(mode=0o700, exist_ok=True)
+        if _make_dir(server_dir):
+            created.add(SERVER_DIR)
         server = start_server(
             extra_config={**SERVER_CONFIG, **{k: limits[k] for k in SERVER_SETTINGS}},
             workdir=server_dir,
@@ -379,6 +385,9 @@ def up(
         )
     workshop.learners = known
     workshop.settings = limits
+    workshop.created = sorted(created)
+    if created:
+        write_private(where / MADE_FILE, "".join(f"{name}\n" for name in workshop.created))
     if previous is not None:
         workshop.watcher_pid = previous.watcher_pid
     workshop.instructors = sorted(set(previous.instructors if previous else []) | set(instructors))
@@ -392,6 +401,11 @@ def up(
     dashboard = dashboard if dashboard is not None else _default_dashboard()
     hub_path = workshop.write_hub_snippet(dashboard, _free_port())
     admin.close()
+    if "." not in created and where.stat().st_mode & 0o077:
+        lines.append(
+            f"note: {where} was there before, with mode {where.stat().st_mode & 0o777:o}: left as it is "
+            "(the files up writes in it are 0600)"
+        )
     if watch:
         lines.append(start_watcher(workshop))
 
@@ -588,16 +602,58 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False) -> list
         admin.close()
     for name in (ROSTER_FILE, HUB_SNIPPET, STATE_FILE, "watch.log"):
         (workshop.dir / name).unlink(missing_ok=True)
-    if workshop.started and not keep_server:
-        import shutil
-
-        shutil.rmtree(workshop.dir / SERVER_DIR, ignore_errors=True)
-    try:
-        workshop.dir.rmdir()
-    except OSError:
-        pass  # the folder holds other files of the instructor's: leave it
+    workshop.created = sorted(set(workshop.created) | _made(workshop.dir))
+    if not (workshop.started and keep_server):  # else the server still runs in what we made
+        if workshop.started:
+            _remove_server_files(workshop)
+        (workshop.dir / MADE_FILE).unlink(missing_ok=True)
+    if "." in workshop.created:
+        try:
+            workshop.dir.rmdir()
+        except OSError:
+            pass  # the folder holds other files of the instructor's: leave it
     lines.append(f"removed the roster, the hub snippet and the state from {workshop.dir}")
     return lines
+
+
+def _made(folder: Path) -> set[str]:
+    try:
+        return {line.strip() for line in (folder / MADE_FILE).read_text().splitlines() if line.strip()}
+    except (OSError, UnicodeDecodeError):
+        return set()
+
+
+def _make_dir(path: Path) -> bool:
+    """Make ``path`` with mode 0700; whether it was made here (an existing folder is left
+    exactly as it is: its owner chose its mode)."""
+    try:
+        path.mkdir(mode=0o700, parents=False)
+    except FileExistsError:
+        if not path.is_dir():
+            raise InvalidArgument(f"{path} exists and is not a folder; choose another --dir") from None
+        return False
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return _make_dir(path)
+    path.chmod(0o700)  # whatever the umask
+    return True
+
+
+def _remove_server_files(workshop: Workshop) -> None:
+    """The files of the server `up` started: all of its folder when `up` made it, else only
+    the files a server writes there (the folder and anything else in it are the instructor's)."""
+    import shutil
+
+    server_dir = workshop.dir / SERVER_DIR
+    if SERVER_DIR in workshop.created:
+        shutil.rmtree(server_dir, ignore_errors=True)
+        return
+    for name in ("server.conf", "server.log", "console.log", "appendonlydir", "dump.rdb"):
+        target = server_dir / name
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            target.unlink(missing_ok=True)
 
 
 def _wait_gone(pid: int | None, timeout_s: float = 10.0) -> None:
