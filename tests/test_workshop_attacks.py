@@ -6,6 +6,8 @@ a Lua heap of 16 MiB. Every wait is a poll with a deadline."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -78,10 +80,18 @@ def said(dog: Watchdog, *words: str) -> str | None:
     return next((e.what for e in dog.events if all(w in e.what for w in words)), None)
 
 
+def heard(dog: Watchdog, *words: str) -> str:
+    """The watchdog's line with all ``words``, waited for; the failure shows what it did say."""
+    try:
+        return until(lambda: said(dog, *words), f"the watchdog saying {words}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; it said: {[e.what for e in dog.events]}") from None
+
+
 def test_a_script_that_never_ends_is_killed_and_named(klass: Workshop, watchdog: Watchdog) -> None:
     ada = learner(klass, "ada")
     thread, errors = in_background(lambda: ada.eval("while true do end", 0))
-    line = until(lambda: said(watchdog, "BUSY", "SCRIPT KILL"), "the watchdog ending ada's script")
+    line = heard(watchdog, "BUSY", "SCRIPT KILL")
     assert "ada's script" in line, line
     thread.join(RECOVERS_S)
     assert errors and "killed" in str(errors[0]).lower()
@@ -106,7 +116,7 @@ def test_a_script_that_writes_then_loops_restarts_the_server_with_its_settings(
     thread, _errors = in_background(
         lambda: ada.eval("redis.call('SET', KEYS[1], 'half done') while true do end", 1, "emq:{ada.x}:half")
     )
-    line = until(lambda: said(watchdog, "UNKILLABLE", "restarted"), "the watchdog restarting the server")
+    line = heard(watchdog, "UNKILLABLE", "restarted")
     assert "ada" in line, line
     until(lambda: bob_works(klass), "bob's queue working on the restarted server")
     after = Workshop.load(klass.dir)
@@ -130,7 +140,7 @@ def test_a_learners_connections_beyond_the_cap_are_closed(klass: Workshop, watch
             break
         held.append(client)
     try:
-        line = until(lambda: said(watchdog, "ada had", "closed"), "the watchdog closing ada's connections")
+        line = heard(watchdog, "ada had", "closed")
         assert "50 per learner" in line, line
         until(lambda: bob_works(klass), "bob connecting again")
         watcher = Workshop.load(klass.dir).admin()
@@ -145,11 +155,20 @@ def test_a_huge_lua_heap_is_flushed(klass: Workshop, watchdog: Watchdog) -> None
     # 40 MiB in a few milliseconds: well within the busy limit, so only the heap check sees it.
     grow = "local t = {} for i = 1, 400 do t[i] = string.rep('x', 100000) .. i end return #t"
     in_background(lambda: ada.eval(grow, 0))
-    line = until(lambda: said(watchdog, "Lua heap", "SCRIPT FLUSH"), "the watchdog flushing the Lua heap")
+    line = heard(watchdog, "Lua heap", "SCRIPT FLUSH")
     assert "16)" in line or "allows 16" in line, line
     heap = int(Workshop.load(klass.dir).admin().info("memory")["used_memory_vm_eval"])
     assert heap < 16 * 2**20
     until(lambda: bob_works(klass), "bob's kit scripts running (loaded again)")
+
+
+def test_a_server_that_died_is_started_again_with_its_settings(klass: Workshop, watchdog: Watchdog) -> None:
+    before = Workshop.load(klass.dir)
+    os.kill(before.server_pid, signal.SIGKILL)  # as a crash, or the kernel's OOM killer, would
+    line = heard(watchdog, "had stopped", "restarted")
+    assert "maxmemory 64mb" in line and "busy-reply-threshold 300" in line, line
+    until(lambda: bob_works(klass), "bob's queue working on the restarted server")
+    assert Workshop.load(klass.dir).admin().config_get("maxmemory")["maxmemory"] == str(64 * 2**20)
 
 
 def test_workshop_status_answers_while_a_script_holds_the_server(klass: Workshop) -> None:

@@ -123,8 +123,8 @@ class Watchdog:
             self._stop.wait(self.tick_s)
 
     def tick(self) -> None:
-        admin = self._connection()
         try:
+            admin = self._connection()
             clients = admin.client_list()
             self._clients = clients
             self._connections(admin, clients)
@@ -132,7 +132,7 @@ class Watchdog:
         except redis.ResponseError as exc:
             if not str(exc).startswith("BUSY"):
                 raise
-            self._busy(admin)
+            self._busy(self._connection())
         except (redis.ConnectionError, redis.TimeoutError):
             self._drop()
             self._gone()
@@ -262,6 +262,8 @@ class Watchdog:
             self._admin = None
 
     def say(self, what: str) -> None:
+        if self.events and self.events[-1].what == what:
+            return  # a failure met at every look is said once, not ten times a second
         event = Event(time.time(), what)
         self.events.append(event)
         del self.events[:-200]
