@@ -160,7 +160,8 @@ class Dashboard(widgets.VBox):
         events = last_events(self.folder, 8)
         if not events:
             return Markup("<h3>Watchdog</h3><p>Nothing to report (or no watchdog: `workshop up` starts one).</p>")
-        return fill("<h3>Watchdog</h3><pre style='white-space:pre-wrap'>$lines</pre>", lines="\n".join(events))
+        lines = Markup("<br>".join(esc(line, longest=400) for line in events))
+        return fill("<h3>Watchdog</h3><p><code>$lines</code></p>", lines=lines)
 
     def _loop(self) -> None:
         # The page's only clock: whatever one refresh meets, the next one still runs.
