@@ -34,7 +34,7 @@ def klass(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workshop]:
 
 @pytest.fixture
 def watchdog(klass: Workshop) -> Iterator[Watchdog]:
-    dog = Watchdog(Workshop.load(klass.dir), tick_s=0.05).start()
+    dog = Watchdog(Workshop.load(klass.dir), tick_s=0.05, look_s=0.1).start()
     yield dog
     dog.stop()
 

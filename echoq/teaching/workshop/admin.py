@@ -318,9 +318,6 @@ def up(
     class's watchdog (:mod:`.watch`) is started in the background if it is not running."""
     where = workshop_dir(folder)
     previous = Workshop.load(where) if (where / STATE_FILE).is_file() else None
-    created = set(previous.created if previous else []) | _made(where)
-    if _make_dir(where):
-        created.add(".")
     class_name = check_namespace(class_name or (previous.class_name if previous else "class"))
     if previous is not None and previous.class_name != class_name:
         raise InvalidArgument(
@@ -339,6 +336,9 @@ def up(
         given_settings.pop("maxclients")  # recomputed for the roster as it is now
     limits = class_settings(len(known), given_settings)
     bind = bind or (previous.bind if previous and previous.started else "127.0.0.1")
+    created = set(previous.created if previous else []) | (_made(where) if where.is_dir() else set())
+    if _make_dir(where):  # only once what was given is known to be right: a mistake makes nothing
+        created.add(".")
 
     lines: list[str] = []
     if url is not None:

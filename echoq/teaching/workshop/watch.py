@@ -3,7 +3,8 @@
 Valkey lets any user who may run EVAL stall the whole server, and lets any user open as
 many connections as the server allows. ACL rules cannot stop either. The watchdog (``python
 -m echoq workshop watch``, started in the background by ``workshop up``) holds one admin
-connection to the class server and, every ``tick_s``:
+connection to the class server, PINGs it every ``tick_s`` (0.1 s) and looks at its clients
+and its Lua heap every ``look_s`` (1 s):
 
 * **a script that never ends** -- the server answers ``BUSY`` to everyone once a script
   has run ``busy-reply-threshold`` ms (the class's setting, 1 s): the watchdog sends
@@ -74,11 +75,14 @@ class Watchdog:
         workshop: Workshop,
         *,
         tick_s: float = 0.1,
+        look_s: float = 1.0,
         on_event: Callable[[str], None] | None = None,
         log: bool = True,
     ) -> None:
         self.workshop = workshop
-        self.tick_s = tick_s
+        self.tick_s = tick_s  # how often it PINGs (a BUSY server is noticed this fast)
+        self.look_s = look_s  # how often it reads CLIENT LIST and the Lua heap (heavier)
+        self._looked = float("-inf")
         self.on_event = on_event
         self.log = log
         self.events: list[Event] = []
@@ -125,6 +129,10 @@ class Watchdog:
     def tick(self) -> None:
         try:
             admin = self._connection()
+            admin.ping()
+            if time.monotonic() - self._looked < self.look_s:
+                return
+            self._looked = time.monotonic()
             clients = admin.client_list()
             self._clients = clients
             self._connections(admin, clients)
