@@ -29,12 +29,15 @@ present: setup
 	$(BIN)/voila notebooks/present.ipynb --no-browser --Voila.ip=$(HOST) --port=$(PRESENT_PORT)
 
 # The instructor's dashboard of a workshop (python -m echoq workshop up), with Voila on loopback.
-# ECHOQ_WORKSHOP is the folder `workshop up` wrote (default ./echoq-workshop).
+# ECHOQ_WORKSHOP is the folder `workshop up` wrote (default ./echoq-workshop). The page holds the
+# class's produce and kill buttons: Voila generates a token (--token) and prints the URL with it;
+# any other local user without it gets the login page.
 DASHBOARD_PORT ?= 8867
 ECHOQ_WORKSHOP ?= echoq-workshop
 dashboard: setup
+	@echo "the dashboard needs its token: open the URL Voila prints below (http://$(HOST):$(DASHBOARD_PORT)/?token=...)"
 	ECHOQ_WORKSHOP=$(abspath $(ECHOQ_WORKSHOP)) $(BIN)/voila notebooks/dashboard.ipynb --no-browser \
-	  --Voila.ip=$(HOST) --port=$(DASHBOARD_PORT)
+	  --Voila.ip=$(HOST) --port=$(DASHBOARD_PORT) --token
 
 # This repository's Binder link, from its git remote (REMOTE=... to use another address);
 # binder-badge also writes the badge into the README.

@@ -78,11 +78,17 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--class", dest="class_name", help="the class's name (default: class, or the folder's)")
     up.add_argument("--url", help="attach to this server (redis://[user@]host:port; no password in it)")
     up.add_argument("--password-file", help="file holding the admin password for --url (or ECHOQ_ADMIN_PASSWORD)")
-    up.add_argument("--bind", default="127.0.0.1", help="address(es) a started server binds (default 127.0.0.1)")
+    up.add_argument("--bind", help="address(es) a started server binds (default: as before, else 127.0.0.1)")
     up.add_argument("--port", type=int, help="port of a started server (default: a free one)")
     up.add_argument("--host", help="address learners' kernels reach the server at (default: the bind address)")
     up.add_argument("--instructor", action="append", default=[], help="hub user who may open the dashboard")
-    up.add_argument("--maxmemory", default="1gb", help="memory cap of a started server (default 1gb)")
+    up.add_argument("--maxmemory", help="memory cap of a started server (default: as before, else 1gb)")
+    up.add_argument("--busy-ms", help="a script running longer makes the server answer BUSY (default 1000)")
+    up.add_argument("--per-learner-connections", help="the watchdog closes a learner's connections beyond (100)")
+    up.add_argument("--lua-memory", help="the watchdog flushes the Lua heap above this (default 128mb)")
+    up.add_argument("--no-watch", action="store_true", help="do not start the class's watchdog")
+    watch = actions.add_parser("watch", parents=[folder], help="the class's watchdog, in the foreground")
+    watch.add_argument("--tick", type=float, default=0.1, help="seconds between looks (default 0.1)")
     status = actions.add_parser("status", parents=[folder], help="what the class server holds, learner by learner")
     status.add_argument("--show-urls", action="store_true", help="print each learner's VALKEY_URL (with password)")
     down = actions.add_parser("down", parents=[folder], help="delete the users and keys; stop a started server")
@@ -90,16 +96,14 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
 
 
 def _workshop(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from .teaching import workshop
 
     if args.action == "up":
         try:
-            roster = Path(args.roster).read_text().splitlines() if args.roster else None
-            password = Path(args.password_file).read_text().strip() if args.password_file else None
-        except OSError as exc:
-            print(f"echoq: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+            roster = _text_file(args.roster, "one JupyterHub user name per line").splitlines() if args.roster else None
+            password = _text_file(args.password_file, "the admin password").strip() if args.password_file else None
+        except ValueError as exc:
+            print(f"echoq: {exc}", file=sys.stderr)
             return 2
         _, lines = workshop.up(
             args.dir,
@@ -113,7 +117,21 @@ def _workshop(args: argparse.Namespace) -> int:
             host=args.host,
             instructors=args.instructor,
             maxmemory=args.maxmemory,
+            settings={
+                name: value
+                for name, value in (
+                    ("busy-reply-threshold", args.busy_ms),
+                    ("per-learner-connections", args.per_learner_connections),
+                    ("lua-memory", args.lua_memory),
+                )
+                if value is not None
+            },
+            watch=not args.no_watch,
         )
+    elif args.action == "watch":
+        from .teaching.workshop import watch
+
+        return watch.main(args.dir, tick_s=args.tick)
     elif args.action == "status":
         lines = workshop.status(args.dir, show_urls=args.show_urls)
     else:
@@ -194,6 +212,21 @@ def main(argv: list[str] | None = None) -> int:
         # A failure the library did not type (it should have): still one line, no traceback.
         return _one_line(f"{type(exc).__name__}: {exc}")
     return 0
+
+
+def _text_file(path: str, what: str) -> str:
+    """A file the instructor gave, as UTF-8 text; ValueError in one line when it cannot be read."""
+    from pathlib import Path
+
+    try:
+        return Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start}); "
+            f"save it as UTF-8 ({what})"
+        ) from None
 
 
 def _one_line(message: str) -> int:

@@ -437,7 +437,8 @@ def test_down_removes_the_users_the_keys_and_a_started_server(tmp_path: Path) ->
     assert not users & {"learner-01", "learner-02", acl.INSTRUCTOR_USER}
     left = [k for k in admin_client.scan_iter(match="emq:*", count=1000)]
     assert all(k.startswith("emq:{someone-else}") for k in left), left
-    assert [p.name for p in folder.iterdir()] == [admin.SERVER_DIR]  # kept: the server still runs on it
+    # Kept: the server still runs on it, and the note of what up made (a later down removes it).
+    assert sorted(p.name for p in folder.iterdir()) == [admin.MADE_FILE, admin.SERVER_DIR]
     with pytest.raises(echoq.ServerUnavailable, match="refused the password"):
         echoq.connect(workshop.learner_url("learner-01"))
     admin_client.shutdown(nosave=True)

@@ -52,6 +52,7 @@ class Progress:
     learner: str | None
     lessons: dict[str, int] = field(default_factory=dict)  # lesson -> first started (server ms)
     checks: dict[tuple[str, str], CheckRecord] = field(default_factory=dict)
+    skipped: int = 0  # fields of the kit's shape whose value the kit never writes (not a whole number)
 
 
 def record_lesson(client: redis.Redis, lesson: str) -> None:
@@ -81,22 +82,37 @@ def read(client: redis.Redis, learner: str | None = None) -> Progress:
 def parse(fields: dict, learner: str | None) -> Progress:
     """A record from the hash's fields as HGETALL returns them (so a reader of many learners,
     the instructor's dashboard, can fetch them all in one round trip)."""
+    # The record is the learner's own key: anything may be in it. A lesson or check whose
+    # numbers are not whole numbers is skipped and counted, never a reader's crash.
     raw = {str(f): str(v) for f, v in fields.items()}
     progress = Progress(learner)
     found: dict[tuple[str, str], dict[str, str]] = {}
     for name, value in raw.items():
         parts = name.split(":")
         if parts[0] == "lesson" and len(parts) == 2:
-            progress.lessons[parts[1]] = int(value)
+            started = _whole(value)
+            if started is None:
+                progress.skipped += 1
+            else:
+                progress.lessons[parts[1]] = started
         elif parts[0] == "check" and len(parts) == 4:
             found.setdefault((parts[1], parts[2]), {})[parts[3]] = value
     for (lesson, exercise), fields in sorted(found.items()):
+        attempts, at = _whole(fields.get("attempts", "0")), _whole(fields.get("at", "0"))
+        if attempts is None or at is None:
+            progress.skipped += 1
+            continue
         progress.checks[(lesson, exercise)] = CheckRecord(
             lesson,
             exercise,
-            int(fields.get("attempts", 0)),
+            attempts,
             fields.get("passed") == "1",
             fields.get("misconception") or None,
-            int(fields.get("at", 0)),
+            at,
         )
     return progress
+
+
+def _whole(value: str) -> int | None:
+    """``value`` as the whole number the kit writes (digits only, at most 18), else None."""
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None

@@ -6,6 +6,9 @@
 * :mod:`.classroom` -- class chaos: the shared class queue, a learner's worker, the
   instructor's produce and kill, the scoreboard;
 * :mod:`.board` -- the dashboard's data, read from the server, and its HTML;
+* :mod:`.html` -- the one way the workshop's pages build HTML: every value escaped;
+* :mod:`.watch` -- the class's watchdog (``workshop watch``): a script holding the server,
+  too many connections, a huge Lua heap, a server that died -- noticed and undone;
 * :mod:`.views` -- the widgets: the instructor's :class:`~.views.Dashboard` (Voila,
   ``make dashboard``) and the learner's one-cell :func:`~.views.class_worker`.
 

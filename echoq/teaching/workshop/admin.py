@@ -34,11 +34,13 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import redis
 
 from ... import scripts
-from ...errors import InvalidArgument, ServerUnavailable
+from ...client import TypedRedis
+from ...errors import EchoqError, InvalidArgument, ServerUnavailable
 from ...keyspace import Keyspace, check_namespace
-from ...server import connect, start_server
+from ...server import check, connect, start_server
 from ..learner import from_hub_user
 from . import acl
+from .html import text
 
 __all__ = ["Learner", "Workshop", "up", "status", "down", "workshop_dir", "learners_from_roster"]
 
@@ -46,9 +48,23 @@ STATE_FILE = "workshop.json"
 ROSTER_FILE = "roster.json"
 HUB_SNIPPET = "jupyterhub_echoq.py"
 SERVER_DIR = "server"
+MADE_FILE = ".echoq-made"  # what `up` made in the folder, one name a line: what `down` may remove
 DASHBOARD_SERVICE = "echoq-dashboard"
 MAX_LEARNERS = 500
 RESERVED = {"default", acl.INSTRUCTOR_USER}  # ACL users that exist or that we create
+
+
+def class_client(url: str, *, ping: bool = True) -> redis.Redis:
+    """A client of the class server for the instructor's tools. Its replies are decoded with
+    bad UTF-8 replaced (a learner may write any bytes into their keys: a reader must not
+    fail on them); with ``ping=False`` it sends nothing until used (a server busy with a
+    learner's script answers BUSY to PING, but still takes SCRIPT KILL)."""
+    client = TypedRedis.from_url(
+        url, decode_responses=True, encoding_errors="replace", socket_connect_timeout=3, health_check_interval=0
+    )
+    if ping:
+        check(client, url)
+    return client
 
 
 def workshop_dir(given: str | Path | None = None) -> Path:
@@ -90,6 +106,12 @@ class Workshop:
     bind: str = "127.0.0.1"
     learners: dict[str, Learner] = field(default_factory=dict)
     instructors: list[str] = field(default_factory=list)  # hub users who may open the dashboard
+    # The class's limits (see CLASS_SETTINGS): what a restarted server is started with again.
+    settings: dict[str, str] = field(default_factory=dict)
+    watcher_pid: int | None = None  # the watchdog `up` started (`workshop watch`), if any
+    # What `up` made itself ("." the folder, "server" the server's): all `down` may remove.
+    # A folder that was there before is the instructor's: never chmodded, never deleted.
+    created: list[str] = field(default_factory=list)
 
     # -- where things are --------------------------------------------------------------
 
@@ -111,11 +133,11 @@ class Workshop:
     def instructor_url(self) -> str:
         return self._url(acl.INSTRUCTOR_USER, self.instructor_password)
 
-    def admin(self) -> redis.Redis:
-        return connect(self.admin_url)
+    def admin(self, *, ping: bool = True) -> redis.Redis:
+        return class_client(self.admin_url, ping=ping)
 
     def instructor(self) -> redis.Redis:
-        return connect(self.instructor_url)
+        return class_client(self.instructor_url)
 
     # -- files -------------------------------------------------------------------------
 
@@ -133,10 +155,16 @@ class Workshop:
                 f"no workshop in {where} (no {STATE_FILE}); start one with `python -m echoq workshop up`, "
                 "or point ECHOQ_WORKSHOP (or --dir) at the folder `up` wrote"
             )
-        data = json.loads(path.read_text())
-        data["dir"] = where
-        data["learners"] = {k: Learner(**v) for k, v in data.get("learners", {}).items()}
-        return cls(**data)
+        try:
+            data = json.loads(path.read_bytes().decode("utf-8"))
+            data["dir"] = where
+            data["learners"] = {k: Learner(**v) for k, v in data.get("learners", {}).items()}
+            return cls(**data)
+        except (ValueError, TypeError, AttributeError) as exc:  # bad JSON, bad UTF-8, fields not ours
+            raise InvalidArgument(
+                f"{path} is not a workshop state `up` wrote ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
+                "restore it from a copy, or move the folder away and run `python -m echoq workshop up` again"
+            ) from None
 
     def write_roster(self) -> Path:
         roster = {
@@ -225,6 +253,44 @@ SERVER_CONFIG = {
     "acllog-max-len": "256",
 }
 
+# The class's limits, stored in workshop.json by `up` and given again to a restarted server.
+# The server's own (maxmemory, busy-reply-threshold, maxclients) go into its config; the
+# others are the watchdog's (echoq.teaching.workshop.watch), which Valkey has no setting for.
+CLASS_SETTINGS = {
+    "maxmemory": "1gb",
+    # A script running longer than this makes the server answer BUSY to everyone; the
+    # watchdog then ends it with SCRIPT KILL. The kit's own scripts take microseconds.
+    "busy-reply-threshold": "1000",
+    "per-learner-connections": "100",  # the watchdog closes a learner's connections beyond this
+    "lua-memory": "128mb",  # the watchdog flushes the Lua heap above this (Valkey has no cap)
+}
+SERVER_SETTINGS = ("maxmemory", "busy-reply-threshold", "maxclients")
+
+
+def class_settings(learners: int, given: dict[str, str]) -> dict[str, str]:
+    """The class's settings: ``given`` over the defaults, each checked; ``maxclients`` is
+    room for every learner's connections plus 64 (the instructor's and the watchdog's)."""
+    settings = {**CLASS_SETTINGS, **{k: str(v) for k, v in given.items() if v is not None}}
+    for name in ("maxmemory", "lua-memory"):
+        bytes_of(settings[name], name)
+    for name in ("busy-reply-threshold", "per-learner-connections"):
+        if not settings[name].isdigit() or int(settings[name]) < 1:
+            raise InvalidArgument(f"{name} must be a whole number of at least 1, got {settings[name]!r}")
+    if "maxclients" not in given:
+        settings["maxclients"] = str(min(10_000, learners * int(settings["per-learner-connections"]) + 64))
+    return settings
+
+
+def bytes_of(size: str, what: str = "size") -> int:
+    """``1gb``, ``100mb``, ``512kb`` or a number of bytes, as bytes (Valkey's units, 1024-based)."""
+    text = str(size).strip().lower()
+    for unit, factor in (("gb", 1024**3), ("mb", 1024**2), ("kb", 1024), ("b", 1)):
+        if text.endswith(unit) and text[: -len(unit)].isdigit():
+            return int(text[: -len(unit)]) * factor
+    if text.isdigit():
+        return int(text)
+    raise InvalidArgument(f"{what} must be like 1gb, 100mb, 512kb or a number of bytes, got {size!r}")
+
 
 def up(
     folder: str | Path | None = None,
@@ -234,18 +300,23 @@ def up(
     class_name: str | None = None,
     url: str | None = None,
     admin_password: str | None = None,
-    bind: str = "127.0.0.1",
+    bind: str | None = None,
     port: int | None = None,
     host: str | None = None,
     instructors: Iterable[str] = (),
-    maxmemory: str = "1gb",
+    maxmemory: str | None = None,
+    settings: dict[str, str] | None = None,
     dashboard: Path | None = None,
+    watch: bool = False,
 ) -> tuple[Workshop, list[str]]:
     """Bring a class's server up (or attach to one) and (re)create its users; the workshop and
-    the lines to print (which never contain a password)."""
+    the lines to print (which never contain a password).
+
+    What is not given is what the workshop had (a server restarted by ``up`` or by the
+    watchdog comes back on the same address, port and limits), else the defaults
+    (``CLASS_SETTINGS``, bound to 127.0.0.1). With ``watch`` (the command line's default), the
+    class's watchdog (:mod:`.watch`) is started in the background if it is not running."""
     where = workshop_dir(folder)
-    where.mkdir(parents=True, exist_ok=True)
-    where.chmod(0o700)
     previous = Workshop.load(where) if (where / STATE_FILE).is_file() else None
     class_name = check_namespace(class_name or (previous.class_name if previous else "class"))
     if previous is not None and previous.class_name != class_name:
@@ -258,6 +329,16 @@ def up(
         if learner.id not in known:
             known[learner.id] = Learner(learner.id, learner.hub_user, secrets.token_urlsafe(18))
     _check_learners(list(known.values()), class_name)
+    given_settings = {**(previous.settings if previous else {}), **(settings or {})}
+    if maxmemory is not None:
+        given_settings["maxmemory"] = maxmemory
+    if "maxclients" in given_settings and not (settings and "maxclients" in settings):
+        given_settings.pop("maxclients")  # recomputed for the roster as it is now
+    limits = class_settings(len(known), given_settings)
+    bind = bind or (previous.bind if previous and previous.started else "127.0.0.1")
+    created = set(previous.created if previous else []) | (_made(where) if where.is_dir() else set())
+    if _make_dir(where):  # only once what was given is known to be right: a mistake makes nothing
+        created.add(".")
 
     lines: list[str] = []
     if url is not None:
@@ -273,12 +354,15 @@ def up(
         workshop = previous
         admin = connect(previous.admin_url)
         lines.append(f"the class server is already up: {_describe(admin)} at {workshop.host}:{workshop.port}")
+        for name in SERVER_SETTINGS:  # a roster grown since, or limits given again: applied now
+            admin.config_set(name, limits[name])
     else:
         password = unquote(urlsplit(previous.admin_url).password or "") if previous and previous.started else None
         server_dir = where / SERVER_DIR
-        server_dir.mkdir(mode=0o700, exist_ok=True)
+        if _make_dir(server_dir):
+            created.add(SERVER_DIR)
         server = start_server(
-            extra_config={**SERVER_CONFIG, "maxmemory": maxmemory},
+            extra_config={**SERVER_CONFIG, **{k: limits[k] for k in SERVER_SETTINGS}},
             workdir=server_dir,
             password=password or secrets.token_urlsafe(24),
             bind=bind,
@@ -286,7 +370,8 @@ def up(
             detach=True,
         )
         workshop = Workshop(
-            where, class_name, host or server.host, server.port, server.url,
+            where, class_name, host or (previous.host if previous and previous.started else server.host),
+            server.port, server.url,
             previous.instructor_password if previous else secrets.token_urlsafe(18),
             started=True, server_pid=server.process.pid, bind=bind,
         )  # fmt: skip
@@ -294,9 +379,17 @@ def up(
         restarted = " (restarted on its append-only file)" if previous is not None and previous.started else ""
         lines.append(
             f"started {_describe(admin)} at {bind}:{server.port}{restarted}: AOF everysec, "
-            f"admin password required, maxmemory {maxmemory} (noeviction)"
+            f"admin password required, maxmemory {limits['maxmemory']} (noeviction), "
+            f"scripts longer than {limits['busy-reply-threshold']} ms answered BUSY, at most "
+            f"{limits['maxclients']} connections"
         )
     workshop.learners = known
+    workshop.settings = limits
+    workshop.created = sorted(created)
+    if created:
+        write_private(where / MADE_FILE, "".join(f"{name}\n" for name in workshop.created))
+    if previous is not None:
+        workshop.watcher_pid = previous.watcher_pid
     workshop.instructors = sorted(set(previous.instructors if previous else []) | set(instructors))
 
     loaded = scripts.preload(admin)
@@ -308,6 +401,13 @@ def up(
     dashboard = dashboard if dashboard is not None else _default_dashboard()
     hub_path = workshop.write_hub_snippet(dashboard, _free_port())
     admin.close()
+    if "." not in created and where.stat().st_mode & 0o077:
+        lines.append(
+            f"note: {where} was there before, with mode {where.stat().st_mode & 0o777:o}: left as it is "
+            "(the files up writes in it are 0600)"
+        )
+    if watch:
+        lines.append(start_watcher(workshop))
 
     ids = list(workshop.learners)
     shown = ", ".join(ids[:6]) + (f", ... ({len(ids)} in all)" if len(ids) > 6 else "")
@@ -323,6 +423,54 @@ def up(
         "passwords are in those files only; `python -m echoq workshop status --show-urls` prints them",
     ]
     return workshop, lines
+
+
+def start_watcher(workshop: Workshop) -> str:
+    """Start ``python -m echoq workshop watch`` in a session of its own (it outlives ``up``),
+    unless the workshop's watchdog already runs; the line to print."""
+    if workshop.watcher_pid and _process_alive(workshop.watcher_pid):
+        return f"the class's watchdog runs already (pid {workshop.watcher_pid}); its log: {workshop.dir / 'watch.log'}"
+    import subprocess
+
+    command = [sys.executable, "-m", "echoq", "workshop", "watch", "--dir", str(workshop.dir)]
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    workshop.watcher_pid = process.pid
+    workshop.save()
+    return (
+        f"watchdog started (pid {process.pid}): ends a script that holds the class (BUSY), restarts the server "
+        f"when one cannot be ended, closes a learner's connections beyond "
+        f"{workshop.settings.get('per-learner-connections')}; its log: {workshop.dir / 'watch.log'}"
+    )
+
+
+def stop_watcher(workshop: Workshop) -> bool:
+    """Stop the workshop's watchdog (before ``down`` stops the server it would restart)."""
+    pid = workshop.watcher_pid
+    if not pid or not _process_alive(pid):
+        return False
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    _wait_gone(pid)
+    return True
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (our own child, not yet reaped) is not running
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
 
 
 def _describe(client: redis.Redis) -> str:
@@ -349,10 +497,26 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     """What the class server holds now, learner by learner (passwords only with ``show_urls``)."""
     workshop = Workshop.load(folder)
     lines = [f"workshop {workshop.class_name!r} in {workshop.dir}"]
+    watcher = workshop.watcher_pid and _process_alive(workshop.watcher_pid)
+    lines.append(
+        f"watchdog: running (pid {workshop.watcher_pid})"
+        if watcher
+        else "watchdog: not running (`python -m echoq workshop up` starts it; or `workshop watch`)"
+    )
+    log = workshop.dir / "watch.log"
+    if log.is_file():
+        events = log.read_bytes().decode("utf-8", errors="replace").splitlines()[-5:]
+        lines += [f"  {line}" for line in events]
     try:
         admin = workshop.admin()
     except ServerUnavailable as exc:
         return lines + [f"the class server does not answer: {exc}", "run `python -m echoq workshop up` to restart it"]
+    except EchoqError as exc:  # BUSY: a learner's script holds the server
+        return lines + [
+            f"the class server answers with an error: {str(exc).splitlines()[0]}",
+            "a script that holds the class is ended by the watchdog within a second; without one: "
+            "`python -m echoq workshop watch`",
+        ]
     info = admin.info()
     users = set(admin.execute_command("ACL", "USERS"))
     connected: dict[str, int] = {}
@@ -366,17 +530,25 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     lines.append(f"{'learner':<24} {'hub user':<24} {'user':<8} {'conns':>5} {'queues':>6}  lessons reached")
     from .. import progress
 
+    skipped = 0
     for lid, learner in workshop.learners.items():
         queues = {
             key.split("}")[0][len("emq:{") :]
             for key in admin.scan_iter(match=acl.namespace_pattern(lid), count=1000)
             if not key.endswith(":progress")
         }
-        reached = ", ".join(sorted(progress.read(admin, lid).lessons)) or "-"
+        try:  # the learner's own key: it may hold anything, even another type
+            record = progress.read(admin, lid)
+        except redis.ResponseError:
+            record = progress.Progress(lid, skipped=1)
+        skipped += record.skipped
+        reached = ", ".join(text(lesson, 24) for lesson in sorted(record.lessons)) or "-"
         lines.append(
             f"{lid:<24} {learner.hub_user:<24} {'ok' if lid in users else 'MISSING':<8} "
             f"{connected.get(lid, 0):>5} {len(queues):>6}  {reached}"
         )
+    if skipped:
+        lines.append(f"{skipped} bad entries skipped in learners' progress records (not what the kit writes)")
     lines.append(f"instructor user {acl.INSTRUCTOR_USER}: {'ok' if acl.INSTRUCTOR_USER in users else 'MISSING'}")
     if show_urls:
         lines.append("VALKEY_URL of each learner (passwords shown because --show-urls was given):")
@@ -406,6 +578,8 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False) -> list
     """Delete the class's users and keys; stop the server ``up`` started; remove the files."""
     workshop = Workshop.load(folder)
     lines: list[str] = []
+    if stop_watcher(workshop):
+        lines.append("stopped the class's watchdog")
     try:
         admin = workshop.admin()
     except ServerUnavailable as exc:
@@ -426,18 +600,60 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False) -> list
             _wait_gone(workshop.server_pid)
             lines.append(f"stopped the class server at {workshop.bind}:{workshop.port}")
         admin.close()
-    for name in (ROSTER_FILE, HUB_SNIPPET, STATE_FILE):
+    for name in (ROSTER_FILE, HUB_SNIPPET, STATE_FILE, "watch.log"):
         (workshop.dir / name).unlink(missing_ok=True)
-    if workshop.started and not keep_server:
-        import shutil
-
-        shutil.rmtree(workshop.dir / SERVER_DIR, ignore_errors=True)
-    try:
-        workshop.dir.rmdir()
-    except OSError:
-        pass  # the folder holds other files of the instructor's: leave it
+    workshop.created = sorted(set(workshop.created) | _made(workshop.dir))
+    if not (workshop.started and keep_server):  # else the server still runs in what we made
+        if workshop.started:
+            _remove_server_files(workshop)
+        (workshop.dir / MADE_FILE).unlink(missing_ok=True)
+    if "." in workshop.created:
+        try:
+            workshop.dir.rmdir()
+        except OSError:
+            pass  # the folder holds other files of the instructor's: leave it
     lines.append(f"removed the roster, the hub snippet and the state from {workshop.dir}")
     return lines
+
+
+def _made(folder: Path) -> set[str]:
+    try:
+        return {line.strip() for line in (folder / MADE_FILE).read_text().splitlines() if line.strip()}
+    except (OSError, UnicodeDecodeError):
+        return set()
+
+
+def _make_dir(path: Path) -> bool:
+    """Make ``path`` with mode 0700; whether it was made here (an existing folder is left
+    exactly as it is: its owner chose its mode)."""
+    try:
+        path.mkdir(mode=0o700, parents=False)
+    except FileExistsError:
+        if not path.is_dir():
+            raise InvalidArgument(f"{path} exists and is not a folder; choose another --dir") from None
+        return False
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return _make_dir(path)
+    path.chmod(0o700)  # whatever the umask
+    return True
+
+
+def _remove_server_files(workshop: Workshop) -> None:
+    """The files of the server `up` started: all of its folder when `up` made it, else only
+    the files a server writes there (the folder and anything else in it are the instructor's)."""
+    import shutil
+
+    server_dir = workshop.dir / SERVER_DIR
+    if SERVER_DIR in workshop.created:
+        shutil.rmtree(server_dir, ignore_errors=True)
+        return
+    for name in ("server.conf", "server.log", "console.log", "appendonlydir", "dump.rdb"):
+        target = server_dir / name
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            target.unlink(missing_ok=True)
 
 
 def _wait_gone(pid: int | None, timeout_s: float = 10.0) -> None:

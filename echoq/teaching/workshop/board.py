@@ -15,16 +15,19 @@ The learners' queues are found with SCAN, at most every ``rediscover_s`` seconds
 
 from __future__ import annotations
 
-import html
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import redis
 
-from ...keyspace import Keyspace
+from ...errors import EchoqError
+from ...keyspace import Keyspace, check_queue_name
 from .. import progress
 from . import acl, classroom
+from .html import Markup, join
+from .html import render as fill
 
 __all__ = ["Board", "BoardData", "LearnerView", "Refusal", "Step", "render", "where_the_class_is"]
 
@@ -61,6 +64,7 @@ class BoardData:
     read_ms: float = 0.0
     queues_found: int = 0
     extra: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)  # where -> learner-written entries not shown (bad)
 
 
 class Board:
@@ -82,16 +86,21 @@ class Board:
         self.refusals_shown = refusals_shown
         self._queues: dict[str, list[str]] = {}
         self._found_at = float("-inf")
+        self._bad_names = 0
 
     def discover(self) -> dict[str, list[str]]:
         """Every queue of every learner that has one (its stats hash exists), by SCAN."""
         wanted = set(self.learners)
         found: dict[str, set[str]] = {name: set() for name in self.learners}
+        self._bad_names = 0
         for key in self.client.scan_iter(match="emq:{*.*}:stats", count=2000, _type="HASH"):
             queue = str(key)[len("emq:{") : -len("}:stats")]
             namespace = queue.partition(".")[0]
             if namespace in wanted:
-                found[namespace].add(queue)
+                try:  # a learner may make a key whose name no kit queue has
+                    found[namespace].add(check_queue_name(queue))
+                except EchoqError:
+                    self._bad_names += 1
         self._queues = {name: sorted(queues) for name, queues in found.items()}
         self._found_at = time.monotonic()
         return self._queues
@@ -111,14 +120,26 @@ class Board:
                 for place in PLACES:
                     pipe.zcard(getattr(keys, place))
                 order.append((name, queue))
-        reply = pipe.execute()
+        # A learner's keys hold whatever the learner wrote: a key of another type answers
+        # WRONGTYPE inside the MULTI, and is skipped (and counted), not the whole read's end.
+        reply = pipe.execute(raise_on_error=False)
         seconds, micros = reply[0]
         now_ms = int(seconds) * 1000 + int(micros) // 1000
-        records = {name: progress.parse(raw, name) for name, raw in zip(self.learners, reply[1:], strict=False)}
+        skipped: Counter[str] = Counter({"queue names": self._bad_names})
+        records = {}
+        for name, raw in zip(self.learners, reply[1:], strict=False):
+            if isinstance(raw, Exception):
+                skipped["progress records"] += 1
+                raw = {}
+            records[name] = progress.parse(raw, name)
+            skipped["progress records"] += records[name].skipped
         base = 1 + len(self.learners)
         counts: dict[str, dict[str, dict[str, int]]] = {name: {} for name in self.learners}
         for n, (name, queue) in enumerate(order):
             values = reply[base + n * len(PLACES) : base + (n + 1) * len(PLACES)]
+            if any(isinstance(v, Exception) for v in values):
+                skipped["queues"] += 1
+                continue
             counts[name][queue.partition(".")[2]] = dict(zip(PLACES, map(int, values), strict=True))
         refusals = self.refusals()
         board = classroom.read_scoreboard(self.client, self.learners, klass=self.class_name)
@@ -132,7 +153,7 @@ class Board:
             )
             for name in self.learners
         ]
-        data = BoardData(now_ms, learners, refusals, board, queues_found=len(order))
+        data = BoardData(now_ms, learners, refusals, board, queues_found=len(order), skipped=+skipped)
         data.read_ms = (time.perf_counter() - started) * 1000
         return data
 
@@ -155,34 +176,40 @@ class Board:
         return found[: self.refusals_shown]
 
 
-# -- rendering ---------------------------------------------------------------------------------
+# -- rendering: every value through html.render, which escapes it -----------------------------
 
-_STYLE = """<style>
+_STYLE = Markup("""<style>
 .echoq-board table{border-collapse:collapse;font:13px/1.35 system-ui,sans-serif;margin:4px 0 12px}
-.echoq-board th,.echoq-board td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+.echoq-board th,.echoq-board td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top;
+overflow-wrap:anywhere;max-width:40em}
 .echoq-board th{background:#f3f3f3}.echoq-board .num{text-align:right;font-variant-numeric:tabular-nums}
 .echoq-board .bad{color:#b00020;font-weight:600}.echoq-board .ok{color:#16794c}
 .echoq-board .killed{color:#b00020}.echoq-board .running{color:#16794c}.echoq-board code{font-size:12px}
-</style>"""
+</style>""")
+_WORKER_CLASSES = {"running", "killed"}  # a worker state a learner wrote becomes a CSS class only if known
+_NONE = Markup("-")
 
 
-def _e(text: object) -> str:
-    return html.escape(str(text))
+def _check(record: progress.CheckRecord) -> Markup:
+    verdict = Markup('<span class="ok">passed</span>' if record.passed else '<span class="bad">not yet</span>')
+    miss = fill(", misconception <code>$m</code>", m=record.misconception) if record.misconception else ""
+    return fill(
+        "$lesson $exercise: $verdict after $n $tries$miss",
+        lesson=record.lesson,
+        exercise=record.exercise,
+        verdict=verdict,
+        n=record.attempts,
+        tries="try" if record.attempts == 1 else "tries",
+        miss=Markup(miss),
+    )
 
 
-def _check(record: progress.CheckRecord) -> str:
-    verdict = '<span class="ok">passed</span>' if record.passed else '<span class="bad">not yet</span>'
-    miss = f", misconception <code>{_e(record.misconception)}</code>" if record.misconception else ""
-    tries = "try" if record.attempts == 1 else "tries"
-    return f"{_e(record.lesson)} {_e(record.exercise)}: {verdict} after {record.attempts} {tries}{miss}"
-
-
-def _queues(queues: dict[str, dict[str, int]]) -> str:
+def _queues(queues: dict[str, dict[str, int]]) -> Markup:
     shown = []
     for name, counts in sorted(queues.items()):
         parts = [f"{counts[p]} {p}" for p in PLACES if counts.get(p)]
-        shown.append(f"<code>{_e(name)}</code> {', '.join(parts) if parts else 'empty'}")
-    return "<br>".join(shown) or "-"
+        shown.append(fill("<code>$name</code> $counts", name=name, counts=", ".join(parts) if parts else "empty"))
+    return join("<br>", shown) if shown else _NONE
 
 
 @dataclass
@@ -222,86 +249,143 @@ def where_the_class_is(data: BoardData) -> list[Step]:
     return [steps[k] for k in sorted(steps, key=lambda k: (k[0], k[1] or ""))]
 
 
-def _glance(data: BoardData) -> str:
+def _glance(data: BoardData) -> Markup:
     rows = []
     for step in where_the_class_is(data):
         if step.exercise is None:
             rows.append(
-                f"<tr><td>lesson {_e(step.lesson)}</td><td class='num'>{step.reached}</td><td></td><td></td></tr>"
+                fill(
+                    "<tr><td>lesson $lesson</td><td class='num'>$n</td><td></td><td></td></tr>",
+                    lesson=step.lesson,
+                    n=step.reached,
+                )
             )
             continue
-        stuck = ", ".join(map(_e, step.stuck[:8])) + (" ..." if len(step.stuck) > 8 else "")
-        miss = f"; most hit <code>{_e(step.misconception)}</code>" if step.misconception else ""
+        stuck = join(", ", step.stuck[:8]) + (" ..." if len(step.stuck) > 8 else "")
+        miss = fill("; most hit <code>$m</code>", m=step.misconception) if step.misconception else ""
         rows.append(
-            f"<tr><td>&nbsp;&nbsp;exercise {_e(step.exercise)}</td><td class='num'>{step.reached}</td>"
-            f"<td class='num'>{step.passed}</td><td>{stuck or '-'}{miss}</td></tr>"
+            fill(
+                "<tr><td>&nbsp;&nbsp;exercise $exercise</td><td class='num'>$reached</td>"
+                "<td class='num'>$passed</td><td>$stuck$miss</td></tr>",
+                exercise=step.exercise,
+                reached=step.reached,
+                passed=step.passed,
+                stuck=Markup(stuck) if step.stuck else _NONE,
+                miss=Markup(miss),
+            )
         )
     if not rows:
-        return "<p>No learner has started a lesson yet.</p>"
-    return (
-        "<table><tr><th>step</th><th>reached</th><th>passed</th><th>stuck (tried, not passed)</th></tr>"
-        + "".join(rows)
-        + "</table>"
+        return Markup("<p>No learner has started a lesson yet.</p>")
+    return fill(
+        "<table><tr><th>step</th><th>reached</th><th>passed</th><th>stuck (tried, not passed)</th></tr>$rows</table>",
+        rows=join("", rows),
     )
 
 
-def render(data: BoardData) -> str:
-    """The board as one HTML fragment (every number comes from ``data``)."""
+def _bad(n: int) -> str:
+    return "num bad" if n else "num"
+
+
+def _score_row(cell: str, name: str, s: classroom.Score, total: bool = False) -> Markup:
+    state = s.worker if total else s.worker if s.worker in _WORKER_CLASSES else ""
+    return fill(
+        f"<tr><{cell}>$name</{cell}><{cell} class='$state_class'>$state</{cell}>"
+        f"<{cell} class='num'>$delivered</{cell}><{cell} class='num'>$redelivered</{cell}>"
+        f"<{cell} class='num'>$effects</{cell}><{cell} class='$dup_class'>$duplicates</{cell}>"
+        f"<{cell} class='$lost_class'>$lost</{cell}></tr>",
+        name=name,
+        state_class="" if total else state,
+        state=s.worker,
+        delivered=s.delivered,
+        redelivered=s.redelivered,
+        effects=s.effects,
+        duplicates=s.duplicates,
+        dup_class=_bad(s.duplicates) if not total else ("num bad" if s.duplicates else "num ok"),
+        lost=s.lost,
+        lost_class=_bad(s.lost) if not total else ("num bad" if s.lost else "num ok"),
+    )
+
+
+def render(data: BoardData) -> Markup:
+    """The board as one HTML fragment: every number comes from ``data``, every text is escaped."""
     sb = data.scoreboard
-    rows = []
-    for lv in data.learners:
-        checks = "<br>".join(_check(c) for c in lv.checks) or "-"
-        lessons = ", ".join(lv.lessons) or "-"
-        rows.append(
-            f"<tr><td><b>{_e(lv.learner)}</b></td><td>{lessons}</td><td>{checks}</td><td>{_queues(lv.queues)}</td></tr>"
+    rows = [
+        fill(
+            "<tr><td><b>$learner</b></td><td>$lessons</td><td>$checks</td><td>$queues</td></tr>",
+            learner=lv.learner,
+            lessons=join(", ", lv.lessons) if lv.lessons else _NONE,
+            checks=join("<br>", [_check(c) for c in lv.checks]) if lv.checks else _NONE,
+            queues=_queues(lv.queues),
         )
-    learners = (
+        for lv in data.learners
+    ]
+    learners = fill(
         "<table><tr><th>learner</th><th>lessons reached</th><th>exercise checks</th>"
-        "<th>queues, live</th></tr>" + "".join(rows) + "</table>"
+        "<th>queues, live</th></tr>$rows</table>",
+        rows=join("", rows),
     )
-    refused = "".join(
-        f"<tr><td>{_e(r.user)}</td><td>{_e(r.reason)}</td><td><code>{_e(r.object)}</code></td>"
-        f"<td>{_e(r.context)}</td><td class='num'>{r.count}</td><td class='num'>{r.age_s:.0f} s ago</td></tr>"
+    refused = [
+        fill(
+            "<tr><td>$user</td><td>$reason</td><td><code>$object</code></td><td>$context</td>"
+            "<td class='num'>$count</td><td class='num'>$age s ago</td></tr>",
+            user=r.user,
+            reason=r.reason,
+            object=r.object,
+            context=r.context,
+            count=r.count,
+            age=f"{r.age_s:.0f}",
+        )
         for r in data.refusals
-    )
+    ]
     refusals = (
-        "<table><tr><th>who</th><th>refused</th><th>key or command</th><th>where</th><th>times</th><th>last</th></tr>"
-        + refused
-        + "</table>"
+        fill(
+            "<table><tr><th>who</th><th>refused</th><th>key or command</th><th>where</th><th>times</th>"
+            "<th>last</th></tr>$rows</table>",
+            rows=join("", refused),
+        )
         if refused
-        else "<p>No access refused so far.</p>"
+        else Markup("<p>No access refused so far.</p>")
     )
-    score_rows = "".join(
-        f"<tr><td>{_e(name)}</td><td class='{_e(s.worker)}'>{_e(s.worker)}</td><td class='num'>{s.delivered}</td>"
-        f"<td class='num'>{s.redelivered}</td><td class='num'>{s.effects}</td>"
-        f"<td class='num {'bad' if s.duplicates else ''}'>{s.duplicates}</td>"
-        f"<td class='num {'bad' if s.lost else ''}'>{s.lost}</td></tr>"
-        for name, s in sb.by_learner.items()
-    )
-    t = sb.total
-    verdict = (
+    verdict = Markup(
         '<span class="ok">no job lost, no effect duplicated</span>'
         if sb.ok
         else '<span class="bad">a job was lost or an effect duplicated</span>'
     )
-    waiting = ", ".join(f"{sb.counts[p]} {p}" for p in PLACES[:4])
-    scoreboard = (
-        f"<p>Class queue <code>emq:{{{_e(sb.queue)}}}</code>: {sb.jobs} jobs produced, {sb.completed} completed, "
-        f"{waiting}. {verdict}.</p>"
+    scoreboard = fill(
+        "<p>Class queue <code>emq:{$queue}</code>: $jobs jobs produced, $completed completed, $waiting. $verdict.</p>"
         "<table><tr><th>learner</th><th>worker</th><th>delivered</th><th>redelivered</th><th>effects</th>"
-        "<th>duplicate effects</th><th>lost</th></tr>"
-        + score_rows
-        + f"<tr><th>class</th><th>{_e(t.worker)}</th><th class='num'>{t.delivered}</th>"
-        f"<th class='num'>{t.redelivered}</th><th class='num'>{t.effects}</th>"
-        f"<th class='num {'bad' if t.duplicates else 'ok'}'>{t.duplicates}</th>"
-        f"<th class='num {'bad' if t.lost else 'ok'}'>{t.lost}</th></tr></table>"
+        "<th>duplicate effects</th><th>lost</th></tr>$rows$total</table>",
+        queue=sb.queue,
+        jobs=sb.jobs,
+        completed=sb.completed,
+        waiting=", ".join(f"{sb.counts.get(p, 0)} {p}" for p in PLACES[:4]),
+        verdict=verdict,
+        rows=join("", [_score_row("td", name, s) for name, s in sb.by_learner.items()]),
+        total=_score_row("th", "class", sb.total, total=True),
     )
-    stamp = time.strftime("%H:%M:%S", time.localtime(data.now_ms / 1000))
-    return (
-        f'{_STYLE}<div class="echoq-board">'
-        f"<p>{len(data.learners)} learners, {data.queues_found} queues; read at {stamp} (server time) "
-        f"in {data.read_ms:.0f} ms.</p>"
-        f"<h3>Where the class is</h3>{_glance(data)}"
-        f"<h3>Learners</h3>{learners}<h3>Class chaos</h3>{scoreboard}"
-        f"<h3>Refused by the ACL</h3>{refusals}</div>"
+    skipped = dict(Counter(data.skipped) + Counter(sb.skipped))
+    bad = (
+        fill(
+            "<p class='bad'>$n bad entries skipped (learner-written fields that are not what the kit writes): "
+            "$where.</p>",
+            n=sum(skipped.values()),
+            where=", ".join(f"{n} in {where}" for where, n in sorted(skipped.items())),
+        )
+        if skipped
+        else ""
+    )
+    return fill(
+        '$style<div class="echoq-board"><p>$learners learners, $queues queues; read at $stamp (server time) '
+        "in $ms ms.</p>$bad<h3>Where the class is</h3>$glance<h3>Learners</h3>$table<h3>Class chaos</h3>$score"
+        "<h3>Refused by the ACL</h3>$refusals</div>",
+        style=_STYLE,
+        learners=len(data.learners),
+        queues=data.queues_found,
+        stamp=time.strftime("%H:%M:%S", time.localtime(data.now_ms / 1000)),
+        ms=f"{data.read_ms:.0f}",
+        bad=Markup(bad),
+        glance=_glance(data),
+        table=learners,
+        score=scoreboard,
+        refusals=refusals,
     )

@@ -38,7 +38,7 @@ import redis
 
 from ...clock import server_now_ms
 from ...effects import Effect, Effects
-from ...errors import InvalidArgument
+from ...errors import EchoqError, InvalidArgument
 from ...keyspace import Keyspace, check_namespace
 from ...limits import whole
 from ...queue import Queue
@@ -54,6 +54,7 @@ BEAT_MS = 500
 KEEP_DONE = 100_000
 MAX_JOBS_PER_CLICK = 1_000
 COUNTS = ("delivered", "redelivered", "effects", "duplicates")
+PLACES = ("pending", "active", "scheduled", "dead", "done")
 
 
 def class_name() -> str:
@@ -90,6 +91,12 @@ class ClassKeys:
     @property
     def kills(self) -> str:
         return Keyspace(acl.control_queue_name(self.class_name)).prefix + "kills"
+
+    @property
+    def produced(self) -> str:
+        """The ids of the jobs the instructor produced (a zset, score: server ms), in the
+        control queue only the instructor may write: the class's figures count these jobs."""
+        return Keyspace(acl.control_queue_name(self.class_name)).prefix + "produced"
 
 
 # -- the learner's side ----------------------------------------------------------------------
@@ -251,9 +258,13 @@ def produce(client: redis.Redis, count: int, *, klass: str | None = None) -> lis
     whole("count", count, 1, MAX_JOBS_PER_CLICK)
     keys = ClassKeys(klass or class_name())
     stamp = time.strftime("%H:%M:%S")
-    return Queue(keys.queue, client, keep_done=KEEP_DONE).enqueue_many(
-        [f"class job {stamp} #{n}" for n in range(count)]
-    )
+    ids = Queue(keys.queue, client, keep_done=KEEP_DONE).enqueue_many([f"class job {stamp} #{n}" for n in range(count)])
+    now = server_now_ms(client)
+    pipe = client.pipeline(transaction=True)
+    pipe.zadd(keys.produced, dict.fromkeys(ids, now))
+    pipe.zremrangebyrank(keys.produced, 0, -KEEP_DONE - 1)  # as many as the queue keeps done
+    pipe.execute()
+    return ids
 
 
 def kill(client: redis.Redis, learners_to_kill: Iterable[str], *, klass: str | None = None) -> list[str]:
@@ -291,6 +302,7 @@ class Scoreboard:
     completed: int
     by_learner: dict[str, Score] = field(default_factory=dict)
     total: Score = field(default_factory=Score)
+    skipped: dict[str, int] = field(default_factory=dict)  # where -> learner-written entries not counted (bad)
 
     @property
     def ok(self) -> bool:
@@ -298,47 +310,118 @@ class Scoreboard:
 
 
 def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, klass: str | None = None) -> Scoreboard:
-    """The scoreboard: the class's counters, then one atomic snapshot of the class queue."""
+    """The scoreboard, in one MULTI.
+
+    The class's figures -- jobs, where each is, completed, lost, effects and duplicate
+    effects -- are counted by the reader from the queue itself, for the jobs the
+    instructor produced (``produced``, which learners may not write); the per-learner
+    counters are what each learner's worker reported, shown as theirs. Anything in
+    learner-writable keys that is not what the kit writes (not a whole number, a wrong
+    type, an unknown learner) is skipped and counted in ``skipped``."""
     keys = ClassKeys(klass or class_name())
+    places = Keyspace(keys.queue)
+    shown = list(learners_shown)
     pipe = client.pipeline(transaction=True)
+    pipe.time()
     pipe.hgetall(keys.score)
     pipe.hgetall(keys.workers)
-    pipe.hvals(Keyspace(keys.queue).effects)
-    score, workers, effect_counts = pipe.execute()
-    queue = Queue(keys.queue, client, keep_done=KEEP_DONE)
-    snap = queue.snapshot(limit=1)  # counts and counters are exact whatever the limit
+    pipe.zrange(keys.produced, 0, -1)
+    pipe.hgetall(places.effects)
+    for place in PLACES:
+        pipe.execute_command("ZINTERCARD", 2, keys.produced, getattr(places, place))
+    reply = pipe.execute(raise_on_error=False)
+    skipped: dict[str, int] = {}
+
+    def valid(value: object, where: str, default: object) -> object:
+        if isinstance(value, Exception):  # a learner made the key another type
+            skipped[where] = skipped.get(where, 0) + 1
+            return default
+        return value
+
+    seconds, micros = reply[0]
+    score = valid(reply[1], "the class score hash", {})
+    workers = valid(reply[2], "the class workers hash", {})
+    produced = set(valid(reply[3], "the produced jobs", []))
+    effect_counts = valid(reply[4], "the class effects ledger", {})
+    counts = {
+        place: int(valid(n, f"the class queue's {place} set", 0)) for place, n in zip(PLACES, reply[5:], strict=True)
+    }
     board = Scoreboard(
         keys.queue,
-        snap.now_ms,
-        snap.stats.get("enqueued", 0),
-        dict(snap.counts),
-        snap.stats.get("completed", 0),
+        int(seconds) * 1000 + int(micros) // 1000,
+        len(produced),
+        dict(counts),
+        counts["done"],
     )
-    names = set(learners_shown) | {f.rsplit(":", 1)[0] for f in score} | set(workers)
-    for name in sorted(names):
-        state, _, since = str(workers.get(name, "- 0")).partition(" ")
-        board.by_learner[name] = Score(
-            *(int(score.get(f"{name}:{c}", 0)) for c in COUNTS), worker=state, since_ms=int(since or 0)
-        )
-    accounted = sum(snap.counts[p] for p in ("pending", "active", "scheduled", "dead")) + board.completed
+    known = set(shown) or {n for n in {f.rpartition(":")[0] for f in score} | set(workers) if _namespace(n)}
+    for name in sorted(known):
+        board.by_learner[name] = Score()
+    for field_name, value in score.items():
+        name, _, count = field_name.rpartition(":")
+        number = _whole(value)
+        if name not in board.by_learner or count not in COUNTS or number is None:
+            skipped["class score fields"] = skipped.get("class score fields", 0) + 1
+            continue
+        setattr(board.by_learner[name], count, number)
+    for name, value in workers.items():
+        state, _, since = str(value).partition(" ")
+        at = _whole(since)
+        if name not in board.by_learner or state not in WORKER_STATES or at is None:
+            skipped["class worker states"] = skipped.get("class worker states", 0) + 1
+            continue
+        board.by_learner[name].worker, board.by_learner[name].since_ms = state, at
+    effects = duplicates = 0
+    for job_id, value in effect_counts.items():
+        if job_id not in produced:
+            continue  # not a job of the class's (a learner may enqueue into the class queue)
+        number = _whole(value)
+        if number is None or number == 0:
+            skipped["class effects ledger"] = skipped.get("class effects ledger", 0) + 1
+            continue
+        effects += 1
+        duplicates += number - 1
     board.total = Score(
-        delivered=snap.stats.get("claimed", 0),
+        delivered=sum(s.delivered for s in board.by_learner.values()),
         redelivered=sum(s.redelivered for s in board.by_learner.values()),
-        effects=sum(int(n) for n in effect_counts),
-        duplicates=sum(int(n) - 1 for n in effect_counts if int(n) > 1),
-        lost=max(0, board.jobs - accounted),
+        effects=effects,
+        duplicates=duplicates,
+        lost=max(0, board.jobs - sum(counts.values())),
         worker=f"{sum(s.worker == 'running' for s in board.by_learner.values())} running",
     )
+    board.skipped = skipped
     if board.total.lost:
-        _attribute_lost(client, keys, queue, board)
+        _attribute_lost(client, keys, produced, board)
     return board
 
 
-def _attribute_lost(client: redis.Redis, keys: ClassKeys, queue: Queue, board: Scoreboard) -> None:
+WORKER_STATES = ("running", "stopped", "killed")
+
+
+def _whole(value: object) -> int | None:
+    text = str(value)
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+
+
+def _namespace(name: str) -> bool:
+    try:
+        check_namespace(name)
+        return True
+    except EchoqError:
+        return False
+
+
+def _attribute_lost(client: redis.Redis, keys: ClassKeys, produced: set[str], board: Scoreboard) -> None:
     """Name the learner who last held each lost job (rare: only when the total is not 0)."""
-    holders = {str(k): str(v) for k, v in client.hgetall(keys.holder).items()}
-    snap = queue.snapshot(limit=10_000)
-    placed = set(snap.pending) | set(snap.active) | set(snap.scheduled) | set(snap.dead) | set(snap.done)
-    for job_id, who in holders.items():
-        if job_id not in placed and who in board.by_learner:
+    places = Keyspace(keys.queue)
+    pipe = client.pipeline(transaction=True)
+    pipe.hgetall(keys.holder)
+    for place in PLACES:
+        pipe.zrange(getattr(places, place), 0, -1)
+    holders, *sets = pipe.execute(raise_on_error=False)
+    if isinstance(holders, Exception):
+        return
+    placed = set().union(*(s for s in sets if not isinstance(s, Exception)))
+    for job_id in produced - placed:
+        who = holders.get(job_id)
+        if who in board.by_learner:
             board.by_learner[who].lost += 1

@@ -4,9 +4,9 @@
 
 from __future__ import annotations
 
-import html
 import random
 import threading
+from pathlib import Path
 
 import ipywidgets as widgets
 import redis
@@ -16,6 +16,9 @@ from ..course import ipython_shell
 from . import classroom
 from .admin import Workshop
 from .board import Board, BoardData, render
+from .html import Markup, esc
+from .html import render as fill
+from .watch import last_events
 
 __all__ = ["Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors"]
 
@@ -36,8 +39,9 @@ def one_line_errors() -> None:
     shell.set_custom_exc((EchoqError,), show)
 
 
-def _line(exc: BaseException) -> str:
-    return html.escape(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+def _line(exc: BaseException) -> Markup:
+    """The first line of an error, escaped whole (it may quote what a learner wrote)."""
+    return esc(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, longest=None)
 
 
 class Dashboard(widgets.VBox):
@@ -51,8 +55,10 @@ class Dashboard(widgets.VBox):
         class_name: str = "class",
         refresh_s: float = 1.0,
         auto: bool = True,
+        folder: Path | None = None,
     ) -> None:
         self.client = client
+        self.folder = folder  # the workshop's: where the watchdog's log is
         self.class_name = class_name
         self.board = Board(client, learners, class_name=class_name)
         self.refresh_s = refresh_s
@@ -85,7 +91,13 @@ class Dashboard(widgets.VBox):
 
     @classmethod
     def for_workshop(cls, workshop: Workshop, **kwargs: object) -> Dashboard:
-        return cls(workshop.instructor(), list(workshop.learners), class_name=workshop.class_name, **kwargs)
+        return cls(
+            workshop.instructor(),
+            list(workshop.learners),
+            class_name=workshop.class_name,
+            folder=workshop.dir,
+            **kwargs,
+        )
 
     # -- actions (also called by tests and benches) ----------------------------------------
 
@@ -112,27 +124,53 @@ class Dashboard(widgets.VBox):
 
     def _act(self, action) -> None:
         try:
-            self.readout.value = html.escape(action())
+            self.readout.value = esc(action(), longest=None)
         except EchoqError as exc:
-            self.readout.value = f"<b>Refused:</b> {_line(exc)}"
+            self.readout.value = fill("<b>Refused:</b> $why", why=_line(exc))
+        except redis.RedisError as exc:
+            self.readout.value = fill("<b>The class server did not answer:</b> $why", why=_line(exc))
         self.refresh()
 
     # -- refresh ---------------------------------------------------------------------------
 
     def refresh(self) -> BoardData | None:
+        """Read the class and redraw; on any failure, say so on the page and keep the last
+        picture's data (the next refresh tries again)."""
         try:
             data = self.board.read()
+            page = render(data)
         except (EchoqError, redis.RedisError) as exc:
-            self.view.value = f"<p><b>The class server did not answer:</b> {_line(exc)}</p>"
+            self.view.value = fill("<p><b>The class server did not answer:</b> $why</p>", why=_line(exc))
+            return None
+        except Exception as exc:  # data the board could not read: report it, never stop refreshing
+            self.view.value = fill(
+                "<p><b>The dashboard could not read the class:</b> $kind: $why; it tries again every second.</p>",
+                kind=type(exc).__name__,
+                why=_line(exc),
+            )
             return None
         self.last = data
-        self.view.value = render(data)
+        self.view.value = page + self._watchdog()
         return data
 
+    def _watchdog(self) -> Markup:
+        """The watchdog's last lines (watch.log): what a learner did to the class, and what was done."""
+        if self.folder is None:
+            return Markup("")
+        events = last_events(self.folder, 8)
+        if not events:
+            return Markup("<h3>Watchdog</h3><p>Nothing to report (or no watchdog: `workshop up` starts one).</p>")
+        lines = Markup("<br>".join(esc(line, longest=400) for line in events))
+        return fill("<h3>Watchdog</h3><p><code>$lines</code></p>", lines=lines)
+
     def _loop(self) -> None:
+        # The page's only clock: whatever one refresh meets, the next one still runs.
         while not self._closing.wait(self.refresh_s):
             if self.live.value:
-                self.refresh()
+                try:
+                    self.refresh()
+                except Exception:  # noqa: S110 - refresh reports on the page; this only keeps the loop alive
+                    pass
 
     def close(self) -> None:
         self._closing.set()
@@ -145,7 +183,7 @@ def dashboard(folder: str | None = None, **kwargs: object) -> Dashboard | widget
     try:
         workshop = Workshop.load(folder)
     except EchoqError as exc:
-        return widgets.HTML(f"<p><b>No workshop to show:</b> {_line(exc)}</p>")
+        return widgets.HTML(fill("<p><b>No workshop to show:</b> $why</p>", why=_line(exc)))
     return Dashboard.for_workshop(workshop, **kwargs)
 
 
@@ -163,7 +201,7 @@ class ClassWorkerPanel(widgets.VBox):
         threading.Thread(target=self._loop, name="echoq-class-readout", daemon=True).start()
 
     def update(self) -> None:
-        self.readout.value = html.escape(self.worker.readout())
+        self.readout.value = esc(self.worker.readout(), longest=None)
         self.stop_button.disabled = self.worker.state != "running"
 
     def _loop(self) -> None:
@@ -185,5 +223,5 @@ def class_worker(**kwargs: object) -> ClassWorkerPanel | widgets.HTML:
     try:
         _current = classroom.ClassWorker(**kwargs).start()
     except EchoqError as exc:
-        return widgets.HTML(f"<b>Could not start the class worker:</b> {_line(exc)}")
+        return widgets.HTML(fill("<b>Could not start the class worker:</b> $why", why=_line(exc)))
     return ClassWorkerPanel(_current)

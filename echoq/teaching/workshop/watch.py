@@ -1,0 +1,339 @@
+"""The class's watchdog: what one learner can do to everyone's server, noticed and undone.
+
+Valkey lets any user who may run EVAL stall the whole server, and lets any user open as
+many connections as the server allows. ACL rules cannot stop either. The watchdog (``python
+-m echoq workshop watch``, started in the background by ``workshop up``) holds one admin
+connection to the class server, PINGs it every ``tick_s`` (0.1 s) and looks at its clients
+and its Lua heap every ``look_s`` (1 s):
+
+* **a script that never ends** -- the server answers ``BUSY`` to everyone once a script
+  has run ``busy-reply-threshold`` ms (the class's setting, 1 s): the watchdog sends
+  ``SCRIPT KILL`` (learners may not), then reads the slow log and ``CLIENT LIST`` to say
+  whose script it was;
+* **a script that wrote, then never ends** -- ``SCRIPT KILL`` answers ``UNKILLABLE`` (its
+  writes cannot be undone): the watchdog restarts a server ``up`` started (``SHUTDOWN
+  NOSAVE``: the script's writes are never kept, then ``up`` again: same port, password,
+  users and limits, on the append-only file); a server it was lent it cannot restart,
+  and says so;
+* **too many connections** -- Valkey has no per-user limit: the watchdog closes a learner's
+  newest connections beyond ``per-learner-connections`` (``CLIENT KILL ID``), and the
+  server's ``maxclients`` is set to room for every learner's share;
+* **a huge Lua heap** -- Valkey has no cap on the Lua heap, which ``maxmemory`` does not
+  count: above ``lua-memory`` the watchdog flushes it (``SCRIPT FLUSH``, which frees the Lua
+  interpreter) and loads the kit's scripts again;
+* **a server that died** -- a server ``up`` started is started again.
+
+Each event is one line, also appended to ``watch.log`` in the workshop folder, where the
+dashboard and ``workshop status`` read it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+from ... import scripts
+from ...errors import EchoqError
+from .admin import Workshop, _wait_gone, bytes_of, up
+
+__all__ = ["LOG_FILE", "Watchdog", "last_events"]
+
+LOG_FILE = "watch.log"
+SCRIPT_COMMANDS = ("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro")
+
+
+@dataclass
+class Event:
+    at: float  # time.time()
+    what: str  # one line
+
+    def line(self) -> str:
+        return f"{time.strftime('%H:%M:%S', time.localtime(self.at))} {self.what}"
+
+
+def last_events(folder: Path, count: int = 10) -> list[str]:
+    """The watchdog's last ``count`` lines in ``folder`` (none if it never wrote)."""
+    try:
+        lines = (folder / LOG_FILE).read_bytes().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    return lines[-count:]
+
+
+class Watchdog:
+    """Watches the class server of ``workshop`` (see the module's docstring)."""
+
+    def __init__(
+        self,
+        workshop: Workshop,
+        *,
+        tick_s: float = 0.1,
+        look_s: float = 1.0,
+        on_event: Callable[[str], None] | None = None,
+        log: bool = True,
+    ) -> None:
+        self.workshop = workshop
+        self.tick_s = tick_s  # how often it PINGs (a BUSY server is noticed this fast)
+        self.look_s = look_s  # how often it reads CLIENT LIST and the Lua heap (heavier)
+        self._looked = float("-inf")
+        self.on_event = on_event
+        self.log = log
+        self.events: list[Event] = []
+        self.restarts = 0
+        self._admin: redis.Redis | None = None
+        self._clients: list[dict] = []  # CLIENT LIST at the last look
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- settings ------------------------------------------------------------------------
+
+    @property
+    def per_learner(self) -> int:
+        return int(self.workshop.settings.get("per-learner-connections", 100))
+
+    @property
+    def lua_cap(self) -> int:
+        return bytes_of(self.workshop.settings.get("lua-memory", "128mb"))
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def start(self) -> Watchdog:
+        self._thread = threading.Thread(target=self.run, name="echoq-watchdog", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        if self._admin is not None:
+            self._admin.close()
+
+    def run(self) -> None:
+        """Tick until stopped; no failure ends the loop (each is said, then tried again)."""
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception as exc:  # noqa: BLE001 - a watchdog that dies protects no one
+                self.say(f"watchdog: {type(exc).__name__}: {_first_line(exc)}; trying again")
+                self._drop()
+            self._stop.wait(self.tick_s)
+
+    def tick(self) -> None:
+        try:
+            admin = self._connection()
+            admin.ping()
+            if time.monotonic() - self._looked < self.look_s:
+                return
+            self._looked = time.monotonic()
+            clients = admin.client_list()
+            self._clients = clients
+            self._connections(admin, clients)
+            self._lua_heap(admin)
+        except redis.ResponseError as exc:
+            if not str(exc).startswith("BUSY"):
+                raise
+            self._busy(self._connection())
+        except (redis.ConnectionError, redis.TimeoutError):
+            self._drop()
+            self._gone()
+
+    # -- each attack -------------------------------------------------------------------------
+
+    def _busy(self, admin: redis.Redis) -> None:
+        try:
+            admin.script_kill()
+        except redis.ResponseError as exc:
+            if str(exc).startswith("NOTBUSY"):
+                return  # it ended between our two commands
+            if str(exc).startswith("UNKILLABLE"):
+                self._unkillable()
+                return
+            raise
+        who, what, ran_ms = self._whose_script(admin)
+        self.say(
+            f"BUSY: {who}'s script ran {ran_ms} ms and held the whole class; ended it with SCRIPT KILL "
+            f"({what}); the class goes on"
+        )
+
+    def _whose_script(self, admin: redis.Redis) -> tuple[str, str, str]:
+        """From the slow log (the script just killed is its newest script entry) and CLIENT
+        LIST (the user of the connection at that address): who, the command, how long."""
+        users = {c.get("addr"): c.get("user") for c in _once_not_busy(admin.client_list)}
+        for entry in admin.slowlog_get(16):
+            command = _text(entry.get("command", b""))
+            if command.split(" ", 1)[0].lower() in SCRIPT_COMMANDS:
+                address = _text(entry.get("client_address", b""))
+                who = users.get(address) or f"a connection from {address} that has gone since"
+                return who, _short(command), str(int(entry.get("duration", 0)) // 1000)
+        return "an unknown user", "no script in the slow log", "?"
+
+    def _unkillable(self) -> None:
+        suspects = sorted(
+            {c.get("user", "?") for c in self._clients if c.get("cmd", "").split("|")[0] in SCRIPT_COMMANDS}
+        )
+        who = (
+            f"the user(s) whose connection last ran a script at the watchdog's last look: {', '.join(suspects)}"
+            if suspects
+            else "not known (a server in that state answers nothing but SCRIPT KILL and SHUTDOWN)"
+        )
+        if not self.workshop.started:
+            self.say(
+                "BUSY and UNKILLABLE: a script wrote, then never ended; only a restart ends it, and this "
+                f"server was lent to the workshop (--url): restart it yourself. Who: {who}"
+            )
+            return
+        admin = self._connection()
+        with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+            admin.shutdown(nosave=True)  # its writes are dropped: the script never ran, as far as anyone sees
+        self._drop()
+        _wait_gone(self.workshop.server_pid)
+        self._restart(
+            "BUSY and UNKILLABLE: a script wrote, then never ended (SCRIPT KILL refuses it); stopped the server "
+            f"without keeping its writes. Who: {who}"
+        )
+
+    def _gone(self) -> None:
+        """The server does not answer: a server `up` started and that is not running any more is started again."""
+        if not self.workshop.started:
+            self.say("the class server does not answer; it was lent to the workshop (--url): start it yourself")
+            return
+        pid = self.workshop.server_pid
+        if pid and _running(pid):
+            return  # alive but slow (or starting): look again next tick
+        self._restart("the class server had stopped")
+
+    def _restart(self, why: str) -> None:
+        workshop, _lines = up(self.workshop.dir)
+        self.workshop = workshop
+        self.restarts += 1
+        limits = ", ".join(f"{k} {workshop.settings[k]}" for k in ("maxmemory", "busy-reply-threshold", "maxclients"))
+        self.say(f"{why}; restarted it on port {workshop.port} with the class's users and limits ({limits})")
+
+    def _connections(self, admin: redis.Redis, clients: list[dict]) -> None:
+        mine: dict[str, list[int]] = {}
+        for client in clients:
+            user = client.get("user", "")
+            if user in self.workshop.learners:
+                mine.setdefault(user, []).append(int(client["id"]))
+        for user, ids in mine.items():
+            if len(ids) <= self.per_learner:
+                continue
+            excess = sorted(ids)[self.per_learner :]  # the newest: the ones opened last
+            pipe = admin.pipeline(transaction=False)
+            for client_id in excess:
+                pipe.execute_command("CLIENT", "KILL", "ID", client_id)
+            pipe.execute(raise_on_error=False)
+            self.say(
+                f"{user} had {len(ids)} connections (the class allows {self.per_learner} per learner): "
+                f"closed their {len(excess)} newest"
+            )
+
+    def _lua_heap(self, admin: redis.Redis) -> None:
+        memory = admin.info("memory")
+        heap = int(memory.get("used_memory_vm_eval", memory.get("used_memory_lua", 0)))
+        if heap <= self.lua_cap:
+            return
+        who, what, _ms = self._whose_script(admin)
+        admin.script_flush()
+        scripts.preload(admin)
+        after = int(admin.info("memory").get("used_memory_vm_eval", 0))
+        self.say(
+            f"Lua heap at {heap // 2**20} MiB (the class allows {self.lua_cap // 2**20}): flushed it with "
+            f"SCRIPT FLUSH, the kit's scripts loaded again ({after // 2**20} MiB now); "
+            f"the last slow script was {who}'s ({what})"
+        )
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def _connection(self) -> redis.Redis:
+        if self._admin is None:
+            # One connection, opened once and kept: a server full of a learner's connections
+            # (maxclients) takes no new one, and one answering BUSY takes no PING.
+            self._admin = self.workshop.admin(ping=False)
+            self._admin.connection_pool.connection_kwargs["socket_timeout"] = 5.0
+            with contextlib.suppress(redis.ResponseError):  # BUSY: the name only helps CLIENT LIST readers
+                self._admin.client_setname("echoq-watchdog")
+        return self._admin
+
+    def _drop(self) -> None:
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                self._admin.close()
+            self._admin = None
+
+    def say(self, what: str) -> None:
+        if self.events and self.events[-1].what == what:
+            return  # a failure met at every look is said once, not ten times a second
+        event = Event(time.time(), what)
+        self.events.append(event)
+        del self.events[:-200]
+        if self.log:
+            with contextlib.suppress(OSError), open(self.workshop.dir / LOG_FILE, "a", encoding="utf-8") as f:
+                f.write(event.line() + "\n")
+        if self.on_event is not None:
+            self.on_event(event.line())
+
+
+def _once_not_busy(read: Callable[[], list[dict]], timeout_s: float = 2.0) -> list[dict]:
+    """``read()`` once the server is past the script just killed: SCRIPT KILL answers at
+    once, but the script stops at its next check, and until then the server says BUSY."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return read()
+        except redis.ResponseError as exc:
+            if not str(exc).startswith("BUSY") or time.monotonic() > deadline:
+                raise
+        time.sleep(0.005)
+
+
+def _running(pid: int) -> bool:
+    try:
+        finished, _ = os.waitpid(pid, os.WNOHANG)
+        return not finished
+    except ChildProcessError:  # not our child: does it exist?
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _short(command: str, longest: int = 80) -> str:
+    return command if len(command) <= longest else command[: longest - 1] + "…"
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def main(folder: str | None = None, *, tick_s: float = 0.1) -> int:
+    """``python -m echoq workshop watch``: watch until interrupted, printing each event."""
+    try:
+        workshop = Workshop.load(folder)
+    except EchoqError as exc:
+        print(f"echoq: {exc}")
+        return 2
+    dog = Watchdog(workshop, tick_s=tick_s, on_event=lambda line: print(line, flush=True))
+    dog.say(
+        f"watching the class server at {workshop.host}:{workshop.port} every {tick_s:g} s "
+        f"(scripts over {workshop.settings.get('busy-reply-threshold', '?')} ms, more than "
+        f"{dog.per_learner} connections per learner, a Lua heap over {workshop.settings.get('lua-memory', '?')})"
+    )
+    try:
+        dog.run()
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,199 @@
+"""Class chaos from a learner's side: each thing one learner can do to the whole class server,
+done for real, and the class back on its feet by itself (the watchdog) within seconds.
+
+Small numbers keep it fast: scripts answered BUSY after 300 ms, 50 connections per learner,
+a Lua heap of 16 MiB. Every wait is a poll with a deadline."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+import echoq
+from echoq.teaching.workshop import Workshop, admin
+from echoq.teaching.workshop.watch import Watchdog, last_events
+
+RECOVERS_S = 10.0  # "within a few seconds", with room for a loaded 2-core machine
+SETTINGS = {"busy-reply-threshold": "300", "per-learner-connections": "50", "lua-memory": "16mb"}
+
+
+@pytest.fixture(scope="module")
+def klass(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workshop]:
+    folder = tmp_path_factory.mktemp("attacked") / "class"
+    workshop, _ = admin.up(folder, roster=["ada", "bob"], class_name="attacked", maxmemory="64mb", settings=SETTINGS)
+    yield workshop
+    admin.down(folder)
+
+
+@pytest.fixture
+def watchdog(klass: Workshop) -> Iterator[Watchdog]:
+    dog = Watchdog(Workshop.load(klass.dir), tick_s=0.05, look_s=0.1).start()
+    yield dog
+    dog.stop()
+
+
+def until(check: Callable[[], object], what: str, timeout_s: float = RECOVERS_S) -> object:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            value = check()
+        except (redis.RedisError, echoq.EchoqError):
+            value = None
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s: {what}"
+        time.sleep(0.02)
+
+
+def learner(workshop: Workshop, name: str) -> redis.Redis:
+    return echoq.connect(Workshop.load(workshop.dir).learner_url(name))
+
+
+def bob_works(workshop: Workshop) -> bool:
+    """Bob, on a connection of his own, runs a kit move: the class goes on."""
+    queue = echoq.Queue("bob.lesson-02", learner(workshop, "bob"))
+    return queue.enqueue("still here").outcome is echoq.Enqueue.ENQUEUED
+
+
+def in_background(run: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            run()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+def said(dog: Watchdog, *words: str) -> str | None:
+    return next((e.what for e in dog.events if all(w in e.what for w in words)), None)
+
+
+def heard(dog: Watchdog, *words: str) -> str:
+    """The watchdog's line with all ``words``, waited for; the failure shows what it did say."""
+    try:
+        return until(lambda: said(dog, *words), f"the watchdog saying {words}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; it said: {[e.what for e in dog.events]}") from None
+
+
+def test_a_script_that_never_ends_is_killed_and_named(klass: Workshop, watchdog: Watchdog) -> None:
+    ada = learner(klass, "ada")
+    thread, errors = in_background(lambda: ada.eval("while true do end", 0))
+    line = heard(watchdog, "BUSY", "SCRIPT KILL")
+    assert "ada's script" in line, line
+    thread.join(RECOVERS_S)
+    assert errors and "killed" in str(errors[0]).lower()
+    until(lambda: bob_works(klass), "bob's queue working again")
+    assert line in "\n".join(last_events(klass.dir))  # in the log the dashboard and status read
+    from echoq.teaching.workshop import views
+
+    dash = views.Dashboard.for_workshop(Workshop.load(klass.dir), auto=False)
+    try:
+        assert "Watchdog" in dash.view.value and "ended it with SCRIPT KILL" in dash.view.value
+        assert line.replace("'", "&#x27;") in dash.view.value  # the whole line, escaped, not cut
+    finally:
+        dash.close()
+
+
+def test_a_script_that_writes_then_loops_restarts_the_server_with_its_settings(
+    klass: Workshop, watchdog: Watchdog
+) -> None:
+    before = Workshop.load(klass.dir)
+    ada = learner(klass, "ada")
+    ada.eval("return 1", 0)  # her connection's last command is a script at the watchdog's next look
+    until(lambda: any(c.get("user") == "ada" and c.get("cmd") == "eval" for c in watchdog._clients), "a look")
+    thread, _errors = in_background(
+        lambda: ada.eval("redis.call('SET', KEYS[1], 'half done') while true do end", 1, "emq:{ada.x}:half")
+    )
+    line = heard(watchdog, "UNKILLABLE", "restarted")
+    assert "ada" in line, line
+    until(lambda: bob_works(klass), "bob's queue working on the restarted server")
+    after = Workshop.load(klass.dir)
+    assert after.port == before.port and after.server_pid != before.server_pid
+    config = after.admin().config_get("*")
+    # The limits the class was given, not the server's defaults.
+    assert config["maxmemory"] == str(64 * 2**20) and config["busy-reply-threshold"] == "300"
+    assert config["maxclients"] == after.settings["maxclients"] == str(2 * 50 + 64)
+    assert after.admin().exists("emq:{ada.x}:half") == 0  # the script's write was never kept
+    thread.join(RECOVERS_S)
+
+
+def test_a_learners_connections_beyond_the_cap_are_closed(klass: Workshop, watchdog: Watchdog) -> None:
+    url = Workshop.load(klass.dir).learner_url("ada")
+    held: list[redis.Redis] = []
+    for _ in range(200):  # more than the server takes (maxclients 164): everyone else locked out
+        client = redis.Redis.from_url(url, socket_connect_timeout=2)
+        try:
+            client.ping()
+        except redis.ConnectionError:
+            break
+        held.append(client)
+    try:
+        line = heard(watchdog, "ada had", "closed")
+        assert "50 per learner" in line, line
+        until(lambda: bob_works(klass), "bob connecting again")
+        watcher = Workshop.load(klass.dir).admin()
+        until(lambda: [c.get("user") for c in watcher.client_list()].count("ada") <= 50, "ada down to 50")
+    finally:
+        for client in held:
+            client.close()
+
+
+def test_a_huge_lua_heap_is_flushed(klass: Workshop, watchdog: Watchdog) -> None:
+    ada = learner(klass, "ada")
+    # 40 MiB in a few milliseconds: well within the busy limit, so only the heap check sees it.
+    grow = "local t = {} for i = 1, 400 do t[i] = string.rep('x', 100000) .. i end return #t"
+    in_background(lambda: ada.eval(grow, 0))
+    line = heard(watchdog, "Lua heap", "SCRIPT FLUSH")
+    assert "16)" in line or "allows 16" in line, line
+    heap = int(Workshop.load(klass.dir).admin().info("memory")["used_memory_vm_eval"])
+    assert heap < 16 * 2**20
+    until(lambda: bob_works(klass), "bob's kit scripts running (loaded again)")
+
+
+def test_a_server_that_died_is_started_again_with_its_settings(klass: Workshop, watchdog: Watchdog) -> None:
+    before = Workshop.load(klass.dir)
+    os.kill(before.server_pid, signal.SIGKILL)  # as a crash, or the kernel's OOM killer, would
+    line = heard(watchdog, "had stopped", "restarted")
+    assert "maxmemory 64mb" in line and "busy-reply-threshold 300" in line, line
+    until(lambda: bob_works(klass), "bob's queue working on the restarted server")
+    assert Workshop.load(klass.dir).admin().config_get("maxmemory")["maxmemory"] == str(64 * 2**20)
+
+
+def test_workshop_status_answers_while_a_script_holds_the_server(klass: Workshop) -> None:
+    # No watchdog here: status alone, against a server that answers BUSY.
+    ada = learner(klass, "ada")
+    thread, _ = in_background(lambda: ada.eval("while true do end", 0))
+    try:
+        lines = until(
+            lambda: (out := admin.status(klass.dir)) and any("BUSY" in line for line in out) and out,
+            "status saying BUSY",
+        )
+        assert any("watchdog" in line for line in lines)
+    finally:
+        Workshop.load(klass.dir).admin(ping=False).script_kill()  # what the docs tell an instructor
+        thread.join(RECOVERS_S)
+
+
+def test_up_starts_the_watchdog_and_down_stops_it(tmp_path: Path) -> None:
+    workshop, lines = admin.up(tmp_path / "w", count=1, class_name="watched", watch=True)
+    try:
+        assert any("watchdog started" in line for line in lines), lines
+        assert admin._process_alive(workshop.watcher_pid)
+        until(lambda: "watching the class server" in "\n".join(last_events(workshop.dir)), "the watchdog's first line")
+    finally:
+        lines = admin.down(tmp_path / "w")
+    assert "stopped the class's watchdog" in lines
+    assert not admin._process_alive(workshop.watcher_pid)

@@ -1,0 +1,129 @@
+"""Learners writing what the kit never writes, on a real class server: the instructor's
+board, scoreboard, dashboard and ``workshop status`` skip it, say how much they skipped,
+and go on; the class's figures are counted from the queue, not from learners' numbers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+import echoq
+from echoq.teaching import progress
+from echoq.teaching.workshop import Workshop, admin, board, classroom
+
+HOSTILE = "<img src=x onerror=window.__pwned=1>"
+
+
+@pytest.fixture(scope="module")
+def klass(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workshop]:
+    folder = tmp_path_factory.mktemp("hostile") / "class"
+    workshop, _ = admin.up(folder, roster=["ada", "bob"], class_name="hostile")
+    yield workshop
+    admin.down(folder)
+
+
+def raw_learner(workshop: Workshop, name: str) -> redis.Redis:
+    return echoq.connect(workshop.learner_url(name), decode_responses=False)
+
+
+def poison(workshop: Workshop) -> None:
+    """What ada can write: her own record and queues, and the shared class queue."""
+    ada = raw_learner(workshop, "ada")
+    keys = classroom.ClassKeys("hostile")
+    ada.hset(
+        progress.key("ada"),
+        mapping={
+            f"lesson:{HOSTILE}": "not a number",
+            "lesson:02": "1700000000000",
+            "lesson:\xff\xfe": b"\xff\xfe\xfd",
+            "check:02:claim:attempts": "many",
+            "check:02:claim:at": "1",
+            "check:03:x:attempts": "2",
+            "check:03:x:at": "1",
+            "check:03:x:misconception": HOSTILE.encode() + b"\xff",
+        },
+    )
+    ada.hset("emq:{ada.weird}:stats", "enqueued", "1")  # a queue the board discovers ...
+    ada.set("emq:{ada.weird}:pending", "not a sorted set")  # ... whose counts answer WRONGTYPE
+    ada.hset(f"emq:{{ada.{HOSTILE}}}:stats", "enqueued", "1")  # a key no kit queue has: not a queue name
+    ada.hset(keys.score, mapping={"ada:delivered": "lots", "ghost:delivered": "5", "bob:effects": "-3"})
+    ada.hset(keys.workers, mapping={"ada": f"{HOSTILE} 12", "bob": "running soon"})
+    ada.hset(echoq.Keyspace(keys.queue).stats, "enqueued", "1000000")  # the queue's own counter: not trusted
+    ada.hset(echoq.Keyspace(keys.queue).effects, mapping={"forged-id": "99"})
+
+
+def test_the_board_skips_and_counts_what_is_not_the_kits_and_shows_the_rest(klass: Workshop) -> None:
+    poison(klass)
+    ids = classroom.produce(klass.instructor(), 5, klass="hostile")
+    data = board.Board(klass.instructor(), list(klass.learners), class_name="hostile").read()
+    ada = {lv.learner: lv for lv in data.learners}["ada"]
+    assert "02" in ada.lessons and HOSTILE not in ada.lessons  # the good lesson stays, the bad one goes
+    assert [c.exercise for c in ada.checks] == ["x"] and ada.checks[0].attempts == 2
+    assert data.skipped["progress records"] >= 3 and data.skipped["queues"] == 1 and data.skipped["queue names"] == 1
+    sb = data.scoreboard
+    # The class's figures come from the queue, for the jobs the instructor produced: ada's
+    # counter of a million jobs and her forged effect count nothing.
+    assert (sb.jobs, sb.counts["pending"], sb.total.lost, sb.total.effects, sb.total.duplicates) == (5, 5, 0, 0, 0)
+    assert "ghost" not in sb.by_learner and sb.by_learner["bob"].effects == 0
+    assert sb.by_learner["ada"].worker == "-" and sb.by_learner["bob"].worker == "-"
+    assert sb.skipped["class score fields"] == 3 and sb.skipped["class worker states"] == 2
+    page = board.render(data)
+    assert "<img" not in page and "bad entries skipped" in page
+    # A job ada takes out of the class queue is lost, and counted so: the count is the queue's.
+    raw_learner(klass, "ada").zrem(echoq.Keyspace(klass.class_queue).pending, ids[0])
+    assert classroom.read_scoreboard(klass.instructor(), list(klass.learners), klass="hostile").total.lost == 1
+
+
+def test_workshop_status_reads_bad_data_without_a_traceback(klass: Workshop) -> None:
+    poison(klass)
+    raw_learner(klass, "bob").set(progress.key("bob"), "a string where a hash belongs")
+    env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_WORKSHOP")}
+    done = subprocess.run(
+        [sys.executable, "-m", "echoq", "workshop", "status", "--dir", str(klass.dir)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert "bad entries skipped" in done.stdout and "02" in done.stdout
+    raw_learner(klass, "bob").delete(progress.key("bob"))
+
+
+def test_the_dashboards_refresh_survives_any_failure_and_says_so(klass: Workshop, monkeypatch) -> None:
+    from echoq.teaching.workshop import views
+
+    dash = views.Dashboard.for_workshop(klass, refresh_s=0.05)
+    try:
+        real = dash.board.read
+
+        def broken() -> board.BoardData:
+            raise ValueError("invalid literal for int() with base 10: 'lots'")
+
+        monkeypatch.setattr(dash.board, "read", broken)
+        deadline = time.monotonic() + 10
+        while "could not read the class" not in dash.view.value:
+            assert time.monotonic() < deadline, dash.view.value
+            time.sleep(0.02)
+        assert "ValueError" in dash.view.value and "tries again" in dash.view.value
+        monkeypatch.setattr(dash.board, "read", real)
+        while "Class chaos" not in dash.view.value:  # the same thread, still refreshing
+            assert time.monotonic() < deadline, "the refresh thread died"
+            time.sleep(0.02)
+        assert dash._thread.is_alive()
+    finally:
+        dash.close()
+
+
+def test_a_learner_may_not_write_the_produced_jobs(klass: Workshop) -> None:
+    ada = echoq.connect(klass.learner_url("ada"))
+    with pytest.raises(echoq.PermissionDenied):
+        ada.zadd(classroom.ClassKeys("hostile").produced, {"forged": 1})
+    assert Path(klass.dir).is_dir()
