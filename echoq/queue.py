@@ -156,6 +156,7 @@ class Job:
     payload: str | bytes | None
     error: str | None = None
     reason: str | None = None
+    unstarted: int = 0  # recoveries of a claim never confirmed started (lua/stalled_check.lua)
 
 
 @dataclass(frozen=True)
@@ -321,32 +322,63 @@ class Queue:
         return self.complete_many_and_claim(claims, count=0)[0]
 
     def complete_many_and_claim(
-        self, claims: Sequence[Claim], *, count: int, lease_ms: int = DEFAULT_LEASE_MS
+        self,
+        claims: Sequence[Claim],
+        *,
+        count: int,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        confirm: bool = False,
+        started: Sequence[Claim] = (),
     ) -> tuple[list[Complete], list[Claim]]:
         """Complete held jobs (each fenced by its own attempt) and claim up to ``count`` more,
         in one script call (``complete_many.lua``) per 1000 jobs: a busy worker's round trip.
-        Returns the outcomes in the order of ``claims``, and the new claims."""
+        Returns the outcomes in the order of ``claims``, and the new claims.
+
+        With ``confirm``, the new claims count as unstarted until a later call names them in
+        ``started`` (held jobs whose handler started, each fenced by its attempt): a claim
+        whose reply was lost then stalls without spending its stall budget (see
+        ``lua/stalled_check.lua``). Without it, a claim counts as started at once."""
         _only_claims(claims, "complete_many")
+        _only_claims(started, "complete_many")
         check("lease_ms", lease_ms)
         whole("count", count, 0, BATCH)  # 0: complete and claim nothing
+        if len(started) > BATCH:
+            raise InvalidArgument(f"started takes at most {BATCH} claims per call, got {len(started)}")
         outcomes: list[Complete] = []
         fresh: list[Claim] = []
         chunks = [claims[start : start + BATCH] for start in range(0, len(claims), BATCH)] or [[]]
         for n, chunk in enumerate(chunks):
-            keys, args = self._complete_many_call(chunk, count if n == len(chunks) - 1 else 0, lease_ms)
+            last = n == len(chunks) - 1
+            keys, args = self._complete_many_call(
+                chunk, count if last else 0, lease_ms, confirm=confirm, started=started if last else ()
+            )
             done, claimed = self._complete_many_reply(self._run("complete_many", keys, args))
             outcomes += done
             fresh += claimed
         return outcomes, fresh
 
-    def _complete_many_call(self, claims: Sequence[Claim], count: int, lease_ms: int) -> tuple[list[str], list[Any]]:
-        """The KEYS and ARGV of one complete_many.lua call: ``claims`` (at most BATCH, checked
-        with _only_claims) and ``count`` and ``lease_ms`` checked by the caller."""
+    def _complete_many_call(
+        self,
+        claims: Sequence[Claim],
+        count: int,
+        lease_ms: int,
+        *,
+        confirm: bool = False,
+        started: Sequence[Claim] = (),
+    ) -> tuple[list[str], list[Any]]:
+        """The KEYS and ARGV of one complete_many.lua call: ``claims`` and ``started`` (at
+        most BATCH each, checked with _only_claims) and ``count`` and ``lease_ms`` checked by
+        the caller."""
         rows = self.keys.prefix + "job:"  # + an id _only_claims checked
-        args: list[Any] = [self.keep_done, lease_ms, count, self.keep_dead]
+        args: list[Any] = [self.keep_done, lease_ms, count, self.keep_dead, 1 if confirm else 0, len(started)]
+        for held in started:
+            args += (held.job_id, held.attempt)
         for held in claims:
             args += (held.job_id, held.attempt)
-        return self.script_keys("complete_many") + [rows + h.job_id for h in claims], args
+        return (
+            self.script_keys("complete_many") + [rows + h.job_id for h in started] + [rows + h.job_id for h in claims],
+            args,
+        )
 
     @staticmethod
     def _complete_many_reply(reply: list[Any]) -> tuple[list[Complete], list[Claim]]:
@@ -593,6 +625,7 @@ class Queue:
             payload=payload,
             error=field("error"),
             reason=field("reason"),
+            unstarted=number("unstarted"),
         )
 
     def keys_in_use(self) -> Iterator[str]:

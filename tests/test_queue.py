@@ -182,21 +182,21 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
         "complete_many B scheduled": (
             "complete_many",
             _keys(a, "complete_many", a.job(ha.job_id), scheduled=b.scheduled),
-            [100, 60_000, 10, 100, ha.job_id, ha.attempt],
+            [100, 60_000, 10, 100, 0, 0, ha.job_id, ha.attempt],
             bad_keys,
             outside(3),
         ),
         "complete_many B row": (
             "complete_many",
             _keys(a, "complete_many", b.job(hb.job_id)),
-            [100, 60_000, 10, 100, hb.job_id, hb.attempt],
+            [100, 60_000, 10, 100, 0, 0, hb.job_id, hb.attempt],
             bad_row,
             "does not belong",
         ),
         "complete_many a row too many": (
             "complete_many",
             _keys(a, "complete_many", a.job(ha.job_id), a.job(new)),
-            [100, 60_000, 10, 100, ha.job_id, ha.attempt],
+            [100, 60_000, 10, 100, 0, 0, ha.job_id, ha.attempt],
             bad_keys,
             "expected 8 KEYS",
         ),
@@ -753,3 +753,33 @@ def test_a_job_id_with_anything_after_it_is_refused(queue: echoq.Queue, suffix: 
     with pytest.raises(echoq.InvalidJobId):
         queue.enqueue("x", job_id=job_id)
     assert queue.snapshot().counts["pending"] == 0
+
+
+def test_unconfirmed_claims_are_recovered_apart_and_bounded(queue: echoq.Queue) -> None:
+    job_id = queue.enqueue("its claim replies never arrive").job_id
+    for n in range(1, 21):
+        _done, (claim,) = queue.complete_many_and_claim([], count=1, lease_ms=1, confirm=True)
+        expire(queue, claim)  # nobody heard of the claim: nobody confirms or renews it
+        report = queue.stalled_check(max_stalled=1)
+        job = queue.job(job_id)
+        assert job.stalled == 0 and job.unstarted == n
+        if n < 20:
+            assert report.recovered == [job_id] and job.state is echoq.JobState.PENDING
+    # The bound: the 20th unconfirmed recovery dead-letters it, so it cannot loop forever.
+    assert report.dead == [job_id] and job.state is echoq.JobState.DEAD and job.reason == "unstarted"
+    assert queue.snapshot().stats["unstarted"] == 20
+
+
+def test_a_confirmed_claim_stalls_by_the_seeds_rule(queue: echoq.Queue) -> None:
+    job_id = queue.enqueue("started, then its worker died").job_id
+    _done, (claim,) = queue.complete_many_and_claim([], count=1, lease_ms=200, confirm=True)
+    queue.complete_many_and_claim([], count=0, started=[claim])  # the holder confirms the start
+    assert not queue.client.hexists(queue.keys.job(job_id), "confirm")
+    expire(queue, claim)
+    assert queue.stalled_check(max_stalled=1).dead == [job_id]
+    assert queue.job(job_id).reason == "stalled"
+    # A claim that does not ask for confirmation counts as started at once, as claim.lua's.
+    other = queue.enqueue("claimed the plain way").job_id
+    _done, (plain,) = queue.complete_many_and_claim([], count=1, lease_ms=1)
+    expire(queue, plain)
+    assert queue.stalled_check(max_stalled=1).dead == [other]

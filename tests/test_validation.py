@@ -37,7 +37,7 @@ _RANGE = re.compile(r"(-?\d+)\.\.(\d+)( bytes)?")
 # A variadic entry (ARGV[n..]) holds several values; which one of them, in a valid call
 # below, its documented range is about.
 _VARIADIC = {
-    ("complete_many", 5): (6, "attempt"),
+    ("complete_many", 7): (8, "attempt"),
     ("enqueue_many", 2): (3, "payload"),
     ("extend_many", 2): (3, "attempt"),
     ("release_many", 1): (2, "attempt"),
@@ -92,7 +92,7 @@ def valid_calls(q: echoq.Queue, held: echoq.Claim) -> dict[str, tuple[list[str],
         "complete": (q.script_keys("complete", held.job_id), [held.job_id, held.attempt, 100]),
         "complete_many": (
             q.script_keys("complete_many", held.job_id),
-            [100, 60_000, 10, 100, held.job_id, held.attempt],
+            [100, 60_000, 10, 100, 0, 0, held.job_id, held.attempt],
         ),
         "effect": (q.script_keys("effect", held.job_id), [held.job_id, "every", "charged", 100]),
         "enqueue": (q.script_keys("enqueue", new), [new, "payload", 0]),
@@ -189,7 +189,8 @@ def test_the_documented_ranges_are_the_library_bounds() -> None:
     (The kit's bank stand-in has a range of its own, cents, which echoq/teaching/bank.py checks.)"""
     library = [n for n in RUNNABLE if not n.startswith("teaching/")]
     ranges = {(lo, hi) for name in library for _pos, _what, lo, hi in documented_numbers(name)}
-    allowed = set(BOUNDS.values()) | {(0, BOUNDS["count"][1]), (0, BOUNDS["lease_ms"][1])}
+    # ... and complete_many's confirm flag, 0 or 1.
+    allowed = set(BOUNDS.values()) | {(0, BOUNDS["count"][1]), (0, BOUNDS["lease_ms"][1]), (0, 1)}
     assert ranges <= allowed, ranges - allowed
 
 

@@ -801,3 +801,66 @@ def test_a_pipelined_worker_that_loses_its_connection_goes_on_one_call_at_a_time
     Worker(queue, keyed_consumer(effects), **FAST).work(burst=True)
     snap = assert_one_place(queue, set(ids))
     assert snap.counts["done"] == 300 and effects.counts() == {job_id: 1 for job_id in ids}
+
+
+# -- a claim whose reply was lost costs no stall ---------------------------------------------
+
+
+class _RepliesLost(echoq.Queue):
+    """The server runs the first ``lose`` claiming calls, but their replies never arrive
+    (a cut connection on the way back): the worker sees a lost server and calls again."""
+
+    def __init__(self, queue: echoq.Queue, lose: int) -> None:
+        super().__init__(queue.name, queue.client)
+        self.lose = lose
+
+    def complete_many_and_claim(self, claims, **kwargs):  # type: ignore[no-untyped-def]
+        outcomes, fresh = super().complete_many_and_claim(claims, **kwargs)
+        if fresh and self.lose > 0:
+            self.lose -= 1
+            raise redis.ConnectionError("the reply was lost on the way back")
+        return outcomes, fresh
+
+
+def test_a_lost_claim_reply_spends_no_stall_budget(queue: echoq.Queue) -> None:
+    ids = queue.enqueue_many([f"order {n}" for n in range(6)])
+    lossy = _RepliesLost(queue, lose=3)
+    # max_stalled=1: were a lost reply's stall counted, its jobs would go straight to dead.
+    worker = Worker(lossy, lambda d: None, lease_ms=100, max_stalled=1, **FAST)
+    first = worker.work(burst=True)
+    assert lossy.lose == 0 and first.reconnected == 1  # one outage, ridden out
+    wait_for_server_time(queue.client, max(queue.snapshot().active.values(), default=0) + 1)
+    second = worker.work(burst=True)  # its first beat finds the lost claims' leases run out
+    assert (first.completed + second.completed, first.dead + second.dead) == (6, 0)
+    snap = assert_one_place(queue, set(ids))
+    assert snap.counts["done"] == 6 and snap.stats.get("stalled", 0) == 0
+    assert snap.stats["unstarted"] == 3  # the three claims that never reached the worker
+
+
+def test_a_confirmed_start_still_counts_its_stall(queue: echoq.Queue) -> None:
+    job_id = queue.enqueue("kills its worker after starting").job_id
+    started = threading.Event()
+    release = threading.Event()
+
+    def handler(delivery: Delivery) -> None:
+        started.set()
+        release.wait(10)
+
+    worker = Worker(queue, handler, lease_ms=2_000, max_stalled=1, **FAST)
+    runner = threading.Thread(target=worker.work, daemon=True)
+    runner.start()
+    assert started.wait(10)
+    row = queue.keys.job(job_id)
+    deadline = time.monotonic() + 10
+    while queue.client.hexists(row, "confirm"):  # the start is confirmed on the owner's next call
+        assert time.monotonic() < deadline, "the start was never confirmed"
+        time.sleep(0.005)
+    worker.abandon()  # as a SIGKILL: the lease is no longer renewed
+    release.set()
+    runner.join(10)
+    lease = queue.snapshot().active[job_id]
+    wait_for_server_time(queue.client, lease + 1)
+    stalled = queue.stalled_check(max_stalled=1)
+    assert stalled.dead == [job_id]
+    job = queue.job(job_id)
+    assert job.reason == "stalled" and job.stalled == 1 and job.unstarted == 0
