@@ -20,8 +20,8 @@ import redis
 from . import limits, scripts
 from .clock import server_clock
 from .durability import WAITED, Durability
-from .errors import InvalidArgument
-from .ids import JOB_ID_RE, check_job_id
+from .errors import ClockSkew, InvalidArgument
+from .ids import JOB_ID_RE, check_job_id, minted_ms
 from .keyspace import Keyspace
 from .limits import BOUNDS, check, whole
 from .server import connection_settings
@@ -278,21 +278,62 @@ class Queue:
         state = JobState(_text(reply[2])) if len(reply) > 2 and _text(reply[2]) in _STATES else None
         return Enqueued(job_id, outcome, state)
 
-    def enqueue_many(self, payloads: Sequence[str | bytes], *, delay_ms: int = 0) -> list[str]:
-        """Enqueue several jobs, one script call per 1000; returns their new ids in order.
-        Every payload is checked first: one that is not UTF-8 text of at most 1 MiB refuses
-        the whole call, before anything is written."""
+    def new_job_ids(self, n: int) -> list[str]:
+        """``n`` JOB ids minted on the server's clock, in order: what a producer that may
+        retry mints before its first :meth:`enqueue_many` (see ``job_ids`` there)."""
+        whole("n", n, 0, 10_000_000)
+        clock = server_clock(self.client)
+        return [clock.mint(self.client) for _ in range(n)]
+
+    def enqueue_many(
+        self, payloads: Sequence[str | bytes], *, delay_ms: int = 0, job_ids: Sequence[str] | None = None
+    ) -> list[str]:
+        """Enqueue several jobs, one script call per 1000; returns their ids in order.
+
+        Every argument is checked first: a payload that is not UTF-8 text of at most 1 MiB,
+        or a bad ``job_ids``, refuses the whole call before anything is written.
+
+        ``job_ids`` (one per payload, distinct; mint them with :meth:`new_job_ids`) makes the
+        call safe to retry: a job whose id the queue already knows -- a live row, or one of
+        the newest ``keep_done`` completions -- is skipped, so calling again with the same
+        ids after a lost reply adds only what the first call did not, and returns the same
+        ids. Without it, the ids are minted here and a retry adds new jobs."""
         check("delay_ms", delay_ms)
         if isinstance(payloads, str | bytes) or not isinstance(payloads, Sequence):
             raise InvalidArgument(f"enqueue_many takes a list of payloads, got {type(payloads).__name__}")
         texts = [limits.payload(p) for p in payloads]
-        ids = [self.new_job_id() for _ in texts]
+        if job_ids is None:
+            ids = [self.new_job_id() for _ in texts]
+        else:
+            ids = self._given_ids(job_ids, len(texts))
         for start in range(0, len(ids), BATCH):
             chunk = ids[start : start + BATCH]
             args: list[Any] = [delay_ms]
             for job_id, text in zip(chunk, texts[start : start + BATCH], strict=True):
                 args += [job_id, text]
             self._run("enqueue_many", self.script_keys("enqueue_many", *chunk), args)
+        return ids
+
+    def _given_ids(self, job_ids: Sequence[str], n: int) -> list[str]:
+        """A producer's ids, checked before any write: JOB ids, one per payload, distinct,
+        none minted too far ahead of the server's clock (which the script would refuse in a
+        later batch of 1000 after an earlier one was written)."""
+        if isinstance(job_ids, str | bytes) or not isinstance(job_ids, Sequence):
+            raise InvalidArgument(f"job_ids must be a list of JOB ids, got {type(job_ids).__name__}")
+        ids = [check_job_id(job_id) for job_id in job_ids]
+        if len(ids) != n:
+            raise InvalidArgument(f"job_ids must give one id per payload: {len(ids)} ids for {n} payloads")
+        if len(set(ids)) != len(ids):
+            twice = next(job_id for job_id in ids if ids.count(job_id) > 1)
+            raise InvalidArgument(f"job_ids must be distinct: {twice} is given twice")
+        if ids:
+            now = server_clock(self.client).now_ms(self.client)
+            ahead = max(ids, key=minted_ms)
+            if minted_ms(ahead) > now + limits.CLOCK_AHEAD_MS:
+                raise ClockSkew(
+                    f"{ahead} was minted {minted_ms(ahead) - now} ms ahead of the server's clock (at most "
+                    f"{limits.CLOCK_AHEAD_MS} ms); mint ids with Queue.new_job_ids"
+                )
         return ids
 
     def claim(self, lease_ms: int = DEFAULT_LEASE_MS) -> Claim | None:

@@ -12,6 +12,7 @@ import redis
 import echoq
 from echoq import Complete, Enqueue, Extend, JobState, Retry, scripts
 from echoq.effects import Effects
+from echoq.ids import Minter
 from echoq.keyspace import Keyspace
 from echoq.queue import SCRIPT_KEYS
 from echoq.teaching import contrasts
@@ -783,3 +784,30 @@ def test_a_confirmed_claim_stalls_by_the_seeds_rule(queue: echoq.Queue) -> None:
     _done, (plain,) = queue.complete_many_and_claim([], count=1, lease_ms=1)
     expire(queue, plain)
     assert queue.stalled_check(max_stalled=1).dead == [other]
+
+
+def test_a_producer_retries_enqueue_many_with_its_own_ids_safely(queue: echoq.Queue) -> None:
+    payloads = [f"order {n}" for n in range(1_500)]
+    ids = queue.new_job_ids(len(payloads))
+    assert len(set(ids)) == 1_500 and ids == sorted(ids)
+    # The first call ran its first batch of 1000 and then the reply was lost: call again.
+    assert queue.enqueue_many(payloads[:1_000], job_ids=ids[:1_000]) == ids[:1_000]
+    claim = queue.claim(lease_ms=60_000)
+    assert claim is not None and queue.complete(claim) is Complete.COMPLETED  # one is even done
+    assert queue.enqueue_many(payloads, job_ids=ids) == ids  # the same ids back
+    snap = assert_one_place(queue, set(ids))
+    assert snap.stats["enqueued"] == 1_500  # nothing already there was added again
+    assert snap.counts == {"pending": 1_499, "active": 0, "scheduled": 0, "dead": 0, "done": 1}
+
+
+def test_enqueue_many_checks_every_given_id_before_it_writes(queue: echoq.Queue) -> None:
+    ids = queue.new_job_ids(1_200)
+    for bad, says in (
+        (ids[:1_199] + ["not-an-id"], "JOB id"),  # bad in the second batch of 1000
+        (ids[:1_199] + [ids[0]], "given twice"),
+        (ids[:10], "one id per payload"),
+        (ids[:1_199] + [Minter().mint(server_now_ms(queue.client) + 3_600_000)], "ahead"),
+    ):
+        with pytest.raises((echoq.InvalidArgument, echoq.InvalidJobId, echoq.ClockSkew), match=says):
+            queue.enqueue_many(["p"] * 1_200, job_ids=bad)
+    assert list(queue.keys_in_use()) == []  # nothing written by any of them
