@@ -522,13 +522,19 @@ class Queue:
         The caller that sets ``emq:{q}:stalled_guard`` (``SET NX PX every_ms``) runs
         :meth:`stalled_check`; the others get None until the guard expires. So a fleet of
         workers on the same beat runs one check per beat between them, not one each (BullMQ's
-        stalled-check key). ``holder`` is written into the guard (who ran the check)."""
+        stalled-check key). ``holder`` is written into the guard (who ran the check).
+
+        A guard found lasting longer than ``every_ms`` -- set by a caller with a longer
+        window, or with no expiry at all (by hand, or a foreign client) -- is cut down to
+        ``every_ms`` (``PEXPIRE LT``): how long the checks pause never depends on the
+        slowest caller, and a guard always expires."""
         whole("every_ms", every_ms, 1, GUARD_MAX_MS, unit="of milliseconds")
         check("max_stalled", max_stalled)
         check("limit", limit)
         key = self.keys.stalled_guard
         with scripts.guard(self.client, "Queue.stalled_check_guarded (SET NX PX)", [key]):
             if not self.client.set(key, holder[:64] or "1", nx=True, px=every_ms):
+                self.client.pexpire(key, every_ms, lt=True)  # no expiry counts as the longest
                 return None
         return self.stalled_check(max_stalled, limit)
 

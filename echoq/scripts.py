@@ -220,9 +220,9 @@ class Pipelined:
         return len(self._sent)
 
     def send(self, keys: list[str], args: list[Any]) -> None:
-        if self._connection is None:
-            self._connection = self.client.connection_pool.get_connection()
         try:
+            if self._connection is None:  # connects: the server may be gone already
+                self._connection = self.client.connection_pool.get_connection()
             with doing(f"{self.name}.lua", keys):
                 # A health check (PING, when the client asks for them) would read a pending reply.
                 self._connection.send_command(
@@ -285,6 +285,23 @@ def guard(client: Any, what: str, keys: Sequence[str] = ()) -> Iterator[None]:
         raise lost_server(client, exc) from None
     except RedisClusterException as exc:
         raise _cluster_refusal(client, exc, what, list(keys)) from None
+
+
+def typed(client: Any, exc: BaseException, what: str) -> BaseException:
+    """A client library's error that escaped the translations above, as the one-line
+    :class:`EchoqError` :func:`guard` would have raised for it (``what``: the operation);
+    any other exception (an EchoqError already, a handler's KeyboardInterrupt) as it is."""
+    if isinstance(exc, EchoqError):
+        return exc
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return lost_server(client, exc)
+    if isinstance(exc, redis.ResponseError):
+        if is_acl_refusal(exc):
+            return denied(client, exc, what)
+        return EchoqError(f"{what}: the server replied with an error ({_first_line(exc)})")
+    if isinstance(exc, redis.RedisError | RedisClusterException):
+        return EchoqError(f"{what}: {type(exc).__name__}: {_first_line(exc)}")
+    return exc
 
 
 def preload(client: Any) -> list[str]:

@@ -452,6 +452,11 @@ class Worker:
             self._running = False
         failure = failure or self._handler_failure
         if failure is not None:
+            # Every error out of work() is typed: a client error that escaped a move's own
+            # translation (a connection lost outside one) becomes the EchoqError it means.
+            typed = scripts.typed(self.queue.client, failure, f"Worker.work on {self.queue.name!r}")
+            if typed is not failure:
+                raise typed from None
             raise failure
         return self.report
 

@@ -864,3 +864,51 @@ def test_a_confirmed_start_still_counts_its_stall(queue: echoq.Queue) -> None:
     assert stalled.dead == [job_id]
     job = queue.job(job_id)
     assert job.reason == "stalled" and job.stalled == 1 and job.unstarted == 0
+
+
+# -- typed errors, and a stalled-check guard no worker can hold for long ---------------------
+
+
+class _NoBeat(echoq.Queue):
+    """A queue whose beats always find the guard taken: the worker's first move on the
+    server is then its first pipelined send."""
+
+    def stalled_check_guarded(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return None
+
+
+@ONE_SERVER
+def test_a_server_gone_before_the_first_pipelined_send_is_a_typed_error(queue: echoq.Queue) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on: the server is gone
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    gone = redis.Redis(port=port, socket_connect_timeout=0.2, decode_responses=True)
+    worker = Worker(_NoBeat(queue.name, gone), lambda d: None, concurrency=8, lease_ms=300, **FAST)
+    assert worker._pipelined()
+    with pytest.raises(echoq.ServerUnavailable):
+        worker.work(burst=True)
+
+
+@pytest.mark.parametrize("guard", ["an hour long", "without expiry"])
+def test_no_guard_holds_back_the_fleets_stalled_check(queue: echoq.Queue, guard: str) -> None:
+    job_id = queue.enqueue("its worker was killed").job_id
+    claim = queue.claim(lease_ms=200)
+    assert claim is not None
+    if guard == "an hour long":  # a worker with a very long beat ran this beat's check
+        assert queue.stalled_check_guarded(every_ms=3_600_000, holder="slow beat") is not None
+    else:
+        queue.client.set(queue.keys.stalled_guard, "set by hand")
+    expire(queue, claim)
+    worker = Worker(queue, lambda d: None, **FAST)
+    reports: list[echoq.WorkReport] = []
+    runner = threading.Thread(target=lambda: reports.append(worker.work(burst=True)), daemon=True)
+    runner.start()
+    runner.join(10)
+    if runner.is_alive():
+        worker.stop()
+        runner.join(10)
+    assert reports and reports[0].completed == 1, "the killed worker's job was never recovered"
+    assert queue.snapshot().place_of(job_id) is echoq.JobState.DONE
+    assert 0 < queue.client.pttl(queue.keys.stalled_guard) <= FAST["beat_ms"]
