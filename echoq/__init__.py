@@ -26,6 +26,7 @@ from .errors import (
     NotReplicated,
     PermissionDenied,
     ScriptFailed,
+    ServerBusy,
     ServerUnavailable,
 )
 from .ids import is_job_id, new_job_id
@@ -94,6 +95,7 @@ __all__ = [
     "RetryResult",
     "SCRIPT_ERRORS",
     "ScriptFailed",
+    "ServerBusy",
     "ServerUnavailable",
     "Snapshot",
     "StalledReport",

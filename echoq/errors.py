@@ -40,6 +40,13 @@ class ServerUnavailable(EchoqError, ConnectionError):
     """Valkey cannot be reached, refused the password, or went away."""
 
 
+class ServerBusy(ServerUnavailable):
+    """The server answered BUSY: a script (another client's, maybe) has run past the
+    server's busy-script time limit, and until it ends or is killed (``SCRIPT KILL``) the
+    server runs nothing else. The command refused did not run; sending it again later is
+    safe. A Worker rides it out as it rides out a lost server."""
+
+
 class DockerUnavailable(ServerUnavailable):
     """``ECHOQ_VALKEY=docker`` was asked for but no Docker engine answered."""
 

@@ -70,6 +70,7 @@ from .errors import (
     NotReplicated,
     PermissionDenied,
     ScriptFailed,
+    ServerBusy,
     ServerUnavailable,
 )
 
@@ -280,6 +281,8 @@ def guard(client: Any, what: str, keys: Sequence[str] = ()) -> Iterator[None]:
     except redis.ResponseError as exc:
         if is_acl_refusal(exc):
             raise denied(client, exc, what, keys) from None
+        if _is_busy(exc):
+            raise busy(what, exc) from None
         raise EchoqError(f"{what}: the server replied with an error ({_first_line(exc)})") from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise lost_server(client, exc) from None
@@ -298,10 +301,26 @@ def typed(client: Any, exc: BaseException, what: str) -> BaseException:
     if isinstance(exc, redis.ResponseError):
         if is_acl_refusal(exc):
             return denied(client, exc, what)
+        if _is_busy(exc):
+            return busy(what, exc)
         return EchoqError(f"{what}: the server replied with an error ({_first_line(exc)})")
     if isinstance(exc, redis.RedisError | RedisClusterException):
         return EchoqError(f"{what}: {type(exc).__name__}: {_first_line(exc)}")
     return exc
+
+
+def _is_busy(exc: BaseException) -> bool:
+    """A BUSY reply: the server is held by a script past its time limit (nothing ran)."""
+    return str(exc).startswith("BUSY ")
+
+
+def busy(what: str, exc: BaseException) -> ServerBusy:
+    """One line for a BUSY reply: what was refused, why, and what ends it."""
+    return ServerBusy(
+        f"{what}: the server is busy running a script past its time limit and runs nothing else until it "
+        "ends; nothing of this call ran. SCRIPT KILL ends a script that has not written (else only a restart "
+        f"does); retry once the server answers ({_first_line(exc)})"
+    )
 
 
 def preload(client: Any) -> list[str]:
@@ -335,6 +354,8 @@ def translate(exc: redis.ResponseError, name: str, *, client: Any = None, keys: 
     :class:`PermissionDenied` (see :func:`denied`)."""
     if is_acl_refusal(exc):
         return denied(client, exc, f"{name}.lua", keys)
+    if _is_busy(exc):
+        return busy(f"{name}.lua", exc)
     cluster = _cluster_reply(exc, name)
     if cluster is not None:
         return cluster

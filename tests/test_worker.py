@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 import redis
@@ -912,3 +913,83 @@ def test_no_guard_holds_back_the_fleets_stalled_check(queue: echoq.Queue, guard:
     assert reports and reports[0].completed == 1, "the killed worker's job was never recovered"
     assert queue.snapshot().place_of(job_id) is echoq.JobState.DONE
     assert 0 < queue.client.pttl(queue.keys.stalled_guard) <= FAST["beat_ms"]
+
+
+# -- a server held by someone's endless script (BUSY) is ridden out like an outage -----------
+
+
+_R = TypeVar("_R")
+
+
+class _SeesBusy(echoq.Queue):
+    def __init__(self, queue: echoq.Queue) -> None:
+        super().__init__(queue.name, queue.client)
+        self.busy = threading.Event()
+
+    def _seen(self, call: Callable[[], _R]) -> _R:
+        try:
+            return call()
+        except Exception as exc:
+            if "BUSY" in str(exc) or "busy" in str(exc):
+                self.busy.set()
+            raise
+
+    def _run(self, script, keys, args):  # type: ignore[no-untyped-def]
+        return self._seen(lambda: super(_SeesBusy, self)._run(script, keys, args))
+
+    def stalled_check_guarded(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return self._seen(lambda: super(_SeesBusy, self).stalled_check_guarded(*args, **kwargs))
+
+
+@ONE_SERVER
+def test_the_worker_rides_out_a_server_held_by_a_script(queue: echoq.Queue) -> None:
+    ids = queue.enqueue_many([f"order {n}" for n in range(20)])
+    settings = queue.client.connection_pool.connection_kwargs
+    other = redis.Redis(**{k: settings[k] for k in ("host", "port", "password", "username", "db") if k in settings})
+    threshold = other.config_get("busy-reply-threshold")["busy-reply-threshold"]
+    other.config_set("busy-reply-threshold", 50)
+    looping = redis.Redis(**{k: settings[k] for k in ("host", "port", "password", "username", "db") if k in settings})
+    loop = threading.Thread(target=lambda: _ignore(lambda: looping.eval("while true do end", 0)), daemon=True)
+    try:
+        loop.start()
+        deadline = time.monotonic() + 10
+        while True:  # the server answers BUSY to everyone else
+            try:
+                other.ping()
+            except redis.ResponseError as exc:
+                assert str(exc).startswith("BUSY")
+                break
+            assert time.monotonic() < deadline, "the server never became busy"
+        seen = _SeesBusy(queue)
+        worker = Worker(seen, lambda d: None, concurrency=8, lease_ms=10_000, **FAST)
+        reports: list[echoq.WorkReport] = []
+        failures: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                reports.append(worker.work(burst=True))
+            except BaseException as exc:
+                failures.append(exc)
+
+        runner = threading.Thread(target=run, daemon=True)
+        runner.start()
+        assert seen.busy.wait(10), "the worker never met the busy server"
+        other.script_kill()  # what the workshop's watchdog does
+        runner.join(20)
+        assert not failures, failures
+        assert reports and reports[0].completed == 20 and reports[0].reconnected >= 1
+        assert queue.snapshot().counts["done"] == len(ids)
+    finally:
+        try:
+            other.script_kill()
+        except redis.ResponseError:
+            pass  # no script was running
+        loop.join(10)
+        other.config_set("busy-reply-threshold", threshold)
+
+
+def _ignore(call: Callable[[], object]) -> None:
+    try:
+        call()
+    except redis.ResponseError:
+        pass  # "Script killed by user with SCRIPT KILL"
