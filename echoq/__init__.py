@@ -28,6 +28,7 @@ from .errors import (
     ScriptFailed,
     ServerBusy,
     ServerUnavailable,
+    WrongKeyType,
 )
 from .ids import is_job_id, new_job_id
 from .keyspace import Keyspace
@@ -97,6 +98,7 @@ __all__ = [
     "ScriptFailed",
     "ServerBusy",
     "ServerUnavailable",
+    "WrongKeyType",
     "Snapshot",
     "StalledReport",
     "Waiting",

@@ -36,6 +36,11 @@ class ClockSkew(EchoqError, ValueError):
     mint the id (it follows the server's clock). Nothing was written."""
 
 
+class WrongKeyType(EchoqError, TypeError):
+    """A queue key holds another type than echoq writes there (something else wrote it):
+    the script refused the whole call before any write. Rename or delete that key."""
+
+
 class ServerUnavailable(EchoqError, ConnectionError):
     """Valkey cannot be reached, refused the password, or went away."""
 
@@ -82,6 +87,7 @@ SCRIPT_ERRORS: dict[str, tuple[type[EchoqError], str]] = {
     "BADPAYLOAD": (InvalidPayload, "a payload is not UTF-8 text, or is longer than 1 MiB"),
     "BADCLOCK": (ClockSkew, "a JOB id was minted too far ahead of the server's clock"),
     "NOPERM": (PermissionDenied, "the server's ACL refused a key or a command to this user"),
+    "BADKEY": (WrongKeyType, "a queue key holds another type than echoq writes there"),
 }
 
 # How an ACL refusal inside a script reads (the code is lost on the way out): Valkey, Redis 7.

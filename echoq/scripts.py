@@ -398,7 +398,7 @@ def denied(client: Any, exc: Exception, what: str, keys: Sequence[str] = ()) -> 
     Valkey and Redis 7 word refusals differently, and inside a script neither names the key:
     a script only ever touches its own queue's keys, so the queue is named instead."""
     kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
-    user = kw.get("username") or "default"
+    user = (kw.get("password") and kw.get("username")) or "default"  # no password: not sent, maybe one
     said = _first_line(exc)
     if said.startswith(_IN_SCRIPT):
         said = said[len(_IN_SCRIPT) :].rstrip(" .") + ", inside the script"

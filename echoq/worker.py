@@ -687,9 +687,7 @@ class Worker:
         started = [d.claim for d in starting]
         _only_claims(claims, "complete_many")
         _only_claims(started, "complete_many")
-        keys, args = self.queue._complete_many_call(
-            claims, ask, self.lease_ms, confirm=self._confirm, started=started
-        )
+        keys, args = self.queue._complete_many_call(claims, ask, self.lease_ms, confirm=self._confirm, started=started)
         self._pipe.send(keys, args)
         for delivery in starting:
             delivery.confirmed = True
