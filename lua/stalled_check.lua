@@ -61,8 +61,9 @@ if not limit then return refused end
 keep_dead, refused = whole(ARGV[3], 'keep dead', 'keep_dead')
 if not keep_dead then return refused end
 
--- Recoveries of a job whose claims were never confirmed started, before it is dead-lettered.
-local UNSTARTED_MAX = 20
+-- Recoveries of a job whose claims were never confirmed started, before it is dead-lettered:
+-- enough to ride out about 25 s of lost replies under a 500 ms lease (a claim every lease).
+local UNSTARTED_MAX = 50
 
 local q = keys_by_name(prefix, NAMES)
 q.now, q.keep_dead = server_now_ms(), keep_dead

@@ -758,17 +758,17 @@ def test_a_job_id_with_anything_after_it_is_refused(queue: echoq.Queue, suffix: 
 
 def test_unconfirmed_claims_are_recovered_apart_and_bounded(queue: echoq.Queue) -> None:
     job_id = queue.enqueue("its claim replies never arrive").job_id
-    for n in range(1, 21):
+    for n in range(1, 51):
         _done, (claim,) = queue.complete_many_and_claim([], count=1, lease_ms=1, confirm=True)
         expire(queue, claim)  # nobody heard of the claim: nobody confirms or renews it
         report = queue.stalled_check(max_stalled=1)
         job = queue.job(job_id)
         assert job.stalled == 0 and job.unstarted == n
-        if n < 20:
+        if n < 50:
             assert report.recovered == [job_id] and job.state is echoq.JobState.PENDING
-    # The bound: the 20th unconfirmed recovery dead-letters it, so it cannot loop forever.
+    # The bound: the 50th unconfirmed recovery dead-letters it, so it cannot loop forever.
     assert report.dead == [job_id] and job.state is echoq.JobState.DEAD and job.reason == "unstarted"
-    assert queue.snapshot().stats["unstarted"] == 20
+    assert queue.snapshot().stats["unstarted"] == 50
 
 
 def test_a_confirmed_claim_stalls_by_the_seeds_rule(queue: echoq.Queue) -> None:
