@@ -43,7 +43,15 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   time of the earliest retry waiting out its backoff.
 * **The beat.** Every ``beat_ms`` the owner runs the count-thresholded stalled check --
   unless another worker of the fleet ran it within this beat (a guard key set with
-  ``SET NX PX``): one check per beat across the fleet, not one per worker.
+  ``SET NX PX``): one check per beat across the fleet, not one per worker. A guard found
+  lasting longer than this worker's beat (or with no expiry) is cut down to it, so no
+  worker's long beat pauses the fleet's checks.
+* **Confirmed starts.** A claim's reply can be lost on its way back. The worker's claims
+  count as unstarted until a later call confirms that a handler started the job (a job
+  still running ``CONFIRM_S`` after its start rides on the next call, or on one of its own
+  if none is due): a stalled check recovers an unconfirmed claim without counting a stall
+  (``lua/stalled_check.lua``: 'unstarted', bounded apart). A worker with hooks claims jobs
+  as started at once.
 * **Stop and crash.** :meth:`Worker.stop` claims nothing more, gives the unstarted
   prefetched jobs back (``release_many.lua``) and lets the running ones finish and
   complete: nothing is held past the stop. A worker that is killed holds leases that
@@ -51,11 +59,13 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   ``max_stalled``-th stall, dead-letters them). Nothing is lost either way.
 
 **A lost server.** When Valkey stops answering (a cluster master killed and its replica
-not yet promoted, a server restarting), the owner repeats the move that failed, backing off
+not yet promoted, a server restarting) or answers BUSY (a script held past the server's
+busy limit: :class:`~echoq.errors.ServerBusy`), the owner repeats the move that failed, backing off
 from 10 ms to 200 ms, until the server answers -- a cluster client finds the promoted
 replica by itself -- or one lease time (at least a second) has passed since the first
 failure; only then does ``work`` raise :class:`~echoq.errors.ServerUnavailable`.
-``report.reconnected`` counts the outages it rode out. On a queue with the durability
+``report.reconnected`` counts the outages it rode out. Every error out of ``work`` is an
+:class:`~echoq.errors.EchoqError` (or a handler's own ``BaseException``). On a queue with the durability
 option, a completion or retry that no replica confirmed in time (``NotReplicated``) still
 happened on the master: it counts, ``report.unreplicated`` says how many, and the worker
 carries on (a shard has no replica right after a failover until one catches up).
