@@ -49,9 +49,9 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
 * **Confirmed starts.** A claim's reply can be lost on its way back. The worker's claims
   count as unstarted until a later call confirms that a handler started the job (a job
   still running ``CONFIRM_S`` after its start rides on the next call, or on one of its own
-  if none is due): a stalled check recovers an unconfirmed claim without counting a stall
-  (``lua/stalled_check.lua``: 'unstarted', bounded apart). A worker with hooks claims jobs
-  as started at once.
+  if none is due, at the latest on the owner's next beat): a stalled check recovers an
+  unconfirmed claim without counting a stall (``lua/stalled_check.lua``: 'unstarted',
+  bounded apart). A worker with hooks claims jobs as started at once.
 * **Stop and crash.** :meth:`Worker.stop` claims nothing more, gives the unstarted
   prefetched jobs back (``release_many.lua``) and lets the running ones finish and
   complete: nothing is held past the stop. A worker that is killed holds leases that
@@ -157,10 +157,12 @@ NUDGE_S = 0.005
 SPLIT_MIN = 16
 LANES = 2
 # A job still running this long after its handler started is confirmed started on the
-# owner's next call (complete_many.lua's `started`), or on a call of its own if none is due:
-# from then on its stalls count toward max_stalled. Until then a stall of it is recovered
-# as 'unstarted' (its claim reply may have been lost): see lua/stalled_check.lua. Quicker
-# jobs are completed before they would be confirmed, so the busy path sends no confirmation.
+# owner's next call (complete_many.lua's `started`), or on a call of its own if none is due
+# -- once the owner is awake to see it: at the latest its next beat, since a start does not
+# wake it (a wake per start would break the rhythm of a busy owner's calls). From then on
+# its stalls count toward max_stalled; until then a stall of it is recovered as
+# 'unstarted' (its claim reply may have been lost): see lua/stalled_check.lua. Quicker jobs
+# are completed before they would be confirmed, so the busy path sends no confirmation.
 CONFIRM_S = 0.01
 _worker_numbers = itertools.count(1)
 
@@ -920,11 +922,8 @@ class Worker:
                 busy.add(delivery)
                 started = self._last_take = delivery.started_at = clock()
                 # Jobs left: wake the next thread for them, unless jobs are quick (see QUICK_JOB_S).
-                if not self._quick_jobs():
-                    if self._buffer:
-                        has_work.notify()
-                    if self._io_waiting:  # its start is to be confirmed should it run on (CONFIRM_S)
-                        self._io_wake.notify()
+                if self._buffer and not self._quick_jobs():
+                    has_work.notify()
             try:
                 if hooks is None:
                     try:
