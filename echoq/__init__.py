@@ -26,7 +26,9 @@ from .errors import (
     NotReplicated,
     PermissionDenied,
     ScriptFailed,
+    ServerBusy,
     ServerUnavailable,
+    WrongKeyType,
 )
 from .ids import is_job_id, new_job_id
 from .keyspace import Keyspace
@@ -94,7 +96,9 @@ __all__ = [
     "RetryResult",
     "SCRIPT_ERRORS",
     "ScriptFailed",
+    "ServerBusy",
     "ServerUnavailable",
+    "WrongKeyType",
     "Snapshot",
     "StalledReport",
     "Waiting",

@@ -148,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     _add_chaos(sub)
     _add_workshop(sub)
     args = parser.parse_args(argv)
+    if getattr(args, "work_ms", 0) < 0:
+        return _one_line(f"--work-ms must be 0 or more (each job works a random 0..N ms), got {args.work_ms}")
     try:
         if args.command == "workshop":
             return _workshop(args)

@@ -36,8 +36,20 @@ class ClockSkew(EchoqError, ValueError):
     mint the id (it follows the server's clock). Nothing was written."""
 
 
+class WrongKeyType(EchoqError, TypeError):
+    """A queue key holds another type than echoq writes there (something else wrote it):
+    the script refused the whole call before any write. Rename or delete that key."""
+
+
 class ServerUnavailable(EchoqError, ConnectionError):
     """Valkey cannot be reached, refused the password, or went away."""
+
+
+class ServerBusy(ServerUnavailable):
+    """The server answered BUSY: a script (another client's, maybe) has run past the
+    server's busy-script time limit, and until it ends or is killed (``SCRIPT KILL``) the
+    server runs nothing else. The command refused did not run; sending it again later is
+    safe. A Worker rides it out as it rides out a lost server."""
 
 
 class DockerUnavailable(ServerUnavailable):
@@ -75,6 +87,7 @@ SCRIPT_ERRORS: dict[str, tuple[type[EchoqError], str]] = {
     "BADPAYLOAD": (InvalidPayload, "a payload is not UTF-8 text, or is longer than 1 MiB"),
     "BADCLOCK": (ClockSkew, "a JOB id was minted too far ahead of the server's clock"),
     "NOPERM": (PermissionDenied, "the server's ACL refused a key or a command to this user"),
+    "BADKEY": (WrongKeyType, "a queue key holds another type than echoq writes there"),
 }
 
 # How an ACL refusal inside a script reads (the code is lost on the way out): Valkey, Redis 7.

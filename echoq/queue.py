@@ -20,8 +20,8 @@ import redis
 from . import limits, scripts
 from .clock import server_clock
 from .durability import WAITED, Durability
-from .errors import InvalidArgument
-from .ids import JOB_ID_RE, check_job_id
+from .errors import ClockSkew, InvalidArgument
+from .ids import JOB_ID_RE, check_job_id, minted_ms
 from .keyspace import Keyspace
 from .limits import BOUNDS, check, whole
 from .server import connection_settings
@@ -156,6 +156,7 @@ class Job:
     payload: str | bytes | None
     error: str | None = None
     reason: str | None = None
+    unstarted: int = 0  # recoveries of a claim never confirmed started (lua/stalled_check.lua)
 
 
 @dataclass(frozen=True)
@@ -277,21 +278,62 @@ class Queue:
         state = JobState(_text(reply[2])) if len(reply) > 2 and _text(reply[2]) in _STATES else None
         return Enqueued(job_id, outcome, state)
 
-    def enqueue_many(self, payloads: Sequence[str | bytes], *, delay_ms: int = 0) -> list[str]:
-        """Enqueue several jobs, one script call per 1000; returns their new ids in order.
-        Every payload is checked first: one that is not UTF-8 text of at most 1 MiB refuses
-        the whole call, before anything is written."""
+    def new_job_ids(self, n: int) -> list[str]:
+        """``n`` JOB ids minted on the server's clock, in order: what a producer that may
+        retry mints before its first :meth:`enqueue_many` (see ``job_ids`` there)."""
+        whole("n", n, 0, 10_000_000)
+        clock = server_clock(self.client)
+        return [clock.mint(self.client) for _ in range(n)]
+
+    def enqueue_many(
+        self, payloads: Sequence[str | bytes], *, delay_ms: int = 0, job_ids: Sequence[str] | None = None
+    ) -> list[str]:
+        """Enqueue several jobs, one script call per 1000; returns their ids in order.
+
+        Every argument is checked first: a payload that is not UTF-8 text of at most 1 MiB,
+        or a bad ``job_ids``, refuses the whole call before anything is written.
+
+        ``job_ids`` (one per payload, distinct; mint them with :meth:`new_job_ids`) makes the
+        call safe to retry: a job whose id the queue already knows -- a live row, or one of
+        the newest ``keep_done`` completions -- is skipped, so calling again with the same
+        ids after a lost reply adds only what the first call did not, and returns the same
+        ids. Without it, the ids are minted here and a retry adds new jobs."""
         check("delay_ms", delay_ms)
         if isinstance(payloads, str | bytes) or not isinstance(payloads, Sequence):
             raise InvalidArgument(f"enqueue_many takes a list of payloads, got {type(payloads).__name__}")
         texts = [limits.payload(p) for p in payloads]
-        ids = [self.new_job_id() for _ in texts]
+        if job_ids is None:
+            ids = [self.new_job_id() for _ in texts]
+        else:
+            ids = self._given_ids(job_ids, len(texts))
         for start in range(0, len(ids), BATCH):
             chunk = ids[start : start + BATCH]
             args: list[Any] = [delay_ms]
             for job_id, text in zip(chunk, texts[start : start + BATCH], strict=True):
                 args += [job_id, text]
             self._run("enqueue_many", self.script_keys("enqueue_many", *chunk), args)
+        return ids
+
+    def _given_ids(self, job_ids: Sequence[str], n: int) -> list[str]:
+        """A producer's ids, checked before any write: JOB ids, one per payload, distinct,
+        none minted too far ahead of the server's clock (which the script would refuse in a
+        later batch of 1000 after an earlier one was written)."""
+        if isinstance(job_ids, str | bytes) or not isinstance(job_ids, Sequence):
+            raise InvalidArgument(f"job_ids must be a list of JOB ids, got {type(job_ids).__name__}")
+        ids = [check_job_id(job_id) for job_id in job_ids]
+        if len(ids) != n:
+            raise InvalidArgument(f"job_ids must give one id per payload: {len(ids)} ids for {n} payloads")
+        if len(set(ids)) != len(ids):
+            twice = next(job_id for job_id in ids if ids.count(job_id) > 1)
+            raise InvalidArgument(f"job_ids must be distinct: {twice} is given twice")
+        if ids:
+            now = server_clock(self.client).now_ms(self.client)
+            ahead = max(ids, key=minted_ms)
+            if minted_ms(ahead) > now + limits.CLOCK_AHEAD_MS:
+                raise ClockSkew(
+                    f"{ahead} was minted {minted_ms(ahead) - now} ms ahead of the server's clock (at most "
+                    f"{limits.CLOCK_AHEAD_MS} ms); mint ids with Queue.new_job_ids"
+                )
         return ids
 
     def claim(self, lease_ms: int = DEFAULT_LEASE_MS) -> Claim | None:
@@ -321,32 +363,63 @@ class Queue:
         return self.complete_many_and_claim(claims, count=0)[0]
 
     def complete_many_and_claim(
-        self, claims: Sequence[Claim], *, count: int, lease_ms: int = DEFAULT_LEASE_MS
+        self,
+        claims: Sequence[Claim],
+        *,
+        count: int,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        confirm: bool = False,
+        started: Sequence[Claim] = (),
     ) -> tuple[list[Complete], list[Claim]]:
         """Complete held jobs (each fenced by its own attempt) and claim up to ``count`` more,
         in one script call (``complete_many.lua``) per 1000 jobs: a busy worker's round trip.
-        Returns the outcomes in the order of ``claims``, and the new claims."""
+        Returns the outcomes in the order of ``claims``, and the new claims.
+
+        With ``confirm``, the new claims count as unstarted until a later call names them in
+        ``started`` (held jobs whose handler started, each fenced by its attempt): a claim
+        whose reply was lost then stalls without spending its stall budget (see
+        ``lua/stalled_check.lua``). Without it, a claim counts as started at once."""
         _only_claims(claims, "complete_many")
+        _only_claims(started, "complete_many")
         check("lease_ms", lease_ms)
         whole("count", count, 0, BATCH)  # 0: complete and claim nothing
+        if len(started) > BATCH:
+            raise InvalidArgument(f"started takes at most {BATCH} claims per call, got {len(started)}")
         outcomes: list[Complete] = []
         fresh: list[Claim] = []
         chunks = [claims[start : start + BATCH] for start in range(0, len(claims), BATCH)] or [[]]
         for n, chunk in enumerate(chunks):
-            keys, args = self._complete_many_call(chunk, count if n == len(chunks) - 1 else 0, lease_ms)
+            last = n == len(chunks) - 1
+            keys, args = self._complete_many_call(
+                chunk, count if last else 0, lease_ms, confirm=confirm, started=started if last else ()
+            )
             done, claimed = self._complete_many_reply(self._run("complete_many", keys, args))
             outcomes += done
             fresh += claimed
         return outcomes, fresh
 
-    def _complete_many_call(self, claims: Sequence[Claim], count: int, lease_ms: int) -> tuple[list[str], list[Any]]:
-        """The KEYS and ARGV of one complete_many.lua call: ``claims`` (at most BATCH, checked
-        with _only_claims) and ``count`` and ``lease_ms`` checked by the caller."""
+    def _complete_many_call(
+        self,
+        claims: Sequence[Claim],
+        count: int,
+        lease_ms: int,
+        *,
+        confirm: bool = False,
+        started: Sequence[Claim] = (),
+    ) -> tuple[list[str], list[Any]]:
+        """The KEYS and ARGV of one complete_many.lua call: ``claims`` and ``started`` (at
+        most BATCH each, checked with _only_claims) and ``count`` and ``lease_ms`` checked by
+        the caller."""
         rows = self.keys.prefix + "job:"  # + an id _only_claims checked
-        args: list[Any] = [self.keep_done, lease_ms, count, self.keep_dead]
+        args: list[Any] = [self.keep_done, lease_ms, count, self.keep_dead, 1 if confirm else 0, len(started)]
+        for held in started:
+            args += (held.job_id, held.attempt)
         for held in claims:
             args += (held.job_id, held.attempt)
-        return self.script_keys("complete_many") + [rows + h.job_id for h in claims], args
+        return (
+            self.script_keys("complete_many") + [rows + h.job_id for h in started] + [rows + h.job_id for h in claims],
+            args,
+        )
 
     @staticmethod
     def _complete_many_reply(reply: list[Any]) -> tuple[list[Complete], list[Claim]]:
@@ -449,13 +522,19 @@ class Queue:
         The caller that sets ``emq:{q}:stalled_guard`` (``SET NX PX every_ms``) runs
         :meth:`stalled_check`; the others get None until the guard expires. So a fleet of
         workers on the same beat runs one check per beat between them, not one each (BullMQ's
-        stalled-check key). ``holder`` is written into the guard (who ran the check)."""
+        stalled-check key). ``holder`` is written into the guard (who ran the check).
+
+        A guard found lasting longer than ``every_ms`` -- set by a caller with a longer
+        window, or with no expiry at all (by hand, or a foreign client) -- is cut down to
+        ``every_ms`` (``PEXPIRE LT``): how long the checks pause never depends on the
+        slowest caller, and a guard always expires."""
         whole("every_ms", every_ms, 1, GUARD_MAX_MS, unit="of milliseconds")
         check("max_stalled", max_stalled)
         check("limit", limit)
         key = self.keys.stalled_guard
         with scripts.guard(self.client, "Queue.stalled_check_guarded (SET NX PX)", [key]):
             if not self.client.set(key, holder[:64] or "1", nx=True, px=every_ms):
+                self.client.pexpire(key, every_ms, lt=True)  # no expiry counts as the longest
                 return None
         return self.stalled_check(max_stalled, limit)
 
@@ -593,6 +672,7 @@ class Queue:
             payload=payload,
             error=field("error"),
             reason=field("reason"),
+            unstarted=number("unstarted"),
         )
 
     def keys_in_use(self) -> Iterator[str]:

@@ -70,6 +70,7 @@ from .errors import (
     NotReplicated,
     PermissionDenied,
     ScriptFailed,
+    ServerBusy,
     ServerUnavailable,
 )
 
@@ -220,9 +221,9 @@ class Pipelined:
         return len(self._sent)
 
     def send(self, keys: list[str], args: list[Any]) -> None:
-        if self._connection is None:
-            self._connection = self.client.connection_pool.get_connection()
         try:
+            if self._connection is None:  # connects: the server may be gone already
+                self._connection = self.client.connection_pool.get_connection()
             with doing(f"{self.name}.lua", keys):
                 # A health check (PING, when the client asks for them) would read a pending reply.
                 self._connection.send_command(
@@ -280,11 +281,46 @@ def guard(client: Any, what: str, keys: Sequence[str] = ()) -> Iterator[None]:
     except redis.ResponseError as exc:
         if is_acl_refusal(exc):
             raise denied(client, exc, what, keys) from None
+        if _is_busy(exc):
+            raise busy(what, exc) from None
         raise EchoqError(f"{what}: the server replied with an error ({_first_line(exc)})") from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise lost_server(client, exc) from None
     except RedisClusterException as exc:
         raise _cluster_refusal(client, exc, what, list(keys)) from None
+
+
+def typed(client: Any, exc: BaseException, what: str) -> BaseException:
+    """A client library's error that escaped the translations above, as the one-line
+    :class:`EchoqError` :func:`guard` would have raised for it (``what``: the operation);
+    any other exception (an EchoqError already, a handler's KeyboardInterrupt) as it is."""
+    if isinstance(exc, EchoqError):
+        return exc
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return lost_server(client, exc)
+    if isinstance(exc, redis.ResponseError):
+        if is_acl_refusal(exc):
+            return denied(client, exc, what)
+        if _is_busy(exc):
+            return busy(what, exc)
+        return EchoqError(f"{what}: the server replied with an error ({_first_line(exc)})")
+    if isinstance(exc, redis.RedisError | RedisClusterException):
+        return EchoqError(f"{what}: {type(exc).__name__}: {_first_line(exc)}")
+    return exc
+
+
+def _is_busy(exc: BaseException) -> bool:
+    """A BUSY reply: the server is held by a script past its time limit (nothing ran)."""
+    return str(exc).startswith("BUSY ")
+
+
+def busy(what: str, exc: BaseException) -> ServerBusy:
+    """One line for a BUSY reply: what was refused, why, and what ends it."""
+    return ServerBusy(
+        f"{what}: the server is busy running a script past its time limit and runs nothing else until it "
+        "ends; nothing of this call ran. SCRIPT KILL ends a script that has not written (else only a restart "
+        f"does); retry once the server answers ({_first_line(exc)})"
+    )
 
 
 def preload(client: Any) -> list[str]:
@@ -318,6 +354,8 @@ def translate(exc: redis.ResponseError, name: str, *, client: Any = None, keys: 
     :class:`PermissionDenied` (see :func:`denied`)."""
     if is_acl_refusal(exc):
         return denied(client, exc, f"{name}.lua", keys)
+    if _is_busy(exc):
+        return busy(f"{name}.lua", exc)
     cluster = _cluster_reply(exc, name)
     if cluster is not None:
         return cluster
@@ -360,7 +398,7 @@ def denied(client: Any, exc: Exception, what: str, keys: Sequence[str] = ()) -> 
     Valkey and Redis 7 word refusals differently, and inside a script neither names the key:
     a script only ever touches its own queue's keys, so the queue is named instead."""
     kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
-    user = kw.get("username") or "default"
+    user = (kw.get("password") and kw.get("username")) or "default"  # no password: not sent, maybe one
     said = _first_line(exc)
     if said.startswith(_IN_SCRIPT):
         said = said[len(_IN_SCRIPT) :].rstrip(" .") + ", inside the script"

@@ -75,7 +75,8 @@ def redact(url: str) -> str:
     """``url`` with its password replaced by ``***``, whatever characters the password holds.
 
     Two places can hold one: the user part (``user:pass@`` or ``:pass@``), which runs from
-    the first ``:`` after ``//`` to the LAST ``@``; and a ``password=`` query parameter,
+    the first ``:`` after ``//`` to the LAST ``@`` (a user part with no ``:`` at all may be
+    a password written bare, ``secret@``: it is hidden whole); and a ``password=`` query parameter,
     hidden with everything after it, since a password written as is (not percent-encoded)
     may itself hold ``&``, ``#`` or ``@``. Both are hidden whenever either reading applies,
     so a URL whose raw password holds ``@ / ? #`` loses more than the password, never less.
@@ -84,9 +85,10 @@ def redact(url: str) -> str:
     hidden: list[tuple[int, int]] = []
     at = url.rfind("@")
     if at >= start:
+        # user:password@, or :password@; a user part with no ':' may be a bare password
+        # (redis://secret@host): it is hidden whole.
         colon = url.find(":", start, at)
-        if colon >= 0:
-            hidden.append((colon + 1, at))
+        hidden.append((colon + 1 if colon >= 0 else start, at))
     query = _QUERY_PASSWORD.search(url, start)
     if query is not None:
         hidden.append((query.end(), len(url)))
@@ -100,6 +102,15 @@ def redact(url: str) -> str:
         else:  # overlaps the stretch before: hide up to the later end
             end = max(end, stop)
     return "".join(shown) + url[end:]
+
+
+def _database(url: str) -> str | None:
+    """The database a redis:// URL's path names when it is not a whole number (the client
+    would quietly use database 0 instead), else None. A unix:// path is the socket's."""
+    if not url.startswith(("redis://", "rediss://")):
+        return None
+    path = unquote(urlsplit(url).path).strip("/")
+    return None if path == "" or (path.isascii() and path.isdigit()) else path
 
 
 def _ambiguous(url: str) -> bool:
@@ -393,6 +404,12 @@ def connect(url: str | None = None, *, decode_responses: bool = True) -> Client:
             "after the host?): write the password percent-encoded (urllib.parse.quote(password, safe=''): "
             "@ is %40, / is %2F, ? is %3F, # is %23, [ is %5B, % is %25)"
         )
+    database = _database(url)
+    if database is not None:
+        raise ServerUnavailable(
+            f"VALKEY_URL {redact(url)!r} names the database {database!r}, which is not a number; "
+            "write one from 0 up (redis://host:6379/0), or none"
+        )
     try:
         # redis.Redis whose ACL refusals are echoq.PermissionDenied (see echoq/client.py).
         client = TypedRedis.from_url(
@@ -460,7 +477,9 @@ def describe(client: Client) -> str:
     try:
         info = client.info("server")
     except (redis.exceptions.NoPermissionError, PermissionDenied):
-        user = connection_settings(client).get("username") or "default"
+        settings = connection_settings(client)
+        # A user name with no password is never sent (nor shown: it may be a bare password).
+        user = (settings.get("password") and settings.get("username")) or "default"
         name = f"a server (user {user!r} may not run INFO, so its name and version are not known)"
     else:
         product = "Valkey" if "valkey_version" in info else "Redis"

@@ -43,7 +43,15 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   time of the earliest retry waiting out its backoff.
 * **The beat.** Every ``beat_ms`` the owner runs the count-thresholded stalled check --
   unless another worker of the fleet ran it within this beat (a guard key set with
-  ``SET NX PX``): one check per beat across the fleet, not one per worker.
+  ``SET NX PX``): one check per beat across the fleet, not one per worker. A guard found
+  lasting longer than this worker's beat (or with no expiry) is cut down to it, so no
+  worker's long beat pauses the fleet's checks.
+* **Confirmed starts.** A claim's reply can be lost on its way back. The worker's claims
+  count as unstarted until a later call confirms that a handler started the job (a job
+  still running ``CONFIRM_S`` after its start rides on the next call, or on one of its own
+  if none is due, at the latest on the owner's next beat): a stalled check recovers an
+  unconfirmed claim without counting a stall (``lua/stalled_check.lua``: 'unstarted',
+  bounded apart). A worker with hooks claims jobs as started at once.
 * **Stop and crash.** :meth:`Worker.stop` claims nothing more, gives the unstarted
   prefetched jobs back (``release_many.lua``) and lets the running ones finish and
   complete: nothing is held past the stop. A worker that is killed holds leases that
@@ -51,11 +59,13 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   ``max_stalled``-th stall, dead-letters them). Nothing is lost either way.
 
 **A lost server.** When Valkey stops answering (a cluster master killed and its replica
-not yet promoted, a server restarting), the owner repeats the move that failed, backing off
+not yet promoted, a server restarting) or answers BUSY (a script held past the server's
+busy limit: :class:`~echoq.errors.ServerBusy`), the owner repeats the move that failed, backing off
 from 10 ms to 200 ms, until the server answers -- a cluster client finds the promoted
 replica by itself -- or one lease time (at least a second) has passed since the first
 failure; only then does ``work`` raise :class:`~echoq.errors.ServerUnavailable`.
-``report.reconnected`` counts the outages it rode out. On a queue with the durability
+``report.reconnected`` counts the outages it rode out. Every error out of ``work`` is an
+:class:`~echoq.errors.EchoqError` (or a handler's own ``BaseException``). On a queue with the durability
 option, a completion or retry that no replica confirmed in time (``NotReplicated``) still
 happened on the master: it counts, ``report.unreplicated`` says how many, and the worker
 carries on (a shard has no replica right after a failover until one catches up).
@@ -77,7 +87,7 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
@@ -146,6 +156,14 @@ NUDGE_S = 0.005
 # each side, measured) would be shared by too few jobs.
 SPLIT_MIN = 16
 LANES = 2
+# A job still running this long after its handler started is confirmed started on the
+# owner's next call (complete_many.lua's `started`), or on a call of its own if none is due
+# -- once the owner is awake to see it: at the latest its next beat, since a start does not
+# wake it (a wake per start would break the rhythm of a busy owner's calls). From then on
+# its stalls count toward max_stalled; until then a stall of it is recovered as
+# 'unstarted' (its claim reply may have been lost): see lua/stalled_check.lua. Quicker jobs
+# are completed before they would be confirmed, so the busy path sends no confirmation.
+CONFIRM_S = 0.01
 _worker_numbers = itertools.count(1)
 
 
@@ -200,6 +218,8 @@ class Delivery:
         self.claim = claim
         self.lease_lost = False  # set when a lease renewal was refused: stop early if you can
         self.passed_mid_job = False
+        self.started_at = 0.0  # perf_counter() when a handler took it; 0.0 until then
+        self.confirmed = False  # its start was sent to the server (complete_many.lua's `started`)
 
     @property
     def job_id(self) -> str:
@@ -326,6 +346,10 @@ class Worker:
                     "under its lease and would be reaped; use prefetch=0, or leave extend_every_ms at its default"
                 )
         self.prefetch = prefetch
+        # Claims count as unstarted until the handler's start is confirmed (CONFIRM_S). A worker
+        # with hooks (fault injection) claims them as started at once: a hook that abandons it
+        # plays a process killed inside the handler, whose stall must count at once.
+        self._confirm = hooks is None
         self.name = f"worker-{next(_worker_numbers)}@{queue.name}"
         # How long a lost server is waited for before work() gives up (see _ride_out).
         self._reconnect_s = max(self.lease_ms, 1_000) / 1000
@@ -440,6 +464,11 @@ class Worker:
             self._running = False
         failure = failure or self._handler_failure
         if failure is not None:
+            # Every error out of work() is typed: a client error that escaped a move's own
+            # translation (a connection lost outside one) becomes the EchoqError it means.
+            typed = scripts.typed(self.queue.client, failure, f"Worker.work on {self.queue.name!r}")
+            if typed is not failure:
+                raise typed from None
             raise failure
         return self.report
 
@@ -508,6 +537,7 @@ class Worker:
                     self._buffer.clear()
                 woken, self._woken = self._woken, False
                 holding = bool(self._buffer or self._busy or self._sent)
+                starting, confirm_in = self._to_confirm()
             self._alive_or_unwind()
             if unstarted:
                 self._give_back_unstarted(unstarted)
@@ -532,13 +562,13 @@ class Worker:
                 ask = min(ask, self._capacity // LANES)  # room for the next call in flight
             if self._sent and not done and ask < SPLIT_MIN:
                 ask = 0  # a call after the first carries SPLIT_MIN jobs at least
-            if done or ask or self._sent:
+            if done or ask or self._sent or starting:
                 if self._pipe is None:
-                    got = self._complete_and_claim(done, ask)
+                    got = self._complete_and_claim(done, ask, starting)
                 else:
                     try:
-                        if done or ask:
-                            self._send(done, ask)
+                        if done or ask or starting:
+                            self._send(done, ask, starting)
                         # Read a reply once LANES calls are in flight, or when there is
                         # nothing more to send: claimed jobs never wait unread (their leases
                         # would run on with nobody renewing them), and the owner never
@@ -573,7 +603,7 @@ class Worker:
                 if waiting.next_due_in_ms is not None:
                     look_again = min(look_again, time.monotonic() + waiting.next_due_in_ms / 1000)
             self._listen(dry and room > 0)
-            deadline = min(next_beat, next_tick, look_again)
+            deadline = min(next_beat, next_tick, look_again, time.monotonic() + confirm_in)
             with lock:
                 if (
                     (self._finished and len(self._buffer) <= self._low_mark)
@@ -592,6 +622,24 @@ class Worker:
                 self._io_waiting = True
                 self._io_wake.wait(wait_s)
                 self._io_waiting = False
+
+    def _to_confirm(self) -> tuple[list[Delivery], float]:
+        """Under the lock: the running deliveries whose start is due to be confirmed, and in
+        how many seconds the next one will be (inf: none)."""
+        if not self._confirm or not self._busy:
+            return [], float("inf")
+        now = time.perf_counter()
+        due: list[Delivery] = []
+        next_in = float("inf")
+        for delivery in self._busy:
+            if delivery.confirmed or not delivery.started_at:
+                continue
+            left = delivery.started_at + CONFIRM_S - now
+            if left <= 0:
+                due.append(delivery)
+            else:
+                next_in = min(next_in, left)
+        return due, next_in
 
     def _quick_jobs(self) -> bool:
         return self._job_s is not None and self._job_s < QUICK_JOB_S
@@ -635,20 +683,26 @@ class Worker:
             in_flight = [d for done, _ask, _sent in self._sent for d in done]
             self._sent.clear()
             self._asked = 0
+            for delivery in self._busy:  # a confirmation in flight may not have run: send it again
+                delivery.confirmed = False
         self._pipe.close()
         self._pipe = None
         again = in_flight + [d for d in unsent if d not in in_flight]
         if again:
             self._complete_and_claim(again, 0)
 
-    def _send(self, done: list[Delivery], ask: int) -> None:
+    def _send(self, done: list[Delivery], ask: int, starting: list[Delivery]) -> None:
         """Pipelined: write one complete-and-claim call; its reply is read by _receive."""
         assert self._pipe is not None
         self._alive_or_unwind()
         claims = [d.claim for d in done]
+        started = [d.claim for d in starting]
         _only_claims(claims, "complete_many")
-        keys, args = self.queue._complete_many_call(claims, ask, self.lease_ms)
+        _only_claims(started, "complete_many")
+        keys, args = self.queue._complete_many_call(claims, ask, self.lease_ms, confirm=self._confirm, started=started)
         self._pipe.send(keys, args)
+        for delivery in starting:
+            delivery.confirmed = True
         with self._lock:
             self._sent.append((done, ask, time.perf_counter()))
             self._asked += ask
@@ -664,17 +718,25 @@ class Worker:
         self._feed(outcomes, claims, time.perf_counter() - sent)
         return len(claims), ask
 
-    def _complete_and_claim(self, done: list[Delivery], ask: int) -> int:
-        """One call: complete ``done`` (each fenced) and claim up to ``ask``; feeds the buffer."""
+    def _complete_and_claim(self, done: list[Delivery], ask: int, starting: Sequence[Delivery] = ()) -> int:
+        """One call: complete ``done`` (each fenced), confirm the start of ``starting`` and
+        claim up to ``ask``; feeds the buffer."""
         started = time.perf_counter()
         try:
             outcomes, claims = self._ride_out(
-                self.queue.complete_many_and_claim, [d.claim for d in done], count=ask, lease_ms=self.lease_ms
+                self.queue.complete_many_and_claim,
+                [d.claim for d in done],
+                count=ask,
+                lease_ms=self.lease_ms,
+                confirm=self._confirm,
+                started=[d.claim for d in starting],
             )
         except NotReplicated as unconfirmed:  # it happened on the master: see _ride_out
             with self._lock:
                 self.report.unreplicated += len(done)
             outcomes, claims = self.queue._complete_many_reply(unconfirmed.reply)
+        for delivery in starting:
+            delivery.confirmed = True
         self._feed(outcomes, claims, time.perf_counter() - started)
         return len(claims)
 
@@ -858,10 +920,10 @@ class Worker:
                     return
                 delivery = self._buffer.popleft()
                 busy.add(delivery)
+                started = self._last_take = delivery.started_at = clock()
                 # Jobs left: wake the next thread for them, unless jobs are quick (see QUICK_JOB_S).
                 if self._buffer and not self._quick_jobs():
                     has_work.notify()
-            started = self._last_take = clock()
             try:
                 if hooks is None:
                     try:

@@ -12,6 +12,13 @@
 -- jobs being completed are passed in KEYS: the caller knows them. emq:{q}:done keeps the
 -- newest `keep done` ids (with their ledger entries), emq:{q}:dead the newest `keep dead`.
 --
+-- Confirmed starts. A claim's reply can be lost on the way back (a cut connection): the
+-- job is then leased to nobody who knows it, and it stalls without ever being started.
+-- With `confirm` 1 the claimed rows carry 'confirm' = their attempt until the holder
+-- confirms the start, fenced, in a later call's `started` pairs (the field goes); a
+-- stalled check recovers a job whose current claim is unconfirmed without counting a
+-- stall on it (lua/stalled_check.lua), so a lost reply spends none of the stall budget.
+--
 -- KEYS[1]  emq:{q}:pending     sorted set, score 0
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
@@ -19,13 +26,18 @@
 -- KEYS[5]  emq:{q}:stats       hash of counters
 -- KEYS[6]  emq:{q}:dead        sorted set, score = time of death (server ms)
 -- KEYS[7]  emq:{q}:effects     hash: the effects ledger
--- KEYS[8..7+K]  emq:{q}:job:<id>   the row of each job being completed, in ARGV's order
+-- KEYS[8..7+S+K]  emq:{q}:job:<id>   the row of each job confirmed started, then of each
+--                               job being completed, in ARGV's order
 -- ARGV[1]  keep done           how many completed ids emq:{q}:done keeps, 0..1000000
 -- ARGV[2]  lease               milliseconds for the jobs claimed, 1..86400000
 -- ARGV[3]  count               how many jobs to claim, 0..1000
 -- ARGV[4]  keep dead           how many jobs emq:{q}:dead keeps, 0..1000000
--- ARGV[5..]  id, attempt, id, attempt, ...   the K jobs to complete, 0..1000 of them;
---                               each attempt 1..2147483647
+-- ARGV[5]  confirm             1: the caller will confirm each claimed job's start (below);
+--                               0: its claims count as started at once, as claim.lua's, 0..1
+-- ARGV[6]  started             S, how many (id, attempt) pairs of held jobs whose handler
+--                               started follow, 0..1000
+-- ARGV[7..]  id, attempt, ...  the S jobs confirmed started, then the K jobs to complete,
+--                               0..1000 of each; each attempt 1..2147483647
 --
 -- Replies
 --   {{outcome, ...}, {id, payload, attempt, deadline, ...}}
@@ -53,16 +65,38 @@ count, refused = whole(ARGV[3], 'count', 'count', 0)
 if not count then return refused end
 keep_dead, refused = whole(ARGV[4], 'keep dead', 'keep_dead')
 if not keep_dead then return refused end
-local ids, attempts = id_attempt_pairs(5, 0, ' after the first four ARGV')
+local confirm, started
+if ARGV[5] == '0' or ARGV[5] == '1' then
+  confirm = tonumber(ARGV[5])
+else
+  return redis.error_reply('BADARG confirm must be a whole number between 0 and 1, got ' .. printable(ARGV[5]))
+end
+started, refused = whole(ARGV[6], 'started', 'count', 0)
+if not started then return refused end
+if #ARGV < 6 + 2 * started then
+  return redis.error_reply('BADARG started says ' .. started .. ' (id, attempt) pairs, but only ' ..
+    (#ARGV - 6) .. ' values follow it')
+end
+local started_ids, started_attempts = id_attempt_pairs(7, 0, ' of started jobs', 6 + 2 * started)
+if not started_ids then return started_attempts end
+local ids, attempts = id_attempt_pairs(7 + 2 * started, 0, ' to complete after the started ones')
 if not ids then return attempts end
+local all_ids = {}
+for _, id in ipairs(started_ids) do all_ids[#all_ids + 1] = id end
+for _, id in ipairs(ids) do all_ids[#all_ids + 1] = id end
 local ok
-ok, refused = rows_match(prefix, #NAMES + 1, ids)
+ok, refused = rows_match(prefix, #NAMES + 1, all_ids)
 if not ok then return refused end
 
 local q = keys_by_name(prefix, NAMES)
 q.now, q.keep_dead = server_now_ms(), keep_dead
+-- A start confirmed by the job's holder (the fence): its stalls count from now on.
+for i = 1, #started_ids do
+  local row_key = KEYS[#NAMES + i]
+  if not fence(row_key, started_attempts[i]) then redis.call('HDEL', row_key, 'confirm') end
+end
 local row_keys = {}
-for i = 1, #ids do row_keys[i] = KEYS[#NAMES + i] end
+for i = 1, #ids do row_keys[i] = KEYS[#NAMES + #started_ids + i] end
 local outcomes, completed = complete_jobs(q, row_keys, ids, attempts)
 for i, outcome in ipairs(outcomes) do
   if outcome ~= 'completed' then outcomes[i] = outcome[1] end
@@ -74,7 +108,7 @@ end
 local claims = {}
 if count > 0 then
   promote_due(q)
-  claim_jobs(q, lease_ms, count, claims)
+  claim_jobs(q, lease_ms, count, claims, confirm == 1)
   if q.died then trim_dead(q) end
 end
 return {outcomes, claims}

@@ -10,6 +10,16 @@
 -- recoveries instead: it is N - 1.) A poison job that kills every worker that touches it
 -- thus lands on the durable floor instead of looping forever; the dead set then keeps its
 -- newest `keep dead` jobs (includes/dead_letter).
+-- A stall is counted only on a claim whose start was confirmed. A claim made with
+-- complete_many.lua's `confirm` 1 (the Worker's) carries 'confirm' = its attempt until its
+-- holder confirms the handler started it; should it expire before that -- its reply was
+-- lost on the way back, or the worker died before its next call -- the job never ran
+-- here as far as anyone knows: it goes back to pending with no stall counted, and the
+-- row's 'unstarted' count goes up instead (stats 'unstarted'). That count is bounded
+-- apart: at UNSTARTED_MAX such recoveries the job is dead-lettered with reason
+-- 'unstarted', so a job whose claims never reach a worker (or that kills each worker
+-- before the start is confirmed) cannot loop forever. Claims made by claim.lua, or with
+-- `confirm` 0, count as started at once.
 -- Detect and move happen in one script, like reap.lua; at most `limit` jobs per call.
 -- Each stalled id's row emq:{q}:job:<id> is built from KEYS[1]'s prefix
 -- (includes/queue_keys): same {q} tag, same slot. An expired entry whose row is missing or
@@ -19,7 +29,7 @@
 -- KEYS[1]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[2]  emq:{q}:pending     sorted set, score 0
 -- KEYS[3]  emq:{q}:dead        sorted set, score = time of death (server ms)
--- KEYS[4]  emq:{q}:stats       hash of counters ('stalled' and 'dead' are bumped)
+-- KEYS[4]  emq:{q}:stats       hash of counters ('stalled', 'unstarted', 'dead' are bumped)
 -- KEYS[5]  emq:{q}:scheduled   sorted set (read, to recognise a stray copy)
 -- KEYS[6]  emq:{q}:done        sorted set of recently completed ids (read)
 -- KEYS[7]  emq:{q}:effects     hash: the effects ledger (an evicted dead job's entry goes)
@@ -51,16 +61,34 @@ if not limit then return refused end
 keep_dead, refused = whole(ARGV[3], 'keep dead', 'keep_dead')
 if not keep_dead then return refused end
 
+-- Recoveries of a job whose claims were never confirmed started, before it is dead-lettered:
+-- enough to ride out about 25 s of lost replies under a 500 ms lease (a claim every lease).
+local UNSTARTED_MAX = 50
+
 local q = keys_by_name(prefix, NAMES)
 q.now, q.keep_dead = server_now_ms(), keep_dead
-local recovered, dead, corrupt = {}, {}, 0
+local recovered, dead, corrupt, stalls, unstarted = {}, {}, 0, 0, 0
 local expired = redis.call('ZRANGEBYSCORE', q.active, '-inf', q.now, 'LIMIT', 0, limit)
 for _, id in ipairs(expired) do
   redis.call('ZREM', q.active, id)
-  local row = take_row(q, id, 'active')
+  local row, values = take_row(q, id, 'active', 'confirm', 'attempts')
   if not row then
     corrupt = corrupt + 1
+  elseif values[2] and values[2] == values[3] then
+    redis.call('HDEL', row, 'confirm')
+    local lost = redis.call('HINCRBY', row, 'unstarted', 1)
+    unstarted = unstarted + 1
+    if lost >= UNSTARTED_MAX then
+      dead_letter(q, id, true, 'unstarted', 'claimed ' .. lost .. ' times and never confirmed started ' ..
+        '(each claim reply lost, or each worker gone before its next call)')
+      dead[#dead + 1] = id
+    else
+      redis.call('HSET', row, 'state', 'pending')
+      redis.call('ZADD', q.pending, 0, id)
+      recovered[#recovered + 1] = id
+    end
   else
+    stalls = stalls + 1
     local stalled = redis.call('HINCRBY', row, 'stalled', 1)
     if stalled >= max_stalled then
       dead_letter(q, id, true, 'stalled', 'stalled ' .. stalled .. ' times (max_stalled ' .. max_stalled .. ')')
@@ -72,8 +100,8 @@ for _, id in ipairs(expired) do
     end
   end
 end
-local stalls = #recovered + #dead
 if stalls > 0 then redis.call('HINCRBY', q.stats, 'stalled', stalls) end
+if unstarted > 0 then redis.call('HINCRBY', q.stats, 'unstarted', unstarted) end
 if q.died then trim_dead(q) end
 wake(prefix, #recovered)
 return {q.now, recovered, dead, corrupt}

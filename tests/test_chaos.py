@@ -241,3 +241,10 @@ def test_a_chaos_run_is_honest_on_valkey_and_on_redis_7(server_url: str) -> None
     assert report.kills > 0 and report.worker_failures == 0 and report.stopped_at_end <= 3
     assert report.invariant_check == "per-id" and report.queue_kept is None
     assert not list(echoq.connect(server_url).scan_iter(match=f"emq:{{{report.queue}}}:*"))
+
+
+@pytest.mark.parametrize("command", [["chaos"], ["worker", "--queue", "q"]])
+def test_a_negative_work_time_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+    assert main([*command, "--work-ms", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "--work-ms must be 0 or more" in err and err.count("\n") == 1

@@ -181,8 +181,10 @@ def _case_complete(q: echoq.Queue) -> None:
 
 def _case_complete_many(q: echoq.Queue) -> None:
     q.enqueue_many(["a", "b", "c"])
-    outcomes, fresh = q.complete_many_and_claim(q.claim_many(2), count=1)
+    outcomes, fresh = q.complete_many_and_claim(q.claim_many(2), count=1, confirm=True)
     assert outcomes == [Complete.COMPLETED] * 2 and len(fresh) == 1
+    assert q.complete_many_and_claim([], count=0, started=fresh) == ([], [])  # its start confirmed
+    assert not q.client.hexists(q.keys.job(fresh[0].job_id), "confirm")
 
 
 def _case_retry(q: echoq.Queue) -> None:
@@ -316,7 +318,9 @@ def _public(cls: type) -> set[str]:
 def _tour_queue(q: echoq.Queue) -> None:
     """Every Queue move, in the order a job lives them."""
     assert q.name and repr(q).startswith("Queue(")
-    ids = q.enqueue_many(["a", "b", "c", "d", "e", "f"])
+    ids = q.new_job_ids(6)
+    assert q.enqueue_many(["a", "b", "c", "d", "e", "f"], job_ids=ids) == ids
+    assert q.enqueue_many(["a", "b", "c", "d", "e", "f"], job_ids=ids) == ids  # a retry adds nothing
     q.enqueue("late", delay_ms=60_000)
     one = q.claim(lease_ms=60_000)
     assert one is not None and one.job_id == ids[0]
@@ -418,7 +422,7 @@ def test_every_public_move_has_a_cluster_tour() -> None:
         "Queue": {"claim", "claim_many", "complete", "complete_and_claim", "complete_many", "complete_many_and_claim"}
         | {"enqueue", "enqueue_many", "extend", "job", "keys_in_use", "name", "reap", "reap_once", "reset", "retry"}
         | {"snapshot", "stalled_check", "extend_many", "release_many", "released", "stalled_check_guarded"}
-        | {"wait_for_work", "waiting", "new_job_id", "script_keys"},
+        | {"wait_for_work", "waiting", "new_job_id", "new_job_ids", "script_keys"},
         "Effects": {"apply_every", "apply_once", "count", "counts", "duplicates", "outbox", "total"},
         "Worker": {"abandon", "beat", "held", "in_flight", "running", "stop", "work"},
     }

@@ -12,6 +12,7 @@ import redis
 import echoq
 from echoq import Complete, Enqueue, Extend, JobState, Retry, scripts
 from echoq.effects import Effects
+from echoq.ids import Minter
 from echoq.keyspace import Keyspace
 from echoq.queue import SCRIPT_KEYS
 from echoq.teaching import contrasts
@@ -182,21 +183,21 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
         "complete_many B scheduled": (
             "complete_many",
             _keys(a, "complete_many", a.job(ha.job_id), scheduled=b.scheduled),
-            [100, 60_000, 10, 100, ha.job_id, ha.attempt],
+            [100, 60_000, 10, 100, 0, 0, ha.job_id, ha.attempt],
             bad_keys,
             outside(3),
         ),
         "complete_many B row": (
             "complete_many",
             _keys(a, "complete_many", b.job(hb.job_id)),
-            [100, 60_000, 10, 100, hb.job_id, hb.attempt],
+            [100, 60_000, 10, 100, 0, 0, hb.job_id, hb.attempt],
             bad_row,
             "does not belong",
         ),
         "complete_many a row too many": (
             "complete_many",
             _keys(a, "complete_many", a.job(ha.job_id), a.job(new)),
-            [100, 60_000, 10, 100, ha.job_id, ha.attempt],
+            [100, 60_000, 10, 100, 0, 0, ha.job_id, ha.attempt],
             bad_keys,
             "expected 8 KEYS",
         ),
@@ -753,3 +754,60 @@ def test_a_job_id_with_anything_after_it_is_refused(queue: echoq.Queue, suffix: 
     with pytest.raises(echoq.InvalidJobId):
         queue.enqueue("x", job_id=job_id)
     assert queue.snapshot().counts["pending"] == 0
+
+
+def test_unconfirmed_claims_are_recovered_apart_and_bounded(queue: echoq.Queue) -> None:
+    job_id = queue.enqueue("its claim replies never arrive").job_id
+    for n in range(1, 51):
+        _done, (claim,) = queue.complete_many_and_claim([], count=1, lease_ms=1, confirm=True)
+        expire(queue, claim)  # nobody heard of the claim: nobody confirms or renews it
+        report = queue.stalled_check(max_stalled=1)
+        job = queue.job(job_id)
+        assert job.stalled == 0 and job.unstarted == n
+        if n < 50:
+            assert report.recovered == [job_id] and job.state is echoq.JobState.PENDING
+    # The bound: the 50th unconfirmed recovery dead-letters it, so it cannot loop forever.
+    assert report.dead == [job_id] and job.state is echoq.JobState.DEAD and job.reason == "unstarted"
+    assert queue.snapshot().stats["unstarted"] == 50
+
+
+def test_a_confirmed_claim_stalls_by_the_seeds_rule(queue: echoq.Queue) -> None:
+    job_id = queue.enqueue("started, then its worker died").job_id
+    _done, (claim,) = queue.complete_many_and_claim([], count=1, lease_ms=200, confirm=True)
+    queue.complete_many_and_claim([], count=0, started=[claim])  # the holder confirms the start
+    assert not queue.client.hexists(queue.keys.job(job_id), "confirm")
+    expire(queue, claim)
+    assert queue.stalled_check(max_stalled=1).dead == [job_id]
+    assert queue.job(job_id).reason == "stalled"
+    # A claim that does not ask for confirmation counts as started at once, as claim.lua's.
+    other = queue.enqueue("claimed the plain way").job_id
+    _done, (plain,) = queue.complete_many_and_claim([], count=1, lease_ms=1)
+    expire(queue, plain)
+    assert queue.stalled_check(max_stalled=1).dead == [other]
+
+
+def test_a_producer_retries_enqueue_many_with_its_own_ids_safely(queue: echoq.Queue) -> None:
+    payloads = [f"order {n}" for n in range(1_500)]
+    ids = queue.new_job_ids(len(payloads))
+    assert len(set(ids)) == 1_500 and ids == sorted(ids)
+    # The first call ran its first batch of 1000 and then the reply was lost: call again.
+    assert queue.enqueue_many(payloads[:1_000], job_ids=ids[:1_000]) == ids[:1_000]
+    claim = queue.claim(lease_ms=60_000)
+    assert claim is not None and queue.complete(claim) is Complete.COMPLETED  # one is even done
+    assert queue.enqueue_many(payloads, job_ids=ids) == ids  # the same ids back
+    snap = assert_one_place(queue, set(ids))
+    assert snap.stats["enqueued"] == 1_500  # nothing already there was added again
+    assert snap.counts == {"pending": 1_499, "active": 0, "scheduled": 0, "dead": 0, "done": 1}
+
+
+def test_enqueue_many_checks_every_given_id_before_it_writes(queue: echoq.Queue) -> None:
+    ids = queue.new_job_ids(1_200)
+    for bad, says in (
+        (ids[:1_199] + ["not-an-id"], "JOB id"),  # bad in the second batch of 1000
+        (ids[:1_199] + [ids[0]], "given twice"),
+        (ids[:10], "one id per payload"),
+        (ids[:1_199] + [Minter().mint(server_now_ms(queue.client) + 3_600_000)], "ahead"),
+    ):
+        with pytest.raises((echoq.InvalidArgument, echoq.InvalidJobId, echoq.ClockSkew), match=says):
+            queue.enqueue_many(["p"] * 1_200, job_ids=bad)
+    assert list(queue.keys_in_use()) == []  # nothing written by any of them

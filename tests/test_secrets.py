@@ -159,3 +159,25 @@ def test_echoq_check_never_prints_a_raw_password(password: str) -> None:
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     for piece in (password, "s3cret", "s3/cret", "s3cr@t", "cret"):
         assert piece not in result.stderr + result.stdout
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(password=PASSWORDS.filter(lambda p: ":" not in p and "@" not in p), encoded=st.booleans())
+def test_a_password_written_as_the_bare_user_part_is_hidden(password: str, encoded: bool) -> None:
+    written = quote(password, safe="") if encoded else password
+    hidden_correctly(
+        f"redis://{written}@cache.example:6379/0",
+        "redis://",
+        "@cache.example:6379/0",
+        exact=("password=" not in written.lower()),
+    )
+
+
+def test_echoq_check_never_prints_a_bare_user_part() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
+    env["VALKEY_URL"] = f"redis://s3cretbare@127.0.0.1:{closed_port()}/0"
+    result = subprocess.run(
+        [sys.executable, "-m", "echoq", "check"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "s3cretbare" not in result.stderr + result.stdout

@@ -290,3 +290,10 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+@pytest.mark.parametrize("db", ["abc", "1x", "0/extra", "%31a"])
+def test_a_database_that_is_not_a_number_is_refused_in_one_line(db: str) -> None:
+    with pytest.raises(echoq.ServerUnavailable, match="not a number") as info:
+        echoq.connect(f"redis://:pw@127.0.0.1:1/{db}")
+    assert "\n" not in str(info.value) and "pw" not in str(info.value)

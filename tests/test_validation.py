@@ -27,6 +27,7 @@ import echoq
 from echoq import scripts
 from echoq.effects import Effects
 from echoq.limits import BOUNDS
+from echoq.queue import SCRIPT_KEYS
 from echoq.worker import Backoff, Worker
 from tests.helpers import wait_for_server_time
 
@@ -37,7 +38,7 @@ _RANGE = re.compile(r"(-?\d+)\.\.(\d+)( bytes)?")
 # A variadic entry (ARGV[n..]) holds several values; which one of them, in a valid call
 # below, its documented range is about.
 _VARIADIC = {
-    ("complete_many", 5): (6, "attempt"),
+    ("complete_many", 7): (8, "attempt"),
     ("enqueue_many", 2): (3, "payload"),
     ("extend_many", 2): (3, "attempt"),
     ("release_many", 1): (2, "attempt"),
@@ -92,7 +93,7 @@ def valid_calls(q: echoq.Queue, held: echoq.Claim) -> dict[str, tuple[list[str],
         "complete": (q.script_keys("complete", held.job_id), [held.job_id, held.attempt, 100]),
         "complete_many": (
             q.script_keys("complete_many", held.job_id),
-            [100, 60_000, 10, 100, held.job_id, held.attempt],
+            [100, 60_000, 10, 100, 0, 0, held.job_id, held.attempt],
         ),
         "effect": (q.script_keys("effect", held.job_id), [held.job_id, "every", "charged", 100]),
         "enqueue": (q.script_keys("enqueue", new), [new, "payload", 0]),
@@ -189,7 +190,8 @@ def test_the_documented_ranges_are_the_library_bounds() -> None:
     (The kit's bank stand-in has a range of its own, cents, which echoq/teaching/bank.py checks.)"""
     library = [n for n in RUNNABLE if not n.startswith("teaching/")]
     ranges = {(lo, hi) for name in library for _pos, _what, lo, hi in documented_numbers(name)}
-    allowed = set(BOUNDS.values()) | {(0, BOUNDS["count"][1]), (0, BOUNDS["lease_ms"][1])}
+    # ... and complete_many's confirm flag, 0 or 1.
+    allowed = set(BOUNDS.values()) | {(0, BOUNDS["count"][1]), (0, BOUNDS["lease_ms"][1]), (0, 1)}
     assert ranges <= allowed, ranges - allowed
 
 
@@ -345,3 +347,49 @@ def test_the_scripts_utf8_check_is_pythons(queue: echoq.Queue, raw: bytes) -> No
         with pytest.raises(echoq.InvalidPayload, match="payload is not UTF-8 text"):
             scripts.run(queue.client, "enqueue", queue.script_keys("enqueue", job), [job, raw, 0])
         assert queue.job(job) is None
+
+
+# -- a queue key of another type is refused before any write ---------------------------------
+
+_KEY_TYPES = {
+    "pending": "zset",
+    "active": "zset",
+    "scheduled": "zset",
+    "dead": "zset",
+    "done": "zset",
+    "stats": "hash",
+    "effects": "hash",
+    "outbox": "list",
+}
+_TYPED_CASES = [
+    (name, key)
+    for name in RUNNABLE
+    if not name.startswith("teaching/")
+    for key in SCRIPT_KEYS[name]
+    if key in _KEY_TYPES
+]
+
+
+@pytest.mark.one_server
+@pytest.mark.parametrize(("name", "key"), _TYPED_CASES, ids=[f"{n}-{k}" for n, k in _TYPED_CASES])
+def test_every_script_refuses_a_queue_key_of_another_type_and_changes_nothing(
+    queue: echoq.Queue, name: str, key: str
+) -> None:
+    held = busy(queue)
+    queue.client.set(getattr(queue.keys, key), "written by something else")  # e.g. a stray SET stats
+    keys, args = valid_calls(queue, held)[name]
+    before = dump(queue)
+    with pytest.raises(echoq.WrongKeyType, match=f"{key} holds a string, not a {_KEY_TYPES[key]}"):
+        scripts.run(queue.client, name, keys, args)
+    assert dump(queue) == before
+
+
+def test_a_non_hash_stats_key_and_retry_strand_no_job(queue: echoq.Queue) -> None:
+    job_id = queue.enqueue("handler fails").job_id
+    claim = queue.claim(lease_ms=60_000)
+    queue.client.delete(queue.keys.stats)
+    queue.client.rpush(queue.keys.stats, "not a hash")
+    with pytest.raises(echoq.WrongKeyType):
+        queue.retry(claim, error="boom")
+    queue.client.delete(queue.keys.stats)
+    assert queue.snapshot().place_of(job_id) is echoq.JobState.ACTIVE  # still held, in one set

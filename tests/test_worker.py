@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 import redis
@@ -801,3 +802,194 @@ def test_a_pipelined_worker_that_loses_its_connection_goes_on_one_call_at_a_time
     Worker(queue, keyed_consumer(effects), **FAST).work(burst=True)
     snap = assert_one_place(queue, set(ids))
     assert snap.counts["done"] == 300 and effects.counts() == {job_id: 1 for job_id in ids}
+
+
+# -- a claim whose reply was lost costs no stall ---------------------------------------------
+
+
+class _RepliesLost(echoq.Queue):
+    """The server runs the first ``lose`` claiming calls, but their replies never arrive
+    (a cut connection on the way back): the worker sees a lost server and calls again."""
+
+    def __init__(self, queue: echoq.Queue, lose: int) -> None:
+        super().__init__(queue.name, queue.client)
+        self.lose = lose
+
+    def complete_many_and_claim(self, claims, **kwargs):  # type: ignore[no-untyped-def]
+        outcomes, fresh = super().complete_many_and_claim(claims, **kwargs)
+        if fresh and self.lose > 0:
+            self.lose -= 1
+            raise redis.ConnectionError("the reply was lost on the way back")
+        return outcomes, fresh
+
+
+def test_a_lost_claim_reply_spends_no_stall_budget(queue: echoq.Queue) -> None:
+    ids = queue.enqueue_many([f"order {n}" for n in range(6)])
+    lossy = _RepliesLost(queue, lose=3)
+    # max_stalled=1: were a lost reply's stall counted, its jobs would go straight to dead.
+    worker = Worker(lossy, lambda d: None, lease_ms=100, max_stalled=1, **FAST)
+    first = worker.work(burst=True)
+    assert lossy.lose == 0 and first.reconnected == 1  # one outage, ridden out
+    wait_for_server_time(queue.client, max(queue.snapshot().active.values(), default=0) + 1)
+    second = worker.work(burst=True)  # its first beat finds the lost claims' leases run out
+    assert (first.completed + second.completed, first.dead + second.dead) == (6, 0)
+    snap = assert_one_place(queue, set(ids))
+    assert snap.counts["done"] == 6 and snap.stats.get("stalled", 0) == 0
+    assert snap.stats["unstarted"] == 3  # the three claims that never reached the worker
+
+
+def test_a_confirmed_start_still_counts_its_stall(queue: echoq.Queue) -> None:
+    job_id = queue.enqueue("kills its worker after starting").job_id
+    started = threading.Event()
+    release = threading.Event()
+
+    def handler(delivery: Delivery) -> None:
+        started.set()
+        release.wait(10)
+
+    worker = Worker(queue, handler, lease_ms=2_000, max_stalled=1, **FAST)
+    runner = threading.Thread(target=worker.work, daemon=True)
+    runner.start()
+    assert started.wait(10)
+    row = queue.keys.job(job_id)
+    deadline = time.monotonic() + 10
+    while queue.client.hexists(row, "confirm"):  # the start is confirmed on the owner's next call
+        assert time.monotonic() < deadline, "the start was never confirmed"
+        time.sleep(0.005)
+    worker.abandon()  # as a SIGKILL: the lease is no longer renewed
+    release.set()
+    runner.join(10)
+    lease = queue.snapshot().active[job_id]
+    wait_for_server_time(queue.client, lease + 1)
+    stalled = queue.stalled_check(max_stalled=1)
+    assert stalled.dead == [job_id]
+    job = queue.job(job_id)
+    assert job.reason == "stalled" and job.stalled == 1 and job.unstarted == 0
+
+
+# -- typed errors, and a stalled-check guard no worker can hold for long ---------------------
+
+
+class _NoBeat(echoq.Queue):
+    """A queue whose beats always find the guard taken: the worker's first move on the
+    server is then its first pipelined send."""
+
+    def stalled_check_guarded(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return None
+
+
+@ONE_SERVER
+def test_a_server_gone_before_the_first_pipelined_send_is_a_typed_error(queue: echoq.Queue) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on: the server is gone
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    gone = redis.Redis(port=port, socket_connect_timeout=0.2, decode_responses=True)
+    worker = Worker(_NoBeat(queue.name, gone), lambda d: None, concurrency=8, lease_ms=300, **FAST)
+    assert worker._pipelined()
+    with pytest.raises(echoq.ServerUnavailable):
+        worker.work(burst=True)
+
+
+@pytest.mark.parametrize("guard", ["an hour long", "without expiry"])
+def test_no_guard_holds_back_the_fleets_stalled_check(queue: echoq.Queue, guard: str) -> None:
+    job_id = queue.enqueue("its worker was killed").job_id
+    claim = queue.claim(lease_ms=200)
+    assert claim is not None
+    if guard == "an hour long":  # a worker with a very long beat ran this beat's check
+        assert queue.stalled_check_guarded(every_ms=3_600_000, holder="slow beat") is not None
+    else:
+        queue.client.set(queue.keys.stalled_guard, "set by hand")
+    expire(queue, claim)
+    worker = Worker(queue, lambda d: None, **FAST)
+    reports: list[echoq.WorkReport] = []
+    runner = threading.Thread(target=lambda: reports.append(worker.work(burst=True)), daemon=True)
+    runner.start()
+    runner.join(10)
+    if runner.is_alive():
+        worker.stop()
+        runner.join(10)
+    assert reports and reports[0].completed == 1, "the killed worker's job was never recovered"
+    assert queue.snapshot().place_of(job_id) is echoq.JobState.DONE
+    assert 0 < queue.client.pttl(queue.keys.stalled_guard) <= FAST["beat_ms"]
+
+
+# -- a server held by someone's endless script (BUSY) is ridden out like an outage -----------
+
+
+_R = TypeVar("_R")
+
+
+class _SeesBusy(echoq.Queue):
+    def __init__(self, queue: echoq.Queue) -> None:
+        super().__init__(queue.name, queue.client)
+        self.busy = threading.Event()
+
+    def _seen(self, call: Callable[[], _R]) -> _R:
+        try:
+            return call()
+        except Exception as exc:
+            if "BUSY" in str(exc) or "busy" in str(exc):
+                self.busy.set()
+            raise
+
+    def _run(self, script, keys, args):  # type: ignore[no-untyped-def]
+        return self._seen(lambda: super(_SeesBusy, self)._run(script, keys, args))
+
+    def stalled_check_guarded(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return self._seen(lambda: super(_SeesBusy, self).stalled_check_guarded(*args, **kwargs))
+
+
+@ONE_SERVER
+def test_the_worker_rides_out_a_server_held_by_a_script(queue: echoq.Queue) -> None:
+    ids = queue.enqueue_many([f"order {n}" for n in range(20)])
+    settings = queue.client.connection_pool.connection_kwargs
+    other = redis.Redis(**{k: settings[k] for k in ("host", "port", "password", "username", "db") if k in settings})
+    threshold = other.config_get("busy-reply-threshold")["busy-reply-threshold"]
+    other.config_set("busy-reply-threshold", 50)
+    looping = redis.Redis(**{k: settings[k] for k in ("host", "port", "password", "username", "db") if k in settings})
+    loop = threading.Thread(target=lambda: _ignore(lambda: looping.eval("while true do end", 0)), daemon=True)
+    try:
+        loop.start()
+        deadline = time.monotonic() + 10
+        while True:  # the server answers BUSY to everyone else
+            try:
+                other.ping()
+            except redis.ResponseError as exc:
+                assert str(exc).startswith("BUSY")
+                break
+            assert time.monotonic() < deadline, "the server never became busy"
+        seen = _SeesBusy(queue)
+        worker = Worker(seen, lambda d: None, concurrency=8, lease_ms=10_000, **FAST)
+        reports: list[echoq.WorkReport] = []
+        failures: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                reports.append(worker.work(burst=True))
+            except BaseException as exc:
+                failures.append(exc)
+
+        runner = threading.Thread(target=run, daemon=True)
+        runner.start()
+        assert seen.busy.wait(10), "the worker never met the busy server"
+        other.script_kill()  # what the workshop's watchdog does
+        runner.join(20)
+        assert not failures, failures
+        assert reports and reports[0].completed == 20 and reports[0].reconnected >= 1
+        assert queue.snapshot().counts["done"] == len(ids)
+    finally:
+        try:
+            other.script_kill()
+        except redis.ResponseError:
+            pass  # no script was running
+        loop.join(10)
+        other.config_set("busy-reply-threshold", threshold)
+
+
+def _ignore(call: Callable[[], object]) -> None:
+    try:
+        call()
+    except redis.ResponseError:
+        pass  # "Script killed by user with SCRIPT KILL"

@@ -49,18 +49,20 @@ local function text(value, name, bound, code)
   return value
 end
 
--- ARGV[first..] read as (id, attempt) pairs, as the batch moves take them: at_least..1000
--- pairs, each attempt a whole number in its bound (the ids are checked by rows_match).
+-- ARGV[first..last] (last: the final ARGV unless given) read as (id, attempt) pairs, as the
+-- batch moves take them: at_least..1000 pairs, each attempt a whole number in its bound
+-- (the ids are checked by rows_match).
 -- Returns ids, attempts; or nil and the BADARG refusal. `after` says what comes before the
 -- pairs, for the message.
-local function id_attempt_pairs(first, at_least, after)
-  local given = #ARGV - first + 1
+local function id_attempt_pairs(first, at_least, after, last)
+  last = last or #ARGV
+  local given = last - first + 1
   if given < 2 * at_least or given % 2 ~= 0 or given / 2 > 1000 then
     return nil, redis.error_reply('BADARG give ' .. at_least .. '..1000 (id, attempt) pairs' .. after ..
       ', got ' .. given .. ' values')
   end
   local ids, attempts = {}, {}
-  for i = first, #ARGV, 2 do
+  for i = first, last, 2 do
     local attempt, refused = whole(ARGV[i + 1], 'attempt', 'attempt')
     if not attempt then return nil, refused end
     ids[#ids + 1] = ARGV[i]

@@ -41,7 +41,9 @@ end
 -- pops as many ids as are still wanted, and one ZADD parks every claimed id in active;
 -- per job, one HMGET reads the row's state, payload and attempts, HINCRBY mints the
 -- attempt, one HSET writes the row.
-local function claim_jobs(q, lease_ms, count, reply)
+-- With `confirm`, each claimed row also gets 'confirm' = its attempt, until the holder
+-- confirms the start (complete_many.lua): a stall of an unconfirmed claim is counted apart.
+local function claim_jobs(q, lease_ms, count, reply, confirm)
   local claimed, popped_ids = 0, 0
   local deadline = q.now + lease_ms
   local leased = {}  -- ZADD's arguments: deadline, id, deadline, id, ...
@@ -66,7 +68,11 @@ local function claim_jobs(q, lease_ms, count, reply)
           dead_letter(q, id, true, 'corrupt', 'its attempts field is not a count: not delivered')
         else
           local attempt = redis.call('HINCRBY', row, 'attempts', 1)
-          redis.call('HSET', row, 'state', 'active', 'claimed_ms', q.now)
+          if confirm then
+            redis.call('HSET', row, 'state', 'active', 'claimed_ms', q.now, 'confirm', attempt)
+          else
+            redis.call('HSET', row, 'state', 'active', 'claimed_ms', q.now)
+          end
           leased[#leased + 1] = deadline
           leased[#leased + 1] = id
           reply[#reply + 1] = id

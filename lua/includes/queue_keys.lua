@@ -6,8 +6,17 @@
 -- the same cluster slot and belongs to the same queue as the keys the caller declared. The
 -- other KEYS must carry that prefix too, so one call can never mix two queues' keys.
 
+-- What each named key holds. A key of another type (written by something other than
+-- echoq) would fail a command half-way through a script, after its first writes -- a
+-- script's writes are not undone by a later error -- and could leave a job in no set; so
+-- every named key's type is checked before anything is written, and such a call is
+-- refused whole (BADKEY), changing nothing.
+local KEY_TYPES = {pending = 'zset', active = 'zset', scheduled = 'zset', dead = 'zset', done = 'zset',
+  stats = 'hash', effects = 'hash', outbox = 'list'}
+
 -- names[i] is the expected name of KEYS[i] ('pending', 'active', ...). Returns 'emq:{q}:'
--- when every KEYS[i] is exactly that prefix .. names[i]; else nil and a BADARG error reply.
+-- when every KEYS[i] is exactly that prefix .. names[i] and holds its type (or nothing);
+-- else nil and a BADARG (or BADKEY) error reply.
 -- It looks at those keys only: queue_prefix and rows_match check what follows them.
 local function named_prefix(names)
   local first, name = KEYS[1], names[1]
@@ -25,6 +34,14 @@ local function named_prefix(names)
     if KEYS[i] ~= prefix .. names[i] then
       return nil, redis.error_reply('BADARG KEYS[' .. i .. '] ' .. tostring(KEYS[i]) ..
         ' is not ' .. prefix .. names[i] .. ', the same queue as KEYS[1]')
+    end
+  end
+  for i = 1, #names do
+    local want = KEY_TYPES[names[i]]
+    local held = redis.call('TYPE', KEYS[i])['ok']
+    if want and held ~= want and held ~= 'none' then
+      return nil, redis.error_reply('BADKEY ' .. KEYS[i] .. ' holds a ' .. held .. ', not a ' .. want ..
+        ': something other than echoq wrote it; rename or delete that key (nothing changed)')
     end
   end
   return prefix

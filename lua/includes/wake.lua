@@ -15,7 +15,10 @@ local function wake(prefix, n)
   local key = prefix .. 'wake'
   local tokens = {}
   for i = 1, math.min(n, WAKE_CAP) do tokens[i] = '1' end
-  if redis.call('LPUSH', key, unpack(tokens)) > WAKE_CAP then
+  -- A wake key that is not a list (something else wrote it) gets no token: a token is a
+  -- hint, and failing here would fail the caller after its writes.
+  local pushed = redis.pcall('LPUSH', key, unpack(tokens))
+  if type(pushed) == 'number' and pushed > WAKE_CAP then
     redis.call('LTRIM', key, 0, WAKE_CAP - 1)
   end
 end
