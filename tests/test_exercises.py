@@ -15,7 +15,7 @@ import pytest
 
 import echoq
 from echoq.teaching import course, exercises, progress
-from echoq.teaching.exercises import EXERCISES, Feedback
+from echoq.teaching.exercises import EXERCISES, Feedback, core
 from echoq.teaching.exercises.core import Rejected
 
 WRONG = [(key, m) for key, ex in EXERCISES.items() for m in ex.misconceptions]
@@ -80,11 +80,18 @@ def test_a_right_answer_passes(key: str, label: str, source: str) -> None:
 
 
 @pytest.mark.parametrize("key", list(EXERCISES))
-def test_the_stub_a_lesson_starts_from_is_rejected(key: str) -> None:
+def test_the_untouched_stub_is_no_answer_yet_and_nothing_else_is(key: str) -> None:
+    """ "No answer yet" is said of the stub as the lesson gives it (or None), and of nothing
+    else: an edited answer, however wrong, is judged."""
     ex = EXERCISES[key]
-    fb = ex.judge(ex.stub)
-    assert not fb.ok and fb.misconception is not None, str(fb)
+    fb = ex.judge("\n" + ex.stub + "\n")  # a lesson cell's string may start on a new line
+    assert not fb.ok and fb.misconception.name == "no-answer", str(fb)
     assert_well_formed(fb)
+    assert exercises.EXERCISES[key].check(*[None] * max(1, len(ex.names))).misconception.name == "no-answer"
+    for m in ex.misconceptions:
+        assert not core.untouched(ex, ex.answer_from(m.example)), f"{key}/{m.name} taken for the stub"
+    for source in [ex.solution, *ex.alternatives]:
+        assert not core.untouched(ex, ex.answer_from(source))
 
 
 def test_hints_grow_stronger_and_the_solution_waits_to_be_asked_for() -> None:
@@ -147,13 +154,15 @@ def test_each_check_records_its_verdict_on_the_server(monkeypatch, valkey_client
     monkeypatch.setenv("ECHOQ_LEARNER", "exercise-test")
     valkey_client.delete(progress.key())
     ex = EXERCISES["complete"]
-    ex.judge(ex.stub)
+    untouched = ex.judge(ex.stub)
+    assert untouched.misconception.name == "no-answer" and "no attempt was recorded" in untouched.failed[1]
+    assert ("03", "complete") not in progress.read(valkey_client).checks  # the stub is no attempt
     ex.judge(next(m for m in ex.misconceptions if m.name == "fence-on-state-only").example)
     record = progress.read(valkey_client).checks[("03", "complete")]
-    assert (record.attempts, record.passed, record.misconception) == (2, False, "fence-on-state-only")
+    assert (record.attempts, record.passed, record.misconception) == (1, False, "fence-on-state-only")
     ex.judge(ex.solution)
     record = progress.read(valkey_client, "exercise-test").checks[("03", "complete")]
-    assert (record.attempts, record.passed, record.misconception) == (3, True, None)
+    assert (record.attempts, record.passed, record.misconception) == (2, True, None)
     assert progress.key() == "emq:{exercise-test.course}:progress"
     # the check's scratch queues lived in the learner's namespace, and are gone
     assert not list(valkey_client.scan_iter(match="emq:{exercise-test.x*"))
@@ -174,7 +183,8 @@ def test_feedback_refuses_to_claim_anything_after_a_failure() -> None:
 
 
 def test_feedback_renders_as_text_and_html() -> None:
-    fb = EXERCISES["stall"].judge(EXERCISES["stall"].stub)
+    ex = EXERCISES["stall"]
+    fb = ex.judge(next(m for m in ex.misconceptions if m.name == "stall-never-counted").example)
     text, page = str(fb), fb._repr_html_()
     assert text.startswith("Lesson 04 · the stall count: not yet") and "✗ [stalls never counted]" in text
     assert "Hint:" in text and "<li>✗ [stalls never counted]" in page
@@ -238,3 +248,101 @@ def test_a_prediction_names_the_learners_own_keys(monkeypatch) -> None:
     monkeypatch.delenv("ECHOQ_LEARNER")
     monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
     assert "emq:{lesson-00}:pending" in str(course.ask("00", "where").options)
+
+
+# -- the whole contract: wrong answers nobody listed ----------------------------------------------
+
+_C, _S, _R = (EXERCISES[k].solution for k in ("claim", "stall", "requeue"))
+UNLISTED = [
+    # (exercise, answer, what the line must name): none of these is in the catalogue
+    (
+        "claim",
+        _C.replace(
+            "redis.call('HSET', row, 'state', 'active')", "redis.call('HSET', row, 'state', 'active', 'stalled', 0)"
+        ),
+        "field stalled is 0",
+    ),
+    ("claim", _C.replace("math.floor(tonumber(t[2]) / 1000)", "0"), "emq:{q}:active scores"),
+    (
+        "claim",
+        _C.replace("string.sub(KEYS[1], 1, -8) .. 'job:' .. id", "string.gsub(KEYS[1], 'pending', 'job:') .. id"),
+        "a key outside the queue",
+    ),
+    (
+        "stall",
+        _S.replace("redis.call('ZADD', KEYS[3], now, id)", "redis.call('ZADD', KEYS[3], 0, id)"),
+        "emq:{q}:dead scores",
+    ),
+    (
+        "requeue",
+        _R.replace(
+            "redis.call('ZADD', KEYS[2], 0, id)", "redis.call('ZADD', KEYS[2], redis.call('TIME')[1] * 1000, id)"
+        ),
+        "emq:{q}:pending scores",
+    ),
+    (
+        "complete",
+        EXERCISES["complete"].solution.replace(
+            "if state ~= 'active' or attempts ~= attempt then",
+            "if state ~= 'active' or tonumber(attempts) > tonumber(attempt) then",
+        ),
+        "emq:{q}:active does not exist",
+    ),
+]
+
+
+@pytest.mark.parametrize(("key", "answer", "named"), UNLISTED, ids=[f"{k}-{n}" for n, (k, _, _) in enumerate(UNLISTED)])
+def test_a_wrong_move_nobody_listed_fails_on_the_difference_it_makes(key: str, answer: str, named: str) -> None:
+    """The learner's move and the reference move on the same generated states: the first
+    difference is the line, it names the key, and the same answer gets the same verdict."""
+    ex = EXERCISES[key]
+    first, second = ex.judge(answer), ex.judge(answer)
+    assert not first.ok and first.misconception.name == "differs-from-reference", str(first)
+    assert named in first.failed[1], first.failed[1]
+    assert "the reference move" in first.failed[1] and "emq:{q}" in first.failed[1]
+    assert_well_formed(first)
+    assert (second.ok, second.misconception.name) == (False, "differs-from-reference")
+    if "time" not in first.failed[1]:  # a line about a clock value names how far off it was, which varies
+        assert first.failed[1] == second.failed[1]
+    assert ex.solution.strip() not in str(first)
+
+
+def test_the_reference_and_each_right_answer_never_differ_on_any_seed() -> None:
+    """The judge's own proof: on states from many seeds, the right answers written other ways
+    leave every key as the reference does (so a difference is never the judge's noise)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from echoq.teaching.exercises import differential, lesson02, lesson03, lesson04, lesson07
+
+    moves = {"claim": lesson02.MOVE, "complete": lesson03.COMPLETE_MOVE, "stall": lesson04.STALL_MOVE}
+    moves["requeue"] = lesson07.MOVE
+    client = echoq.connect()
+
+    @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(seed=st.integers(0, 2**32))
+    def agree(seed: int) -> None:
+        for key, move in moves.items():
+            ex = EXERCISES[key]
+            for alternative in ex.alternatives:
+                verdict = differential.judge(client, move, alternative, ex.solution, ex.lesson, trials=6, seed=seed)
+                assert verdict.difference is None, f"{key}, seed {seed}: {verdict.difference}"
+
+    agree()
+
+
+def test_a_key_the_acl_refuses_is_that_mistake_not_a_code_error(valkey_client, monkeypatch) -> None:
+    """In a workshop a learner may touch only its own namespace: a row key built without the
+    queue's prefix is refused by the server, and the line says what that refusal means."""
+    user = f"ns-{os.getpid()}"
+    valkey_client.execute_command("ACL", "SETUSER", user, "reset", "on", ">pw", f"~emq:{{{user}.*", "+@all")
+    try:
+        kw = valkey_client.connection_pool.connection_kwargs
+        learner_client = echoq.connect(f"redis://{user}:pw@{kw['host']}:{kw['port']}/0")
+        monkeypatch.setenv("ECHOQ_LEARNER", user)
+        wrong = _C.replace("string.sub(KEYS[1], 1, -8) .. 'job:' .. id", "'job:' .. id")
+        fb = EXERCISES["claim"].judge(wrong, client=learner_client)
+        assert fb.misconception.name == "key-outside-namespace", str(fb)
+        assert "your own queues" in fb.failed[1]
+    finally:
+        valkey_client.execute_command("ACL", "DELUSER", user)

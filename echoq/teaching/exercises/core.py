@@ -78,6 +78,29 @@ GENERIC = {
             "Start from the stub: every TODO is one or two lines.",
         ),
         Misconception(
+            "not-yet",
+            "not yet right",
+            "{what}",
+            "The line above says what the server held after your code ran: compare it with what the exercise asks.",
+            "Run your code by hand on a small queue and look at the keys it touched (ZRANGE ... WITHSCORES, HGETALL).",
+        ),
+        Misconception(
+            "differs-from-reference",
+            "not what the reference move does",
+            "{what}",
+            "The line above names the first key your move leaves different from the reference move, and what that "
+            "key is for: which line of yours writes it?",
+            "Build that queue by hand (the line says what it held), run your move on it, and read that key back.",
+        ),
+        Misconception(
+            "key-outside-namespace",
+            "a key outside your queue",
+            "The server refused your code a key: {error}. Your user may touch only the keys of your own queues, so "
+            "a key built or typed in your code named some other queue (or none).",
+            "Every key your code touches must start with the queue's own prefix, emq:{{q}}: taken from KEYS.",
+            "Print the key your code builds for one job and compare it with the KEYS it was given.",
+        ),
+        Misconception(
             "too-slow",
             "it did not finish",
             "{what} did not finish within {seconds:g} s, so the check gave up on it. Is there a loop that never ends?",
@@ -239,6 +262,7 @@ class Run:
         self._queues: list[Queue] = []
         self._cleanups: list[Callable[[], object]] = []
         self.server_stuck = False  # a learner's script the server will not stop holds it
+        self.code: str | None = None  # the learner's answer as text, for the attempt history
 
     def queue(self, part: str = "") -> Queue:
         """An empty scratch queue in the learner's namespace, deleted when the check ends."""
@@ -262,9 +286,11 @@ class Run:
 
     def code_failed(self, prop: str, what: str, child: processes.Child) -> None:
         """The learner's code raised in ``child``: say so, in one line."""
-        if self.exercise.kind == "lua" and "Timeout reading from socket" in (child.error or ""):
+        if self.exercise.kind == "lua" and "Timeout reading from" in (child.error or ""):
             self._stop_or_say()  # the script ran past the client's patience, and may still be running
             self.fail(prop, "too-slow", what=what, seconds=5)
+        if is_refusal(child.error):  # the ACL kept the learner's code out of a key that is not its queue's
+            self.fail(prop, "key-outside-namespace", error=refusal_words(child.error or ""))
         if not child.theirs:  # never blame the learner for the kit's own failure
             raise RuntimeError(f"the check itself failed in {child.name} (not your code): {child.error}")
         where = f" ({child.where})" if child.where else ""
@@ -338,6 +364,16 @@ class Run:
             self.note(said)
 
 
+def is_refusal(error: str | None) -> bool:
+    """An ACL refusal, as a child reports it (its type name and the server's words)."""
+    text = error or ""
+    return "PermissionDenied" in text or "NOPERM" in text or "No permissions to access a key" in text
+
+
+def refusal_words(error: str) -> str:
+    return error.splitlines()[0].removeprefix("PermissionDenied: ").split(": on @")[0].rstrip(". ")
+
+
 @contextmanager
 def running(exercise: Exercise, client: redis.Redis | None) -> Iterator[Run]:
     run = Run(exercise, client)
@@ -368,9 +404,70 @@ def running(exercise: Exercise, client: redis.Redis | None) -> Iterator[Run]:
         _wrong_tries[exercise.key] = 0
     if run.server_stuck:
         return  # the server answers nothing else: this run cannot be recorded in the progress
+    if fb.misconception is not None and fb.misconception.name == "no-answer":
+        return  # nothing was answered, so nothing was tried: no attempt is recorded
     progress.record_check(
-        run.client, exercise.lesson, exercise.key, fb.ok, fb.misconception.name if fb.misconception else None
+        run.client,
+        exercise.lesson,
+        exercise.key,
+        fb.ok,
+        fb.misconception.name if fb.misconception else None,
+        code=run.code,
     )
+
+
+def _normal_text(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+def _code_of(fn: Any) -> tuple[Any, ...] | None:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    consts = tuple(
+        c for c in code.co_consts if not isinstance(c, type(code)) and not (isinstance(c, str) and c.strip())
+    )
+    return (code.co_code, code.co_names, code.co_varnames, consts)
+
+
+def untouched(exercise: Exercise, answer: tuple[Any, ...]) -> bool:
+    """True when the answer is None or the exercise's stub, unchanged: the learner has not
+    answered yet (whitespace and docstrings aside)."""
+    if all(a is None for a in answer):
+        return True
+    if exercise.kind == "lua":
+        return (
+            len(answer) == 1 and isinstance(answer[0], str) and _normal_text(answer[0]) == _normal_text(exercise.stub)
+        )
+    if exercise.kind == "python":
+        stub = exercise.answer_from(exercise.stub)
+        if len(stub) != len(answer):
+            return False
+        return all(
+            a is None if s is None else (_code_of(a) is not None and _code_of(a) == _code_of(s))
+            for a, s in zip(answer, stub, strict=True)
+        )
+    if exercise.kind == "value":
+        return answer == exercise.answer_from(exercise.stub)
+    return False
+
+
+def answer_text(answer: tuple[Any, ...]) -> str | None:
+    """The learner's answer as text, as far as it can be recovered (source of functions)."""
+    import inspect
+
+    parts = []
+    for a in answer:
+        if isinstance(a, str):
+            parts.append(a)
+        elif callable(a):
+            try:
+                parts.append(inspect.getsource(a))
+            except (OSError, TypeError):
+                parts.append(repr(a))
+        else:
+            parts.append(repr(a))
+    return "\n".join(parts) if parts else None
 
 
 def check_runner(exercise: Exercise) -> Callable[[Callable[..., None]], Callable[..., Feedback]]:
@@ -380,6 +477,14 @@ def check_runner(exercise: Exercise) -> Callable[[Callable[..., None]], Callable
     def wrap(body: Callable[..., None]) -> Callable[..., Feedback]:
         def check(*answer: Any, client: redis.Redis | None = None, **options: Any) -> Feedback:
             with running(exercise, client) as run:
+                run.code = answer_text(answer)
+                if untouched(exercise, answer):
+                    run.fail(
+                        "answer",
+                        "no-answer",
+                        what="This is the exercise's starting point, unchanged (or None): complete the cell, run it, "
+                        "then run the check. Nothing was judged, and no attempt was recorded.",
+                    )
                 body(run, *answer, **options)
             return run.feedback
 

@@ -120,7 +120,7 @@ def check_lost_jobs(run: Run, lost: object) -> None:
     if isinstance(lost, (int, float)) and not isinstance(lost, bool):
         run.fail("answer", "a-count-not-the-jobs", answer=lost)
     if isinstance(lost, str) or not isinstance(lost, Collection) or not all(isinstance(x, str) for x in lost):
-        run.fail("answer", "no-answer", what=f'Answer with a list of payloads such as ["job 4"], not {lost!r}.')
+        run.fail("answer", "not-yet", what=f'Answer with a list of payloads such as ["job 4"], not {lost!r}.')
     answer = set(lost)
     queue = run.queue()
     ids = queue.enqueue_many(PAYLOADS)
@@ -150,4 +150,4 @@ def check_lost_jobs(run: Run, lost: object) -> None:
         run.fail("answer", "pending-jobs-die-with-the-worker", waiting=", ".join(sorted(answer & waiting)))
     if answer & waiting:
         run.fail("answer", "the-next-job-is-lost", wrong=", ".join(sorted(answer & waiting)))
-    run.fail("answer", "no-answer", what=f"{sorted(answer)} are not jobs of this queue; its jobs are job 1 to job 5.")
+    run.fail("answer", "not-yet", what=f"{sorted(answer)} are not jobs of this queue; its jobs are job 1 to job 5.")

@@ -17,6 +17,7 @@ reaper and ``complete`` did with it.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from ... import scripts
@@ -25,6 +26,7 @@ from ...queue import Complete, Queue, _text
 from .. import processes
 from ..fast_forward import fast_forward
 from .core import Exercise, Misconception, Run, check_runner, register
+from .differential import Move, State, contract_step, states
 
 LEASE_MS = 5_000
 
@@ -240,9 +242,7 @@ def _reply(run: Run, child: processes.Child, who: str) -> list[Any] | None:
     if value in (None, [], {}):
         return None
     if not isinstance(value, list) or len(value) < 3:
-        run.fail(
-            "reply", "no-answer", what=f"Your claim returned {value!r}; return {{id, attempt, deadline}} (or {{}})."
-        )
+        run.fail("reply", "not-yet", what=f"Your claim returned {value!r}; return {{id, attempt, deadline}} (or {{}}).")
     return value
 
 
@@ -250,7 +250,7 @@ def _reply(run: Run, child: processes.Child, who: str) -> list[Any] | None:
 def check_claim_script(run: Run, source: str) -> None:
     """Run the learner's claim through a job's life: kill, reaper, redelivery, complete."""
     if not isinstance(source, str) or not source.strip():
-        run.fail("runs", "no-answer", what="Pass your claim script (the string my_claim).")
+        run.fail("runs", "not-yet", what="Pass your claim script (the string my_claim).")
     queue = run.queue()
     k = queue.keys
 
@@ -259,9 +259,9 @@ def check_claim_script(run: Run, source: str) -> None:
     if empty.error is not None:
         run.code_failed("runs", "Your claim, on an empty queue,", empty)
     if empty.value not in (None, [], {}):
-        run.fail("runs", "no-answer", what=f"On an empty queue your claim returned {empty.value!r}; return {{}}.")
+        run.fail("runs", "not-yet", what=f"On an empty queue your claim returned {empty.value!r}; return {{}}.")
     if list(queue.keys_in_use()):
-        run.fail("runs", "no-answer", what="On an empty queue your claim wrote keys; claim nothing, write nothing.")
+        run.fail("runs", "not-yet", what="On an empty queue your claim wrote keys; claim nothing, write nothing.")
     run.good("runs", "It runs, and on an empty queue it claims nothing and writes nothing.")
 
     # 2. Worker A claims and is SIGKILLed right after the claim.
@@ -348,6 +348,16 @@ def check_claim_script(run: Run, source: str) -> None:
             consequence=f"B held it and did the work, but its fenced complete was refused ({outcome})",
         )
     run.good("complete", "Worker B's fenced complete was accepted: the job is done.")
+
+    # 5. The whole contract: the claim against the reference claim on generated queues.
+    contract_step(run, MOVE, source, what="Your claim")
+
+
+def _states(rng: random.Random, size: int) -> State:
+    return states(rng, size, places=("pending", "pending", "pending", "active", "scheduled", "dead", "done"))
+
+
+MOVE = Move(keys=("pending", "active"), argv=lambda state: [LEASE_MS], calls=2, reply=lambda r: r, generate=_states)
 
 
 def _duration(ms: int) -> str:

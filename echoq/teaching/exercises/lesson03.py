@@ -17,7 +17,9 @@ its row says, and what the real reaper and enqueue then do with it.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ... import scripts
@@ -26,6 +28,7 @@ from .. import learner, processes
 from ..bank import Bank
 from ..fast_forward import fast_forward
 from .core import Exercise, Misconception, Run, check_runner, register
+from .differential import Job, Move, State, contract_step, states
 
 LEASE_MS = 10_000
 
@@ -70,7 +73,12 @@ CHARGE_MISCONCEPTIONS = [
         "second request was the first one again. At-least-once delivery WILL repeat a delivery.",
         "The bank remembers the idempotency keys it has charged, and charges a key once.",
         "Pass bank.charge an idempotency_key that is the same on every delivery of this job, and differs between jobs.",
-        example=CHARGE_STUB,
+        example="""\
+def handle(claim, bank):
+    card, cents = claim.payload.split()
+    amount = int(cents)
+    bank.charge(card, amount)
+""",
     ),
     Misconception(
         "seen-set-in-memory",
@@ -269,7 +277,7 @@ def check_charge_once(run: Run, handle: Handler) -> None:
     """Deliver orders to ``handle`` under kills, a frozen worker and equal payloads; count the
     bank's charges per order."""
     if not callable(handle):
-        run.fail("runs", "no-answer", what=f"Pass your handler function (handle), not {handle!r}.")
+        run.fail("runs", "not-yet", what=f"Pass your handler function (handle), not {handle!r}.")
     orders = _Orders(run)
 
     # 1. One delivery, nothing goes wrong.
@@ -280,15 +288,15 @@ def check_charge_once(run: Run, handle: Handler) -> None:
     if orders.charges(card) > 1:
         run.fail(
             "once",
-            "no-answer",
+            "not-yet",
             what=f"One delivery, no crash, and the order was charged {orders.charges(card)} times: "
             "charge once per delivery.",
         )
     entry = next(e for e in orders.bank.record() if e.card == card)
     if entry.cents != 1999:
-        run.fail("once", "no-answer", what=f"The order was for 1999 cents; the bank was asked for {entry.cents}.")
+        run.fail("once", "not-yet", what=f"The order was for 1999 cents; the bank was asked for {entry.cents}.")
     if orders.queue.snapshot().place_of(job) != "done":
-        run.fail("once", "no-answer", what="After your handler returned, the job was not completed; did it raise?")
+        run.fail("once", "not-yet", what="After your handler returned, the job was not completed; did it raise?")
     run.good("once", "One delivery with no crash charged the order once, and the job was completed.")
 
     # 2. Two different orders with equal payloads.
@@ -451,7 +459,8 @@ if not holds then
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[3])
-redis.call('ZADD', KEYS[2], redis.call('TIME')[1] * 1000, ARGV[1])
+local t = redis.call('TIME')
+redis.call('ZADD', KEYS[2], t[1] * 1000 + math.floor(t[2] / 1000), ARGV[1])
 return {'completed'}
 """,
 ]
@@ -464,7 +473,7 @@ COMPLETE_MISCONCEPTIONS = [
         "the active set under B ({after}). If B now crashes, nothing will ever redo its work.",
         "A caller's claim came with a token. What does the row say about who holds the job now?",
         "Compare the row's state and attempts with what the caller holds, and reply {'stale'} before any write.",
-        example=COMPLETE_STUB,
+        example=COMPLETE_STUB.replace(_TODO, ""),
     ),
     Misconception(
         "fence-on-state-only",
@@ -628,7 +637,7 @@ def _stale_call(run: Run, source: str, *, reclaim: bool) -> dict[str, Any]:
 def check_fenced_complete(run: Run, source: str) -> None:
     """Call the learner's complete as a live holder, and as a holder frozen past its lease."""
     if not isinstance(source, str) or not source.strip():
-        run.fail("runs", "no-answer", what="Pass your complete script (the string my_complete).")
+        run.fail("runs", "not-yet", what="Pass your complete script (the string my_complete).")
 
     # 1. The live holder completes.
     queue = run.queue()
@@ -679,7 +688,7 @@ def check_fenced_complete(run: Run, source: str) -> None:
         if case["reply"] == "completed" and case["unchanged"]:
             run.fail(
                 "stale",
-                "no-answer",
+                "not-yet",
                 what="Your complete answered 'completed' to worker A, whose lease was gone, yet changed nothing: "
                 "reply {'stale'} when you refuse.",
             )
@@ -713,3 +722,40 @@ def check_fenced_complete(run: Run, source: str) -> None:
             attempts=attempts,
         )
     run.good("holder-b", "Then worker B, the job's real holder, completed it.")
+
+    # 4. The whole contract: called as holder, stale holder or stranger, on generated queues.
+    contract_step(run, COMPLETE_MOVE, source, what="Your complete")
+
+
+def _complete_states(rng: random.Random, size: int) -> State:
+    state = states(rng, size)
+    jobs = list(state.jobs)
+    if not any(j.place == "active" for j in jobs):
+        jobs.append(
+            Job(
+                id="JOB" + "".join(rng.choice("0123456789ABCDEFGH") for _ in range(26)),
+                place="active",
+                attempts=rng.randint(1, 4),
+            )
+        )
+    roll = rng.random()
+    if roll < 0.6:
+        job = rng.choice([j for j in jobs if j.place == "active"])
+    else:
+        job = rng.choice(jobs)
+    attempt = max(0, job.attempts + rng.choice((0, 0, -1, 1)))
+    if roll > 0.93:
+        return replace(state, jobs=tuple(sorted(jobs, key=lambda j: j.id)), caller=("JOB" + "1" * 26, 1))
+    return replace(state, jobs=tuple(sorted(jobs, key=lambda j: j.id)), caller=(job.id, attempt))
+
+
+def _first(reply: object) -> object:
+    return reply[0] if isinstance(reply, list) and reply else reply
+
+
+COMPLETE_MOVE = Move(
+    keys=("active", "done", "row"),
+    argv=lambda state: [state.caller[0], state.caller[1]],
+    reply=_first,
+    generate=_complete_states,
+)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ... import scripts
@@ -26,6 +27,7 @@ from ...queue import Queue
 from .. import processes
 from ..fast_forward import fast_forward
 from .core import Exercise, Misconception, Run, check_runner, register
+from .differential import Move, State, contract_step, states
 
 POISON_LEASE_MS = 5_000
 LIVE_LEASE_MS = 86_400_000
@@ -233,7 +235,7 @@ def check_stall_count(run: Run, source: str, *, seed: int = 4, trials: tuple[int
     kill. For each max_stalled in ``trials`` (in a seeded order) the job must reach the dead
     set at exactly its max_stalled-th stall; a live lease beside it must never be touched."""
     if not isinstance(source, str) or not source.strip():
-        run.fail("runs", "no-answer", what="Pass your sweep script (the string my_sweep).")
+        run.fail("runs", "not-yet", what="Pass your sweep script (the string my_sweep).")
     order = list(trials)
     random.Random(seed).shuffle(order)
     for max_stalled in order:
@@ -271,14 +273,14 @@ def check_stall_count(run: Run, source: str, *, seed: int = 4, trials: tuple[int
             if not places:
                 run.fail(
                     "recover",
-                    "no-answer",
+                    "not-yet",
                     what=f"After your sweep the stalled job was in no set at all (stall {stall}): it is lost. "
                     "Put it back in pending, or in the dead set.",
                 )
             if places == ["active"]:
                 run.fail(
                     "recover",
-                    "no-answer",
+                    "not-yet",
                     what="Your sweep left an expired lease in the active set: sweep every member whose deadline "
                     "is at or before the server's now.",
                 )
@@ -291,6 +293,19 @@ def check_stall_count(run: Run, source: str, *, seed: int = 4, trials: tuple[int
     run.good("dead", "The dead-lettered job was in emq:{q}:dead only, its row saying 'dead'.")
     shown = ", ".join(f"{m} -> dead at stall {m}" for m in sorted(order))
     run.good("threshold", f"Poison jobs, every worker SIGKILLed after its claim: max_stalled {shown}.")
+
+    # The whole contract: the sweep against the reference sweep on generated queues.
+    contract_step(run, STALL_MOVE, source, what="Your sweep")
+
+
+def _stall_states(rng: random.Random, size: int) -> State:
+    state = states(rng, size + 1, places=("active", "active", "active", "pending", "dead", "done"))
+    return replace(state, params=(("max_stalled", rng.choice((1, 2, 3, 5))),))
+
+
+STALL_MOVE = Move(
+    keys=("active", "pending", "dead"), argv=lambda state: [state.param("max_stalled")], generate=_stall_states
+)
 
 
 def _places(snap: Any, job: str, queue: Queue) -> str:
@@ -581,7 +596,7 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
     """Check the learner's two-step reaper alone (server clock, a fast clock), replay the
     race of the lesson, and compare ``duplicates`` with what it caused."""
     if not callable(read_expired) or not callable(move_back):
-        run.fail("runs", "no-answer", what="Pass your two functions: read_expired and move_back.")
+        run.fail("runs", "not-yet", what="Pass your two functions: read_expired and move_back.")
 
     # 1. Alone: one dead worker's expired lease, one live worker's running lease.
     queue = run.queue()
@@ -600,7 +615,7 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
         if dead not in ids:
             run.fail(
                 "read",
-                "no-answer",
+                "not-yet",
                 what=f"Step 1 returned {ids}; the lease of {dead} had run out on the server's clock.",
             )
     run.good(
@@ -617,13 +632,13 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
         run.fail("move", "removes-without-adding")
     if places == ["active"]:
         run.fail(
-            "move", "no-answer", what="After step 2 the expired job was still in the active set: move it to pending."
+            "move", "not-yet", what="After step 2 the expired job was still in the active set: move it to pending."
         )
     row = queue.job(dead)
     if row is None or row.state.value != "pending":
         run.fail("move", "row-not-pending", state=row.state.value if row else None)
     if live not in snap.active:
-        run.fail("move", "no-answer", what="Step 2 moved the live worker's job too: move only the ids it is given.")
+        run.fail("move", "not-yet", what="Step 2 moved the live worker's job too: move only the ids it is given.")
     run.good("move", "Step 2 moved the expired job to pending and marked its row; the live lease stayed.")
 
     # 2. The race of the lesson: reaper 1 frozen between its read and its move.
@@ -650,13 +665,13 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
     if duplicates is None:
         run.fail(
             "count",
-            "no-answer",
+            "not-yet",
             what="Now count: set duplicates to the number of duplicate deliveries the race caused.",
         )
     if duplicates != caused:
         if isinstance(duplicates, int) and duplicates in (holders, holders + 1) and duplicates > caused:
             run.fail("count", "counts-deliveries-not-duplicates", answer=duplicates, holders=holders)
-        run.fail("count", "no-answer", what=f"You counted {duplicates!r}; the race caused {caused} duplicate(s).")
+        run.fail("count", "not-yet", what=f"You counted {duplicates!r}; the race caused {caused} duplicate(s).")
     run.good("count", f"You counted the {caused} duplicate your reaper caused.")
 
 

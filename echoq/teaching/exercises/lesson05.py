@@ -358,7 +358,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     """Run the learner's loop as worker processes through a crash, a failing handler and a
     poison job; judge by the server's sets and the effects ledger."""
     if not callable(worker_loop):
-        run.fail("runs", "no-answer", what=f"Pass your loop function (worker_loop), not {worker_loop!r}.")
+        run.fail("runs", "not-yet", what=f"Pass your loop function (worker_loop), not {worker_loop!r}.")
 
     # 1. A peer's crash: two workers are running; the one that handles the first order is
     #    SIGKILLed inside its handler; the other runs on, and nobody restarts anything.
@@ -400,7 +400,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     if lost is not None:
         run.fail(
             "crash",
-            "no-answer",
+            "not-yet",
             what=f"{lost} was marked done but its effect never ran: complete a job only "
             "after handle(claim) has returned.",
         )
@@ -416,7 +416,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         run.fail("crash", "no-beat", job=stuck, overdue=RECOVERY_MS / 1000)
     if snap.counts["done"] != len(ids):
         run.fail(
-            "crash", "no-answer", what=f"After {waited:.1f} s only {snap.counts['done']} of {len(ids)} jobs were done."
+            "crash", "not-yet", what=f"After {waited:.1f} s only {snap.counts['done']} of {len(ids)} jobs were done."
         )
     effects = Effects(queue).counts()
     run.good(
@@ -449,11 +449,11 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
             run.fail("error", "one-error-ends-the-worker", error=worker.error, where="")
         if worker.error:
             run.code_failed("runs", "Your loop", worker)
-        run.fail("error", "no-answer", what="Your loop returned while running() was still True.")
+        run.fail("error", "not-yet", what="Your loop returned while running() was still True.")
     if queue.snapshot().counts["done"] != len(ids):
         run.fail(
             "error",
-            "no-answer",
+            "not-yet",
             what=f"After {waited:.1f} s the job whose handler raised once was not done; give it back (q.retry) "
             "or let its lease run out, so it is tried again.",
         )
@@ -491,7 +491,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         stalls = row.stalled if row else 0
         run.fail("poison", "poison-loops-forever", kills=kills, where=f"now in {where}, stalled count {stalls}")
     if snap.counts["done"] != len(ids) - 1:
-        run.fail("poison", "no-answer", what="The jobs beside the poison job were not all done.")
+        run.fail("poison", "not-yet", what="The jobs beside the poison job were not all done.")
     run.good(
         "poison",
         f"A poison job killed {kills} workers (each restarted) and then rested in emq:{{q}}:dead; "

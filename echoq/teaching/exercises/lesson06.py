@@ -114,7 +114,10 @@ HEARTBEAT_MISCONCEPTIONS = [
         "ran out and the other worker took the job over while yours was still working on it.",
         "A lease is a promise: alive until the deadline. Who renews the promise?",
         "Call q.extend(claim, lease_ms=LEASE_MS) again and again until work_done is set.",
-        example=HEARTBEAT_STUB,
+        example=HEARTBEAT_STUB.replace(
+            "    work_done.wait()  # TODO: extend the lease while the work runs; say whether it was kept\n",
+            "    while not work_done.wait(0.05):\n        pass  # the work runs; nothing to do meanwhile\n",
+        ),
     ),
     Misconception(
         "extends-too-rarely",
@@ -300,7 +303,7 @@ class _Scene:
 def check_keep_lease(run: Run, keep_lease: KeepLease) -> None:
     """A long job's lease kept by the learner's heartbeat, under a late beat, a kill, a freeze."""
     if not callable(keep_lease):
-        run.fail("runs", "no-answer", what=f"Pass your function keep_lease, not {keep_lease!r}.")
+        run.fail("runs", "not-yet", what=f"Pass your function keep_lease, not {keep_lease!r}.")
 
     # 1. A long job: more than two leases of work.
     scene = _Scene(run)

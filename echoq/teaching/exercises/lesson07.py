@@ -15,6 +15,7 @@ the queue, and whether that stale worker's complete is still refused afterwards.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from redis.cluster import ClusterNode, RedisCluster
@@ -23,7 +24,8 @@ from ... import scripts
 from ...queue import Complete, Queue
 from .. import processes
 from ..fast_forward import fast_forward
-from .core import Exercise, Misconception, Run, check_runner, register
+from .core import Exercise, Misconception, Run, check_runner, is_refusal, refusal_words, register
+from .differential import Move, State, contract_step, states
 
 DEAD = 3
 LEASE_MS = 5_000
@@ -253,7 +255,7 @@ def check_requeue_script(run: Run, source: str) -> None:
     """Run ``requeue_dead`` on two queues whose jobs were dead-lettered by real stalls, and
     judge what the server holds afterwards (see the module docstring)."""
     if not isinstance(source, str) or not source.strip():
-        run.fail("runs", "no-answer", what="Pass your script (the string requeue_dead).")
+        run.fail("runs", "not-yet", what="Pass your script (the string requeue_dead).")
     scenes = []
     for part in ("-a", "-b"):
         queue = run.queue(part)
@@ -272,6 +274,12 @@ def check_requeue_script(run: Run, source: str) -> None:
             15,
         )
         if child.error is not None:
+            if is_refusal(child.error):
+                run.fail(
+                    "tag",
+                    "row-key-without-the-tag",
+                    what=f"The server refused your script a key outside your queues ({refusal_words(child.error)}).",
+                )
             if any(words in child.error.lower() for words in REFUSED_ON_A_CLUSTER):
                 run.fail(
                     "tag",
@@ -301,13 +309,13 @@ def check_requeue_script(run: Run, source: str) -> None:
         if left:
             run.fail("moved", "only-the-first", left=len(left), queue=queue.name, dead=DEAD, moved=DEAD - len(left))
         if not all(j in snap.pending for j in ids):
-            run.fail("moved", "no-answer", what="After your script some dead job was in no set at all: it is lost.")
+            run.fail("moved", "not-yet", what="After your script some dead job was in no set at all: it is lost.")
     run.good("moved", f"All {DEAD} dead jobs of each queue are in its pending set, and only there.")
     for queue, ids, _stale in scenes:
         for job_id in ids:
             row = queue.job(job_id)
             if row is None:
-                run.fail("row", "no-answer", what=f"{job_id}'s row is gone: the next claim would find an orphan.")
+                run.fail("row", "not-yet", what=f"{job_id}'s row is gone: the next claim would find an orphan.")
             if row.state.value != "pending":
                 run.fail("row", "row-still-dead", job=job_id, row=queue.keys.job(job_id), state=row.state.value)
             if row.stalled != 0:
@@ -321,3 +329,13 @@ def check_requeue_script(run: Run, source: str) -> None:
         if late is Complete.COMPLETED:
             raise RuntimeError("a stale claim was accepted by the real complete: the check's scene is wrong")
     run.good("token", "The fencing token kept growing: a stale worker's complete of a requeued job is refused.")
+
+    # The whole contract: the script against the reference on generated queues.
+    contract_step(run, MOVE, source, what="Your requeue_dead")
+
+
+def _states(rng: random.Random, size: int) -> State:
+    return states(rng, size + 1, places=("dead", "dead", "dead", "pending", "active", "done"))
+
+
+MOVE = Move(keys=("dead", "pending"), argv=lambda state: [], reply=lambda r: r, generate=_states)
