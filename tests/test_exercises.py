@@ -15,7 +15,7 @@ import pytest
 
 import echoq
 from echoq.teaching import course, exercises, progress
-from echoq.teaching.exercises import EXERCISES, Feedback, core
+from echoq.teaching.exercises import EXERCISES, GENERIC, Feedback, core
 from echoq.teaching.exercises.core import Rejected
 
 WRONG = [(key, m) for key, ex in EXERCISES.items() for m in ex.misconceptions]
@@ -99,13 +99,46 @@ def test_hints_grow_stronger_and_the_solution_waits_to_be_asked_for() -> None:
     wrong = next(m for m in ex.misconceptions if m.name == "popped-into-nowhere")
     first, second, third = (ex.judge(wrong.example) for _ in range(3))
     assert first.hint == wrong.hint and wrong.stronger not in first.hint
-    assert wrong.stronger in second.hint and not second.solution_offered
-    assert third.solution_offered and "solution" in third.hint
+    assert second.hint.startswith(wrong.hint) and second.hint != first.hint and not second.solution_offered
+    assert wrong.stronger not in second.hint  # close to the code only from the third try
+    assert wrong.stronger in third.hint and third.solution_offered and "solution" in third.hint
     for fb in (first, second, third):
         assert ex.solution.strip() not in str(fb) and "HINCRBY" not in fb.failed[1]
     assert ex.judge(ex.solution).ok
     again = ex.judge(wrong.example)  # a pass resets the count of wrong tries
     assert not again.solution_offered
+
+
+def _solution_calls(ex) -> set[str]:
+    """The commands and calls the solution makes: ZADD, q.extend, idempotency_key=..."""
+    import re
+
+    found = set(re.findall(r"redis\.call\('([A-Z]+)'", ex.solution))
+    found |= set(re.findall(r"\b([a-z_]+\.[a-z_]+)\(", ex.solution))
+    found |= set(re.findall(r"\b([a-z_]+=[a-z_.]+)", ex.solution))
+    return found
+
+
+@pytest.mark.parametrize("key", list(EXERCISES))
+def test_no_hint_before_the_third_try_names_the_solutions_code(key: str) -> None:
+    ex = EXERCISES[key]
+    calls = _solution_calls(ex)
+    assert calls or ex.kind == "value"
+    for m in [*ex.misconceptions, *GENERIC.values()]:
+        for hint in (m.hint, core.AGAIN):
+            assert not [c for c in calls if c in hint], f"{key}/{m.name}: {hint}"
+            assert ex.solution.strip() not in hint
+
+
+def test_the_right_answers_of_the_predictions_are_spread_over_the_positions() -> None:
+    from collections import Counter
+
+    from echoq.teaching.predictions import QUESTIONS
+
+    where = Counter(answer for asked in QUESTIONS.values() for _, _, answer in asked.values())
+    total = sum(where.values())
+    assert {0, 1, 2} <= set(where), where
+    assert max(where.values()) <= total / 3 + 1, f"too many right answers at one position: {where}"
 
 
 def test_code_that_does_not_run_is_reported_in_one_line_not_raised() -> None:

@@ -6,8 +6,9 @@ is about, and stops at the first thing that goes wrong. Its :class:`Feedback` ha
 * ✓ lines for what was verified before that point, each about its own property;
 * at most one ✗ line: it names the misconception (``[seen set in memory]``), says what
   happened on the server, and what to try -- never the answer;
-* a hint under it that grows stronger each time the same mistake comes back; after three
-  wrong tries it says where the solution is (shown only when the learner opens it).
+* a hint under it that grows stronger each time the same mistake comes back (close to the
+  code only from the third time); after three wrong tries it says where the solution is
+  (shown only when the learner opens it).
 
 A ✗ ends the run, so no line after it claims anything about that run. Every check records
 its verdict on the server (:func:`echoq.teaching.progress.record_check`).
@@ -238,9 +239,15 @@ class Feedback:
         )
 
 
+AGAIN = "The same mistake again: the ✗ line says what the server held after your code ran."
+
+
 def _hint_for(exercise: Exercise, m: Misconception) -> tuple[str, bool]:
+    """The hint grows with the same mistake: a direction, then the direction again with a
+    pointer back to what the run showed, and only from the third time the stronger hint
+    (close to the code). Before the third try no hint names the solution's code or calls."""
     seen = _same_mistake[(exercise.key, m.name)]
-    text = m.hint if seen <= 1 else f"{m.hint} {m.stronger}"
+    text = m.hint if seen <= 1 else f"{m.hint} {AGAIN}" if seen == 2 else f"{m.hint} {m.stronger}"
     offer = _wrong_tries[exercise.key] >= 3
     if offer:
         text += " Still stuck? The solution is in the cell below the check: open it when you want it."

@@ -155,7 +155,7 @@ HEARTBEAT_MISCONCEPTIONS = [
         "STALE ignored",
         "Frozen past its lease while the other worker took the job and finished it, your worker woke up: its "
         "heartbeat was refused ({outcome}) and still said the job was kept, so the effect ran {effects} times.",
-        "What does q.extend answer when someone else holds the job?",
+        "What does an extension answer when someone else holds the job?",
         "Return False as soon as extend does not say EXTENDED.",
         example=_heartbeat_variant(
             (

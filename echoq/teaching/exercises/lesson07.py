@@ -144,7 +144,7 @@ for _, id in ipairs(ids) do
         "only-the-first",
         "only the first job",
         "{left} of {queue}'s {dead} dead jobs are still in its dead set: the script moved only {moved}.",
-        "How many ids does your ZRANGE return?",
+        "How many ids does your read of the dead set return?",
         "ZRANGE key 0 -1 is every member; 0 0 is only the first.",
         example=_variant(
             "  redis.call('HSET', prefix .. 'job:' .. id, 'state', 'pending', 'stalled', 0)\n",
