@@ -285,50 +285,15 @@ def test_a_prediction_names_the_learners_own_keys(monkeypatch) -> None:
 
 # -- the whole contract: wrong answers nobody listed ----------------------------------------------
 
-_C, _S, _R = (EXERCISES[k].solution for k in ("claim", "stall", "requeue"))
-UNLISTED = [
-    # (exercise, answer, what the line must name): none of these is in the catalogue
-    (
-        "claim",
-        _C.replace(
-            "redis.call('HSET', row, 'state', 'active')", "redis.call('HSET', row, 'state', 'active', 'stalled', 0)"
-        ),
-        "field stalled is 0",
-    ),
-    ("claim", _C.replace("math.floor(tonumber(t[2]) / 1000)", "0"), "emq:{q}:active scores"),
-    (
-        "claim",
-        _C.replace("string.sub(KEYS[1], 1, -8) .. 'job:' .. id", "string.gsub(KEYS[1], 'pending', 'job:') .. id"),
-        "a key outside the queue",
-    ),
-    (
-        "stall",
-        _S.replace("redis.call('ZADD', KEYS[3], now, id)", "redis.call('ZADD', KEYS[3], 0, id)"),
-        "emq:{q}:dead scores",
-    ),
-    (
-        "requeue",
-        _R.replace(
-            "redis.call('ZADD', KEYS[2], 0, id)", "redis.call('ZADD', KEYS[2], redis.call('TIME')[1] * 1000, id)"
-        ),
-        "emq:{q}:pending scores",
-    ),
-    (
-        "complete",
-        EXERCISES["complete"].solution.replace(
-            "if state ~= 'active' or attempts ~= attempt then",
-            "if state ~= 'active' or tonumber(attempts) > tonumber(attempt) then",
-        ),
-        "emq:{q}:active does not exist",
-    ),
-]
+UNLISTED = [(key, name, source) for key, ex in EXERCISES.items() for name, source in ex.unlisted]
 
 
-@pytest.mark.parametrize(("key", "answer", "named"), UNLISTED, ids=[f"{k}-{n}" for n, (k, _, _) in enumerate(UNLISTED)])
-def test_a_wrong_move_nobody_listed_fails_on_the_difference_it_makes(key: str, answer: str, named: str) -> None:
+@pytest.mark.parametrize(("key", "name", "answer"), UNLISTED, ids=[f"{k}-{n}" for k, n, _ in UNLISTED])
+def test_a_wrong_answer_nobody_listed_fails_on_the_difference_it_makes(key: str, name: str, answer: str) -> None:
     """The learner's move and the reference move on the same generated states: the first
     difference is the line, it names the key, and the same answer gets the same verdict."""
     ex = EXERCISES[key]
+    named = answer.splitlines()[0].removeprefix("-- expect: ")  # each file says what its line must name
     first, second = ex.judge(answer), ex.judge(answer)
     assert not first.ok and first.misconception.name == "differs-from-reference", str(first)
     assert named in first.failed[1], first.failed[1]
@@ -340,16 +305,60 @@ def test_a_wrong_move_nobody_listed_fails_on_the_difference_it_makes(key: str, a
     assert ex.solution.strip() not in str(first)
 
 
+def test_an_exercise_is_one_folder_found_by_itself(tmp_path) -> None:
+    """A new exercise is a folder (stub, solution, right/, wrong/, check.py): discover()
+    finds it, registers it, and its check judges its answers."""
+    from pathlib import Path
+
+    folder = tmp_path / "echo_value"
+    (folder / "right").mkdir(parents=True)
+    (folder / "wrong").mkdir()
+    (folder / "stub.py").write_text("answer = None\n")
+    (folder / "solution.py").write_text("answer = 42\n")
+    (folder / "right" / "sum.py").write_text("answer = 40 + 2\n")
+    (folder / "wrong" / "off-by-one.py").write_text("answer = 41\n")
+    (folder / "wrong" / "nobody-listed.py").write_text("answer = 7\n")
+    (folder / "check.py").write_text(
+        """
+from echoq.teaching.exercises.core import Misconception, check_runner, load, register
+
+EXERCISE = register(load(__file__, key="echo_value", lesson="99", title="the answer", kind="value",
+    names=("answer",), misconceptions=[Misconception("off-by-one", "one off", "{got} is one off.", "Count.", "42.")]))
+
+@check_runner(EXERCISE)
+def check_answer(run, answer):
+    if answer == 42:
+        run.good("answer", "42 it is.")
+        return
+    if answer == 41:
+        run.fail("answer", "off-by-one", got=answer)
+    run.fail("answer", "not-yet", what=f"{answer} is not the answer.")
+"""
+    )
+    try:
+        (found,) = exercises.discover(tmp_path)
+        assert found.key == "echo_value" and EXERCISES["echo_value"] is found
+        assert found.folder == folder and found.unlisted == [("nobody-listed", "answer = 7\n")]
+        assert found.judge(found.solution).ok and all(found.judge(a).ok for a in found.alternatives)
+        assert found.judge(found.misconceptions[0].example).misconception.name == "off-by-one"
+        assert found.judge(found.unlisted[0][1]).misconception.name == "not-yet"
+        assert found.judge(found.stub).misconception.name == "no-answer"
+    finally:
+        EXERCISES.pop("echo_value", None)
+    here = Path(exercises.__file__).parent
+    assert {p.name for p in here.iterdir() if (p / "check.py").is_file()} == set(EXERCISES)
+
+
 def test_the_reference_and_each_right_answer_never_differ_on_any_seed() -> None:
     """The judge's own proof: on states from many seeds, the right answers written other ways
     leave every key as the reference does (so a difference is never the judge's noise)."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from echoq.teaching.exercises import differential, lesson02, lesson03, lesson04, lesson07
+    from echoq.teaching.exercises import differential
 
-    moves = {"claim": lesson02.MOVE, "complete": lesson03.COMPLETE_MOVE, "stall": lesson04.STALL_MOVE}
-    moves["requeue"] = lesson07.MOVE
+    moves = {key: ex.move for key, ex in EXERCISES.items() if ex.move is not None}
+    assert set(moves) == {"claim", "complete", "stall", "requeue"}
     client = echoq.connect()
 
     @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -373,7 +382,7 @@ def test_a_key_the_acl_refuses_is_that_mistake_not_a_code_error(valkey_client, m
         kw = valkey_client.connection_pool.connection_kwargs
         learner_client = echoq.connect(f"redis://{user}:pw@{kw['host']}:{kw['port']}/0")
         monkeypatch.setenv("ECHOQ_LEARNER", user)
-        wrong = _C.replace("string.sub(KEYS[1], 1, -8) .. 'job:' .. id", "'job:' .. id")
+        wrong = EXERCISES["claim"].solution.replace("string.sub(KEYS[1], 1, -8) .. 'job:' .. id", "'job:' .. id")
         fb = EXERCISES["claim"].judge(wrong, client=learner_client)
         assert fb.misconception.name == "key-outside-namespace", str(fb)
         assert "your own queues" in fb.failed[1]

@@ -23,7 +23,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -41,6 +42,7 @@ __all__ = [
     "Rejected",
     "EXERCISES",
     "GENERIC",
+    "load",
     "register",
     "reset_hints",
 ]
@@ -126,6 +128,9 @@ class Exercise:
     alternatives: list[str]  # right answers written differently from the solution
     misconceptions: list[Misconception]
     check: Callable[..., Feedback] = field(repr=False, default=None)  # type: ignore[assignment]
+    unlisted: list[tuple[str, str]] = field(default_factory=list)  # (file stem, wrong answer) no misconception names
+    folder: Path | None = None
+    move: Any = None  # a Lua exercise's differential.Move: how its move is called
 
     def misconception(self, name: str) -> Misconception:
         for m in self.misconceptions:
@@ -153,6 +158,51 @@ EXERCISES: dict[str, Exercise] = {}
 def register(exercise: Exercise) -> Exercise:
     EXERCISES[exercise.key] = exercise
     return exercise
+
+
+def load(
+    where: str | Path,
+    *,
+    key: str,
+    lesson: str,
+    title: str,
+    kind: str,
+    names: tuple[str, ...],
+    misconceptions: list[Misconception],
+) -> Exercise:
+    """An exercise from its folder (``where``: the folder, or its check.py): ``stub``,
+    ``solution``, ``right/*`` (right answers written differently) and ``wrong/<name>`` (a
+    plausible wrong answer for each named misconception), each a ``.lua`` file for a Lua
+    exercise and ``.py`` otherwise. A ``wrong/`` file no misconception names is a wrong answer
+    nobody listed: its check must reject it all the same (tests/test_exercises.py)."""
+    folder = Path(where)
+    folder = folder.parent if folder.is_file() else folder
+    ext = "lua" if kind == "lua" else "py"
+
+    def text(path: Path) -> str:
+        if not path.is_file():
+            raise FileNotFoundError(f"exercise {key!r} has no {path.relative_to(folder)} in {folder}")
+        return path.read_text(encoding="utf-8")
+
+    wrong = {path.stem: text(path) for path in sorted((folder / "wrong").glob(f"*.{ext}"))}
+    named = []
+    for m in misconceptions:
+        if m.name not in wrong:
+            raise FileNotFoundError(f"exercise {key!r}: misconception {m.name!r} has no wrong/{m.name}.{ext}")
+        named.append(replace(m, example=wrong.pop(m.name)))
+    return Exercise(
+        key=key,
+        lesson=lesson,
+        title=title,
+        kind=kind,
+        names=names,
+        stub=text(folder / f"stub.{ext}"),
+        solution=text(folder / f"solution.{ext}"),
+        alternatives=[text(path) for path in sorted((folder / "right").glob(f"*.{ext}"))],
+        misconceptions=named,
+        unlisted=sorted(wrong.items()),
+        folder=folder,
+    )
 
 
 # -- feedback ----------------------------------------------------------------------------------
