@@ -30,7 +30,7 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from ...errors import PermissionDenied
+from ...errors import EchoqError, PermissionDenied
 from ...queue import Queue
 from ...server import connect
 from .. import learner, processes, progress
@@ -542,7 +542,21 @@ def check_runner(exercise: Exercise) -> Callable[[Callable[..., None]], Callable
                         what="This is the exercise's starting point, unchanged (or None): complete the cell, run it, "
                         "then run the check. Nothing was judged, and no attempt was recorded.",
                     )
-                body(run, *answer, **options)
+                try:
+                    body(run, *answer, **options)
+                except (EchoqError, redis.ResponseError) as exc:
+                    if "WRONGTYPE" not in str(exc):
+                        raise
+                    # The learner's code left a key holding another type than the queue's
+                    # (a row written as a set, a set key used for a row): the kit's own reads
+                    # of it are refused. That is the answer's doing, said in one line.
+                    run.fail(
+                        "keys",
+                        "not-yet",
+                        what="After your code ran, a key of the queue held another kind of value than the queue "
+                        "keeps there (the server said WRONGTYPE when the check read it): a row is a hash, and "
+                        "pending, active, dead and done are sorted sets. Check which KEYS each of your writes uses.",
+                    )
             return run.feedback
 
         check.__name__ = body.__name__

@@ -287,6 +287,27 @@ def check_charge_once(run: Run, handle: Handler) -> None:
         "stops a stale worker's complete, and only the key stopped its charge.",
     )
 
+    # 6. The bank refuses an order (0 cents): the error must reach the worker, which then
+    #    does not complete the job (it stays for a retry, or the dead set, with its error).
+    job, card = orders.order(cents=0)
+    refused = processes.spawn(deliver, orders.queue, orders.bank, handle, name="a worker")
+    run.waited("runs", "Your handler", refused, 15)
+    place = orders.queue.snapshot().place_of(job)
+    if refused.error is None and place == "done":
+        run.fail(
+            "refused",
+            "not-yet",
+            what="The bank refused an order of 0 cents (bank.charge raised InvalidArgument), yet the job was "
+            "completed with nothing charged: the error never reached the worker, so the order is lost without a "
+            "trace. Let the bank's error propagate out of your handler: the worker then retries the job, or "
+            "dead-letters it with the error on its row.",
+        )
+    if refused.error is not None and not refused.theirs:
+        raise RuntimeError(f"the check itself failed in {refused.name} (not your code): {refused.error}")
+    run.good(
+        "refused", "An order the bank refused raised out of your handler: the job was not completed, nothing lost."
+    )
+
 
 def _too_many(run: Run, orders: _Orders, card: str, prop: str, deliveries: int) -> None:
     keys = orders.keys(card)

@@ -37,6 +37,7 @@ LEASE_MS = 600
 
 
 WORK_MS = 1_000
+SPIN_EXTENDS = WORK_MS // 20  # more than one extension per 20 ms of work: a busy loop
 
 
 HEARTBEAT_MISCONCEPTIONS = [
@@ -219,7 +220,20 @@ def check_keep_lease(run: Run, keep_lease: KeepLease) -> None:
         extends = worker.steps.count("extend")
         name = "never-extends" if extends == 0 else "extends-too-rarely"
         run.fail("long", name, work_ms=WORK_MS, lease_ms=LEASE_MS, effects=scene.ran())
-    run.good("long", f"A {WORK_MS} ms job under a {LEASE_MS} ms lease was delivered once: the heartbeat kept it.")
+    extends = worker.steps.count("extend")
+    if extends > SPIN_EXTENDS:
+        run.fail(
+            "long",
+            "not-yet",
+            what=f"Your heartbeat sent more than {SPIN_EXTENDS} extensions during a {WORK_MS} ms job (more than one "
+            f"every {WORK_MS // SPIN_EXTENDS} ms): it spins, and every one of them is a command the server serves for "
+            f"nothing. A few beats per {LEASE_MS} ms lease keep it; wait between them.",
+        )
+    run.good(
+        "long",
+        f"A {WORK_MS} ms job under a {LEASE_MS} ms lease was delivered once: the heartbeat kept it, with "
+        f"{extends} extensions (no busy loop).",
+    )
 
     # 2. A killed worker: where is its lease?
     scene = _Scene(run)

@@ -76,7 +76,7 @@ LOOP_MISCONCEPTIONS = [
         "the error swallowed, the job completed",
         "The handler of {job} raised ({error}), and the job was completed anyway: its effect never happened.",
         "A handler that raised has not done its work.",
-        "On an exception, give the job back (q.retry) or leave it to its lease; never complete it.",
+        "On an exception, give the job back with its error (q.retry); never complete it.",
     ),
     Misconception(
         "one-error-ends-the-worker",
@@ -322,11 +322,25 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         run.fail(
             "error",
             "not-yet",
-            what=f"After {waited:.1f} s the job whose handler raised once was not done; give it back (q.retry) "
-            "or let its lease run out, so it is tried again.",
+            what=f"After {waited:.1f} s the job whose handler raised once was not done: give it back, with its "
+            "error, so that it is tried again.",
+        )
+    stats = queue.snapshot().stats
+    if stats.get("stalled", 0) > 0 or not stats.get("retried", 0):
+        run.fail(
+            "error",
+            "not-yet",
+            what="The handler raised FlakyError once; your loop caught it and left the job to run out its lease: "
+            "it came back only as a stalled job, and its error is recorded nowhere. A job that fails every time "
+            "would end in emq:{q}:dead as 'stalled', its real error lost. Give a failed job back through the retry "
+            "path, with the error, so the row keeps it.",
         )
     fleet.stop_all()
-    run.good("error", "A handler that raised once: the job was tried again and done, and the same worker ran on.")
+    run.good(
+        "error",
+        "A handler that raised once: the job went back through the retry path with its error, was tried again "
+        "and done, and the same worker ran on.",
+    )
 
     # 3. A poison job: every worker that handles it dies; dead workers are restarted.
     queue = run.queue("-poison")

@@ -217,6 +217,14 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
         run.fail(
             "move", "not-yet", what="After step 2 the expired job was still in the active set: move it to pending."
         )
+    score = queue.client.zscore(queue.keys.pending, dead)
+    if score != 0:
+        run.fail(
+            "move",
+            "not-yet",
+            what=f"After step 2 the expired job was in pending with score {score:g}; every pending job is scored 0, "
+            "so that claims take the oldest id first (a job scored higher waits behind every job after it).",
+        )
     row = queue.job(dead)
     if row is None or row.state.value != "pending":
         run.fail("move", "row-not-pending", state=row.state.value if row else None)

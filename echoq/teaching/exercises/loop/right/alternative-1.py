@@ -14,6 +14,7 @@ def worker_loop(q, handle, running):
             continue
         try:
             handle(job)
+        except Exception as failure:
+            q.retry(job, error=f"{type(failure).__name__}: {failure}")  # back, with why
+        else:
             q.complete(job)
-        except Exception:
-            pass  # its lease runs out and the beat brings it back
