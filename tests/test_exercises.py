@@ -392,3 +392,33 @@ def test_a_key_the_acl_refuses_is_that_mistake_not_a_code_error(valkey_client, m
         assert "your own queues" in fb.failed[1]
     finally:
         valkey_client.execute_command("ACL", "DELUSER", user)
+
+
+def test_a_sample_of_mutants_of_each_solution_is_killed() -> None:
+    """tools/mutants.py is the full run (README states its score); here every fourth
+    non-equivalent mutant of the fast checks must be killed, and every mutant the tool calls
+    equivalent must still be made (a stale entry would hide a survivor)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "mutants.py"
+    spec = importlib.util.spec_from_file_location("mutants", path)
+    mutants = importlib.util.module_from_spec(spec)
+    sys.modules["mutants"] = mutants  # its dataclasses look their module up there
+    spec.loader.exec_module(mutants)
+    for key, ex in EXERCISES.items():
+        if ex.kind == "value":
+            continue
+        made = mutants.mutants(ex.solution, ex.kind)
+        listed = {name for k, name in mutants.EQUIVALENT if k == key}
+        assert listed <= {m.name for m in made}, (
+            f"{key}: equivalent mutants no longer made: {listed - {m.name for m in made}}"
+        )
+        if key in ("loop", "heartbeat", "charge"):
+            continue  # seconds per mutant: the tool's full run covers them
+        sample = [m for m in made if (key, m.name) not in mutants.EQUIVALENT][::4]
+        assert sample
+        for m in sample:
+            fb = ex.judge(m.text)
+            assert not fb.ok, f"{key}: the mutant '{m.name}' of the solution passed its check:\n{m.text}"
