@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import itertools
+import linecache
 import os
 import time
 from collections import Counter
@@ -145,7 +146,11 @@ class Exercise:
         if self.kind == "lua":
             return (source,)
         namespace: dict[str, Any] = {}
-        exec(compile(source, f"<{self.key} answer>", "exec"), namespace)
+        filename = f"<{self.key} answer {next(_answers)}>"
+        # Kept where inspect finds it, as a notebook cell's is: a check may need the text of
+        # a function (to run it again in a fresh interpreter).
+        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+        exec(compile(source, filename, "exec"), namespace)
         return tuple(namespace.get(n) for n in self.names)
 
     def judge(self, source: str, **options: Any) -> Feedback:
@@ -153,6 +158,7 @@ class Exercise:
 
 
 EXERCISES: dict[str, Exercise] = {}
+_answers = itertools.count(1)
 
 
 def register(exercise: Exercise) -> Exercise:

@@ -12,6 +12,13 @@ equal payloads. The verdict is the bank's own record: how many charges per order
 
 from __future__ import annotations
 
+import inspect
+import json
+import linecache
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -307,6 +314,98 @@ def check_charge_once(run: Run, handle: Handler) -> None:
     run.good(
         "refused", "An order the bank refused raised out of your handler: the job was not completed, nothing lost."
     )
+
+    # 7. The key of one job, asked of freshly started interpreters (not forks of this one),
+    #    and a day later: a key that depends on the interpreter or the clock is no key.
+    keys = _fresh_keys(run, handle)
+    if keys is not None and len(set(keys)) > 1:
+        shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
+        run.fail(
+            "identity",
+            "not-yet",
+            what=f"Your handler gave one job different idempotency keys ({shown}) when run in two freshly started "
+            "Python interpreters, and a day later: a worker restarted, or on another machine, would charge the "
+            "order again. A key must be made from what is the same on every delivery of the job, in any process "
+            "at any time (Python's hash() of a text, or the clock, is not).",
+        )
+    if keys is not None:
+        run.good("identity", f"Two freshly started interpreters, and a day later, made the same key: {keys[0]!r}.")
+
+
+FRESH = """
+import json, sys, time
+from echoq.queue import Claim
+
+class Recorder:
+    def __init__(self):
+        self.keys = []
+
+    def charge(self, card, cents, *, idempotency_key=None):
+        self.keys.append(idempotency_key)
+        return type("Charge", (), {"number": 1, "outcome": "charged"})()
+
+namespace = {}
+exec(compile(sys.stdin.read(), "<your handler>", "exec"), namespace)
+handle = namespace[sys.argv[1]]
+bank = Recorder()
+now = [1_800_000_000.0]  # a fixed wall clock, so that a key read from it is the same every run
+time.time = lambda: now[0]
+time.time_ns = lambda: int(now[0] * 1e9)
+handle(Claim(job_id=sys.argv[2], payload="card-fresh 2500", attempt=1, deadline_ms=0), bank)
+now[0] += 86_400  # a day later
+handle(Claim(job_id=sys.argv[2], payload="card-fresh 2500", attempt=2, deadline_ms=0), bank)
+print(json.dumps(bank.keys))
+"""
+
+FRESH_JOB = "JOB" + "0" * 23 + "FRE"
+
+
+def _fresh_keys(run: Run, handle: Handler) -> list[object] | None:
+    """The keys ``handle`` sends for one job, from two new interpreters with different hash
+    seeds (fixed, so the verdict is the same every run), each delivering twice, a day apart.
+    None when the handler's text cannot be found (a function made elsewhere than a cell)."""
+    # The whole cell (or answer) that defined it, for the helpers and imports beside it;
+    # only the function when that text also runs the check (it would run again).
+    cell = "".join(linecache.getlines(getattr(getattr(handle, "__code__", None), "co_filename", "")))
+    try:
+        source = cell if cell and "check_charge_once" not in cell else textwrap.dedent(inspect.getsource(handle))
+    except (OSError, TypeError):
+        run.note(
+            "The key's sameness in a freshly started interpreter was not checked: your handler's text was not found."
+        )
+        return None
+    keys: list[object] = []
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, VALKEY_URL=_url(run))
+        done = subprocess.run(
+            [sys.executable, "-c", FRESH, handle.__name__, FRESH_JOB],
+            input=source,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+        )
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+            if last.startswith("NameError"):  # it needs a name from another cell: not judged, and said so
+                run.note(
+                    f"The key's sameness in a freshly started interpreter was not checked: your handler uses a name "
+                    f"defined in another cell ({last})."
+                )
+                return None
+            run.fail(
+                "identity", "code-error", what="Your handler, in a freshly started interpreter,", error=last, where=""
+            )
+        keys += json.loads(done.stdout.strip().splitlines()[-1])
+    return keys
+
+
+def _url(run: Run) -> str:
+    kw = run.client.connection_pool.connection_kwargs
+    if kw.get("path"):
+        return f"unix://{kw['path']}"
+    auth = f"{kw.get('username') or ''}:{kw['password']}@" if kw.get("password") else ""
+    return f"redis://{auth}{kw.get('host', '127.0.0.1')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
 
 
 def _too_many(run: Run, orders: _Orders, card: str, prop: str, deliveries: int) -> None:
