@@ -95,6 +95,9 @@ class State:
 
     def describe(self) -> str:
         places = [f"{sum(j.place == p for j in self.jobs)} {p}" for p in PLACES if any(j.place == p for j in self.jobs)]
+        expired = sum(j.place == "active" and j.expired for j in self.jobs)
+        if expired:
+            places = [f"{p} ({expired} with its lease run out)" if p.endswith(" active") else p for p in places]
         jobs = ", ".join(places) or "no jobs"
         extra = "".join(f", {k} {v}" for k, v in self.params)
         call = f", called for {self.caller[0]} attempt {self.caller[1]}" if self.caller[0] else ""
@@ -403,9 +406,11 @@ def _hash_difference(key: str, mine: dict, theirs: dict, before: dict, clock: _C
                 {"field": name, "values": (mine[name], None)},
             )
         if not clock.same(_number(mine[name]), _number(theirs[name])):
+            kept = before.get(name) == theirs[name]
             return (
                 f"after your move {key} field {name} is {clock.show(_number(mine[name]), clock.mine)}; the "
-                f"reference move makes it {clock.show(_number(theirs[name]), clock.theirs)}{why}.",
+                f"reference move {'keeps it at' if kept else 'makes it'} "
+                f"{clock.show(_number(theirs[name]), clock.theirs)}{why}.",
                 {"field": name, "values": (mine[name], theirs[name])},
             )
     return None
