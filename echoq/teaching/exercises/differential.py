@@ -115,6 +115,9 @@ class Move:
     calls: int = 1
     reply: Callable[[Any], Any] | None = None
     generate: Callable[[random.Random, int], State] | None = None  # states for this move (default: states())
+    # A Python move: called as python(answer, client, queue, state) instead of running a script;
+    # the answer is then the learner's function(s), and the reference's come from the solution.
+    python: Callable[[Any, Any, Queue, State], Any] | None = None
 
 
 @dataclass
@@ -453,8 +456,15 @@ class Judge:
         replies = []
         try:
             for _ in range(self.move.calls):
-                replies.append(scripts.run_text(self.client, source, keys, self.move.argv(state), name="your move"))
+                if self.move.python is not None:
+                    replies.append(self.move.python(source, self.client, queue, state))
+                else:
+                    replies.append(scripts.run_text(self.client, source, keys, self.move.argv(state), name="your move"))
         except (redis.ResponseError, PermissionDenied) as exc:
+            trial.error = exc
+        except Exception as exc:  # a Python move's own error is the learner's code failing
+            if self.move.python is None:
+                raise
             trial.error = exc
         trial.after = server_now_ms(self.client)
         trial.reply = [_normal(r) for r in replies]
@@ -618,11 +628,14 @@ def _shrink(j: Judge, verdict: Verdict) -> Verdict:
     return best
 
 
-def contract_step(run: Any, move: Move, source: str, *, what: str = "Your move") -> Verdict:
+def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move") -> Verdict:
     """The check's last step: the learner's move against the reference move on generated
     states. A ✓ line only when no state showed a difference; else one ✗ line with the first
     difference (or the learner's error, or the ACL's refusal) in plain words."""
-    verdict = judge(run.client, move, source, run.exercise.solution, run.exercise.lesson)
+    reference: Any = run.exercise.solution
+    if move.python is not None:
+        reference = run.exercise.answer_from(run.exercise.solution)
+    verdict = judge(run.client, move, source, reference, run.exercise.lesson)
     if verdict.difference is None:
         run.good(
             "contract",

@@ -9,12 +9,14 @@ server's clock, a clock an hour fast included), replays the race, and compares t
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
-from echoq.queue import Queue
+from echoq.queue import Queue, _text
 from echoq.teaching import processes
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
+from echoq.teaching.exercises.differential import Move, State, contract_step, states
 from echoq.teaching.fast_forward import fast_forward
 
 POISON_LEASE_MS = 5_000  # the lease of the crashed worker's claim
@@ -232,6 +234,9 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
         run.fail("move", "not-yet", what="Step 2 moved the live worker's job too: move only the ids it is given.")
     run.good("move", "Step 2 moved the expired job to pending and marked its row; the live lease stayed.")
 
+    # The whole contract of both steps: against the reference's on generated queues.
+    contract_step(run, MOVE, (read_expired, move_back), what="Your read_expired and move_back")
+
     # 2. The race of the lesson: reaper 1 frozen between its read and its move.
     scene = race(read_expired, move_back, run.queue("-race"))
     for reaper in scene["reapers"]:
@@ -276,3 +281,20 @@ def race_atomic(queue: Queue) -> int:
     queue.reap()  # reaper 1: its read and its move are one step, after B's claim
     c = queue.claim(lease_ms=30_000)
     return max(0, len([x for x in (b, c) if x is not None and x.job_id == job]) - 1)
+
+
+def _reap_both_steps(answer: Any, client: Any, queue: Queue, state: State) -> list[str]:
+    """Step 1 on the queue, then step 2 with the ids whose lease has run out (the same ids
+    for the learner and the reference, so step 2 is judged on its own)."""
+    read_expired, move_back = answer[0], answer[1]
+    read = [_text(i) for i in read_expired(client, queue.keys) or []]
+    move_back(client, queue.keys, [j.id for j in state.jobs if j.place == "active" and j.expired])
+    return sorted(read)
+
+
+def _states(rng: random.Random, size: int) -> State:
+    return states(rng, size + 1, places=("active", "active", "active", "pending", "dead", "done"))
+
+
+MOVE = Move(keys=(), argv=lambda state: [], reply=lambda r: r, generate=_states, python=_reap_both_steps)
+TWO_STEP.move = MOVE
