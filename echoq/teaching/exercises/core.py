@@ -347,6 +347,38 @@ class Run:
     def note(self, line: str) -> None:
         self.feedback.note(line)
 
+    def one_place_each(self, prop: str, queue: Queue, ids: list[str]) -> None:
+        """The contract's invariant over a whole run: every job is in exactly one of the
+        queue's sets at the end, and its row agrees (a done job has none). The first job
+        that is not is a plain ✗ line."""
+        snap = queue.snapshot()
+        for job in ids:
+            places = [p for p in ("pending", "active", "scheduled", "dead", "done") if job in getattr(snap, p)]
+            row = queue.job(job)  # read whole: the snapshot lists no done job's row
+            state = (row.state.value if row.state else "?") if row is not None else None
+            if len(places) != 1:
+                where = " and ".join(places) or "no set at all"
+                self.fail(
+                    prop,
+                    "not-yet",
+                    what=f"At the end of the run {job} was in {where}: a job must be in "
+                    "exactly one place, or it is lost (in none) or run twice (in two).",
+                )
+            if places == ["done"] and row is not None:
+                self.fail(
+                    prop,
+                    "not-yet",
+                    what=f"At the end of the run {job} was done but still had a row "
+                    f"(state {state!r}): a finished job's row is deleted.",
+                )
+            if places != ["done"] and state != places[0]:
+                self.fail(
+                    prop,
+                    "not-yet",
+                    what=f"At the end of the run {job} was in {places[0]} but its row said "
+                    f"state {state!r}: the row and the set must agree.",
+                )
+
     def code_failed(self, prop: str, what: str, child: processes.Child) -> None:
         """The learner's code raised in ``child``: say so, in one line."""
         if self.exercise.kind == "lua" and "Timeout reading from" in (child.error or ""):

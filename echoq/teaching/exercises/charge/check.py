@@ -154,11 +154,13 @@ class _Orders:
         self.bank.reset()
         run.cleanup(self.bank.reset)
         self.count = 0
+        self.jobs: list[str] = []
 
     def order(self, cents: int = 1999, card: str | None = None) -> tuple[str, str]:
         self.count += 1
         card = card or f"card-{self.count}"
         job = self.queue.enqueue(f"{card} {cents}").job_id
+        self.jobs.append(job)
         return job, card
 
     def charges(self, card: str) -> int:
@@ -313,6 +315,11 @@ def check_charge_once(run: Run, handle: Handler) -> None:
         raise RuntimeError(f"the check itself failed in {refused.name} (not your code): {refused.error}")
     run.good(
         "refused", "An order the bank refused raised out of your handler: the job was not completed, nothing lost."
+    )
+
+    run.one_place_each("places", orders.queue, orders.jobs)  # every order of the run, killed and frozen ones too
+    run.good(
+        "places", f"At the end, each of the {len(orders.jobs)} orders' jobs was in exactly one place, its row agreeing."
     )
 
     # 7. The key of one job, asked of freshly started interpreters (not forks of this one),

@@ -286,6 +286,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         run.fail(
             "crash", "not-yet", what=f"After {waited:.1f} s only {snap.counts['done']} of {len(ids)} jobs were done."
         )
+    run.one_place_each("crash", queue, ids)
     effects = Effects(queue).counts()
     run.good(
         "crash",
@@ -336,6 +337,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
             "path, with the error, so the row keeps it.",
         )
     fleet.stop_all()
+    run.one_place_each("error", queue, ids)
     run.good(
         "error",
         "A handler that raised once: the job went back through the retry path with its error, was tried again "
@@ -374,6 +376,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         run.fail("poison", "poison-loops-forever", kills=kills, where=f"now in {where}, stalled count {stalls}")
     if snap.counts["done"] != len(ids) - 1:
         run.fail("poison", "not-yet", what="The jobs beside the poison job were not all done.")
+    run.one_place_each("poison", queue, ids)
     run.good(
         "poison",
         f"A poison job killed {kills} workers (each restarted) and then rested in emq:{{q}}:dead; "
