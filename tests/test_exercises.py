@@ -424,3 +424,19 @@ def test_a_sample_of_mutants_of_each_solution_is_killed() -> None:
         for m in sample:
             fb = ex.judge(m.text)
             assert not fb.ok, f"{key}: the mutant '{m.name}' of the solution passed its check:\n{m.text}"
+
+
+def test_on_a_server_with_many_keys_the_judge_reads_the_queues_known_keys(monkeypatch) -> None:
+    """A class's server holds many keys: the differential judge then reads each queue's own
+    keys instead of scanning the server on every trial, and judges alike."""
+    from echoq.teaching.exercises import differential
+
+    monkeypatch.setattr(differential, "SCAN_LIMIT", -1)
+    for key in ("stall", "requeue", "complete"):
+        ex = EXERCISES[key]
+        assert ex.judge(ex.solution).ok and all(ex.judge(a).ok for a in ex.alternatives), key
+        for name, wrong in ex.unlisted:
+            fb = ex.judge(wrong)
+            assert fb.misconception.name == "differs-from-reference", (name, str(fb))
+            assert wrong.splitlines()[0].removeprefix("-- expect: ") in fb.failed[1]
+    assert not list(echoq.connect().scan_iter(match="emq:{d0*"))  # the judge's queues are gone
