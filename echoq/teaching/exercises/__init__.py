@@ -6,7 +6,7 @@ check rejects with one line naming it. A check runs the learner's code on the re
 under the failures its lesson is about -- worker processes SIGKILLed between any two steps,
 a worker frozen (SIGSTOP) past its lease while another takes the job, reapers racing on two
 connections, seeded trials -- and judges by what the server holds and how often an effect
-ran, never by the code's shape; a Lua move is also run against the reference move on
+ran, never by the code's shape; a move (Lua, or the two-step reaper's Python) is also run against the reference move on
 generated states and compared key by key (:mod:`.differential`). See :mod:`.core` for the
 feedback's rules.
 
