@@ -440,3 +440,21 @@ def test_on_a_server_with_many_keys_the_judge_reads_the_queues_known_keys(monkey
             assert fb.misconception.name == "differs-from-reference", (name, str(fb))
             assert wrong.splitlines()[0].removeprefix("-- expect: ") in fb.failed[1]
     assert not list(echoq.connect().scan_iter(match="emq:{d0*"))  # the judge's queues are gone
+
+
+def test_a_recorded_attempt_carries_the_learners_code(monkeypatch) -> None:
+    """The attempt history (echoq.teaching.progress) gets the text the learner submitted: a
+    Lua script as given, a Python answer as the source of its functions."""
+    seen: list[dict] = []
+    monkeypatch.setattr(progress, "record_check", lambda *a, **kw: seen.append({"args": a, **kw}))
+    claim, charge, two_step = EXERCISES["claim"], EXERCISES["charge"], EXERCISES["two_step"]
+    wrong = next(m for m in claim.misconceptions if m.name == "popped-into-nowhere").example
+    claim.judge(wrong)
+    checking = next(m for m in charge.misconceptions if m.name == "check-then-act").example  # imports, a global
+    charge.judge(checking)
+    two_step.judge(two_step.solution)  # two functions and a value, from one cell
+    codes = [s["code"] for s in seen]
+    assert codes[:2] == [wrong, checking]
+    assert codes[2].startswith(two_step.solution) and codes[2].count("def move_back") == 1
+    claim.judge(claim.stub)  # the untouched stub is no attempt: nothing recorded
+    assert len(seen) == 3

@@ -556,6 +556,12 @@ def answer_text(answer: tuple[Any, ...]) -> str | None:
         if isinstance(a, str):
             parts.append(a)
         elif callable(a):
+            cell = "".join(linecache.getlines(getattr(getattr(a, "__code__", None), "co_filename", "")))
+            if cell and cell not in parts:  # the whole cell (or answer) it came from, imports and all
+                parts.append(cell)
+                continue
+            if cell:
+                continue  # another function of the same cell
             try:
                 parts.append(inspect.getsource(a))
             except (OSError, TypeError):
