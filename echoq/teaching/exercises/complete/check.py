@@ -288,7 +288,10 @@ def _complete_states(rng: random.Random, size: int) -> State:
 
 
 def _first(reply: object) -> object:
-    return reply[0] if isinstance(reply, list) and reply else reply
+    """'completed', or 'refused' for any refusal ({'stale'}, {'gone'} for a missing row...):
+    the contract fixes that a refusal changes nothing, not its word."""
+    first = reply[0] if isinstance(reply, list) and reply else reply
+    return "completed" if first in ("completed", b"completed") else "refused"
 
 
 COMPLETE_MOVE = Move(
