@@ -1,6 +1,7 @@
 """The exercises, over their whole catalogue: every named wrong answer is rejected with its own
-line, every right answer written another way passes, and no run's feedback says both ✓ and ✗
-about one property (or claims anything after its ✗).
+line, every wrong answer nobody named (wrong/unlisted-*) with a plain line naming what
+differs, every right answer written another way passes, and no run's feedback says both ✓
+and ✗ about one property (or claims anything after its ✗).
 
 Each check runs the answer in real child processes against the real server, under the
 failures of its lesson (SIGKILL, SIGSTOP, racing reapers), so these tests are the checks'
