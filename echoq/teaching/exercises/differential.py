@@ -691,7 +691,7 @@ def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move")
             "counts, ids at the edges, queue names holding the sets' own words) your move left every key of the "
             "queue -- members, scores, row fields, TTLs"
             + (", and its reply" if move.reply else "")
-            + " -- as the reference move does.",
+            + " -- as the reference move does (counters and free-text fields of your own aside).",
         )
         return verdict
     assert verdict.state is not None
