@@ -364,6 +364,12 @@ def test_the_reference_and_each_right_answer_never_differ_on_any_seed() -> None:
 
     moves = {key: ex.move for key, ex in EXERCISES.items() if ex.move is not None}
     assert set(moves) == {"claim", "complete", "stall", "requeue", "two_step"}
+    for key, move in moves.items():  # what the ✓ line says the states hold, they hold
+        made = differential.generated(move)
+        assert {j.place for s in made for j in s.jobs} == set(differential.PLACES), key
+        assert {s.tail for s in made} == set(differential.TAILS), key
+        assert {j.id for s in made for j in s.jobs} >= set(differential.EDGE_IDS[:2]), key
+        assert any(j.attempts > 1 for s in made for j in s.jobs) and any(j.stalled for s in made for j in s.jobs)
     client = echoq.connect()
 
     @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

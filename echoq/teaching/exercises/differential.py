@@ -624,6 +624,13 @@ def _edge_states(generate: Callable[[random.Random, int], State]) -> list[State]
     return [empty]
 
 
+def generated(move: Move, *, trials: int = TRIALS, seed: int = SEED) -> list[State]:
+    """The states a judgement runs, in order: the edge states, then ``trials`` from ``seed``."""
+    generate = move.generate or states
+    rng = random.Random(seed)
+    return _edge_states(generate) + [generate(rng, 1 + n // 4) for n in range(trials)]
+
+
 def judge(
     client: Any,
     move: Move,
@@ -636,10 +643,8 @@ def judge(
 ) -> Verdict:
     """Run both moves on ``trials`` generated states (fixed ``seed``); the first difference,
     shrunk, or a Verdict with no difference."""
-    generate = move.generate or states
     j = Judge(client, move, learner_source, reference_source, lesson)
-    rng = random.Random(seed)
-    candidates = _edge_states(generate) + [generate(rng, 1 + n // 4) for n in range(trials)]
+    candidates = generated(move, trials=trials, seed=seed)
     for n, state in enumerate(candidates, start=1):
         verdict = j.differ(state)
         if verdict.difference is not None:

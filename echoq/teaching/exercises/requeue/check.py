@@ -246,7 +246,7 @@ def check_requeue_script(run: Run, source: str) -> None:
 
 
 def _states(rng: random.Random, size: int) -> State:
-    return states(rng, size + 1, places=("dead", "dead", "dead", "pending", "active", "done"))
+    return states(rng, size + 1, places=("dead", "dead", "dead", "pending", "active", "scheduled", "done"))
 
 
 MOVE = Move(keys=("dead", "pending"), argv=lambda state: [], reply=lambda r: r, generate=_states)

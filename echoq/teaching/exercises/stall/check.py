@@ -196,7 +196,7 @@ def check_stall_count(run: Run, source: str, *, seed: int = 4, trials: tuple[int
 
 
 def _stall_states(rng: random.Random, size: int) -> State:
-    state = states(rng, size + 1, places=("active", "active", "active", "pending", "dead", "done"))
+    state = states(rng, size + 1, places=("active", "active", "active", "pending", "scheduled", "dead", "done"))
     return replace(state, params=(("max_stalled", rng.choice((1, 2, 3, 5))),))
 
 

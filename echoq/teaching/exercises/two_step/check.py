@@ -293,7 +293,7 @@ def _reap_both_steps(answer: Any, client: Any, queue: Queue, state: State) -> li
 
 
 def _states(rng: random.Random, size: int) -> State:
-    return states(rng, size + 1, places=("active", "active", "active", "pending", "dead", "done"))
+    return states(rng, size + 1, places=("active", "active", "active", "pending", "scheduled", "dead", "done"))
 
 
 MOVE = Move(keys=(), argv=lambda state: [], reply=lambda r: r, generate=_states, python=_reap_both_steps)
