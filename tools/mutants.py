@@ -7,8 +7,9 @@ under the contract has a gap.
     .venv/bin/python tools/mutants.py --sample 3      # three mutants per exercise (a quick look)
 
 The mutations: drop a line that calls the server (``redis.call``, ``q.extend``,
-``bank.charge``...), swap two KEYS, +1 / -1 on an integer constant, flip a comparison
-(``<`` / ``<=``, ``>`` / ``>=``, ``==`` / ``~=``), a fixed clock for the server's ``TIME``
+``bank.charge``...), a Python ``return`` or ``time.sleep``, swap two KEYS, +1 / -1 on an
+integer constant, flip a comparison (``<`` / ``<=``, ``>`` / ``>=``, ``==`` / ``~=``), a fixed
+clock for the server's ``TIME``
 (what a clock read on the client amounts to inside a script), remove one field from an
 ``HSET``, swap two adjacent writes, and a catch-all ``except``. A mutant that does not even
 compile is not counted. Each survivor is either listed in :data:`EQUIVALENT` with why it
@@ -79,6 +80,11 @@ EQUIVALENT: dict[tuple[str, str], str] = {
     ("heartbeat", "line 9: 3 -> 2 (number 1)"): _INTERVAL,
     ("heartbeat", "line 9: 1000 -> 1001 (number 2)"): _INTERVAL,
     ("heartbeat", "line 9: 1000 -> 999 (number 2)"): _INTERVAL,
+    ("heartbeat", "drop line 12: return False  # someone else holds the job now: stop"): (
+        "after a STALE answer the loop goes on extending until the work is done: each extend is fenced and "
+        "refused, changing nothing, and the last one still answers STALE, so keep_lease returns False and the "
+        "effect is not done (the work itself cannot be stopped from the heartbeat's thread)"
+    ),
     ("requeue", "line 3: 1 -> 0 (number 1)"): _SUB0,
     ("requeue", "swap lines 6 and 7"): _ATOMIC,
     ("requeue", "swap lines 7 and 8"): _ATOMIC,
@@ -130,7 +136,9 @@ def mutants(source: str, kind: str) -> list[Mutant]:
         if text.strip() != source.strip() and all(m.text != text for m in found):
             found.append(Mutant(name, text))
 
-    calls = re.compile(r"redis\.call\(" if kind == "lua" else r"\b(?:(?:q|r|bank)\.\w+|handle)\(")
+    calls = re.compile(
+        r"redis\.call\(" if kind == "lua" else r"\b(?:(?:q|r|bank)\.\w+|handle|time\.sleep)\(|^\s*return\b"
+    )
     for n, line in code:
         body, _ = _code_part(line, comment)
         if calls.search(body) and not body.lstrip().startswith("def "):
