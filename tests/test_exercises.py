@@ -1,6 +1,7 @@
 """The exercises, over their whole catalogue: every named wrong answer is rejected with its own
-line, every right answer written another way passes, and no run's feedback says both ✓ and ✗
-about one property (or claims anything after its ✗).
+line, every wrong answer nobody named (wrong/unlisted-*) with a plain line naming what
+differs, every right answer written another way passes, and no run's feedback says both ✓
+and ✗ about one property (or claims anything after its ✗).
 
 Each check runs the answer in real child processes against the real server, under the
 failures of its lesson (SIGKILL, SIGSTOP, racing reapers), so these tests are the checks'
@@ -15,7 +16,7 @@ import pytest
 
 import echoq
 from echoq.teaching import course, exercises, progress
-from echoq.teaching.exercises import EXERCISES, Feedback
+from echoq.teaching.exercises import EXERCISES, GENERIC, Feedback, core
 from echoq.teaching.exercises.core import Rejected
 
 WRONG = [(key, m) for key, ex in EXERCISES.items() for m in ex.misconceptions]
@@ -80,11 +81,18 @@ def test_a_right_answer_passes(key: str, label: str, source: str) -> None:
 
 
 @pytest.mark.parametrize("key", list(EXERCISES))
-def test_the_stub_a_lesson_starts_from_is_rejected(key: str) -> None:
+def test_the_untouched_stub_is_no_answer_yet_and_nothing_else_is(key: str) -> None:
+    """ "No answer yet" is said of the stub as the lesson gives it (or None), and of nothing
+    else: an edited answer, however wrong, is judged."""
     ex = EXERCISES[key]
-    fb = ex.judge(ex.stub)
-    assert not fb.ok and fb.misconception is not None, str(fb)
+    fb = ex.judge("\n" + ex.stub + "\n")  # a lesson cell's string may start on a new line
+    assert not fb.ok and fb.misconception.name == "no-answer", str(fb)
     assert_well_formed(fb)
+    assert exercises.EXERCISES[key].check(*[None] * max(1, len(ex.names))).misconception.name == "no-answer"
+    for m in ex.misconceptions:
+        assert not core.untouched(ex, ex.answer_from(m.example)), f"{key}/{m.name} taken for the stub"
+    for source in [ex.solution, *ex.alternatives]:
+        assert not core.untouched(ex, ex.answer_from(source))
 
 
 def test_hints_grow_stronger_and_the_solution_waits_to_be_asked_for() -> None:
@@ -92,13 +100,46 @@ def test_hints_grow_stronger_and_the_solution_waits_to_be_asked_for() -> None:
     wrong = next(m for m in ex.misconceptions if m.name == "popped-into-nowhere")
     first, second, third = (ex.judge(wrong.example) for _ in range(3))
     assert first.hint == wrong.hint and wrong.stronger not in first.hint
-    assert wrong.stronger in second.hint and not second.solution_offered
-    assert third.solution_offered and "solution" in third.hint
+    assert second.hint.startswith(wrong.hint) and second.hint != first.hint and not second.solution_offered
+    assert wrong.stronger not in second.hint  # close to the code only from the third try
+    assert wrong.stronger in third.hint and third.solution_offered and "solution" in third.hint
     for fb in (first, second, third):
         assert ex.solution.strip() not in str(fb) and "HINCRBY" not in fb.failed[1]
     assert ex.judge(ex.solution).ok
     again = ex.judge(wrong.example)  # a pass resets the count of wrong tries
     assert not again.solution_offered
+
+
+def _solution_calls(ex) -> set[str]:
+    """The commands and calls the solution makes: ZADD, q.extend, idempotency_key=..."""
+    import re
+
+    found = set(re.findall(r"redis\.call\('([A-Z]+)'", ex.solution))
+    found |= set(re.findall(r"\b([a-z_]+\.[a-z_]+)\(", ex.solution))
+    found |= set(re.findall(r"\b([a-z_]+=[a-z_.]+)", ex.solution))
+    return found
+
+
+@pytest.mark.parametrize("key", list(EXERCISES))
+def test_no_hint_before_the_third_try_names_the_solutions_code(key: str) -> None:
+    ex = EXERCISES[key]
+    calls = _solution_calls(ex)
+    assert calls or ex.kind == "value"
+    for m in [*ex.misconceptions, *GENERIC.values()]:
+        for hint in (m.hint, core.AGAIN):
+            assert not [c for c in calls if c in hint], f"{key}/{m.name}: {hint}"
+            assert ex.solution.strip() not in hint
+
+
+def test_the_right_answers_of_the_predictions_are_spread_over_the_positions() -> None:
+    from collections import Counter
+
+    from echoq.teaching.predictions import QUESTIONS
+
+    where = Counter(answer for asked in QUESTIONS.values() for _, _, answer in asked.values())
+    total = sum(where.values())
+    assert {0, 1, 2} <= set(where), where
+    assert max(where.values()) <= total / 3 + 1, f"too many right answers at one position: {where}"
 
 
 def test_code_that_does_not_run_is_reported_in_one_line_not_raised() -> None:
@@ -147,13 +188,15 @@ def test_each_check_records_its_verdict_on_the_server(monkeypatch, valkey_client
     monkeypatch.setenv("ECHOQ_LEARNER", "exercise-test")
     valkey_client.delete(progress.key())
     ex = EXERCISES["complete"]
-    ex.judge(ex.stub)
+    untouched = ex.judge(ex.stub)
+    assert untouched.misconception.name == "no-answer" and "no attempt was recorded" in untouched.failed[1]
+    assert ("03", "complete") not in progress.read(valkey_client).checks  # the stub is no attempt
     ex.judge(next(m for m in ex.misconceptions if m.name == "fence-on-state-only").example)
     record = progress.read(valkey_client).checks[("03", "complete")]
-    assert (record.attempts, record.passed, record.misconception) == (2, False, "fence-on-state-only")
+    assert (record.attempts, record.passed, record.misconception) == (1, False, "fence-on-state-only")
     ex.judge(ex.solution)
     record = progress.read(valkey_client, "exercise-test").checks[("03", "complete")]
-    assert (record.attempts, record.passed, record.misconception) == (3, True, None)
+    assert (record.attempts, record.passed, record.misconception) == (2, True, None)
     assert progress.key() == "emq:{exercise-test.course}:progress"
     # the check's scratch queues lived in the learner's namespace, and are gone
     assert not list(valkey_client.scan_iter(match="emq:{exercise-test.x*"))
@@ -174,7 +217,8 @@ def test_feedback_refuses_to_claim_anything_after_a_failure() -> None:
 
 
 def test_feedback_renders_as_text_and_html() -> None:
-    fb = EXERCISES["stall"].judge(EXERCISES["stall"].stub)
+    ex = EXERCISES["stall"]
+    fb = ex.judge(next(m for m in ex.misconceptions if m.name == "stall-never-counted").example)
     text, page = str(fb), fb._repr_html_()
     assert text.startswith("Lesson 04 · the stall count: not yet") and "✗ [stalls never counted]" in text
     assert "Hint:" in text and "<li>✗ [stalls never counted]" in page
@@ -238,3 +282,186 @@ def test_a_prediction_names_the_learners_own_keys(monkeypatch) -> None:
     monkeypatch.delenv("ECHOQ_LEARNER")
     monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
     assert "emq:{lesson-00}:pending" in str(course.ask("00", "where").options)
+
+
+# -- the whole contract: wrong answers nobody listed ----------------------------------------------
+
+UNLISTED = [(key, name, source) for key, ex in EXERCISES.items() for name, source in ex.unlisted]
+
+
+@pytest.mark.parametrize(("key", "name", "answer"), UNLISTED, ids=[f"{k}-{n}" for k, n, _ in UNLISTED])
+def test_a_wrong_answer_nobody_listed_fails_on_the_difference_it_makes(key: str, name: str, answer: str) -> None:
+    """The learner's move and the reference move on the same generated states: the first
+    difference is the line, it names the key, and the same answer gets the same verdict."""
+    ex = EXERCISES[key]
+    head = answer.splitlines()[0]  # each file says in its first line what its feedback must name
+    named = head.removeprefix("-- expect: ").removeprefix("# expect: ")
+    assert named != head, f"{key}/wrong/{name} does not say what its feedback must name"
+    first, second = ex.judge(answer), ex.judge(answer)
+    plain = first.misconception.name if first.misconception else None
+    assert not first.ok and plain in ("differs-from-reference", "not-yet"), str(first)  # plain words, no name
+    assert named in first.failed[1], first.failed[1]
+    if plain == "differs-from-reference":
+        assert "the reference move" in first.failed[1] and "emq:{q}" in first.failed[1]
+    assert_well_formed(first)
+    assert (second.ok, second.misconception.name) == (False, plain)
+    if "time" not in first.failed[1]:  # a line about a clock value names how far off it was, which varies
+        assert first.failed[1] == second.failed[1]
+    assert ex.solution.strip() not in str(first)
+
+
+def test_an_exercise_is_one_folder_found_by_itself(tmp_path) -> None:
+    """A new exercise is a folder (stub, solution, right/, wrong/, check.py): discover()
+    finds it, registers it, and its check judges its answers."""
+    from pathlib import Path
+
+    folder = tmp_path / "echo_value"
+    (folder / "right").mkdir(parents=True)
+    (folder / "wrong").mkdir()
+    (folder / "stub.py").write_text("answer = None\n")
+    (folder / "solution.py").write_text("answer = 42\n")
+    (folder / "right" / "sum.py").write_text("answer = 40 + 2\n")
+    (folder / "wrong" / "off-by-one.py").write_text("answer = 41\n")
+    (folder / "wrong" / "nobody-listed.py").write_text("answer = 7\n")
+    (folder / "check.py").write_text(
+        """
+from echoq.teaching.exercises.core import Misconception, check_runner, load, register
+
+EXERCISE = register(load(__file__, key="echo_value", lesson="99", title="the answer", kind="value",
+    names=("answer",), misconceptions=[Misconception("off-by-one", "one off", "{got} is one off.", "Count.", "42.")]))
+
+@check_runner(EXERCISE)
+def check_answer(run, answer):
+    if answer == 42:
+        run.good("answer", "42 it is.")
+        return
+    if answer == 41:
+        run.fail("answer", "off-by-one", got=answer)
+    run.fail("answer", "not-yet", what=f"{answer} is not the answer.")
+"""
+    )
+    try:
+        (found,) = exercises.discover(tmp_path)
+        assert found.key == "echo_value" and EXERCISES["echo_value"] is found
+        assert found.folder == folder and found.unlisted == [("nobody-listed", "answer = 7\n")]
+        assert found.judge(found.solution).ok and all(found.judge(a).ok for a in found.alternatives)
+        assert found.judge(found.misconceptions[0].example).misconception.name == "off-by-one"
+        assert found.judge(found.unlisted[0][1]).misconception.name == "not-yet"
+        assert found.judge(found.stub).misconception.name == "no-answer"
+    finally:
+        EXERCISES.pop("echo_value", None)
+    here = Path(exercises.__file__).parent
+    assert {p.name for p in here.iterdir() if (p / "check.py").is_file()} == set(EXERCISES)
+
+
+def test_the_reference_and_each_right_answer_never_differ_on_any_seed() -> None:
+    """The judge's own proof: on states from many seeds, the right answers written other ways
+    leave every key as the reference does (so a difference is never the judge's noise)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from echoq.teaching.exercises import differential
+
+    moves = {key: ex.move for key, ex in EXERCISES.items() if ex.move is not None}
+    assert set(moves) == {"claim", "complete", "stall", "requeue", "two_step"}
+    for key, move in moves.items():  # what the ✓ line says the states hold, they hold
+        made = differential.generated(move)
+        assert {j.place for s in made for j in s.jobs} == set(differential.PLACES), key
+        assert {s.tail for s in made} == set(differential.TAILS), key
+        assert {j.id for s in made for j in s.jobs} >= set(differential.EDGE_IDS[:2]), key
+        assert any(j.attempts > 1 for s in made for j in s.jobs) and any(j.stalled for s in made for j in s.jobs)
+    client = echoq.connect()
+
+    @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(seed=st.integers(0, 2**32))
+    def agree(seed: int) -> None:
+        for key, move in moves.items():
+            ex = EXERCISES[key]
+            reference = ex.answer_from(ex.solution) if move.python else ex.solution
+            for alternative in ex.alternatives:
+                answer = ex.answer_from(alternative) if move.python else alternative
+                verdict = differential.judge(client, move, answer, reference, ex.lesson, trials=6, seed=seed)
+                assert verdict.difference is None, f"{key}, seed {seed}: {verdict.difference}"
+
+    agree()
+
+
+def test_a_key_the_acl_refuses_is_that_mistake_not_a_code_error(valkey_client, monkeypatch) -> None:
+    """In a workshop a learner may touch only its own namespace: a row key built without the
+    queue's prefix is refused by the server, and the line says what that refusal means."""
+    user = f"ns-{os.getpid()}"
+    valkey_client.execute_command("ACL", "SETUSER", user, "reset", "on", ">pw", f"~emq:{{{user}.*", "+@all")
+    try:
+        kw = valkey_client.connection_pool.connection_kwargs
+        learner_client = echoq.connect(f"redis://{user}:pw@{kw['host']}:{kw['port']}/0")
+        monkeypatch.setenv("ECHOQ_LEARNER", user)
+        wrong = EXERCISES["claim"].solution.replace("string.sub(KEYS[1], 1, -8) .. 'job:' .. id", "'job:' .. id")
+        fb = EXERCISES["claim"].judge(wrong, client=learner_client)
+        assert fb.misconception.name == "key-outside-namespace", str(fb)
+        assert "your own queues" in fb.failed[1]
+    finally:
+        valkey_client.execute_command("ACL", "DELUSER", user)
+
+
+def test_a_sample_of_mutants_of_each_solution_is_killed() -> None:
+    """tools/mutants.py is the full run (README states its score); here every fourth
+    non-equivalent mutant of the fast checks must be killed, and every mutant the tool calls
+    equivalent must still be made (a stale entry would hide a survivor)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "mutants.py"
+    spec = importlib.util.spec_from_file_location("mutants", path)
+    mutants = importlib.util.module_from_spec(spec)
+    sys.modules["mutants"] = mutants  # its dataclasses look their module up there
+    spec.loader.exec_module(mutants)
+    for key, ex in EXERCISES.items():
+        if ex.kind == "value":
+            continue
+        made = mutants.mutants(ex.solution, ex.kind)
+        listed = {name for k, name in mutants.EQUIVALENT if k == key}
+        assert listed <= {m.name for m in made}, (
+            f"{key}: equivalent mutants no longer made: {listed - {m.name for m in made}}"
+        )
+        if key in ("loop", "heartbeat", "charge"):
+            continue  # seconds per mutant: the tool's full run covers them
+        sample = [m for m in made if (key, m.name) not in mutants.EQUIVALENT][::4]
+        assert sample
+        for m in sample:
+            fb = ex.judge(m.text)
+            assert not fb.ok, f"{key}: the mutant '{m.name}' of the solution passed its check:\n{m.text}"
+
+
+def test_on_a_server_with_many_keys_the_judge_reads_the_queues_known_keys(monkeypatch) -> None:
+    """A class's server holds many keys: the differential judge then reads each queue's own
+    keys instead of scanning the server on every trial, and judges alike."""
+    from echoq.teaching.exercises import differential
+
+    monkeypatch.setattr(differential, "SCAN_LIMIT", -1)
+    for key in ("stall", "requeue", "complete"):
+        ex = EXERCISES[key]
+        assert ex.judge(ex.solution).ok and all(ex.judge(a).ok for a in ex.alternatives), key
+        for name, wrong in ex.unlisted:
+            fb = ex.judge(wrong)
+            assert fb.misconception.name == "differs-from-reference", (name, str(fb))
+            assert wrong.splitlines()[0].removeprefix("-- expect: ") in fb.failed[1]
+    assert not list(echoq.connect().scan_iter(match="emq:{d0*"))  # the judge's queues are gone
+
+
+def test_a_recorded_attempt_carries_the_learners_code(monkeypatch) -> None:
+    """The attempt history (echoq.teaching.progress) gets the text the learner submitted: a
+    Lua script as given, a Python answer as the source of its functions."""
+    seen: list[dict] = []
+    monkeypatch.setattr(progress, "record_check", lambda *a, **kw: seen.append({"args": a, **kw}))
+    claim, charge, two_step = EXERCISES["claim"], EXERCISES["charge"], EXERCISES["two_step"]
+    wrong = next(m for m in claim.misconceptions if m.name == "popped-into-nowhere").example
+    claim.judge(wrong)
+    checking = next(m for m in charge.misconceptions if m.name == "check-then-act").example  # imports, a global
+    charge.judge(checking)
+    two_step.judge(two_step.solution)  # two functions and a value, from one cell
+    codes = [s["code"] for s in seen]
+    assert codes[:2] == [wrong, checking]
+    assert codes[2].startswith(two_step.solution) and codes[2].count("def move_back") == 1
+    claim.judge(claim.stub)  # the untouched stub is no attempt: nothing recorded
+    assert len(seen) == 3

@@ -46,19 +46,19 @@ question(
     'You enqueue "first", then "second". Which one does the next claim take?',
     [
         (
-            '"first": the oldest.',
-            "JOB ids sort in the order they were made and the claim takes the smallest: the oldest goes first.",
-        ),
-        (
             '"second": the newest.',
             "That would be a stack. The pending set hands out the smallest id, which is the oldest.",
+        ),
+        (
+            '"first": the oldest.',
+            "JOB ids sort in the order they were made and the claim takes the smallest: the oldest goes first.",
         ),
         (
             "Either: a set has no order.",
             "A sorted set has one: by score, then by the bytes of the id; all pending ids have score 0.",
         ),
     ],
-    0,
+    1,
     reveals="q.claim().payload",
 )
 
@@ -92,15 +92,15 @@ question(
         ),
         ("In emq:{q}:active.", "The naive pop has no active set: it moves the job nowhere."),
         (
-            "Nowhere: no key on the server mentions it.",
-            "The pop took it out of pending and deleted its row in the same step.",
-        ),
-        (
             "In the worker's memory, until it restarts.",
             "The worker's memory died with the process; a restarted worker starts empty.",
         ),
+        (
+            "Nowhere: no key on the server mentions it.",
+            "The pop took it out of pending and deleted its row in the same step.",
+        ),
     ],
-    2,
+    3,
     reveals="snap.place_of(ids[2])",
 )
 
@@ -154,16 +154,16 @@ question(
     "and is killed before complete. How many receipts are in the outbox?",
     [
         (
-            "0: every worker died, so nothing counts.",
-            "Each worker was killed AFTER its effect: the first one's receipt is on the server.",
-        ),
-        (
             "1: the ledger knows the JOB id from the first time.",
             "The effect and its ledger entry are one script: later deliveries find the id and skip.",
         ),
+        (
+            "0: every worker died, so nothing counts.",
+            "Each worker was killed AFTER its effect: the first one's receipt is on the server.",
+        ),
         ("3: one per delivery.", "That is the naive consumer; the keyed one skips an id the ledger already holds."),
     ],
-    1,
+    0,
     reveals="processes.spawn(deliver_and_die",
 )
 question(
@@ -198,13 +198,13 @@ question(
             "Once: the fence stops A.",
             "The fence guards complete; A's charge goes to the bank, which knows nothing of leases or tokens.",
         ),
+        ("Never: the two workers cancel out.", "B charged and completed before A woke up; nothing undoes a charge."),
         (
             "Twice: A charges too, then its complete is refused.",
             "The bank sees two requests with no key to tie them together, and charges both.",
         ),
-        ("Never: the two workers cancel out.", "B charged and completed before A woke up; nothing undoes a charge."),
     ],
-    1,
+    2,
     reveals="a.resume()",
 )
 
@@ -216,14 +216,14 @@ question(
     "Three workers held jobs under leases of 200 ms, 30 s and 60 s, and all three died. "
     "The 200 ms have run out. Which jobs does reap() move back to pending?",
     [
+        ("Only the 200 ms one.", "Its deadline is at or before the server's now; the others' are still ahead."),
         (
             "All three: their workers are dead.",
             "The reaper cannot see processes; it sees lease deadlines, and two have not come yet.",
         ),
-        ("Only the 200 ms one.", "Its deadline is at or before the server's now; the others' are still ahead."),
         ("None until all three leases have run out.", "Each lease is judged on its own deadline."),
     ],
-    1,
+    0,
     reveals="moved = q.reap()",
 )
 question(
@@ -233,10 +233,10 @@ question(
     "moves what it read, and worker C asks for work. How many live workers hold the job afterwards?",
     [
         ("One: B.", "Reaper 1 does not look again before it moves: it takes the job out of B's active lease."),
-        ("Two: B and C.", "Reaper 1 moved B's job back to pending and C claimed it: one crash, two live deliveries."),
         ("None: the job is lost.", "Every move puts the job in pending or active; it is never in neither."),
+        ("Two: B and C.", "Reaper 1 moved B's job back to pending and C claimed it: one crash, two live deliveries."),
     ],
-    1,
+    2,
     reveals="move_back(r1",
 )
 question(
@@ -265,14 +265,14 @@ question(
     "A worker dies after the effect and before complete. Another worker's beat brings the job back and runs "
     "the keyed consumer on it. How many effects does the ledger hold for that job?",
     [
+        ("1.", "The second delivery finds the JOB id in the ledger and skips the effect."),
         (
             "0: the dead worker's effect is rolled back.",
             "Nothing rolls an effect back: it is on the server, written with its ledger entry.",
         ),
-        ("1.", "The second delivery finds the JOB id in the ledger and skips the effect."),
         ("2: it was delivered twice.", "Delivered twice, yes; but the keyed consumer runs the effect once per JOB id."),
     ],
-    1,
+    0,
     reveals="rescuer.work(burst=True)",
 )
 question(
@@ -325,19 +325,19 @@ question(
     "A 600 ms lease, extended every 550 ms. One extension reaches the server 200 ms late. What happens to the job?",
     [
         (
-            "Nothing: it was extended in time.",
-            "550 + 200 = 750 ms after the last extension, but that one promised only 600.",
-        ),
-        (
             "The lease runs out before the late extension arrives: another worker takes the job while this one works.",
             "A heartbeat must leave room for a late beat: beat every half a lease or more often.",
+        ),
+        (
+            "Nothing: it was extended in time.",
+            "550 + 200 = 750 ms after the last extension, but that one promised only 600.",
         ),
         (
             "The late extension is refused, and the worker stops at once.",
             "It is refused only if someone else already claimed the job; until then the job is simply exposed.",
         ),
     ],
-    1,
+    0,
     reveals="exercises.check_keep_lease(",
 )
 question(
@@ -365,11 +365,6 @@ question(
     "tags hash to different slots. What happens?",
     [
         (
-            "It is refused before it runs: one script runs on one master, and these keys are in two slots.",
-            "A script's keys must all be in one slot; the client refuses to send the call, and a server sent it "
-            "anyway replies CROSSSLOT before the first line runs.",
-        ),
-        (
             "It runs on orders' master and moves a job into billing's active set.",
             "billing's active set lives in another slot, perhaps on another master: no single master holds both.",
         ),
@@ -377,8 +372,13 @@ question(
             "The cluster splits it: each master runs the part that touches its own keys.",
             "A script is one atomic run on one master; nothing splits it, so nothing can run it across two slots.",
         ),
+        (
+            "It is refused before it runs: one script runs on one master, and these keys are in two slots.",
+            "A script's keys must all be in one slot; the client refuses to send the call, and a server sent it "
+            "anyway replies CROSSSLOT before the first line runs.",
+        ),
     ],
-    0,
+    2,
     reveals='scripts.run(c, "claim", two_queues',
 )
 question(
@@ -388,13 +388,13 @@ question(
     "master is killed and the replica promoted. How many of the 100 does the new master have?",
     [
         (
-            "All 100: Valkey replicates every write.",
-            "It does, after it replies, and over a link that was cut here: none of them reached the replica.",
-        ),
-        (
             "None: every one was written after the link was cut, and existed on the dead master only.",
             "Asynchronous replication acknowledges first and copies later; a master that dies in between takes "
             "the writes with it. WAIT is how a producer learns whether a replica has them.",
+        ),
+        (
+            "All 100: Valkey replicates every write.",
+            "It does, after it replies, and over a link that was cut here: none of them reached the replica.",
         ),
         (
             "The promotion is refused, so the old data comes back when the master restarts.",
@@ -402,6 +402,6 @@ question(
             "rejoins as its replica, taking the new master's data.",
         ),
     ],
-    1,
+    0,
     reveals='acknowledged_then_failover(cluster, f"{lesson.queue.name}-async"',
 )

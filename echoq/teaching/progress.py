@@ -60,8 +60,16 @@ def record_lesson(client: redis.Redis, lesson: str) -> None:
     client.hsetnx(key(), f"lesson:{lesson}", server_now_ms(client))
 
 
-def record_check(client: redis.Redis, lesson: str, exercise: str, passed: bool, misconception: str | None) -> None:
-    """One run of an exercise check: attempts + 1, the verdict, the misconception hit."""
+def record_check(
+    client: redis.Redis,
+    lesson: str,
+    exercise: str,
+    passed: bool,
+    misconception: str | None,
+    code: str | None = None,
+) -> None:
+    """One run of an exercise check: attempts + 1, the verdict, the misconception hit.
+    ``code`` (the learner's submitted text) is accepted for the attempt history."""
     k, head = key(), f"check:{lesson}:{exercise}:"
     now = server_now_ms(client)
     pipe = client.pipeline(transaction=True)

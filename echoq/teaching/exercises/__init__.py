@@ -6,7 +6,14 @@ check rejects with one line naming it. A check runs the learner's code on the re
 under the failures its lesson is about -- worker processes SIGKILLed between any two steps,
 a worker frozen (SIGSTOP) past its lease while another takes the job, reapers racing on two
 connections, seeded trials -- and judges by what the server holds and how often an effect
-ran, never by the code's shape. See :mod:`.core` for the feedback's rules.
+ran, never by the code's shape; a move (Lua, or the two-step reaper's Python) is also run against the reference move on
+generated states and compared key by key (:mod:`.differential`). See :mod:`.core` for the
+feedback's rules.
+
+Each exercise is one folder, found by :func:`discover`: ``stub``, ``solution``, ``right/``
+(right answers written differently) and ``wrong/`` (a wrong answer per named misconception,
+plus wrong answers nobody listed), as ``.lua`` or ``.py`` files, and ``check.py`` (its
+misconceptions and its check).
 
 ====  ==========  ============================================  ============================
  01   lost        which jobs a killed pop-and-process loses     :func:`check_lost_jobs`
@@ -23,15 +30,51 @@ ran, never by the code's shape. See :mod:`.core` for the feedback's rules.
 
 from __future__ import annotations
 
-from . import lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
 from .core import EXERCISES, GENERIC, Exercise, Feedback, Misconception, reset_hints
-from .lesson01 import check_lost_jobs
-from .lesson02 import check_claim_script
-from .lesson03 import check_charge_once, check_fenced_complete, deliver
-from .lesson04 import check_stall_count, check_two_step_reaper, race, race_atomic
-from .lesson05 import check_worker_loop
-from .lesson06 import check_keep_lease, long_job
-from .lesson07 import check_requeue_script
+
+HERE = Path(__file__).resolve().parent
+
+
+def discover(root: str | Path = HERE) -> list[Exercise]:
+    """Import every exercise folder under ``root`` (a folder holding ``check.py``), which
+    registers its exercise; returns the exercises found, in lesson order. Adding an
+    exercise is adding a folder (and a notebook cell that runs its check)."""
+    root = Path(root).resolve()
+    found: list[Exercise] = []
+    for folder in sorted(p for p in root.iterdir() if (p / "check.py").is_file()):
+        before = set(EXERCISES)
+        if root == HERE:
+            importlib.import_module(f"{__name__}.{folder.name}.check")
+        else:
+            name = f"{__name__}._found.{folder.name}"
+            spec = importlib.util.spec_from_file_location(name, folder / "check.py")
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        found += [EXERCISES[key] for key in EXERCISES if key not in before]
+    ordered = sorted(EXERCISES.values(), key=lambda ex: (ex.lesson, ex.key))
+    EXERCISES.clear()
+    EXERCISES.update((ex.key, ex) for ex in ordered)
+    return sorted(found, key=lambda ex: (ex.lesson, ex.key))
+
+
+discover()
+
+from .charge.check import check_charge_once, deliver  # noqa: E402
+from .claim.check import check_claim_script  # noqa: E402
+from .complete.check import check_fenced_complete  # noqa: E402
+from .heartbeat.check import check_keep_lease, long_job  # noqa: E402
+from .loop.check import check_worker_loop  # noqa: E402
+from .lost.check import check_lost_jobs  # noqa: E402
+from .requeue.check import check_requeue_script  # noqa: E402
+from .stall.check import check_stall_count  # noqa: E402
+from .two_step.check import check_two_step_reaper, race, race_atomic  # noqa: E402
 
 __all__ = [
     "CATALOGUE",
@@ -53,14 +96,13 @@ __all__ = [
     "check_two_step_reaper",
     "check_worker_loop",
     "deliver",
+    "discover",
     "long_job",
     "race",
     "race_atomic",
     "reset_hints",
     "solution",
 ]
-
-_ = (lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07)  # each registers its exercises
 
 STUBS = {key: ex.stub for key, ex in EXERCISES.items()}
 SOLUTIONS = {key: ex.solution for key, ex in EXERCISES.items()}

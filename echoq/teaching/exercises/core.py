@@ -6,8 +6,9 @@ is about, and stops at the first thing that goes wrong. Its :class:`Feedback` ha
 * ✓ lines for what was verified before that point, each about its own property;
 * at most one ✗ line: it names the misconception (``[seen set in memory]``), says what
   happened on the server, and what to try -- never the answer;
-* a hint under it that grows stronger each time the same mistake comes back; after three
-  wrong tries it says where the solution is (shown only when the learner opens it).
+* a hint under it that grows stronger each time the same mistake comes back (close to the
+  code only from the third time); after three wrong tries it says where the solution is
+  (shown only when the learner opens it).
 
 A ✗ ends the run, so no line after it claims anything about that run. Every check records
 its verdict on the server (:func:`echoq.teaching.progress.record_check`).
@@ -17,18 +18,20 @@ from __future__ import annotations
 
 import html
 import itertools
+import linecache
 import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
 
-from ...errors import PermissionDenied
+from ...errors import EchoqError, PermissionDenied
 from ...queue import Queue
 from ...server import connect
 from .. import learner, processes, progress
@@ -40,6 +43,7 @@ __all__ = [
     "Rejected",
     "EXERCISES",
     "GENERIC",
+    "load",
     "register",
     "reset_hints",
 ]
@@ -78,6 +82,29 @@ GENERIC = {
             "Start from the stub: every TODO is one or two lines.",
         ),
         Misconception(
+            "not-yet",
+            "not yet right",
+            "{what}",
+            "The line above says what the server held after your code ran: compare it with what the exercise asks.",
+            "Run your code by hand on a small queue and look at the keys it touched (ZRANGE ... WITHSCORES, HGETALL).",
+        ),
+        Misconception(
+            "differs-from-reference",
+            "not what the reference move does",
+            "{what}",
+            "The line above names the first key your move leaves different from the reference move, and what that "
+            "key is for: which line of yours writes it?",
+            "Build that queue by hand (the line says what it held), run your move on it, and read that key back.",
+        ),
+        Misconception(
+            "key-outside-namespace",
+            "a key outside your queue",
+            "The server refused your code a key: {error}. Your user may touch only the keys of your own queues, so "
+            "a key built or typed in your code named some other queue (or none).",
+            "Every key your code touches must start with the queue's own prefix, emq:{{q}}: taken from KEYS.",
+            "Print the key your code builds for one job and compare it with the KEYS it was given.",
+        ),
+        Misconception(
             "too-slow",
             "it did not finish",
             "{what} did not finish within {seconds:g} s, so the check gave up on it. Is there a loop that never ends?",
@@ -102,6 +129,9 @@ class Exercise:
     alternatives: list[str]  # right answers written differently from the solution
     misconceptions: list[Misconception]
     check: Callable[..., Feedback] = field(repr=False, default=None)  # type: ignore[assignment]
+    unlisted: list[tuple[str, str]] = field(default_factory=list)  # (file stem, wrong answer) no misconception names
+    folder: Path | None = None
+    move: Any = None  # a Lua exercise's differential.Move: how its move is called
 
     def misconception(self, name: str) -> Misconception:
         for m in self.misconceptions:
@@ -116,7 +146,11 @@ class Exercise:
         if self.kind == "lua":
             return (source,)
         namespace: dict[str, Any] = {}
-        exec(compile(source, f"<{self.key} answer>", "exec"), namespace)
+        filename = f"<{self.key} answer {next(_answers)}>"
+        # Kept where inspect finds it, as a notebook cell's is: a check may need the text of
+        # a function (to run it again in a fresh interpreter).
+        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+        exec(compile(source, filename, "exec"), namespace)
         return tuple(namespace.get(n) for n in self.names)
 
     def judge(self, source: str, **options: Any) -> Feedback:
@@ -124,11 +158,57 @@ class Exercise:
 
 
 EXERCISES: dict[str, Exercise] = {}
+_answers = itertools.count(1)
 
 
 def register(exercise: Exercise) -> Exercise:
     EXERCISES[exercise.key] = exercise
     return exercise
+
+
+def load(
+    where: str | Path,
+    *,
+    key: str,
+    lesson: str,
+    title: str,
+    kind: str,
+    names: tuple[str, ...],
+    misconceptions: list[Misconception],
+) -> Exercise:
+    """An exercise from its folder (``where``: the folder, or its check.py): ``stub``,
+    ``solution``, ``right/*`` (right answers written differently) and ``wrong/<name>`` (a
+    plausible wrong answer for each named misconception), each a ``.lua`` file for a Lua
+    exercise and ``.py`` otherwise. A ``wrong/`` file no misconception names is a wrong answer
+    nobody listed: its check must reject it all the same (tests/test_exercises.py)."""
+    folder = Path(where)
+    folder = folder.parent if folder.is_file() else folder
+    ext = "lua" if kind == "lua" else "py"
+
+    def text(path: Path) -> str:
+        if not path.is_file():
+            raise FileNotFoundError(f"exercise {key!r} has no {path.relative_to(folder)} in {folder}")
+        return path.read_text(encoding="utf-8")
+
+    wrong = {path.stem: text(path) for path in sorted((folder / "wrong").glob(f"*.{ext}"))}
+    named = []
+    for m in misconceptions:
+        if m.name not in wrong:
+            raise FileNotFoundError(f"exercise {key!r}: misconception {m.name!r} has no wrong/{m.name}.{ext}")
+        named.append(replace(m, example=wrong.pop(m.name)))
+    return Exercise(
+        key=key,
+        lesson=lesson,
+        title=title,
+        kind=kind,
+        names=names,
+        stub=text(folder / f"stub.{ext}"),
+        solution=text(folder / f"solution.{ext}"),
+        alternatives=[text(path) for path in sorted((folder / "right").glob(f"*.{ext}"))],
+        misconceptions=named,
+        unlisted=sorted(wrong.items()),
+        folder=folder,
+    )
 
 
 # -- feedback ----------------------------------------------------------------------------------
@@ -215,9 +295,15 @@ class Feedback:
         )
 
 
+AGAIN = "The same mistake again: the ✗ line says what the server held after your code ran."
+
+
 def _hint_for(exercise: Exercise, m: Misconception) -> tuple[str, bool]:
+    """The hint grows with the same mistake: a direction, then the direction again with a
+    pointer back to what the run showed, and only from the third time the stronger hint
+    (close to the code). Before the third try no hint names the solution's code or calls."""
     seen = _same_mistake[(exercise.key, m.name)]
-    text = m.hint if seen <= 1 else f"{m.hint} {m.stronger}"
+    text = m.hint if seen <= 1 else f"{m.hint} {AGAIN}" if seen == 2 else f"{m.hint} {m.stronger}"
     offer = _wrong_tries[exercise.key] >= 3
     if offer:
         text += " Still stuck? The solution is in the cell below the check: open it when you want it."
@@ -239,6 +325,7 @@ class Run:
         self._queues: list[Queue] = []
         self._cleanups: list[Callable[[], object]] = []
         self.server_stuck = False  # a learner's script the server will not stop holds it
+        self.code: str | None = None  # the learner's answer as text, for the attempt history
 
     def queue(self, part: str = "") -> Queue:
         """An empty scratch queue in the learner's namespace, deleted when the check ends."""
@@ -260,11 +347,45 @@ class Run:
     def note(self, line: str) -> None:
         self.feedback.note(line)
 
+    def one_place_each(self, prop: str, queue: Queue, ids: list[str]) -> None:
+        """The contract's invariant over a whole run: every job is in exactly one of the
+        queue's sets at the end, and its row agrees (a done job has none). The first job
+        that is not is a plain ✗ line."""
+        snap = queue.snapshot()
+        for job in ids:
+            places = [p for p in ("pending", "active", "scheduled", "dead", "done") if job in getattr(snap, p)]
+            row = queue.job(job)  # read whole: the snapshot lists no done job's row
+            state = (row.state.value if row.state else "?") if row is not None else None
+            if len(places) != 1:
+                where = " and ".join(places) or "no set at all"
+                self.fail(
+                    prop,
+                    "not-yet",
+                    what=f"At the end of the run {job} was in {where}: a job must be in "
+                    "exactly one place, or it is lost (in none) or run twice (in two).",
+                )
+            if places == ["done"] and row is not None:
+                self.fail(
+                    prop,
+                    "not-yet",
+                    what=f"At the end of the run {job} was done but still had a row "
+                    f"(state {state!r}): a finished job's row is deleted.",
+                )
+            if places != ["done"] and state != places[0]:
+                self.fail(
+                    prop,
+                    "not-yet",
+                    what=f"At the end of the run {job} was in {places[0]} but its row said "
+                    f"state {state!r}: the row and the set must agree.",
+                )
+
     def code_failed(self, prop: str, what: str, child: processes.Child) -> None:
         """The learner's code raised in ``child``: say so, in one line."""
-        if self.exercise.kind == "lua" and "Timeout reading from socket" in (child.error or ""):
+        if self.exercise.kind == "lua" and "Timeout reading from" in (child.error or ""):
             self._stop_or_say()  # the script ran past the client's patience, and may still be running
             self.fail(prop, "too-slow", what=what, seconds=5)
+        if is_refusal(child.error):  # the ACL kept the learner's code out of a key that is not its queue's
+            self.fail(prop, "key-outside-namespace", error=refusal_words(child.error or ""))
         if not child.theirs:  # never blame the learner for the kit's own failure
             raise RuntimeError(f"the check itself failed in {child.name} (not your code): {child.error}")
         where = f" ({child.where})" if child.where else ""
@@ -338,6 +459,16 @@ class Run:
             self.note(said)
 
 
+def is_refusal(error: str | None) -> bool:
+    """An ACL refusal, as a child reports it (its type name and the server's words)."""
+    text = error or ""
+    return "PermissionDenied" in text or "NOPERM" in text or "No permissions to access a key" in text
+
+
+def refusal_words(error: str) -> str:
+    return error.splitlines()[0].removeprefix("PermissionDenied: ").split(": on @")[0].rstrip(". ")
+
+
 @contextmanager
 def running(exercise: Exercise, client: redis.Redis | None) -> Iterator[Run]:
     run = Run(exercise, client)
@@ -368,9 +499,76 @@ def running(exercise: Exercise, client: redis.Redis | None) -> Iterator[Run]:
         _wrong_tries[exercise.key] = 0
     if run.server_stuck:
         return  # the server answers nothing else: this run cannot be recorded in the progress
+    if fb.misconception is not None and fb.misconception.name == "no-answer":
+        return  # nothing was answered, so nothing was tried: no attempt is recorded
     progress.record_check(
-        run.client, exercise.lesson, exercise.key, fb.ok, fb.misconception.name if fb.misconception else None
+        run.client,
+        exercise.lesson,
+        exercise.key,
+        fb.ok,
+        fb.misconception.name if fb.misconception else None,
+        code=run.code,
     )
+
+
+def _normal_text(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+def _code_of(fn: Any) -> tuple[Any, ...] | None:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    consts = tuple(
+        c for c in code.co_consts if not isinstance(c, type(code)) and not (isinstance(c, str) and c.strip())
+    )
+    return (code.co_code, code.co_names, code.co_varnames, consts)
+
+
+def untouched(exercise: Exercise, answer: tuple[Any, ...]) -> bool:
+    """True when the answer is None or the exercise's stub, unchanged: the learner has not
+    answered yet (whitespace and docstrings aside)."""
+    if all(a is None for a in answer):
+        return True
+    if exercise.kind == "lua":
+        return (
+            len(answer) == 1 and isinstance(answer[0], str) and _normal_text(answer[0]) == _normal_text(exercise.stub)
+        )
+    if exercise.kind == "python":
+        stub = exercise.answer_from(exercise.stub)
+        if len(stub) != len(answer):
+            return False
+        return all(
+            a is None if s is None else (_code_of(a) is not None and _code_of(a) == _code_of(s))
+            for a, s in zip(answer, stub, strict=True)
+        )
+    if exercise.kind == "value":
+        return answer == exercise.answer_from(exercise.stub)
+    return False
+
+
+def answer_text(answer: tuple[Any, ...]) -> str | None:
+    """The learner's answer as text, as far as it can be recovered (source of functions)."""
+    import inspect
+
+    parts = []
+    for a in answer:
+        if isinstance(a, str):
+            parts.append(a)
+        elif callable(a):
+            cell = "".join(linecache.getlines(getattr(getattr(a, "__code__", None), "co_filename", "")))
+            if cell and cell not in parts:  # the whole cell (or answer) it came from, imports and all
+                parts.append(cell)
+                continue
+            if cell:
+                continue  # another function of the same cell
+            try:
+                parts.append(inspect.getsource(a))
+            except (OSError, TypeError):
+                parts.append(repr(a))
+        else:
+            parts.append(repr(a))
+    return "\n".join(parts) if parts else None
 
 
 def check_runner(exercise: Exercise) -> Callable[[Callable[..., None]], Callable[..., Feedback]]:
@@ -380,7 +578,29 @@ def check_runner(exercise: Exercise) -> Callable[[Callable[..., None]], Callable
     def wrap(body: Callable[..., None]) -> Callable[..., Feedback]:
         def check(*answer: Any, client: redis.Redis | None = None, **options: Any) -> Feedback:
             with running(exercise, client) as run:
-                body(run, *answer, **options)
+                run.code = answer_text(answer)
+                if untouched(exercise, answer):
+                    run.fail(
+                        "answer",
+                        "no-answer",
+                        what="This is the exercise's starting point, unchanged (or None): complete the cell, run it, "
+                        "then run the check. Nothing was judged, and no attempt was recorded.",
+                    )
+                try:
+                    body(run, *answer, **options)
+                except (EchoqError, redis.ResponseError) as exc:
+                    if "WRONGTYPE" not in str(exc):
+                        raise
+                    # The learner's code left a key holding another type than the queue's
+                    # (a row written as a set, a set key used for a row): the kit's own reads
+                    # of it are refused. That is the answer's doing, said in one line.
+                    run.fail(
+                        "keys",
+                        "not-yet",
+                        what="After your code ran, a key of the queue held another kind of value than the queue "
+                        "keeps there (the server said WRONGTYPE when the check read it): a row is a hash, and "
+                        "pending, active, dead and done are sorted sets. Check which KEYS each of your writes uses.",
+                    )
             return run.feedback
 
         check.__name__ = body.__name__

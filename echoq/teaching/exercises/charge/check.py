@@ -1,0 +1,434 @@
+"""Lesson 03: charge once (an effect in another system).
+
+The learner's ``handle(claim, bank)`` charges the order in the claim's
+payload at a stand-in bank (:class:`echoq.teaching.bank.Bank`). Each delivery runs in its
+own child process: claim (the real script), the handler, then the real fenced complete.
+The check kills that process (SIGKILL) at every step of a delivery -- before the handler,
+just before the charge, just after it, after the handler returned -- lets the lease run
+out, and delivers again from a NEW process; it freezes a worker (SIGSTOP) past its lease
+so that another takes the job, then lets it go on; and it sends two different orders with
+equal payloads. The verdict is the bank's own record: how many charges per order.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import linecache
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+from echoq.queue import Claim, Queue
+from echoq.teaching import learner, processes
+from echoq.teaching.bank import Bank
+from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
+from echoq.teaching.fast_forward import fast_forward
+
+LEASE_MS = 10_000
+
+
+CHARGE_MISCONCEPTIONS = [
+    Misconception(
+        "no-idempotency-key",
+        "no idempotency key",
+        "One order, delivered {deliveries} times, was charged {charges} times: nothing told the bank that the "
+        "second request was the first one again. At-least-once delivery WILL repeat a delivery.",
+        "The bank remembers the idempotency keys it has charged, and charges a key once.",
+        "Pass bank.charge an idempotency_key that is the same on every delivery of this job, and differs between jobs.",
+    ),
+    Misconception(
+        "seen-set-in-memory",
+        "seen set in memory",
+        "Your record of what was charged lived in the worker's memory, which died with it: killed after the "
+        "charge and before complete, the job came back to a new worker process, which had never seen it, and "
+        "the card was charged {charges} times.",
+        "What survives a SIGKILL? Not the process's variables.",
+        "Keep no memory of your own: let the bank recognise the repeat from a key you send with the charge.",
+    ),
+    Misconception(
+        "check-then-act",
+        "check, then charge, then record",
+        "Your check and your record are two steps apart from the charge: {how}, and the card was charged "
+        "{charges} times. No order of check, charge and record written in your worker closes that gap.",
+        "The charge happens at the bank; your record is elsewhere. Can both change in one step?",
+        "Only the system that performs the effect can check and perform it in one step: give the bank the key.",
+    ),
+    Misconception(
+        "mark-then-act",
+        "record first, then charge",
+        "Your handler recorded the job as charged before it charged: killed between the two, the job came "
+        "back, your record said done, and the card was charged {charges} times. The order was never paid: "
+        "a lost effect is as wrong as a double one.",
+        "A record written before the effect can outlive an effect that never happened.",
+        "Neither order of record and charge survives a kill between them; the bank must do both.",
+    ),
+    Misconception(
+        "skip-redeliveries",
+        "a redelivery is a duplicate",
+        "A worker was killed right after its claim, before it charged anything; the job came back as attempt "
+        "{attempt} and your handler skipped it, so the card was charged {charges} times. A redelivery may "
+        "be the first time the work gets done.",
+        "Why was the job delivered again? Not always because it was done.",
+        "Do not decide from the attempt number; let the bank decide from a key.",
+    ),
+    Misconception(
+        "key-changes-per-delivery",
+        "a new key on every delivery",
+        "Your idempotency keys differed between two deliveries of one job ({keys}), so the bank saw two "
+        "payments and charged {charges} times. A key must name the job, not the delivery.",
+        "What is the same on every delivery of one job?",
+        "The attempt number and a freshly minted id change each time; the job's own id does not.",
+    ),
+    Misconception(
+        "dedupe-by-content",
+        "orders told apart by their content",
+        "Two different orders, same card and same amount, were charged {charges} time(s) in all: your handler "
+        "told jobs apart by what they say. Two jobs may carry equal payloads.",
+        "What tells one job from another, and stays the same on every delivery of it?",
+        "The payload is what the customer asked for, twice; each request got its own JOB id when it was enqueued.",
+    ),
+    Misconception(
+        "no-effect",
+        "the card is never charged",
+        "One delivery, no crash, and the bank charged {charges} times for this order.",
+        "The handler's job is to charge the order, once.",
+        "Call bank.charge(card, cents, ...) with the card and the cents from claim.payload.",
+    ),
+]
+
+
+CHARGE = register(
+    load(
+        __file__,
+        key="charge",
+        lesson="03",
+        title="charge once",
+        kind="python",
+        names=("handle",),
+        misconceptions=CHARGE_MISCONCEPTIONS,
+    )
+)
+
+
+Handler = Callable[[Claim, Bank], object]
+
+
+def deliver(queue: Queue, bank: Bank, handle: Handler, *, lease_ms: int = LEASE_MS) -> dict[str, Any] | None:
+    """One delivery, as a worker process does it: claim, handle, complete (fenced). Every
+    move is a step of the process it runs in (see :mod:`echoq.teaching.processes`)."""
+    client = processes.counting_client(queue.client)
+    q, b = Queue(queue.name, client), Bank(client, bank.name)
+    claim = q.claim(lease_ms=lease_ms)
+    if claim is None:
+        return None
+    handle(claim, b)
+    processes.mark("handled")
+    return {"job": claim.job_id, "attempt": claim.attempt, "complete": q.complete(claim).value}
+
+
+def _deliver_twice_here(queue: Queue, bank: Bank, handle: Handler) -> None:
+    """Two deliveries to the SAME process: the first ran slow, its lease ran out, the job came
+    back to this worker (no crash: its memory is intact)."""
+    client = processes.counting_client(queue.client)
+    q, b = Queue(queue.name, client), Bank(client, bank.name)
+    first = q.claim(lease_ms=LEASE_MS)
+    handle(first, b)
+    fast_forward(q)
+    q.reap()
+    second = q.claim(lease_ms=LEASE_MS)
+    handle(second, b)
+    q.complete(second)
+
+
+class _Orders:
+    """The check's queue and bank: each order a distinct card, so charges count per order."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.queue = run.queue()
+        self.bank = Bank(run.client, learner.queue_name(f"{self.queue.keys.queue.split('.')[-1]}-bank"[:64]))
+        self.bank.reset()
+        run.cleanup(self.bank.reset)
+        self.count = 0
+        self.jobs: list[str] = []
+
+    def order(self, cents: int = 1999, card: str | None = None) -> tuple[str, str]:
+        self.count += 1
+        card = card or f"card-{self.count}"
+        job = self.queue.enqueue(f"{card} {cents}").job_id
+        self.jobs.append(job)
+        return job, card
+
+    def charges(self, card: str) -> int:
+        return self.bank.charges(card)
+
+    def keys(self, card: str) -> list[str | None]:
+        return [e.key for e in self.bank.record() if e.card == card]
+
+    def recover(self) -> None:
+        """The dead or frozen holder's lease runs out (fast-forwarded: nothing else is active) and
+        the real reaper returns the job to pending."""
+        fast_forward(self.queue)
+        self.queue.reap()
+
+    def deliver(self, handle: Handler, what: str, **at: Any) -> processes.Child:
+        child = processes.spawn(deliver, self.queue, self.bank, handle, name="a worker", **at)
+        if at.get("freeze_at") is not None:
+            child.wait_frozen(15)
+            if child.ended and child.error is not None:
+                self.run.code_failed("runs", what, child)
+            return child
+        self.run.waited("runs", what, child, 15)
+        if child.error is not None:
+            self.run.code_failed("runs", what, child)
+        return child
+
+
+@check_runner(CHARGE)
+def check_charge_once(run: Run, handle: Handler) -> None:
+    """Deliver orders to ``handle`` under kills, a frozen worker and equal payloads; count the
+    bank's charges per order."""
+    if not callable(handle):
+        run.fail("runs", "not-yet", what=f"Pass your handler function (handle), not {handle!r}.")
+    orders = _Orders(run)
+
+    # 1. One delivery, nothing goes wrong.
+    job, card = orders.order()
+    orders.deliver(handle, "Your handler")
+    if orders.charges(card) == 0:
+        run.fail("once", "no-effect", charges=0)
+    if orders.charges(card) > 1:
+        run.fail(
+            "once",
+            "not-yet",
+            what=f"One delivery, no crash, and the order was charged {orders.charges(card)} times: "
+            "charge once per delivery.",
+        )
+    entry = next(e for e in orders.bank.record() if e.card == card)
+    if entry.cents != 1999:
+        run.fail("once", "not-yet", what=f"The order was for 1999 cents; the bank was asked for {entry.cents}.")
+    if orders.queue.snapshot().place_of(job) != "done":
+        run.fail("once", "not-yet", what="After your handler returned, the job was not completed; did it raise?")
+    run.good("once", "One delivery with no crash charged the order once, and the job was completed.")
+
+    # 2. Two different orders with equal payloads.
+    orders.order(card="card-twin")
+    orders.order(card="card-twin")
+    orders.deliver(handle, "Your handler")
+    orders.deliver(handle, "Your handler")
+    if orders.charges("card-twin") != 2:
+        run.fail("twins", "dedupe-by-content", charges=orders.charges("card-twin"))
+    run.good("twins", "Two different orders with the same card and amount were each charged: 2 charges.")
+
+    # 3. The job comes back to the same, living worker (its lease ran out while it was slow).
+    job, card = orders.order()
+    child = processes.spawn(_deliver_twice_here, orders.queue, orders.bank, handle, name="a slow worker")
+    run.waited("runs", "Your handler", child, 15)
+    if child.error is not None:
+        run.code_failed("runs", "Your handler", child)
+    if orders.charges(card) > 1:
+        _too_many(run, orders, card, "same-worker", deliveries=2)
+    run.good("same-worker", "A job delivered twice to the same living worker was charged once.")
+
+    # 4. A kill at every step of a delivery; the next delivery comes from a new process.
+    for at, where in (
+        ("claim", "right after its claim"),
+        ("charge:before", "just before its charge reached the bank"),
+        ("charge:after", "just after the bank charged"),
+        ("handled", "after your handler returned, before complete"),
+    ):
+        job, card = orders.order()
+        first = orders.deliver(handle, "Your handler", kill_at=at)
+        if not first.killed:
+            continue  # it never reached that step (e.g. it charged nothing): nothing to kill there
+        orders.recover()
+        second = orders.deliver(handle, "Your handler")
+        charges = orders.charges(card)
+        if charges == 0:
+            if at == "claim":
+                run.fail("kills", "skip-redeliveries", attempt=(second.value or {}).get("attempt", 2), charges=0)
+            run.fail("kills", "mark-then-act", charges=0)
+        if charges > 1:
+            if at == "handled":
+                run.fail("kills", "seen-set-in-memory", charges=charges)
+            if at == "charge:after" and not any(orders.keys(card)):
+                if _charges_after_kill_at_end(orders, handle) > 1:
+                    run.fail("kills", "seen-set-in-memory", charges=charges)
+                run.fail("kills", "check-then-act", how=f"a worker was killed {where}", charges=charges)
+            _too_many(run, orders, card, "kills", deliveries=2)
+    run.good(
+        "kills",
+        "A worker SIGKILLed at each step of a delivery (before its charge, just after it, before complete): "
+        "the next worker, a new process, never charged the order twice, nor lost it.",
+    )
+
+    # 5. Two holders: A freezes before its charge, its lease runs out, B takes the job and
+    #    finishes; then A wakes up, charges, and its complete is refused.
+    job, card = orders.order()
+    a = orders.deliver(handle, "Your handler", freeze_at="charge:before")
+    if a.ended:
+        raise RuntimeError(f"worker A should have frozen before its charge: {a!r}")
+    orders.recover()
+    orders.deliver(handle, "Your handler")
+    a.resume()
+    run.waited("runs", "Your handler", a, 15)
+    if a.error is not None:
+        run.code_failed("runs", "Your handler", a)
+    charges = orders.charges(card)
+    stale = (a.value or {}).get("complete")
+    if charges != 1:
+        if charges > 1 and not any(orders.keys(card)):
+            run.fail(
+                "stale",
+                "check-then-act",
+                how="worker A checked, froze, and B checked, charged and completed before A charged too",
+                charges=charges,
+            )
+        _too_many(run, orders, card, "stale", deliveries=2)
+    run.good(
+        "stale",
+        f"Worker A, frozen (SIGSTOP) past its lease while B charged and completed, woke up and sent its charge "
+        f"too: the bank charged once. A's complete was refused ({stale}: B had finished the job); the fence "
+        "stops a stale worker's complete, and only the key stopped its charge.",
+    )
+
+    # 6. The bank refuses an order (0 cents): the error must reach the worker, which then
+    #    does not complete the job (it stays for a retry, or the dead set, with its error).
+    job, card = orders.order(cents=0)
+    refused = processes.spawn(deliver, orders.queue, orders.bank, handle, name="a worker")
+    run.waited("runs", "Your handler", refused, 15)
+    place = orders.queue.snapshot().place_of(job)
+    if refused.error is None and place == "done":
+        run.fail(
+            "refused",
+            "not-yet",
+            what="The bank refused an order of 0 cents (bank.charge raised InvalidArgument), yet the job was "
+            "completed with nothing charged: the error never reached the worker, so the order is lost without a "
+            "trace. Let the bank's error propagate out of your handler: the worker then retries the job, or "
+            "dead-letters it with the error on its row.",
+        )
+    if refused.error is not None and not refused.theirs:
+        raise RuntimeError(f"the check itself failed in {refused.name} (not your code): {refused.error}")
+    run.good(
+        "refused", "An order the bank refused raised out of your handler: the job was not completed, nothing lost."
+    )
+
+    run.one_place_each("places", orders.queue, orders.jobs)  # every order of the run, killed and frozen ones too
+    run.good(
+        "places", f"At the end, each of the {len(orders.jobs)} orders' jobs was in exactly one place, its row agreeing."
+    )
+
+    # 7. The key of one job, asked of freshly started interpreters (not forks of this one),
+    #    and a day later: a key that depends on the interpreter or the clock is no key.
+    keys = _fresh_keys(run, handle)
+    if keys is not None and len(set(keys)) > 1:
+        shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
+        run.fail(
+            "identity",
+            "not-yet",
+            what=f"Your handler gave one job different idempotency keys ({shown}) when run in two freshly started "
+            "Python interpreters, and a day later: a worker restarted, or on another machine, would charge the "
+            "order again. A key must be made from what is the same on every delivery of the job, in any process "
+            "at any time (Python's hash() of a text, or the clock, is not).",
+        )
+    if keys is not None:
+        run.good("identity", f"Two freshly started interpreters, and a day later, made the same key: {keys[0]!r}.")
+
+
+FRESH = """
+import json, sys, time
+from echoq.queue import Claim
+
+class Recorder:
+    def __init__(self):
+        self.keys = []
+
+    def charge(self, card, cents, *, idempotency_key=None):
+        self.keys.append(idempotency_key)
+        return type("Charge", (), {"number": 1, "outcome": "charged"})()
+
+namespace = {}
+exec(compile(sys.stdin.read(), "<your handler>", "exec"), namespace)
+handle = namespace[sys.argv[1]]
+bank = Recorder()
+now = [1_800_000_000.0]  # a fixed wall clock, so that a key read from it is the same every run
+time.time = lambda: now[0]
+time.time_ns = lambda: int(now[0] * 1e9)
+handle(Claim(job_id=sys.argv[2], payload="card-fresh 2500", attempt=1, deadline_ms=0), bank)
+now[0] += 86_400  # a day later
+handle(Claim(job_id=sys.argv[2], payload="card-fresh 2500", attempt=2, deadline_ms=0), bank)
+print(json.dumps(bank.keys))
+"""
+
+FRESH_JOB = "JOB" + "0" * 23 + "FRE"
+
+
+def _fresh_keys(run: Run, handle: Handler) -> list[object] | None:
+    """The keys ``handle`` sends for one job, from two new interpreters with different hash
+    seeds (fixed, so the verdict is the same every run), each delivering twice, a day apart.
+    None when the handler's text cannot be found (a function made elsewhere than a cell)."""
+    # The whole cell (or answer) that defined it, for the helpers and imports beside it;
+    # only the function when that text also runs the check (it would run again).
+    cell = "".join(linecache.getlines(getattr(getattr(handle, "__code__", None), "co_filename", "")))
+    try:
+        source = cell if cell and "check_charge_once" not in cell else textwrap.dedent(inspect.getsource(handle))
+    except (OSError, TypeError):
+        run.note(
+            "The key's sameness in a freshly started interpreter was not checked: your handler's text was not found."
+        )
+        return None
+    keys: list[object] = []
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, VALKEY_URL=_url(run))
+        done = subprocess.run(
+            [sys.executable, "-c", FRESH, handle.__name__, FRESH_JOB],
+            input=source,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+        )
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+            if last.startswith("NameError"):  # it needs a name from another cell: not judged, and said so
+                run.note(
+                    f"The key's sameness in a freshly started interpreter was not checked: your handler uses a name "
+                    f"defined in another cell ({last})."
+                )
+                return None
+            run.fail(
+                "identity", "code-error", what="Your handler, in a freshly started interpreter,", error=last, where=""
+            )
+        keys += json.loads(done.stdout.strip().splitlines()[-1])
+    return keys
+
+
+def _url(run: Run) -> str:
+    kw = run.client.connection_pool.connection_kwargs
+    if kw.get("path"):
+        return f"unix://{kw['path']}"
+    auth = f"{kw.get('username') or ''}:{kw['password']}@" if kw.get("password") else ""
+    return f"redis://{auth}{kw.get('host', '127.0.0.1')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
+
+
+def _too_many(run: Run, orders: _Orders, card: str, prop: str, deliveries: int) -> None:
+    keys = orders.keys(card)
+    charges = orders.charges(card)
+    if any(k is not None for k in keys):
+        run.fail(prop, "key-changes-per-delivery", keys=", ".join(str(k) for k in keys), charges=charges)
+    run.fail(prop, "no-idempotency-key", deliveries=deliveries, charges=charges)
+
+
+def _charges_after_kill_at_end(orders: _Orders, handle: Handler) -> int:
+    """Kill after the handler returned (its record, if any, is written): does a new process
+    charge again? Only a record kept in the dead process's memory says yes."""
+    job, card = orders.order()
+    first = orders.deliver(handle, "Your handler", kill_at="handled")
+    if first.killed:
+        orders.recover()
+        orders.deliver(handle, "Your handler")
+    return orders.charges(card)

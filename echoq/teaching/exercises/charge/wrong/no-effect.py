@@ -1,0 +1,2 @@
+def handle(claim, bank):
+    pass

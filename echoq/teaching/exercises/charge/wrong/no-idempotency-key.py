@@ -1,0 +1,4 @@
+def handle(claim, bank):
+    card, cents = claim.payload.split()
+    amount = int(cents)
+    bank.charge(card, amount)

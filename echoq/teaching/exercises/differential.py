@@ -1,0 +1,716 @@
+"""Differential judging: the learner's move and the reference move, run on identical states,
+compared on every key the queue owns.
+
+A named misconception catches a mistake somebody foresaw; this catches the rest. For a move
+(a Lua script the exercise asks for) the judge builds the same generated state in two
+queues of the same shape on the same server -- one for the learner's move, one for the
+reference's -- runs each move there, and compares afterwards every key under each queue's
+prefix: which keys exist, their type, every member and score of a sorted set, every field
+of a row, every TTL, and the move's reply where the contract defines one. The first
+difference found is the feedback line, so that line is true by construction: it names the
+key, the field or member, both values, and what that part of the queue is for.
+
+The states are generated from a fixed seed (the same answer always meets the same states
+in the same order): several jobs in every place a job can be, prior attempts and stall
+counts, expired and live leases, dead and done jobs, JOB ids at the edges of their
+alphabet, and queue names that contain the sets' own words (``pending-orders``), which a
+row key built by substitution gets wrong. A failing state is then shrunk (jobs removed,
+counts lowered, while the difference stays) so the line is about the smallest state that
+shows it.
+
+Tolerance: none, except for a time the move reads from the server's clock (``TIME``). The
+two moves run a few milliseconds apart, so a value the reference derives from its clock
+(a lease deadline, a time of death or of completion) is accepted from the learner when it
+falls in the same place relative to the learner's run: between the server's time just
+before and just after the learner's move, shifted as the reference's is. A clock truncated
+to whole seconds, or a clock read on the client, falls outside that window.
+
+A field of a row that neither the state before nor the reference's move has (a learner's
+own ``claimed_ms``) is allowed, and so are a row's free-text fields (``reason``, ``error``)
+and a ``stats`` hash of counters: nothing in the exercises' contract reads them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import redis
+
+from ... import scripts
+from ...clock import server_now_ms
+from ...errors import PermissionDenied
+from ...queue import Queue, _text
+from .. import learner
+
+__all__ = ["Job", "Move", "State", "Trial", "Verdict", "compare", "judge", "states"]
+
+SEED = 19  # every check generates the same states, in the same order
+TRIALS = 40  # generated states per judgement (the fixed edge states come first)
+PLACES = ("pending", "active", "scheduled", "dead", "done")
+# Queue names that contain the sets' own words: a row key made by substituting a word fails here.
+TAILS = ("q", "pending-orders", "active-jobs", "dead-done", "job-pending")
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+EDGE_IDS = ("JOB" + "0" * 26, "JOB" + "Z" * 26, "JOB" + "0" * 25 + "1", "JOB" + "Z" * 25 + "Y")
+_names = itertools.count(1)
+
+# What each part of the queue is for: the reason a difference there matters.
+WHY = {
+    "pending": "pending is scored 0 for every job, so claims take the oldest id first",
+    "active": "an active job's score is its lease deadline on the server's clock, which the reaper judges",
+    "scheduled": "a scheduled job's score is the time it becomes due",
+    "dead": "a dead job's score is its time of death, by which the dead set is kept bounded",
+    "done": "the done set remembers finished ids so that enqueue refuses them again",
+    "state": "the row is the truth: reaper, complete, retry and extend act only on a row whose state matches its set",
+    "attempts": "attempts is the fencing token: each claim adds one, and complete and extend refuse any other",
+    "stalled": "the stall count decides when a job that keeps killing workers is dead-lettered",
+    "payload": "the payload is the work the job asks for",
+    "enqueued_ms": "enqueued_ms records when the job entered the queue",
+    "reply": "the reply is what the caller acts on",
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    place: str  # one of PLACES
+    attempts: int = 0
+    stalled: int = 0
+    expired: bool = False  # for an active job: its lease has run out
+    payload: str = "work"
+
+
+@dataclass(frozen=True)
+class State:
+    tail: str
+    jobs: tuple[Job, ...]
+    params: tuple[tuple[str, int], ...] = ()  # e.g. (('max_stalled', 3),): the move's ARGV inputs
+    caller: tuple[str, int] = ("", 0)  # a (job id, attempt) the move is called for, where it takes one
+
+    def param(self, name: str) -> int:
+        return dict(self.params)[name]
+
+    def describe(self) -> str:
+        places = [f"{sum(j.place == p for j in self.jobs)} {p}" for p in PLACES if any(j.place == p for j in self.jobs)]
+        expired = sum(j.place == "active" and j.expired for j in self.jobs)
+        if expired:
+            places = [f"{p} ({expired} with its lease run out)" if p.endswith(" active") else p for p in places]
+        jobs = ", ".join(places) or "no jobs"
+        extra = "".join(f", {k} {v}" for k, v in self.params)
+        call = f", called for {self.caller[0]} attempt {self.caller[1]}" if self.caller[0] else ""
+        return f"a queue named like '…{self.tail}' holding {jobs}{extra}{call}"
+
+
+@dataclass(frozen=True)
+class Move:
+    """How an exercise's move is called: its KEYS (queue key names, or 'row' for the
+    caller's row), its ARGV from the state, how often in a row, and which part of its reply
+    the contract fixes (None: the reply is free)."""
+
+    keys: tuple[str, ...]
+    argv: Callable[[State], list[Any]]
+    calls: int = 1
+    reply: Callable[[Any], Any] | None = None
+    generate: Callable[[random.Random, int], State] | None = None  # states for this move (default: states())
+    # A Python move: called as python(answer, client, queue, state) instead of running a script;
+    # the answer is then the learner's function(s), and the reference's come from the solution.
+    python: Callable[[Any, Any, Queue, State], Any] | None = None
+
+
+@dataclass
+class Trial:
+    """One move run on one queue: what it replied, and the server's time around it."""
+
+    reply: Any = None
+    before: int = 0
+    after: int = 0
+    error: Exception | None = None
+
+
+@dataclass
+class Verdict:
+    difference: str | None  # the first difference, as the feedback line; None: none found
+    state: State | None = None
+    tried: int = 0
+    error: Exception | None = None  # the learner's move raised (its text is in difference)
+    refused_key: str | None = None  # an ACL refusal: the key outside the learner's namespace
+    where: dict[str, Any] = field(default_factory=dict)  # the difference's key/field/values, for signatures
+
+
+# -- states ----------------------------------------------------------------------------------------
+
+
+def _job_id(rng: random.Random) -> str:
+    if rng.random() < 0.3:
+        return rng.choice(EDGE_IDS)
+    return "JOB" + "".join(rng.choice(_ALPHABET) for _ in range(26))
+
+
+def states(rng: random.Random, size: int, *, places: Sequence[str] = PLACES) -> State:
+    """One generated state with up to ``size`` jobs spread over ``places``."""
+    jobs: dict[str, Job] = {}
+    for _ in range(rng.randint(1, max(1, size))):
+        place = rng.choice(places)
+        attempts = rng.randint(1, 5) if place in ("active", "dead") else rng.choice((0, 0, 1, 2, 4))
+        job = Job(
+            id=_job_id(rng),
+            place=place,
+            attempts=attempts,
+            stalled=rng.choice((0, 0, 1, 2, 3)),
+            expired=place == "active" and rng.random() < 0.5,
+            payload=rng.choice(("work", "", "card-7 2500", "pending", '{"n": 1}')),
+        )
+        jobs.setdefault(job.id, job)
+    return State(tail=rng.choice(TAILS), jobs=tuple(sorted(jobs.values(), key=lambda j: j.id)))
+
+
+def _build(queue: Queue, state: State, now: int) -> None:
+    """Write ``state`` into the empty ``queue``, times relative to the server's ``now``."""
+    k = queue.keys
+    pipe = queue.client.pipeline(transaction=False)
+    for job in state.jobs:
+        score = {
+            "pending": 0,
+            "active": now - 60_000 if job.expired else now + 600_000,
+            "scheduled": now + 300_000,
+            "dead": now - 120_000,
+            "done": now - 180_000,
+        }[job.place]
+        pipe.zadd(getattr(k, job.place), {job.id: score})
+        if job.place == "done":
+            continue  # a finished job has no row
+        row = {
+            "state": job.place,
+            "attempts": job.attempts,
+            "stalled": job.stalled,
+            "payload": job.payload,
+            "enqueued_ms": now - 900_000,
+        }
+        if job.place == "dead":
+            row["reason"] = "stalled"
+        pipe.hset(k.prefix + "job:" + job.id, mapping=row)
+    pipe.execute()
+
+
+# -- reading a queue --------------------------------------------------------------------------------
+
+
+def _number(value: Any) -> Any:
+    text = _text(value) if isinstance(value, bytes) else value
+    if isinstance(text, str):
+        try:
+            number = float(text)
+        except ValueError:
+            return text
+        return int(number) if number.is_integer() else number
+    return text
+
+
+# What a move may do beyond the reference without breaking the contract: keep counters of its
+# own (a stats hash, as the library's moves do), and write or clear a row's free text (why a
+# job died or failed: a person reads it, no move decides by it).
+FREE_KEYS = frozenset({"stats"})
+FREE_FIELDS = frozenset({"reason", "error"})
+
+SCAN_LIMIT = 20_000  # above this many keys on the server (a class's), read the queue's known keys, not a SCAN
+SETS = ("pending", "active", "scheduled", "dead", "done")
+
+
+def known_keys(client: Any, prefix: str, state: State) -> list[str]:
+    """The keys a queue can own: its sets and counters, and the row of every id in the state
+    or in any of its sets now (without a SCAN of the whole server)."""
+    pipe = client.pipeline(transaction=False)
+    for name in SETS:
+        pipe.zrange(prefix + name, 0, -1)
+    ids = {_text(i) for members in pipe.execute() for i in members} | {j.id for j in state.jobs}
+    if state.caller[0]:
+        ids.add(state.caller[0])
+    return [prefix + n for n in (*SETS, "stats", "effects")] + [prefix + "job:" + i for i in sorted(ids)]
+
+
+def keyspace(client: Any, prefix: str, candidates: list[str] | None = None) -> dict[str, tuple[str, Any, int]]:
+    """Every key under ``prefix`` (or of ``candidates``, those that exist): its name after the
+    prefix -> (type, value, ttl in ms or -1)."""
+    if candidates is None:
+        keys = sorted({_text(key) for key in client.scan_iter(match=_glob(prefix) + "*", count=500)})
+    else:
+        pipe = client.pipeline(transaction=False)
+        for key in candidates:
+            pipe.exists(key)
+        keys = sorted(key for key, there in zip(candidates, pipe.execute(), strict=True) if there)
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.type(key)
+        pipe.pttl(key)
+    meta = pipe.execute() if keys else []
+    pipe = client.pipeline(transaction=False)
+    kinds = []
+    for n, key in enumerate(keys):
+        kind = _text(meta[2 * n])
+        kinds.append(kind)
+        if kind == "zset":
+            pipe.zrange(key, 0, -1, withscores=True)
+        elif kind == "hash":
+            pipe.hgetall(key)
+        elif kind == "string":
+            pipe.get(key)
+        elif kind == "list":
+            pipe.lrange(key, 0, -1)
+        elif kind == "set":
+            pipe.smembers(key)
+        else:
+            pipe.type(key)
+    values = pipe.execute() if keys else []
+    out: dict[str, tuple[str, Any, int]] = {}
+    for n, key in enumerate(keys):
+        kind, raw = kinds[n], values[n]
+        if kind == "zset":
+            value: Any = {_text(m): _number(s) for m, s in raw}
+        elif kind == "hash":
+            value = {_text(f): _text(v) for f, v in raw.items()}
+        elif kind == "set":
+            value = sorted(_text(m) for m in raw)
+        elif kind == "list":
+            value = [_text(m) for m in raw]
+        else:
+            value = _text(raw) if raw is not None else None
+        ttl = int(meta[2 * n + 1])
+        out[key[len(prefix) :]] = (kind, value, -1 if ttl < 0 else ttl)
+    return out
+
+
+def _glob(text: str) -> str:
+    return "".join(f"[{c}]" if c in "[]*?\\" else c for c in text)
+
+
+# -- comparing --------------------------------------------------------------------------------------
+
+
+class _Clock:
+    """The server's time around each of the two runs, to judge a value read from TIME."""
+
+    def __init__(self, mine: Trial, theirs: Trial, base: int) -> None:
+        self.mine, self.theirs, self.base = mine, theirs, base
+
+    def same(self, learner: Any, reference: Any) -> bool:
+        if learner == reference:
+            return True
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (learner, reference)):
+            return str(learner) == str(reference)
+        if reference < 10**12:  # not a time in ms: exact
+            return False
+        offset = reference - self.theirs.before  # where the reference put it, from its run's start
+        spread = self.theirs.after - self.theirs.before  # how far into its run it read TIME, at most
+        low = self.mine.before + offset - spread - 1
+        high = self.mine.after + offset + 1
+        return low <= learner <= high
+
+    def show(self, value: Any, trial: Trial) -> str:
+        """A value as the learner can read it: a time relative to the server's time at the move."""
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 10**12:
+            if trial.before - 1 <= value <= trial.after + 1:
+                return "the server's time at the move"
+            offset = value - trial.before
+            sign = "+" if offset > 0 else "-"
+            if abs(offset) < 60_000:  # to 10 ms: the move read TIME somewhere inside its run
+                return f"the server's time at the move {sign} about {round(abs(offset), -1):,.0f} ms"
+            return f"the server's time at the move {sign} about {abs(offset) / 1000:,.0f} s"
+        if isinstance(value, float):
+            return f"{value:g}"
+        return repr(value) if isinstance(value, str) else str(value)
+
+
+def _why(part: str) -> str:
+    return WHY.get(part, "")
+
+
+def compare(
+    mine: dict[str, tuple[str, Any, int]],
+    theirs: dict[str, tuple[str, Any, int]],
+    before: dict[str, tuple[str, Any, int]],
+    clock: _Clock,
+) -> tuple[str, dict[str, Any]] | None:
+    """The first difference between the learner's keyspace and the reference's, in plain
+    words with where it is, or None. Sets before rows, rows in id order."""
+
+    def order(name: str) -> tuple[int, str]:
+        return (0 if ":" not in name else 1, name)
+
+    for name in sorted(set(mine) | set(theirs), key=order):
+        key = "emq:{q}:" + name
+        part = name.split(":")[0]
+        here = {"key": name}
+        if name not in mine:
+            kind, value, _ = theirs[name]
+            return (
+                f"after your move {key} does not exist; the reference move leaves it holding "
+                f"{_summary(kind, value, clock)}. {_why(part).capitalize()}.".replace(". .", "."),
+                here,
+            )
+        if name not in theirs and name in FREE_KEYS and name not in before:
+            continue  # counters of the learner's own: nothing in the exercise's contract reads them
+        if name not in theirs:
+            kind, value, _ = mine[name]
+            was = (
+                "was there before and the reference move deletes it"
+                if name in before
+                else ("the reference move writes no such key")
+            )
+            return f"after your move {key} holds {_summary(kind, value, clock, mine=True)}; {was}.", here
+        (kind_m, value_m, ttl_m), (kind_t, value_t, ttl_t) = mine[name], theirs[name]
+        if kind_m != kind_t:
+            return f"after your move {key} is a {kind_m}; the reference move leaves a {kind_t}.", here
+        if kind_m == "zset":
+            found = _zset_difference(key, part, value_m, value_t, clock)
+        elif kind_m == "hash":
+            found = _hash_difference(key, value_m, value_t, before.get(name, ("hash", {}, -1))[1], clock)
+        elif value_m != value_t:
+            found = (f"after your move {key} holds {value_m!r}; the reference move leaves {value_t!r}.", {})
+        else:
+            found = None
+        if found is not None:
+            return found[0], {**here, **found[1]}
+        if (ttl_m < 0) != (ttl_t < 0) or abs(ttl_m - ttl_t) > 1000:
+
+            def ttl(t: int) -> str:
+                return "no expiry" if t < 0 else f"an expiry in about {t / 1000:,.0f} s"
+
+            return f"after your move {key} has {ttl(ttl_m)}; the reference move leaves it with {ttl(ttl_t)}.", {
+                **here,
+                "ttl": (ttl_m, ttl_t),
+            }
+    return None
+
+
+def _summary(kind: str, value: Any, clock: _Clock, *, mine: bool = False) -> str:
+    if kind == "zset":
+        items = list(value.items())[:2]
+        shown = ", ".join(f"{m} (score {clock.show(s, clock.mine if mine else clock.theirs)})" for m, s in items)
+        more = f" and {len(value) - 2} more" if len(value) > 2 else ""
+        return f"{len(value)} member(s): {shown}{more}"
+    if kind == "hash":
+        return "the fields " + ", ".join(f"{f}={v!r}" for f, v in sorted(value.items()))
+    return f"a {kind}"
+
+
+def _zset_difference(key: str, part: str, mine: dict, theirs: dict, clock: _Clock):
+    why = _why(part)
+    why = f" ({why})" if why else ""
+    for member in sorted(set(mine) | set(theirs)):
+        if member not in mine:
+            score = clock.show(theirs[member], clock.theirs)
+            return (
+                f"after your move {member} is not in {key}; the reference move leaves it there with score {score}.",
+                {"member": member, "values": (None, theirs[member])},
+            )
+        if member not in theirs:
+            score = clock.show(mine[member], clock.mine)
+            return (
+                f"after your move {member} is in {key} with score {score}; the reference move does not put it there.",
+                {"member": member, "values": (mine[member], None)},
+            )
+        if not clock.same(mine[member], theirs[member]):
+            return (
+                f"after your move {key} scores {member} at {clock.show(mine[member], clock.mine)}; the reference "
+                f"move scores it {clock.show(theirs[member], clock.theirs)}{why}.",
+                {"member": member, "values": (mine[member], theirs[member])},
+            )
+    return None
+
+
+def _hash_difference(key: str, mine: dict, theirs: dict, before: dict, clock: _Clock):
+    for name in sorted(set(mine) | set(theirs)):
+        why = _why(name)
+        why = f": {why}" if why else ""
+        if name in FREE_FIELDS or (name not in theirs and name not in before):
+            continue  # a field of the learner's own: nothing in the contract reads it
+        if name not in mine:
+            return (
+                f"after your move {key} has no field {name}; the reference move leaves it "
+                f"{clock.show(_number(theirs[name]), clock.theirs)}{why}.",
+                {"field": name, "values": (None, theirs[name])},
+            )
+        if name not in theirs:
+            return (
+                f"after your move {key} still has field {name} = {clock.show(_number(mine[name]), clock.mine)}; "
+                f"the reference move removes it{why}.",
+                {"field": name, "values": (mine[name], None)},
+            )
+        if not clock.same(_number(mine[name]), _number(theirs[name])):
+            kept = before.get(name) == theirs[name]
+            return (
+                f"after your move {key} field {name} is {clock.show(_number(mine[name]), clock.mine)}; the "
+                f"reference move {'keeps it at' if kept else 'makes it'} "
+                f"{clock.show(_number(theirs[name]), clock.theirs)}{why}.",
+                {"field": name, "values": (mine[name], theirs[name])},
+            )
+    return None
+
+
+# -- running ----------------------------------------------------------------------------------------
+
+
+class Judge:
+    """Runs both moves on generated states in two scratch queues of one run."""
+
+    def __init__(self, client: Any, move: Move, learner_source: str, reference_source: str, lesson: str) -> None:
+        self.client, self.move = client, move
+        self.sources = (learner_source, reference_source)
+        self.lesson = lesson
+        self._made: list[Queue] = []
+        self._base: dict[str, str] = {}  # queue name -> the unique part of it, which no other queue has
+        # On a small server every key under a queue's prefix is read (SCAN), and keys written
+        # outside it are found; on a class's server a SCAN per trial would cost seconds, so the
+        # queue's known keys are read (a key written elsewhere still shows as the one missing).
+        self.scan = int(client.dbsize()) <= SCAN_LIMIT
+        self._state: State | None = None
+
+    def _queue(self, side: str, tail: str) -> Queue:
+        base = f"d{self.lesson}-{os.getpid() % 100_000}-{next(_names)}{side}"
+        queue = Queue(learner.queue_name(f"{base}-{tail}"[:64]), self.client)
+        self._made.append(queue)
+        self._base[queue.name] = base
+        return queue
+
+    def _keys(self, queue: Queue) -> list[str] | None:
+        return None if self.scan or self._state is None else known_keys(self.client, queue.keys.prefix, self._state)
+
+    def cleanup(self) -> None:
+        for queue in self._made:
+            try:
+                if self.scan:
+                    queue.reset()
+                    for key in _strays(self.client, queue, self._base.get(queue.name, queue.name)):
+                        self.client.delete(key)
+                else:
+                    for key in self._keys(queue) or []:
+                        self.client.delete(key)
+            except Exception:  # cleaning up must never hide the verdict
+                pass
+        self._made.clear()
+
+    def _run(self, source: str, queue: Queue, state: State) -> Trial:
+        k = queue.keys
+        keys = [k.prefix + "job:" + state.caller[0] if name == "row" else getattr(k, name) for name in self.move.keys]
+        trial = Trial(before=server_now_ms(self.client))
+        replies = []
+        try:
+            for _ in range(self.move.calls):
+                if self.move.python is not None:
+                    replies.append(self.move.python(source, self.client, queue, state))
+                else:
+                    replies.append(scripts.run_text(self.client, source, keys, self.move.argv(state), name="your move"))
+        except (redis.ResponseError, PermissionDenied) as exc:
+            trial.error = exc
+        except Exception as exc:  # a Python move's own error is the learner's code failing
+            if self.move.python is None:
+                raise
+            trial.error = exc
+        trial.after = server_now_ms(self.client)
+        trial.reply = [_normal(r) for r in replies]
+        return trial
+
+    def differ(self, state: State) -> Verdict:
+        """Both moves on ``state``; the first difference (or the learner's error)."""
+        mine_q, theirs_q = self._queue("a", state.tail), self._queue("b", state.tail)
+        self._state = state
+        try:
+            now = server_now_ms(self.client)
+            _build(mine_q, state, now)
+            _build(theirs_q, state, now)
+            before = keyspace(self.client, theirs_q.keys.prefix, self._keys(theirs_q))
+            mine = self._run(self.sources[0], mine_q, state)
+            if mine.error is not None:
+                refused = _refused_key(mine.error)
+                return Verdict(
+                    f"your move failed: {_first_line(mine.error)}", state, error=mine.error, refused_key=refused
+                )
+            theirs = self._run(self.sources[1], theirs_q, state)
+            if theirs.error is not None:
+                raise RuntimeError(f"the reference move failed (not your code): {theirs.error}")
+            clock = _Clock(mine, theirs, now)
+            base = self._base[mine_q.name]
+            stray = _strays(self.client, mine_q, base) if self.scan else []
+            if stray:
+                shown = _text(stray[0]).replace(mine_q.keys.prefix, "emq:{q}:")
+                shown = shown.replace(mine_q.name.rsplit(base, 1)[0] + base + "-", "…")
+                return Verdict(
+                    f"your move wrote {shown}, a key outside the queue's emq:{{q}}: keys; the reference move writes "
+                    "only keys of its own queue",
+                    state,
+                    where={"stray": shown},
+                )
+            found = compare(
+                keyspace(self.client, mine_q.keys.prefix, self._keys(mine_q)),
+                keyspace(self.client, theirs_q.keys.prefix, self._keys(theirs_q)),
+                before,
+                clock,
+            )
+            if found is None and self.move.reply is not None:
+                got = [self.move.reply(r) for r in mine.reply]
+                want = [self.move.reply(r) for r in theirs.reply]
+                if not _same_reply(got, want, clock):
+                    n = next(
+                        i for i, (g, w) in enumerate(zip(got, want, strict=True)) if not _same_reply([g], [w], clock)
+                    )
+                    call = f" to call {n + 1}" if self.move.calls > 1 else ""
+                    return Verdict(
+                        f"your move replied {_show_reply(got[n], clock, clock.mine)}{call}; the reference move replies "
+                        f"{_show_reply(want[n], clock, clock.theirs)}: the reply is what the caller acts on",
+                        state,
+                        where={"reply": (got[n], want[n])},
+                    )
+            if found is None:
+                return Verdict(None, state)
+            line, where = found
+            return Verdict(line.rstrip("."), state, where=where)
+        finally:
+            self.cleanup()
+
+
+def _strays(client: Any, queue: Queue, base: str) -> list[str]:
+    """Keys whose name holds the unique part of this queue's name (``base``) but that are not
+    under its prefix: what a move wrote after building a key wrongly."""
+    return sorted(
+        text
+        for text in (_text(key) for key in client.scan_iter(match=f"*{_glob(base)}*", count=500))
+        if not text.startswith(queue.keys.prefix)
+    )
+
+
+def _refused_key(exc: Exception) -> str | None:
+    if isinstance(exc, PermissionDenied) or "NOPERM" in str(exc) or "ACL failure" in str(exc):
+        return str(exc)
+    return None
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).splitlines()[0].split(": on @")[0] if str(exc) else type(exc).__name__
+
+
+def _normal(reply: Any) -> Any:
+    if isinstance(reply, list | tuple):
+        return [_normal(r) for r in reply]
+    if isinstance(reply, bytes):
+        return _number(reply)
+    return reply
+
+
+def _same_reply(got: list, want: list, clock: _Clock) -> bool:
+    if len(got) != len(want):
+        return False
+    for g, w in zip(got, want, strict=True):
+        if isinstance(g, list) and isinstance(w, list):
+            if not _same_reply(g, w, clock):
+                return False
+        elif not clock.same(_number(g) if isinstance(g, str) else g, _number(w) if isinstance(w, str) else w):
+            return False
+    return True
+
+
+def _show_reply(reply: Any, clock: _Clock, trial: Trial) -> str:
+    if isinstance(reply, list):
+        return "{" + ", ".join(_show_reply(r, clock, trial) for r in reply) + "}"
+    return clock.show(_number(reply) if isinstance(reply, str) else reply, trial)
+
+
+def _edge_states(generate: Callable[[random.Random, int], State]) -> list[State]:
+    rng = random.Random(SEED * 1000)
+    empty = replace(generate(rng, 1), jobs=())
+    return [empty]
+
+
+def generated(move: Move, *, trials: int = TRIALS, seed: int = SEED) -> list[State]:
+    """The states a judgement runs, in order: the edge states, then ``trials`` from ``seed``."""
+    generate = move.generate or states
+    rng = random.Random(seed)
+    return _edge_states(generate) + [generate(rng, 1 + n // 4) for n in range(trials)]
+
+
+def judge(
+    client: Any,
+    move: Move,
+    learner_source: str,
+    reference_source: str,
+    lesson: str,
+    *,
+    trials: int = TRIALS,
+    seed: int = SEED,
+) -> Verdict:
+    """Run both moves on ``trials`` generated states (fixed ``seed``); the first difference,
+    shrunk, or a Verdict with no difference."""
+    j = Judge(client, move, learner_source, reference_source, lesson)
+    candidates = generated(move, trials=trials, seed=seed)
+    for n, state in enumerate(candidates, start=1):
+        verdict = j.differ(state)
+        if verdict.difference is not None:
+            verdict = _shrink(j, verdict)
+            verdict.tried = n
+            return verdict
+    return Verdict(None, tried=len(candidates))
+
+
+def _shrink(j: Judge, verdict: Verdict) -> Verdict:
+    """Smaller states that still show a difference: fewer jobs, lower counts, a plain name."""
+    best = verdict
+    changed = True
+    rounds = 0
+    while changed and rounds < 4:
+        changed, rounds = False, rounds + 1
+        state = best.state
+        assert state is not None
+        tries: list[State] = []
+        if state.tail != TAILS[0]:
+            tries.append(replace(state, tail=TAILS[0]))
+        for n, job in enumerate(state.jobs):
+            if job.id != state.caller[0]:
+                tries.append(replace(state, jobs=state.jobs[:n] + state.jobs[n + 1 :]))
+        for n, job in enumerate(state.jobs):
+            simpler = replace(job, stalled=0, payload="work")
+            if simpler != job:
+                tries.append(replace(state, jobs=state.jobs[:n] + (simpler,) + state.jobs[n + 1 :]))
+        for attempt in tries:
+            smaller = j.differ(attempt)
+            if smaller.difference is not None and (smaller.error is None) == (best.error is None):
+                best, changed = smaller, True
+                break
+    return best
+
+
+def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move") -> Verdict:
+    """The check's last step: the learner's move against the reference move on generated
+    states. A ✓ line only when no state showed a difference; else one ✗ line with the first
+    difference (or the learner's error, or the ACL's refusal) in plain words."""
+    reference: Any = run.exercise.solution
+    if move.python is not None:
+        reference = run.exercise.answer_from(run.exercise.solution)
+    verdict = judge(run.client, move, source, reference, run.exercise.lesson)
+    if verdict.difference is None:
+        run.good(
+            "contract",
+            f"On {verdict.tried} generated queues (fixed seed {SEED}: jobs in every set, prior attempts and stall "
+            "counts, ids at the edges, queue names holding the sets' own words) your move left every key of the "
+            "queue -- members, scores, row fields, TTLs"
+            + (", and its reply" if move.reply else "")
+            + " -- as the reference move does (counters and free-text fields of your own aside).",
+        )
+        return verdict
+    assert verdict.state is not None
+    if verdict.refused_key is not None:
+        run.fail(
+            "contract", "key-outside-namespace", error=_first_line(verdict.error or Exception(verdict.refused_key))
+        )
+    if verdict.error is not None:
+        run.fail(
+            "contract",
+            "code-error",
+            what=f"{what}, on {verdict.state.describe()},",
+            error=_first_line(verdict.error),
+            where="",
+        )
+    run.fail("contract", "differs-from-reference", what=f"On {verdict.state.describe()}: {verdict.difference}.")
+    return verdict

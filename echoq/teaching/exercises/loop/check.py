@@ -1,0 +1,384 @@
+"""Lesson 05: the consumer loop on a beat.
+
+The learner writes ``worker_loop(q, handle, running)``: until ``running()`` is False, run
+the stalled check on a beat and, between beats, claim, handle and complete jobs. The
+check runs it as real worker PROCESSES (forked children, each with its own connection)
+and plays three seeded scenes:
+
+1. **a peer's crash** -- two workers; one is SIGKILLed inside the handler of its first
+   job; the other must bring that job back on its beat, with no restart, and the job's
+   effect must happen (once: the handler is keyed on the JOB id);
+2. **a failing handler** -- one job raises on its first delivery; it must still be done,
+   with its effect, by the same worker, which must still be running;
+3. **a poison job** -- it SIGKILLs every worker that handles it; killed workers are
+   restarted; it must end in the dead set at the MAX_STALLED-th stall and the others done.
+
+While idle, a worker must wait between claims rather than spin. Every verdict comes from
+the server (where each job is, the effects ledger) and the processes (who died, how).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+
+from echoq.effects import Effects
+from echoq.queue import Claim, Queue
+from echoq.teaching import processes
+from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
+
+LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2
+
+
+RECOVERY_MS = 1_500  # a beat must bring an expired lease back within this (ample on a loaded machine)
+
+
+LOOP_MISCONCEPTIONS = [
+    Misconception(
+        "complete-before-handle",
+        "done before the work",
+        "A worker was killed inside the handler of {job}, and the job was already marked done: its effect never "
+        "happened, and nothing will ever retry it.",
+        'When may a worker say "done"? What if it dies one line later?',
+        "Call q.complete(claim) after handle(claim) has returned.",
+    ),
+    Misconception(
+        "no-beat",
+        "no beat",
+        "A worker was killed holding {job}; its lease ran out, and {overdue:.1f} s later the job was still in "
+        "emq:{{q}}:active, though another worker was running the whole time. Even a fresh worker never "
+        "brought it back.",
+        "Who moves an expired lease back to pending? Some worker must, again and again.",
+        "Run q.stalled_check(max_stalled=MAX_STALLED) every BEAT_MS inside the loop.",
+    ),
+    Misconception(
+        "reap-only-at-start",
+        "reaped once, at start",
+        "A worker was killed holding {job}; the other worker, already running, had not brought it back "
+        "{overdue:.1f} s after its lease ran out. Only a newly started worker did: your stalled check runs once, "
+        "when the loop begins.",
+        "Workers die while others are running. When does a running worker look for their jobs?",
+        "Move the stalled check inside the loop, on a beat.",
+    ),
+    Misconception(
+        "lease-too-long",
+        "a lease nobody waits out",
+        "A worker was killed holding {job}, whose lease runs {lease_s:.0f} s: the job waits that long before any "
+        "beat may bring it back. Use LEASE_MS.",
+        "How long after a crash does the job come back? Exactly as long as its lease.",
+        "Claim with lease_ms=LEASE_MS.",
+    ),
+    Misconception(
+        "swallow-and-complete",
+        "the error swallowed, the job completed",
+        "The handler of {job} raised ({error}), and the job was completed anyway: its effect never happened.",
+        "A handler that raised has not done its work.",
+        "On an exception, give the job back with its error (q.retry); never complete it.",
+    ),
+    Misconception(
+        "one-error-ends-the-worker",
+        "one error ends the worker",
+        "The handler raised once ({error}) and your loop let it escape: the worker process ended{where}, with "
+        "jobs still to do.",
+        "A failing job is normal; a dead worker is not.",
+        "Catch Exception around handle(claim), and give the job back with q.retry.",
+    ),
+    Misconception(
+        "poison-loops-forever",
+        "poison loops forever",
+        "A job that kills every worker that handles it killed {kills} workers and was still coming back "
+        "({where}): your beat returns it every time.",
+        "Something must count how often a job has stalled.",
+        "Use q.stalled_check(max_stalled=MAX_STALLED), which dead-letters a job at its MAX_STALLED-th stall; "
+        "q.reap() returns it forever.",
+    ),
+    Misconception(
+        "spins-when-idle",
+        "spins when idle",
+        "With nothing to do, one worker sent {commands} commands to Valkey in {seconds:.1f} s: it asks again at "
+        "once when a claim comes back empty. A fleet of those keeps the server busy doing nothing.",
+        "What should a worker do when there is no job?",
+        "Sleep a little (a few ms up to the beat) when claim returns None.",
+    ),
+]
+
+
+LOOP = register(
+    load(
+        __file__,
+        key="loop",
+        lesson="05",
+        title="the loop on a beat",
+        kind="python",
+        names=("worker_loop",),
+        misconceptions=LOOP_MISCONCEPTIONS,
+    )
+)
+
+
+Loop = Callable[[Queue, Callable[[Claim], None], Callable[[], bool]], object]
+
+
+DIES_ONCE = "order 0 (its first worker dies)"
+
+
+class FlakyError(RuntimeError):
+    """What the check's handler raises on a flaky job's first delivery."""
+
+
+def _handler(queue: Queue, work_ms: float) -> Callable[[Claim], None]:
+    effects = Effects(queue)
+
+    def handle(claim: Claim) -> None:
+        processes.mark("handler")
+        if claim.payload == "poison" or (claim.payload == DIES_ONCE and claim.attempt == 1):
+            os.kill(os.getpid(), signal.SIGKILL)  # this job kills whoever handles it (once, or always)
+        if claim.payload == "flaky" and claim.attempt == 1:
+            raise FlakyError("the payment API timed out")
+        time.sleep(work_ms / 1000)
+        effects.apply_once(claim.job_id, claim.payload)
+        processes.mark("effect")
+
+    return handle
+
+
+def _worker(loop: Loop, queue: Queue, stop_fd: int, work_ms: float) -> str:
+    import select
+
+    client = processes.counting_client(queue.client)
+    q = Queue(queue.name, client)
+
+    def running() -> bool:
+        return not select.select([stop_fd], [], [], 0)[0]
+
+    loop(q, _handler(Queue(queue.name, client), work_ms), running)
+    return "stopped" if not running() else "returned"
+
+
+class Fleet:
+    """Worker processes running the learner's loop on one queue."""
+
+    def __init__(self, run: Run, loop: Loop, queue: Queue, seed: int) -> None:
+        self.run, self.loop, self.queue = run, loop, queue
+        self.rng = random.Random(seed)
+        self.workers: list[tuple[processes.Child, int]] = []
+        self.kills = 0
+
+    def start(self, kill_at: processes.StepAt = None) -> processes.Child:
+        stop_r, stop_w = os.pipe()
+        child = processes.spawn(
+            _worker, self.loop, self.queue, stop_r, self.rng.uniform(0, 3), kill_at=kill_at, name="a worker"
+        )
+        os.close(stop_r)
+        self.workers.append((child, stop_w))
+        return child
+
+    def poll(self) -> None:
+        for child, _ in self.workers:
+            child.poll()
+
+    def stop(self, child: processes.Child) -> None:
+        for c, w in self.workers:
+            if c is child and w >= 0:
+                os.write(w, b"x")
+        child.wait(5)
+
+    def stop_all(self) -> None:
+        for child, w in self.workers:
+            if not child.ended:
+                try:
+                    os.write(w, b"x")
+                except OSError:
+                    pass
+        for child, w in self.workers:
+            try:
+                child.wait(5)
+            except processes.ChildTimeout:
+                pass
+            os.close(w)
+        self.workers = []
+
+    def raised(self) -> processes.Child | None:
+        self.poll()
+        return next((c for c, _ in self.workers if c.state == "raised"), None)
+
+    def until(self, settled: Callable[[], bool], seconds: float) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            self.poll()
+            if settled():
+                break
+            time.sleep(0.01)
+        return time.monotonic() - started
+
+
+def _done_without_effect(queue: Queue, ids: list[str]) -> str | None:
+    snap = queue.snapshot()
+    effects = Effects(queue).counts()
+    return next((i for i in ids if i in snap.done and effects.get(i, 0) == 0), None)
+
+
+@check_runner(LOOP)
+def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
+    """Run the learner's loop as worker processes through a crash, a failing handler and a
+    poison job; judge by the server's sets and the effects ledger."""
+    if not callable(worker_loop):
+        run.fail("runs", "not-yet", what=f"Pass your loop function (worker_loop), not {worker_loop!r}.")
+
+    # 1. A peer's crash: two workers are running; the one that handles the first order is
+    #    SIGKILLed inside its handler; the other runs on, and nobody restarts anything.
+    queue = run.queue("-crash")
+    fleet = Fleet(run, worker_loop, queue, seed)
+    run.cleanup(fleet.stop_all)
+    pair = [fleet.start(), fleet.start()]
+    for worker in pair:
+        try:
+            worker.wait_steps(1, 3)  # each is inside its loop, talking to Valkey
+        except processes.ChildTimeout:
+            run.fail("runs", "too-slow", what="Your loop (it never sent Valkey a command)", seconds=3)
+    ids = queue.enqueue_many([DIES_ONCE] + [f"order {n}" for n in range(1, 4)])
+    deadline = time.monotonic() + 10
+    while not any(w.killed for w in pair):
+        fleet.poll()
+        if (raised := fleet.raised()) is not None:
+            run.code_failed("runs", "Your loop", raised)
+        if time.monotonic() > deadline:
+            run.fail("runs", "too-slow", what="Your loop (it never handled the first order)", seconds=10)
+        time.sleep(0.005)
+    survivor = next(w for w in pair if not w.killed)
+    dying = ids[0]
+    snap = queue.snapshot()
+    if dying in snap.active and snap.active[dying] - snap.now_ms > 5_000:
+        run.fail("crash", "lease-too-long", job=dying, lease_s=(snap.active[dying] - snap.now_ms) / 1000)
+    expires = snap.active.get(dying, snap.now_ms)
+
+    def settled_or_overdue() -> bool:
+        now = queue.snapshot()
+        return now.counts["done"] == len(ids) or now.now_ms > expires + RECOVERY_MS
+
+    waited = fleet.until(settled_or_overdue, 10.0)
+    if (raised := fleet.raised()) is not None:
+        run.code_failed("runs", "Your loop", raised)
+    lost = _done_without_effect(queue, ids)
+    if lost == dying:
+        run.fail("crash", "complete-before-handle", job=lost)
+    if lost is not None:
+        run.fail(
+            "crash",
+            "not-yet",
+            what=f"{lost} was marked done but its effect never ran: complete a job only "
+            "after handle(claim) has returned.",
+        )
+    snap = queue.snapshot()
+    stuck = next((i for i in ids if i in snap.active), None)
+    if stuck is not None:
+        fleet.stop(survivor)
+        fresh = fleet.start()
+        fleet.until(lambda: stuck not in queue.snapshot().active, RECOVERY_MS / 1000)
+        fleet.stop(fresh)
+        if stuck not in queue.snapshot().active:
+            run.fail("crash", "reap-only-at-start", job=stuck, overdue=RECOVERY_MS / 1000)
+        run.fail("crash", "no-beat", job=stuck, overdue=RECOVERY_MS / 1000)
+    if snap.counts["done"] != len(ids):
+        run.fail(
+            "crash", "not-yet", what=f"After {waited:.1f} s only {snap.counts['done']} of {len(ids)} jobs were done."
+        )
+    run.one_place_each("crash", queue, ids)
+    effects = Effects(queue).counts()
+    run.good(
+        "crash",
+        f"A worker SIGKILLed inside a handler: the other, running all along, brought its job back on its beat; "
+        f"all {len(ids)} jobs done, each effect once ({sum(effects.values())} effects).",
+    )
+
+    # While idle: how often does the survivor ask the server for work?
+    before = len(survivor.poll().steps)
+    time.sleep(0.3)
+    commands = len(survivor.poll().steps) - before
+    fleet.stop_all()
+    if commands > 200:
+        run.fail("idle", "spins-when-idle", commands=commands, seconds=0.3)
+    run.good("idle", f"Idle, a worker sent {commands} commands in 0.3 s: it waits between claims.")
+
+    # 2. A failing handler: the job raises on its first delivery.
+    queue = run.queue("-flaky")
+    ids = queue.enqueue_many(["order a", "flaky", "order b"])
+    fleet = Fleet(run, worker_loop, queue, seed + 1)
+    run.cleanup(fleet.stop_all)
+    worker = fleet.start()
+    waited = fleet.until(lambda: queue.snapshot().counts["done"] == len(ids) or worker.ended, 4.0)
+    lost = _done_without_effect(queue, ids)
+    if lost is not None:
+        run.fail("error", "swallow-and-complete", job=lost, error="FlakyError: the payment API timed out")
+    if worker.ended:
+        if worker.error and worker.error.startswith("FlakyError"):
+            run.fail("error", "one-error-ends-the-worker", error=worker.error, where="")
+        if worker.error:
+            run.code_failed("runs", "Your loop", worker)
+        run.fail("error", "not-yet", what="Your loop returned while running() was still True.")
+    if queue.snapshot().counts["done"] != len(ids):
+        run.fail(
+            "error",
+            "not-yet",
+            what=f"After {waited:.1f} s the job whose handler raised once was not done: give it back, with its "
+            "error, so that it is tried again.",
+        )
+    stats = queue.snapshot().stats
+    if stats.get("stalled", 0) > 0 or not stats.get("retried", 0):
+        run.fail(
+            "error",
+            "not-yet",
+            what="The handler raised FlakyError once; your loop caught it and left the job to run out its lease: "
+            "it came back only as a stalled job, and its error is recorded nowhere. A job that fails every time "
+            "would end in emq:{q}:dead as 'stalled', its real error lost. Give a failed job back through the retry "
+            "path, with the error, so the row keeps it.",
+        )
+    fleet.stop_all()
+    run.one_place_each("error", queue, ids)
+    run.good(
+        "error",
+        "A handler that raised once: the job went back through the retry path with its error, was tried again "
+        "and done, and the same worker ran on.",
+    )
+
+    # 3. A poison job: every worker that handles it dies; dead workers are restarted.
+    queue = run.queue("-poison")
+    ids = queue.enqueue_many(["order c", "poison", "order d"])
+    fleet = Fleet(run, worker_loop, queue, seed + 2)
+    run.cleanup(fleet.stop_all)
+    for _ in range(2):
+        fleet.start()
+    poison = ids[1]
+    kills = 0
+    give_up = time.monotonic() + 6.0
+    while time.monotonic() < give_up and kills <= MAX_STALLED + 2:
+        fleet.poll()
+        for child, _w in list(fleet.workers):
+            if child.killed and not getattr(child, "_replaced", False):
+                child._replaced = True  # type: ignore[attr-defined]
+                kills += 1
+                fleet.start()
+            elif child.state == "raised":
+                run.code_failed("runs", "Your loop", child)
+        snap = queue.snapshot()
+        if poison in snap.dead and snap.counts["done"] == len(ids) - 1:
+            break
+        time.sleep(0.01)
+    snap = queue.snapshot()
+    fleet.stop_all()
+    if poison not in snap.dead:
+        where = snap.place_of(poison) or "nowhere"
+        row = queue.job(poison)
+        stalls = row.stalled if row else 0
+        run.fail("poison", "poison-loops-forever", kills=kills, where=f"now in {where}, stalled count {stalls}")
+    if snap.counts["done"] != len(ids) - 1:
+        run.fail("poison", "not-yet", what="The jobs beside the poison job were not all done.")
+    run.one_place_each("poison", queue, ids)
+    run.good(
+        "poison",
+        f"A poison job killed {kills} workers (each restarted) and then rested in emq:{{q}}:dead; "
+        "the other jobs were done.",
+    )

@@ -1,0 +1,20 @@
+import time
+
+LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2
+
+def worker_loop(q, handle, running):
+    last = None
+    while running():
+        if last is None or time.monotonic() - last > BEAT_MS / 1000:
+            last = time.monotonic()
+            q.stalled_check(MAX_STALLED)
+        job = q.claim(LEASE_MS)
+        if not job:
+            time.sleep(BEAT_MS / 1000 / 4)
+            continue
+        try:
+            handle(job)
+        except Exception as failure:
+            q.retry(job, error=f"{type(failure).__name__}: {failure}")  # back, with why
+        else:
+            q.complete(job)

@@ -1,0 +1,19 @@
+import time
+
+LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2
+
+def worker_loop(q, handle, running) -> None:
+    """Until running() is False: on a beat, bring back stalled jobs; in between, claim,
+    handle and complete jobs, one at a time."""
+    q.stalled_check(max_stalled=MAX_STALLED)  # bring back what dead workers left
+    while running():
+        claim = q.claim(lease_ms=LEASE_MS)
+        if claim is None:
+            time.sleep(0.01)
+            continue
+        try:
+            handle(claim)
+        except Exception as exc:
+            q.retry(claim, error=str(exc))  # give it back for another try
+            continue
+        q.complete(claim)  # only now is it done

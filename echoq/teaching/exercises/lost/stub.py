@@ -1,0 +1,1 @@
+lost = None  # which jobs are lost? a list of payloads, like ["job 4"]

@@ -1,0 +1,1 @@
+lost = ['job 1', 'job 2', 'job 3', 'job 4', 'job 5']

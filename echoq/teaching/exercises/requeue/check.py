@@ -1,0 +1,254 @@
+"""Lesson 07: a script that builds a key for itself, on a cluster.
+
+The learner's Lua ``requeue_dead`` (KEYS dead, pending) gives every dead job of a queue a
+fresh chance: each id leaves ``emq:{q}:dead`` for ``emq:{q}:pending`` and its row says
+``state = pending`` with its stall count back to 0. The row's key is not among KEYS: the
+script must build it, and on a cluster only a key that carries the queue's ``{tag}`` lives
+in the slot the script runs on.
+
+The check runs it (in a child process, on a client of its own) on two fresh queues of the
+given client -- the lesson's cluster, where their tags put them in two different slots --
+after three jobs of each were dead-lettered by real stalls and one stale worker still holds
+an old claim. The verdict comes from the server: the sets, the rows, any key written outside
+the queue, and whether that stale worker's complete is still refused afterwards.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from redis.cluster import ClusterNode, RedisCluster
+
+from echoq import scripts
+from echoq.queue import Complete, Queue
+from echoq.teaching import processes
+from echoq.teaching.exercises.core import (
+    Misconception,
+    Run,
+    check_runner,
+    is_refusal,
+    load,
+    refusal_words,
+    register,
+)
+from echoq.teaching.exercises.differential import Move, State, contract_step, states
+from echoq.teaching.fast_forward import fast_forward
+
+DEAD = 3
+
+
+LEASE_MS = 5_000
+
+
+MISCONCEPTIONS = [
+    Misconception(
+        "row-key-without-the-tag",
+        "a row key without the tag",
+        "{what} A key a script builds must carry the queue's {{tag}}, or it lands in another slot -- on a "
+        "cluster, often on another master.",
+        "Where does the queue's tag come from inside the script? Only KEYS carry it.",
+        "Cut the name off KEYS[1] ('emq:{q}:dead' minus 'dead') and build the row key on what is left.",
+    ),
+    Misconception(
+        "another-queues-tag",
+        "another queue's tag typed in",
+        "The script wrote {key}: a row of another queue, not of {queue}. A name typed into the script fits one "
+        "queue; the check ran it on two.",
+        "The script runs for whichever queue's KEYS it is given. Take the prefix from KEYS.",
+        "string.sub(KEYS[1], 1, -5) is 'emq:{q}:' for any queue q.",
+    ),
+    Misconception(
+        "dead-and-pending",
+        "in two places",
+        "{job} is in {queue}'s pending AND still in its dead set: a job must be in exactly one place, or the "
+        "next reader counts it twice.",
+        "Moving is two writes: add to one set and remove from the other.",
+        "ZREM the id from KEYS[1] as you ZADD it to KEYS[2].",
+    ),
+    Misconception(
+        "only-the-first",
+        "only the first job",
+        "{left} of {queue}'s {dead} dead jobs are still in its dead set: the script moved only {moved}.",
+        "How many ids does your read of the dead set return?",
+        "ZRANGE key 0 -1 is every member; 0 0 is only the first.",
+    ),
+    Misconception(
+        "row-still-dead",
+        "the row still says dead",
+        "{job} is in pending but its row {row} still says state = {state}: every reader that trusts the row "
+        "(the snapshot, the lab, a person) sees a dead job waiting to be claimed.",
+        "The sets are half of a job's place; the row's state is the other half.",
+        "HSET the row's 'state' to 'pending' as you move it.",
+    ),
+    Misconception(
+        "stall-count-kept",
+        "the stall count kept",
+        "{job} came back with its stall count at {stalled}: with max_stalled 1 its very next stall is fatal, "
+        "so the 'second chance' is no chance at all.",
+        "A fresh chance starts the stall count again.",
+        "HSET the row's 'stalled' field to 0 as well.",
+    ),
+    Misconception(
+        "token-reset",
+        "the fencing token reset",
+        "The script set {job}'s attempts back to {attempts}. Attempts is the fencing token: the next claim "
+        "hands out attempt {next}, which a stale worker already holds -- and its complete was accepted.",
+        "Attempts only ever grows: it is how a stale worker is told apart from the current one.",
+        "Reset 'stalled' only; leave 'attempts' as it is.",
+    ),
+]
+
+
+EXERCISE = register(
+    load(
+        __file__,
+        key="requeue",
+        lesson="07",
+        title="requeue the dead, on a cluster",
+        kind="lua",
+        names=(),
+        misconceptions=MISCONCEPTIONS,
+    )
+)
+
+
+REFUSED_ON_A_CLUSTER = ("non local key", "hash to the same slot", "crossslot", "undeclared")
+
+
+def _own_client(client: Any) -> Any:
+    """A new client to the same server or cluster: a child never shares its parent's sockets."""
+    if isinstance(client, RedisCluster):
+        kwargs = client.nodes_manager.connection_kwargs
+        return RedisCluster(
+            startup_nodes=[ClusterNode(node.host, node.port) for node in client.get_primaries()],
+            username=kwargs.get("username"),
+            password=kwargs.get("password"),
+            decode_responses=kwargs.get("decode_responses", False),
+            require_full_coverage=False,
+            socket_timeout=5,
+        )
+    return processes.counting_client(client)
+
+
+def _requeue_in_child(source: str, client: Any, keys: list[str]) -> None:
+    scripts.run_text(_own_client(client), source, keys, [], name="your requeue_dead")
+
+
+def _words(error: str) -> str:
+    """The server's refusal without the Lua frame it names ('... script: on @user_script:8.')."""
+    return error.split(": on @")[0].removeprefix("ResponseError: ").rstrip(". ")
+
+
+def _dead_letter(queue: Queue) -> tuple[list[str], Any]:
+    """Three jobs dead by a real stall each (max_stalled 1); returns their ids and one claim
+    a stale worker still holds for the first of them."""
+    ids = queue.enqueue_many([f"job {n}" for n in range(1, DEAD + 1)])
+    claims = queue.claim_many(DEAD, lease_ms=LEASE_MS)
+    fast_forward(queue, LEASE_MS)  # the workers died: their leases run out (on the server's clock)
+    queue.stalled_check(max_stalled=1)
+    return ids, claims[0]
+
+
+def _stray(client: Any, queue: Queue, ids: list[str]) -> list[str]:
+    """Keys holding one of ``ids`` in their name that are not this queue's."""
+    found = []
+    for job_id in ids:
+        for key in client.scan_iter(match=f"*{job_id}*"):
+            text = key.decode() if isinstance(key, bytes) else str(key)
+            if not text.startswith(queue.keys.prefix):
+                found.append(text)
+    return found
+
+
+@check_runner(EXERCISE)
+def check_requeue_script(run: Run, source: str) -> None:
+    """Run ``requeue_dead`` on two queues whose jobs were dead-lettered by real stalls, and
+    judge what the server holds afterwards (see the module docstring)."""
+    if not isinstance(source, str) or not source.strip():
+        run.fail("runs", "not-yet", what="Pass your script (the string requeue_dead).")
+    scenes = []
+    for part in ("-a", "-b"):
+        queue = run.queue(part)
+        ids, stale = _dead_letter(queue)
+        row = queue.job(ids[0])
+        if queue.snapshot().counts["dead"] != DEAD or row is None or row.stalled != 1:  # the scene itself
+            raise RuntimeError(f"the lesson 07 scene did not play out on {queue.name}")
+        scenes.append((queue, ids, stale))
+    run.cleanup(lambda: [run.client.delete(key) for q, ids, _ in scenes for key in _stray(run.client, q, ids)])
+    for queue, _ids, _stale in scenes:
+        k = queue.keys
+        child = run.waited(
+            "runs",
+            "Your requeue_dead",
+            processes.spawn(_requeue_in_child, source, run.client, [k.dead, k.pending], name="your script"),
+            15,
+        )
+        if child.error is not None:
+            if is_refusal(child.error):
+                run.fail(
+                    "tag",
+                    "row-key-without-the-tag",
+                    what=f"The server refused your script a key outside your queues ({refusal_words(child.error)}).",
+                )
+            if any(words in child.error.lower() for words in REFUSED_ON_A_CLUSTER):
+                run.fail(
+                    "tag",
+                    "row-key-without-the-tag",
+                    what=f"The cluster refused your script on {queue.name}'s master ({_words(child.error)}).",
+                )
+            run.code_failed("runs", "Your requeue_dead", child)
+    run.good("runs", "Your script ran on both queues, each on the master that serves its slot.")
+    for queue, ids, _stale in scenes:
+        stray = _stray(run.client, queue, ids)
+        others = [key for key in stray if key.startswith("emq:{")]
+        if others:
+            run.fail("tag", "another-queues-tag", key=others[0], queue=queue.name)
+        if stray:
+            run.fail(
+                "tag",
+                "row-key-without-the-tag",
+                what=f"The script wrote {stray[0]!r}, which is not {queue.keys.prefix}job:<id>.",
+            )
+    run.good("tag", "Every key the script wrote was its own queue's: built on KEYS[1]'s prefix, tag and all.")
+    for queue, ids, _stale in scenes:
+        snap = queue.snapshot()
+        both = [j for j in ids if j in snap.pending and j in snap.dead]
+        if both:
+            run.fail("moved", "dead-and-pending", job=both[0], queue=queue.name)
+        left = [j for j in ids if j in snap.dead]
+        if left:
+            run.fail("moved", "only-the-first", left=len(left), queue=queue.name, dead=DEAD, moved=DEAD - len(left))
+        if not all(j in snap.pending for j in ids):
+            run.fail("moved", "not-yet", what="After your script some dead job was in no set at all: it is lost.")
+    run.good("moved", f"All {DEAD} dead jobs of each queue are in its pending set, and only there.")
+    for queue, ids, _stale in scenes:
+        for job_id in ids:
+            row = queue.job(job_id)
+            if row is None:
+                run.fail("row", "not-yet", what=f"{job_id}'s row is gone: the next claim would find an orphan.")
+            if row.state.value != "pending":
+                run.fail("row", "row-still-dead", job=job_id, row=queue.keys.job(job_id), state=row.state.value)
+            if row.stalled != 0:
+                run.fail("row", "stall-count-kept", job=job_id, stalled=row.stalled)
+    run.good("row", "Each row says state = pending, with its stall count back to 0.")
+    for queue, _ids, stale in scenes:
+        fresh = queue.claim(lease_ms=LEASE_MS)
+        late = queue.complete(stale)  # the worker that held attempt 1 wakes up and finishes
+        if fresh is not None and fresh.attempt <= stale.attempt and late is Complete.COMPLETED:
+            run.fail("token", "token-reset", job=stale.job_id, attempts=fresh.attempt - 1, next=fresh.attempt)
+        if late is Complete.COMPLETED:
+            raise RuntimeError("a stale claim was accepted by the real complete: the check's scene is wrong")
+    run.good("token", "The fencing token kept growing: a stale worker's complete of a requeued job is refused.")
+
+    # The whole contract: the script against the reference on generated queues.
+    contract_step(run, MOVE, source, what="Your requeue_dead")
+
+
+def _states(rng: random.Random, size: int) -> State:
+    return states(rng, size + 1, places=("dead", "dead", "dead", "pending", "active", "scheduled", "done"))
+
+
+MOVE = Move(keys=("dead", "pending"), argv=lambda state: [], reply=lambda r: r, generate=_states)
+
+EXERCISE.move = MOVE  # what the differential judge runs (tools/mutants.py too)

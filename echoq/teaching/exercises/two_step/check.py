@@ -1,0 +1,300 @@
+"""Lesson 04: a two-step reaper, raced.
+
+The learner writes ``read_expired(r, keys)`` and
+``move_back(r, keys, ids)`` with separate commands, races two of them on two connections
+(reaper 1 frozen between its read and its move while reaper 2 runs and worker B claims)
+and counts the duplicate deliveries it caused. The check verifies the reaper alone (on the
+server's clock, a clock an hour fast included), replays the race, and compares the count.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from echoq.queue import Queue, _text
+from echoq.teaching import processes
+from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
+from echoq.teaching.exercises.differential import Move, State, contract_step, states
+from echoq.teaching.fast_forward import fast_forward
+
+POISON_LEASE_MS = 5_000  # the lease of the crashed worker's claim
+
+TWO_STEP_MISCONCEPTIONS = [
+    Misconception(
+        "reads-every-lease",
+        "every lease looks expired",
+        "Step 1 returned {job}, whose worker is alive: its lease runs for {left} more. Moving it would hand a "
+        "live worker's job to another.",
+        "Which deadlines have come? Compare each with the server's now.",
+        "ZRANGEBYSCORE keys.active from -inf to now, where now comes from the server's TIME.",
+    ),
+    Misconception(
+        "reads-worker-clock",
+        "the reaper's own clock",
+        "Run on a machine whose clock is an hour fast, step 1 returned {job}, whose lease runs for {left} more on "
+        "the server's clock: your reaper judged the lease by its own clock.",
+        "The deadline was written with the server's clock. Which clock must judge it?",
+        "Ask the server: r.time() returns (seconds, microseconds).",
+    ),
+    Misconception(
+        "moves-without-removing",
+        "copied, not moved",
+        "After step 2 the job was in {places}: a job in two places is claimed twice.",
+        "A move takes the id out of one set as it puts it in the other.",
+        "ZREM it from keys.active too.",
+    ),
+    Misconception(
+        "removes-without-adding",
+        "taken out, put nowhere",
+        "After step 2 the job was in no set: the reaper lost the very job it was meant to save.",
+        "Where must the job be after the reap?",
+        "ZADD it to keys.pending with score 0.",
+    ),
+    Misconception(
+        "row-not-pending",
+        "moved, but the row disagrees",
+        "After step 2 the job was in pending but its row said state={state!r}.",
+        "The row says where the job is.",
+        "HSET keys.job(id) state pending.",
+    ),
+    Misconception(
+        "counts-deliveries-not-duplicates",
+        "deliveries counted, not duplicates",
+        "You counted {answer}; the race handed the crashed job to {holders} live workers after the crash. One "
+        "crash should cost one redelivery: the duplicates are the deliveries beyond that one.",
+        "Who should get the job after a crash? One worker. How many more did?",
+        "duplicates = live holders after the crash - 1.",
+    ),
+    Misconception(
+        "recheck-still-races",
+        "a re-check narrows the gap, does not close it",
+        "Raced as in the lesson (reaper 1 paused between its two functions) your reaper gave no duplicate; but "
+        "with reaper 2 and a claim run between its command {k} and the next, the job went to {holders} live workers.",
+        "A check and a move in separate commands can always be split by another client.",
+        "Only one script (or a WATCH/MULTI transaction) makes read-and-move one step. Here, write the plain "
+        "two steps and count what the race does.",
+    ),
+]
+
+
+TWO_STEP = register(
+    load(
+        __file__,
+        key="two_step",
+        lesson="04",
+        title="a two-step reaper, raced",
+        kind="python",
+        names=("read_expired", "move_back", "duplicates"),
+        misconceptions=TWO_STEP_MISCONCEPTIONS,
+    )
+)
+
+
+Reader = Callable[[Any, Any], list[str]]
+
+
+Mover = Callable[[Any, Any, list[str]], object]
+
+
+def _skew_clock(seconds: float, fn: Callable[..., Any]) -> None:
+    """In a child: make this process's wall clock run ``seconds`` fast (time.time, time_ns,
+    datetime.now), including names the learner's module imported from them."""
+    import datetime as dt
+    import time
+
+    real_time, real_ns, real_dt = time.time, time.time_ns, dt.datetime
+
+    class Fast(real_dt):  # type: ignore[misc, valid-type]
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return real_dt.now(tz) + dt.timedelta(seconds=seconds)
+
+        @classmethod
+        def utcnow(cls) -> Any:
+            return real_dt.utcnow() + dt.timedelta(seconds=seconds)
+
+    time.time = lambda: real_time() + seconds  # type: ignore[assignment]
+    time.time_ns = lambda: real_ns() + int(seconds * 1e9)  # type: ignore[assignment]
+    dt.datetime = Fast  # type: ignore[misc]
+    names = getattr(fn, "__globals__", {})
+    for name, value in list(names.items()):
+        if value is real_time:
+            names[name] = time.time
+        elif value is real_ns:
+            names[name] = time.time_ns
+        elif value is real_dt:
+            names[name] = Fast
+
+
+def _read_in_child(read_expired: Reader, queue: Queue, skew_s: float) -> list[str]:
+    if skew_s:
+        _skew_clock(skew_s, read_expired)
+    return [str(i) for i in (read_expired(processes.counting_client(queue.client), queue.keys) or [])]
+
+
+def _move_in_child(move_back: Mover, queue: Queue, ids: list[str]) -> None:
+    move_back(processes.counting_client(queue.client), queue.keys, ids)
+
+
+def _reap_in_child(read_expired: Reader, move_back: Mover, queue: Queue) -> list[str]:
+    r = processes.counting_client(queue.client)
+    ids = [str(i) for i in (read_expired(r, queue.keys) or [])]
+    processes.mark("read")
+    move_back(r, queue.keys, ids)
+    return ids
+
+
+def race(
+    read_expired: Reader, move_back: Mover, queue: Queue, *, pause_after: processes.StepAt = "read"
+) -> dict[str, Any]:
+    """The overlap of lesson 04, played with real processes and connections:
+
+    worker A claims a job and is SIGKILLed; its lease runs out. Reaper 1 (a child process)
+    runs ``read_expired`` and freezes after step ``pause_after`` (by default: between its read
+    and its move). Reaper 2 (another child, its own connection) reaps from start to end;
+    worker B claims the job. Reaper 1 resumes and finishes; worker C asks for a job.
+    Returns the live holders after the crash (B's and C's claims, when they got one).
+    """
+    job = queue.enqueue("overlapping sweeps").job_id
+    a = processes.spawn(_claim_and_die, queue, kill_at="claim", name="worker A")
+    a.wait(15)
+    fast_forward(queue)  # A is dead: its lease runs out
+    one = processes.spawn(_reap_in_child, read_expired, move_back, queue, freeze_at=pause_after, name="reaper 1")
+    one.wait_frozen(15)
+    two = processes.spawn(_reap_in_child, read_expired, move_back, queue, name="reaper 2").wait(15)
+    b = queue.claim(lease_ms=30_000)
+    one.resume()
+    one.wait(15)
+    c = queue.claim(lease_ms=30_000)
+    holders = [x for x in (b, c) if x is not None and x.job_id == job]
+    return {"job": job, "holders": holders, "reapers": (one, two), "frozen": one.frozen_at}
+
+
+def _claim_and_die(queue: Queue) -> None:
+    Queue(queue.name, processes.counting_client(queue.client)).claim(lease_ms=POISON_LEASE_MS)
+
+
+@check_runner(TWO_STEP)
+def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, duplicates: object = None) -> None:
+    """Check the learner's two-step reaper alone (server clock, a fast clock), replay the
+    race of the lesson, and compare ``duplicates`` with what it caused."""
+    if not callable(read_expired) or not callable(move_back):
+        run.fail("runs", "not-yet", what="Pass your two functions: read_expired and move_back.")
+
+    # 1. Alone: one dead worker's expired lease, one live worker's running lease.
+    queue = run.queue()
+    dead, live = queue.enqueue_many(["crashed", "alive"])
+    run.waited("runs", "A worker", processes.spawn(_claim_and_die, queue, kill_at="claim"), 15)
+    queue.claim(lease_ms=60_000)  # the live worker
+    fast_forward(queue, POISON_LEASE_MS)
+    left = f"{(queue.client.zscore(queue.keys.active, live) - queue.snapshot().now_ms) / 1000:.0f} s"
+    for skew in (0.0, 3600.0):
+        child = run.waited("runs", "Your read_expired", processes.spawn(_read_in_child, read_expired, queue, skew), 15)
+        if child.error is not None:
+            run.code_failed("runs", "Your read_expired", child)
+        ids = child.value or []
+        if live in ids:
+            run.fail("read", "reads-worker-clock" if skew else "reads-every-lease", job=live, left=left)
+        if dead not in ids:
+            run.fail(
+                "read",
+                "not-yet",
+                what=f"Step 1 returned {ids}; the lease of {dead} had run out on the server's clock.",
+            )
+    run.good(
+        "read", "Step 1 returned the expired lease only, judged on the server's clock (even from a clock an hour fast)."
+    )
+    child = run.waited("runs", "Your move_back", processes.spawn(_move_in_child, move_back, queue, [dead]), 15)
+    if child.error is not None:
+        run.code_failed("runs", "Your move_back", child)
+    snap = queue.snapshot()
+    places = [p for p in ("pending", "active") if dead in getattr(snap, p)]
+    if len(places) == 2:
+        run.fail("move", "moves-without-removing", places="pending and active")
+    if not places:
+        run.fail("move", "removes-without-adding")
+    if places == ["active"]:
+        run.fail(
+            "move", "not-yet", what="After step 2 the expired job was still in the active set: move it to pending."
+        )
+    score = queue.client.zscore(queue.keys.pending, dead)
+    if score != 0:
+        run.fail(
+            "move",
+            "not-yet",
+            what=f"After step 2 the expired job was in pending with score {score:g}; every pending job is scored 0, "
+            "so that claims take the oldest id first (a job scored higher waits behind every job after it).",
+        )
+    row = queue.job(dead)
+    if row is None or row.state.value != "pending":
+        run.fail("move", "row-not-pending", state=row.state.value if row else None)
+    if live not in snap.active:
+        run.fail("move", "not-yet", what="Step 2 moved the live worker's job too: move only the ids it is given.")
+    run.good("move", "Step 2 moved the expired job to pending and marked its row; the live lease stayed.")
+
+    # The whole contract of both steps: against the reference's on generated queues.
+    contract_step(run, MOVE, (read_expired, move_back), what="Your read_expired and move_back")
+
+    # 2. The race of the lesson: reaper 1 frozen between its read and its move.
+    scene = race(read_expired, move_back, run.queue("-race"))
+    for reaper in scene["reapers"]:
+        if reaper.error is not None:
+            run.code_failed("runs", f"Your reaper ({reaper.name})", reaper)
+    holders = len(scene["holders"])
+    caused = max(0, holders - 1)
+    atomic = race_atomic(run.queue("-atomic"))
+    if caused == 0:
+        # No duplicate in that interleaving: try every other point reaper 1 can be paused at.
+        steps = scene["reapers"][0].steps
+        for k in range(1, len(steps) + 1):
+            other = race(read_expired, move_back, run.queue(f"-k{k}"), pause_after=k)
+            if len(other["holders"]) > 1:
+                run.fail("race", "recheck-still-races", k=k, holders=len(other["holders"]))
+        run.note("Your reaper gave no job to two workers at any point of the race: it acts as one atomic step.")
+    run.good(
+        "race",
+        f"Raced as in the lesson (reaper 1 frozen between read and move), your two-step reaper handed the crashed "
+        f"job to {holders} live workers: {caused} duplicate. The atomic reap.lua in the same race: {atomic}.",
+    )
+    if duplicates is None:
+        run.fail(
+            "count",
+            "not-yet",
+            what="Now count: set duplicates to the number of duplicate deliveries the race caused.",
+        )
+    if duplicates != caused:
+        if isinstance(duplicates, int) and duplicates in (holders, holders + 1) and duplicates > caused:
+            run.fail("count", "counts-deliveries-not-duplicates", answer=duplicates, holders=holders)
+        run.fail("count", "not-yet", what=f"You counted {duplicates!r}; the race caused {caused} duplicate(s).")
+    run.good("count", f"You counted the {caused} duplicate your reaper caused.")
+
+
+def race_atomic(queue: Queue) -> int:
+    """The same scene with the atomic reap.lua for both sweeps: duplicate deliveries (0)."""
+    job = queue.enqueue("overlapping sweeps").job_id
+    processes.spawn(_claim_and_die, queue, kill_at="claim").wait(15)
+    fast_forward(queue)
+    queue.reap()  # reaper 2, whole (an atomic sweep has no middle to be frozen in)
+    b = queue.claim(lease_ms=30_000)
+    queue.reap()  # reaper 1: its read and its move are one step, after B's claim
+    c = queue.claim(lease_ms=30_000)
+    return max(0, len([x for x in (b, c) if x is not None and x.job_id == job]) - 1)
+
+
+def _reap_both_steps(answer: Any, client: Any, queue: Queue, state: State) -> list[str]:
+    """Step 1 on the queue, then step 2 with the ids whose lease has run out (the same ids
+    for the learner and the reference, so step 2 is judged on its own)."""
+    read_expired, move_back = answer[0], answer[1]
+    read = [_text(i) for i in read_expired(client, queue.keys) or []]
+    move_back(client, queue.keys, [j.id for j in state.jobs if j.place == "active" and j.expired])
+    return sorted(read)
+
+
+def _states(rng: random.Random, size: int) -> State:
+    return states(rng, size + 1, places=("active", "active", "active", "pending", "scheduled", "dead", "done"))
+
+
+MOVE = Move(keys=(), argv=lambda state: [], reply=lambda r: r, generate=_states, python=_reap_both_steps)
+TWO_STEP.move = MOVE

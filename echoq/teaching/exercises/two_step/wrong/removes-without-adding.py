@@ -1,0 +1,12 @@
+def read_expired(r, keys) -> list[str]:
+    """Step 1: the ids in keys.active whose lease deadline is at or before the server's now."""
+    seconds, micros = r.time()
+    now = seconds * 1000 + micros // 1000
+    return r.zrangebyscore(keys.active, "-inf", now)
+
+def move_back(r, keys, ids):
+    for job_id in ids:
+        r.zrem(keys.active, job_id)
+        r.hset(keys.job(job_id), "state", "pending")
+
+duplicates = 1
