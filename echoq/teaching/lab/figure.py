@@ -15,7 +15,8 @@ state), so it renders headlessly for tests and docs, and a view can hand it to i
 Text is what a draw spends its time on, and within one move's animation only the tokens
 (their labels, the lit arrows, the pulse) change. So those are *animated*: the static
 picture is rendered once; the frame's *marks* (titles, counts, worker lines) are drawn
-over it once per move, at the half-way frame; and each animation frame restores that
+over it once per move, at its first frame (the readout shows the new frame's words from
+then on, and the picture must agree with it); and each animation frame restores that
 background and draws only the tokens over it (matplotlib's blitting recipe).
 """
 
@@ -385,17 +386,11 @@ class BoardFigure:
         Returns True if the background changed (then draw in full)."""
         now_b = b.server_now_ms(at_s)
         # spots() also writes each place's "+N more": the frame whose words are shown goes last.
-        first_half = a is not None and p < 0.5
-        target = self.spots(b, now_b) if first_half else {}
         start = self.spots(a, a.server_now_ms(at_s)) if a is not None and p < 1.0 else {}
-        if not first_half:
-            target = self.spots(b, now_b)
-        # The frame's words (counts, title, workers) change half way, when the tokens arrive
-        # in their new places; so a move's first frame redraws only the tokens (cheap).
-        if a is not None and p < 0.5:
-            full = self.annotate(a, a.server_now_ms(at_s))
-        else:
-            full = self.annotate(b, now_b)
+        target = self.spots(b, now_b)
+        # The frame's words (counts, title, workers, verdict) are frame b's from the move's
+        # first frame on: the readout shows b's words from then, and the two never disagree.
+        full = self.annotate(b, now_b)
         self.banner.set_text(banner)
         self.banner.set_color(INK)
         e = ease(p)

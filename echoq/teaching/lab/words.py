@@ -140,9 +140,9 @@ SETTING_WORDS: dict[str, dict[str, Callable[[Any], str]]] = {
             f"Producer: {v} new job(s) per second while the fleet runs." if v else "Producer: off (0 jobs per second)."
         ),
         "path": lambda v: (
-            "Path: reliable (claim under a lease, keyed effects). Press 'start' to apply."
+            "Path: reliable (claim under a lease, keyed effects)."
             if v == "reliable"
-            else "Path: NAIVE pop-and-process (the contrast). Press 'start' to apply."
+            else "Path: NAIVE pop-and-process (the contrast)."
         ),
         "lease_ms": lambda v: f"Lease: {seconds(v)}; a live worker extends it, a killed one cannot.",
         "beat_ms": lambda v: f"Beat: every {seconds(v)} each worker runs the stalled check.",
@@ -287,11 +287,29 @@ def delivery_start(job_id: str, n: int, consumer: str) -> str:
     return f"Delivering {short(job_id)} {n} time(s), consumer {how}: enqueue.lua put it in pending."
 
 
-def delivery_claimed(k: int, n: int, job_id: str, attempt: int, effects: int, effects_key: str) -> str:
-    return (
-        f"Delivery {k} of {n}: claim.lua leased {short(job_id)} (attempt {attempt}); the worker ran the effect: "
-        f"{effects_key} now counts {effects} for it."
-    )
+def delivery_claimed(k: int, n: int, job_id: str, attempt: int, effects: int, effects_key: str, ran: bool) -> str:
+    if ran:
+        did = f"the worker ran the effect: {effects_key} now counts {effects} for it."
+    else:
+        did = (
+            f"the ledger already held this JOB id, so effect.lua SKIPPED the effect: {effects_key} "
+            f"still counts {effects} for it."
+        )
+    return f"Delivery {k} of {n}: claim.lua leased {short(job_id)} (attempt {attempt}); {did}"
+
+
+def delivery_hand(ran: bool) -> str:
+    return "holds it, ran the effect" if ran else "holds it; effect SKIPPED (in the ledger)"
+
+
+def delivery_crashed_hand(ran: bool) -> str:
+    return "ran the effect, then crashed" if ran else "skipped the effect, then crashed"
+
+
+def delivery_ledger(effects: int, deliveries: int) -> str:
+    """The ledger's count against the deliveries (each delivery ran its effect or skipped it)."""
+    skipped = max(0, deliveries - effects)
+    return f"deliveries so far: {deliveries}\neffect ran {effects} · skipped {skipped}"
 
 
 def delivery_crashed(k: int, job_id: str, pending_key: str) -> str:
@@ -441,18 +459,31 @@ def fleet_still_working(slot: int) -> str:
     return f"worker {slot} is still working. Nothing changed."
 
 
-def fleet_stopped(n: int) -> str:
-    return f"stopped all {n} worker(s) and the producer: each finished the job in its hand and claims no more."
+def fleet_stopped(n: int, workers: int) -> str:
+    if n == 0:
+        return "no worker was running: stopped the producer. Nothing else changed."
+    whom = f"all {n} running worker(s)" if n == workers else f"the {n} running worker(s) of {workers}"
+    return f"stopped {whom} and the producer: each finished the job in its hand and claims no more."
 
 
-def fleet_tally(
-    snap: Snapshot, lost: int, duplicates: int | None, alive: int, workers: int, keys: Callable[[str], str]
-) -> str:
+def fleet_path_pending(chosen: str, running: str, alive: bool) -> str:
+    if alive:
+        return f"(Path set to {chosen}; the fleet still runs {running}: press 'start' to switch.)"
+    return f"(Path set to {chosen}: the next 'start' uses it.)"
+
+
+def fleet_tally(snap: Snapshot, t: Any, path: str, alive: int, workers: int, keys: Callable[[str], str]) -> str:
+    """``t``: the frame's :class:`~echoq.teaching.lab.fleet.model.Tally` (this run's numbers)."""
     c = snap.counts
-    dups = "n/a on the naive path (nothing is delivered twice)" if duplicates is None else str(duplicates)
+    dups = "n/a on the naive path (nothing is delivered twice)" if t.duplicates is None else str(t.duplicates)
+    run = (
+        f"This run: enqueued {t.enqueued}, completed {t.completed}"
+        if path == "reliable"
+        else f"This run: enqueued {t.enqueued}, popped {t.popped}"
+    )
     return (
         f"{alive} of {workers} workers alive. {keys('pending')} {c['pending']}, active {c['active']}, "
-        f"done {snap.stats.get('completed', 0)}, dead {c['dead']}. Lost: {lost}. Duplicate effects: {dups}."
+        f"done {c['done']}, dead {c['dead']}. {run}. Lost: {t.lost}. Duplicate effects: {dups}."
     )
 
 

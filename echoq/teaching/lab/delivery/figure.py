@@ -80,9 +80,10 @@ class DeliveryFigure(QueueFigure):
                 "complete(attempt) finishes the job only\nif attempt = the row's attempts"
             )
         elif job is not None and snap is not None:
+            ran = snap.effects.get(job, 0)
             self.ledger.set_text(
-                f"emq:{{{queue}}}:effects\n{words.short(job)} → {snap.effects.get(job, 0)} effect(s)\n"
-                f"deliveries so far: {snap.stats.get('claimed', 0)}"
+                f"emq:{{{queue}}}:effects\n{words.short(job)} → {ran} effect(s)\n"
+                + words.delivery_ledger(ran, snap.stats.get("claimed", 0))
             )
         else:
             self.ledger.set_text(f"emq:{{{queue}}}:effects\n{words.delivery_none()}")

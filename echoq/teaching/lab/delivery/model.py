@@ -9,7 +9,7 @@ from typing import Any
 from traitlets import Int, Unicode, validate
 
 from ....clock import wait_until_expired
-from ....effects import Effects
+from ....effects import Effect, Effects
 from ....errors import EchoqError, InvalidArgument
 from ....limits import whole
 from ....queue import Claim, Queue
@@ -126,14 +126,16 @@ class DeliveryModel(LabModel):
                 claim = queue.claim(lease_ms=30_000 if last else CRASH_LEASE_MS)
                 if claim is None:
                     raise InvalidArgument(f"delivery {k}: the job was not back in pending")
-                count = apply(claim.job_id, f"charge, delivery {k}").count
+                effect = apply(claim.job_id, f"charge, delivery {k}")
+                ran = effect.outcome == Effect.APPLIED  # keyed: the ledger skips a JOB id it holds
+                count = effect.count
                 result.attempts.append(claim.attempt)
                 result.effects_after.append(count)
-                worker = {"name": f"worker {k}", "attempt": claim.attempt, "status": "holds it, ran the effect"}
+                worker = {"name": f"worker {k}", "attempt": claim.attempt, "status": words.delivery_hand(ran)}
                 self._scene = scene = {**scene, "delivery": k, "workers": [*scene["workers"][-1:], worker]}
                 self.record(
                     "deliver",
-                    words.delivery_claimed(k, n, job_id, claim.attempt, count, self.keys("effects")),
+                    words.delivery_claimed(k, n, job_id, claim.attempt, count, self.keys("effects"), ran),
                     lit="claim",
                 )
                 if last:
@@ -149,7 +151,7 @@ class DeliveryModel(LabModel):
                 else:
                     wait_until_expired(queue.client, claim.deadline_ms)  # the worker is dead; its lease runs out
                     queue.reap()
-                    worker = {**worker, "status": "ran the effect, then crashed"}
+                    worker = {**worker, "status": words.delivery_crashed_hand(ran)}
                     self._scene = scene = {**scene, "workers": [*scene["workers"][:-1], worker]}
                     self.record("deliver", words.delivery_crashed(k, job_id, self.keys("pending")), lit="reap")
             return None

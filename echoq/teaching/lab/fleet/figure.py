@@ -95,8 +95,9 @@ class FleetFigure(QueueFigure):
             t = tally(snap, path)
             self.verdict_big.set_text(words.fleet_verdict(t.lost, t.duplicates))
             self.verdict_big.set_color(BAD if t.lost or t.duplicates else INK)
+            run = f"completed {t.completed}" if path == "reliable" else f"popped {t.popped}"
             self.verdict.set_text(
-                f"\n\nenqueued {t.enqueued} · completed {t.completed}\n"
+                f"\n\nthis run: enqueued {t.enqueued} · {run}\n"
                 + ("lost = enqueued − all places" if path == "reliable" else "lost = jobs a kill destroyed")
             )
         return self.active.set_span(int(state.get("lease_ms", 3_000)))
