@@ -90,6 +90,42 @@ def test_crash_toggle_leaves_the_job_leased_in_active(name: str, valkey_client: 
     assert "crash mid-job ON" in lab.figure.title.get_text()
 
 
+def test_a_crash_after_the_lease_ran_out_says_the_job_is_reapable(name: str, valkey_client: redis.Redis) -> None:
+    lab = ClaimLab(name, client=valkey_client, live=False, animate=False)
+    lab.enqueue_button.click()
+    lab.claim_button.click()
+    lab.fast_forward_button.click()  # the lease's deadline pulled to the server's now
+    [(job_id, deadline)] = valkey_client.zrange(key(name, "active"), 0, -1, withscores=True)
+    wait_for_server_time(valkey_client, int(deadline) + 1)
+    lab.crash_toggle.value = True
+    lab.finish_button.click()
+    text = shown(lab)
+    assert "stays leased" not in text and "until its lease runs out" not in text, text
+    assert "past its deadline" in text and "the next reap returns it to pending" in text
+    snap = lab.model.frame.snapshot
+    assert snap.active[job_id] <= snap.now_ms  # the words and the frame's read agree
+    lab.reap_button.click()
+    assert valkey_client.zrange(key(name, "pending"), 0, -1) == [job_id]
+
+
+def test_live_after_scrubbing_jumps_to_the_present_at_once(name: str, valkey_client: redis.Redis) -> None:
+    lab = ClaimLab(name, client=valkey_client, live=False)
+    lab.model.open()
+    for _ in range(6):
+        lab.enqueue_button.click()
+    lab.settle()
+    lab.timeline.set_state({"value": lab.model.history.first_index})  # scrubbed back to the start
+    assert lab.player.cursor == lab.model.history.first_index
+    lab.live_button.click()
+    # No replay of the recorded moves: the picture, the readout and the enabled moves are
+    # the present's the moment live is pressed.
+    assert lab.player.cursor == lab.model.history.last_index and not lab.player.running
+    assert lab.figure.pending.count.get_text() == words.count(6)
+    assert lab.model.frame.readout in html.unescape(lab.readout.value)
+    assert not any(control.disabled for control in lab.buttons)
+    lab.close()
+
+
 def test_finish_without_crash_retires_the_job(name: str, valkey_client: redis.Redis) -> None:
     lab = ClaimLab(name, client=valkey_client, live=False, animate=False)
     lab.enqueue_button.click()

@@ -113,9 +113,15 @@ class Player:
         self._show_at_rest(index)
 
     def live(self) -> None:
-        """Follow the present again: animate up to the latest frame."""
+        """Follow the present again, at once: the latest frame is drawn at rest (replaying
+        the moves recorded while held would show the past with the moves already enabled)."""
+        self._abort.set()
+        self._wait_stopped()
+        self._abort.clear()
+        self._step_to = None
         self.following = True
-        self._kick()
+        self._show_at_rest(self.history.last_index)
+        self._kick()  # anything recorded since is animated as usual
 
     def tick(self) -> None:
         """The browser's clock: redraw the latest frame at the server's estimated now, so

@@ -212,10 +212,19 @@ def claim_nothing_held() -> str:
     return "The worker holds no job: claim one first. Nothing changed."
 
 
-def claim_crashed(job_id: str, active_key: str) -> str:
+def claim_crashed(job_id: str, active_key: str, ms_left: int | None) -> str:
+    """``ms_left``: the lease's time left on the server's clock at this read (None: not in active)."""
+    crashed = "The worker crashed mid-job: no complete ran"
+    if ms_left is None:
+        return f"{crashed}; {short(job_id)} is no longer in {active_key}."
+    if ms_left <= 0:
+        return (
+            f"{crashed}. {short(job_id)} is still in {active_key}, but its lease ran out {seconds(-ms_left)} ago "
+            "on the server's clock: it is past its deadline, and the next reap returns it to pending."
+        )
     return (
-        f"The worker crashed mid-job: no complete ran, so {short(job_id)} stays leased in {active_key} "
-        "until its lease runs out; then a reap returns it to pending."
+        f"{crashed}, so {short(job_id)} stays leased in {active_key} for {seconds(ms_left)} more, until its "
+        "lease runs out; then a reap returns it to pending."
     )
 
 
