@@ -336,6 +336,7 @@ class LabPanel(widgets.VBox):
     def go_live(self) -> None:
         self._note = "live: following the queue again."
         if self.player.following:
+            self._note = "live: the picture already follows the queue."
             frame = self.model.frame
             if frame is not None:
                 self._shown(frame)

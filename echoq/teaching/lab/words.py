@@ -37,9 +37,12 @@ def seconds_ahead(ms: float) -> str:
     return f"+{ms / 1000:g} s"
 
 
-def token(job_id: str, ms_left: int, extra: str = "") -> str:
-    """A leased token's label: its id, then its lease (time left, or time since it ran out)."""
+def token(job_id: str, ms_left: int, extra: str = "", extra_line: bool = False) -> str:
+    """A leased token's label: its id, then its lease (time left, or time since it ran out),
+    then ``extra`` after the lease or, with ``extra_line``, on a line of its own."""
     lease = f"{ms_left / 1000:.1f}s" if ms_left > 0 else f"-{-ms_left / 1000:.1f}s"
+    if extra and extra_line:
+        return f"{tag(job_id)}\n{lease}\n{extra}"
     return "\n".join(part for part in (tag(job_id), lease if not extra else f"{lease} {extra}") if part)
 
 
@@ -49,6 +52,11 @@ def fit(text: str, room: int) -> str:
         return text
     keep = room - 1
     return text[: keep - keep // 2] + "…" + text[-(keep // 2) :]
+
+
+def title_queue(queue: str) -> str:
+    """A queue's name in a figure's title: whole up to 24 characters, else cut in the middle."""
+    return fit(queue, 24)
 
 
 def count(n: int, noun: str = "job") -> str:
@@ -186,6 +194,7 @@ def alt(title: str, snap: Snapshot | None, extra: str = "") -> str:
 
 def claim_title(queue: str, crash: bool, lease_ms: int) -> str:
     crash_words = "ON" if crash else "off"
+    queue = title_queue(queue)
     return f"The recoverable claim · queue {queue!r} · lease {seconds(lease_ms)} · crash mid-job {crash_words}"
 
 
@@ -283,12 +292,12 @@ CRASH_SCRIPT = (
 
 
 def delivery_title(queue: str, consumer: str, deliveries: int) -> str:
-    how = "JOB-id-keyed" if consumer == "keyed" else "naive"
-    return f"At-least-once delivery · queue {queue!r} · {how} consumer · {deliveries} deliveries"
+    how = "keyed" if consumer == "keyed" else "naive"
+    return f"At-least-once delivery · queue {title_queue(queue)!r} · {how} consumer · {deliveries} deliveries"
 
 
 def fence_title(queue: str) -> str:
-    return f"The fence: a stale worker's complete is refused · queue {queue!r}"
+    return f"The fence: a stale worker's complete is refused · queue {title_queue(queue)!r}"
 
 
 def delivery_start(job_id: str, n: int, consumer: str) -> str:
@@ -308,11 +317,11 @@ def delivery_claimed(k: int, n: int, job_id: str, attempt: int, effects: int, ef
 
 
 def delivery_hand(ran: bool) -> str:
-    return "holds it, ran the effect" if ran else "holds it; effect SKIPPED (in the ledger)"
+    return "holds it, ran the effect" if ran else "holds it, effect SKIPPED"
 
 
 def delivery_crashed_hand(ran: bool) -> str:
-    return "ran the effect, then crashed" if ran else "skipped the effect, then crashed"
+    return "ran the effect, crashed" if ran else "effect SKIPPED, crashed"
 
 
 def delivery_ledger(effects: int, deliveries: int) -> str:
@@ -340,6 +349,10 @@ def delivery_none() -> str:
     return "No delivery yet: set how many, pick a consumer, press 'deliver'."
 
 
+DELIVERY_NONE_CARD = "No delivery yet: set how many,\npick a consumer, press 'deliver'."
+FENCE_RULE = "complete(attempt) finishes the job\nonly if attempt = the row's attempts"
+
+
 def fence_step(step: int, **f: Any) -> str:
     if step == 1:
         return f"1. Worker A claims {short(f['job_id'])}: attempt {f['attempt']}, a {f['lease_ms']} ms lease. A stalls."
@@ -363,7 +376,9 @@ def fence_idle() -> str:
 
 
 def reap_title(queue: str, max_stalled: int) -> str:
-    return f"Stalled recovery · queue {queue!r} · max_stalled = {max_stalled} (the stall number that is fatal)"
+    return (
+        f"Stalled recovery · queue {title_queue(queue)!r} · max_stalled = {max_stalled}: stall {max_stalled} is fatal"
+    )
 
 
 def reap_started(n: int, pending_key: str) -> str:
@@ -418,7 +433,7 @@ def stalled_label(stalled: int) -> str:
 
 def fleet_title(queue: str, path: str, job_ms: int, rate: int, producing: bool) -> str:
     producer = f"{rate} new jobs/s" if producing else "no producer"
-    return f"The worker path · queue {queue!r} · {path} · {seconds(job_ms)} per job · {producer}"
+    return f"The worker path · queue {title_queue(queue)!r} · {path} · {seconds(job_ms)} per job · {producer}"
 
 
 def fleet_started(n: int, path: str, beat_ms: int, job_ms: int) -> str:
@@ -517,5 +532,6 @@ def fleet_worker(
 
 
 def fleet_verdict(lost: int, duplicates: int | None) -> str:
-    dups = "n/a" if duplicates is None else str(duplicates)
-    return f"lost {lost} · duplicate effects {dups}"
+    if duplicates is None:
+        return f"lost {lost} · naive path"  # nothing is delivered twice there: no duplicates to count
+    return f"lost {lost} · duplicate effects {duplicates}"

@@ -140,7 +140,7 @@ class DeliveryModel(LabModel):
                 )
                 if last:
                     queue.complete(claim)
-                    worker = {**worker, "status": "completed it (its attempt matches)"}
+                    worker = {**worker, "status": "completed (attempt matches)"}
                     self._scene = scene = {**scene, "workers": [*scene["workers"][:-1], worker]}
                     self.run = result
                     self.record(
@@ -180,14 +180,14 @@ class DeliveryModel(LabModel):
                 claims.clear()
                 claims["A"] = a
                 scene = {"scene": "fence", "queue": fq.name, "job": job_id}
-                workers = {"A": {"attempt": a.attempt, "status": "holds it (a 3 ms lease), then stalls"}}
+                workers = {"A": {"attempt": a.attempt, "status": "holds it (3 ms lease), stalls"}}
                 line = words.fence_step(1, job_id=job_id, attempt=a.attempt, lease_ms=CRASH_LEASE_MS)
                 lit = "claim"
             elif step == 2:
                 a = claims["A"]
                 wait_until_expired(fq.client, a.deadline_ms)
                 moved = fq.reap()
-                workers = {"A": {"attempt": a.attempt, "status": "stalled: still thinks it holds the job"}}
+                workers = {"A": {"attempt": a.attempt, "status": "stalled: thinks it holds it"}}
                 line = words.fence_step(2, moved=len(moved))
                 lit = "reap"
             elif step == 3:
@@ -195,7 +195,7 @@ class DeliveryModel(LabModel):
                 assert b is not None
                 claims["B"] = b
                 workers = {
-                    "A": {"attempt": claims["A"].attempt, "status": "stalled: still thinks it holds the job"},
+                    "A": {"attempt": claims["A"].attempt, "status": "stalled: thinks it holds it"},
                     "B": {"attempt": b.attempt, "status": "holds it now"},
                 }
                 line = words.fence_step(3, attempt=b.attempt)
@@ -223,7 +223,7 @@ class DeliveryModel(LabModel):
                 b = claims["B"]
                 outcome = fq.complete(b)
                 workers = {
-                    "A": {"attempt": claims["A"].attempt, "status": "refused: its complete changed nothing"},
+                    "A": {"attempt": claims["A"].attempt, "status": "refused: changed nothing"},
                     "B": {"attempt": b.attempt, "status": f"completed: {outcome.value.upper()}"},
                 }
                 line = words.fence_step(5, attempt=b.attempt, outcome=outcome.value.upper())

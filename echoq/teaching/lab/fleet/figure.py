@@ -38,6 +38,7 @@ class FleetFigure(QueueFigure):
         self.paths["kill"] = [(0.30, self.workers_top), (0.40, bottom)]
         self.paths["workers"] = [(0.15, self.workers_top), (0.12, bottom)]
         self.verdict = self.card((0.66, 0.02, 0.98, self.workers_top), "")
+        self.verdict.set_y(0.165)  # under the big verdict line, never behind it
         self.verdict_big = self.dynamic_text(0.675, 0.225, "", fontsize=TITLE, weight="bold", va="top")
 
     def _hands(self, frame: Frame) -> dict[str, int]:
@@ -97,7 +98,7 @@ class FleetFigure(QueueFigure):
             self.verdict_big.set_color(BAD if t.lost or t.duplicates else INK)
             run = f"completed {t.completed}" if path == "reliable" else f"popped {t.popped}"
             self.verdict.set_text(
-                f"\n\nthis run: enqueued {t.enqueued} · {run}\n"
+                f"this run: enqueued {t.enqueued} · {run}\n"
                 + ("lost = enqueued − all places" if path == "reliable" else "lost = jobs a kill destroyed")
             )
         return self.active.set_span(int(state.get("lease_ms", 3_000)))
