@@ -525,6 +525,25 @@ def test_each_run_of_the_fleet_counts_its_own_losses(name: str, valkey_client: r
         lab.close()
 
 
+def test_a_kill_after_the_lease_ran_out_says_the_job_is_past_its_deadline(name: str, valkey_client) -> None:
+    lab = FleetLab(name, client=valkey_client, live=False, animate=False, workers=1)
+    model = lab.model
+    try:
+        model.job_ms, model.lease_ms = 5_000, 60_000  # the worker renews its lease only every 20 s or so
+        model.add_jobs(1)
+        model.start(1)
+        _hold_jobs(model, [1])
+        _now, moved = fast_forward(model.queue)  # the lease's deadline pulled to the server's now
+        assert moved == 1
+        model.kill(1)
+        text = shown(lab)
+        assert "stays leased" not in text and "past its lease deadline" in text, text
+        [(job_id, deadline)] = model.frame.snapshot.active.items()
+        assert deadline <= model.frame.snapshot.now_ms and short(job_id) in text
+    finally:
+        lab.close()
+
+
 def test_the_path_toggle_says_it_waits_for_start_in_every_frame(name: str, valkey_client: redis.Redis) -> None:
     lab = FleetLab(name, client=valkey_client, live=False, animate=False)
     model = lab.model

@@ -127,6 +127,10 @@ def check_fleet(lab: FleetLab, frame: Frame, _previous: Frame | None) -> None:
     assert f"active {c['active']}, done {c['done']}, dead {c['dead']}." in text, text
     assert f"{lab.model.keys('pending')} {c['pending']}," in text
     assert run in text, text
+    killed = re.search(r"JOB…(\w{4}) \(attempt \d+\) (stays leased|is in \S+ past its lease deadline)", text)
+    if frame.move.startswith("kill") and killed:
+        [deadline] = [d for j, d in snap.active.items() if j.endswith(killed.group(1))]
+        assert (killed.group(2) == "stays leased") == (deadline > snap.now_ms), text  # the lease's state, as read
     for line in lab.figure.workers.get_text().splitlines():
         held = re.search(r"holds (\w{4})", line)
         if held:

@@ -460,7 +460,11 @@ def fleet_not_working(slot: int, state: str) -> str:
     return f"worker {slot} is already {state}. Nothing changed."
 
 
-def fleet_killed(slot: int, job_id: str | None, attempt: int | None, active_key: str, path: str) -> str:
+def fleet_killed(
+    slot: int, job_id: str | None, attempt: int | None, active_key: str, path: str, ms_left: int | None = None
+) -> str:
+    """``ms_left``: on the reliable path, the killed worker's lease left at the frame's read
+    (None: the job is no longer in the active set)."""
     if job_id is None:
         return f"killed worker {slot} (simulated: worker.abandon()) between jobs: it held none."
     if path == "naive":
@@ -469,9 +473,19 @@ def fleet_killed(slot: int, job_id: str | None, attempt: int | None, active_key:
             "That job is LOST: no set holds it, no row is left. (Valkey cannot know; the lab counts it because "
             "the lab did the killing.)"
         )
+    killed = (
+        f"killed worker {slot} mid-job (worker.abandon(), as a killed process): {short(job_id)} (attempt {attempt})"
+    )
+    if ms_left is None:
+        return f"{killed}: by the time of this read it is no longer in {active_key}."
+    if ms_left <= 0:
+        return (
+            f"{killed} is in {active_key} past its lease deadline ({seconds(-ms_left)} ago): the next live "
+            "worker's beat returns it."
+        )
     return (
-        f"killed worker {slot} mid-job (worker.abandon(), as a killed process): {short(job_id)} (attempt {attempt}) "
-        f"stays leased in {active_key} until its lease runs out; then a live worker's beat returns it."
+        f"{killed} stays leased in {active_key} for {seconds(ms_left)} more, until its lease runs out; then a "
+        "live worker's beat returns it."
     )
 
 

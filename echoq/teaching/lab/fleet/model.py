@@ -310,7 +310,15 @@ class FleetModel(LabModel):
             elif before:
                 job_id, attempt = before[0].job_id, before[0].attempt
             entry.killed_job = job_id  # the thread unwinds by itself: abandoned, it says nothing more
-            return words.fleet_killed(slot, job_id, attempt, self.keys("active"), self.running_path), "kill"
+            if self.running_path == "naive" or job_id is None:
+                return words.fleet_killed(slot, job_id, attempt, self.keys("active"), self.running_path), "kill"
+            # Where the killed worker's lease stands, in the frame's own read.
+            snap = self.read()
+            deadline = snap.active.get(job_id)
+            left = None if deadline is None else deadline - snap.now_ms
+            said = words.fleet_killed(slot, job_id, attempt, self.keys("active"), self.running_path, left)
+            self.record(f"kill {slot}", said, lit="kill", snapshot=snap)
+            return None
 
         return self.act(f"kill {slot}", run)
 
