@@ -575,34 +575,52 @@ def test_stop_all_counts_only_the_workers_that_were_running(name: str, valkey_cl
 
 @pytest.mark.parametrize("panel", PANELS, ids=lambda p: p.__name__)
 def test_during_a_move_the_picture_shows_the_frame_the_readout_shows(panel, name: str, valkey_client) -> None:
-    """Every animation frame of a move writes the counts, workers and verdict of the frame
-    whose words the readout shows (the move's end), never the frame it comes from."""
-    lab = panel(name, client=valkey_client, live=False, animate=False)
+    """Every animation frame published writes the counts, workers and verdict of the very
+    frame whose words the readout shows at that moment (never one frame's numbers beside
+    another's words)."""
+    lab = panel(name, client=valkey_client, live=False)
+    figure = lab.figure
+
+    def marks() -> list[str]:
+        return [t.get_text() for t in figure.marks if hasattr(t, "get_text")]
+
+    published: list[tuple[str, list[str]]] = []
+    publish = lab.player._publish
+    lab.player._publish = lambda frame: (published.append((lab.readout.value, marks())), publish(frame))
     try:
         model = lab.model
         model.open()
+        lab.settle()
         if isinstance(lab, FleetLab):
             model.job_ms = 5_000
             model.add_jobs(4)
             model.start(2)
+            lab.settle()
             _hold_jobs(model, [1])
-            model.kill(1)
+            lab.kill_buttons[0].click()
         elif isinstance(lab, ClaimLab):
-            model.enqueue()
-            model.claim()
+            lab.enqueue_button.click()
+            lab.settle()
+            lab.claim_button.click()
         elif isinstance(lab, DeliveryLab):
             lab.deliveries_slider.value = 2
             lab.deliver_button.click()
         else:
             lab.start_button.click()
-        history = model.history
-        a, b = history.get(history.last_index - 1), history.latest()
-        figure = lab.figure
-        figure.pose(None, b)
-        at_rest = [t.get_text() for t in figure.marks if hasattr(t, "get_text")]
-        for k in range(figure.steps):
-            figure.pose(a, b, k / (figure.steps - 1))
-            assert [t.get_text() for t in figure.marks if hasattr(t, "get_text")] == at_rest, k
+        assert lab.settle()
+        frames = model.history.all()
+        with figure.lock:
+            at_rest = {}
+            for frame in frames:
+                figure.pose(None, frame)
+                at_rest[frame.index] = (html.escape(frame.readout), marks())
+        assert len(published) >= 18
+        for readout, drawn in published:
+            told = [i for i, (words_, _m) in at_rest.items() if words_ in readout]
+            assert told, readout
+            assert drawn == at_rest[told[-1]][1], (readout, drawn)
+        if isinstance(lab, FleetLab):
+            assert "✕ w1  killed" in figure.workers.get_text()
     finally:
         lab.close()
 

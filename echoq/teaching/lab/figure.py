@@ -15,9 +15,9 @@ state), so it renders headlessly for tests and docs, and a view can hand it to i
 Text is what a draw spends its time on, and within one move's animation only the tokens
 (their labels, the lit arrows, the pulse) change. So those are *animated*: the static
 picture is rendered once; the frame's *marks* (titles, counts, worker lines) are drawn
-over it once per move, at its first frame (the readout shows the new frame's words from
-then on, and the picture must agree with it); and each animation frame restores that
-background and draws only the tokens over it (matplotlib's blitting recipe).
+over it once per move, at the half-way frame (when the readout, too, turns to the new
+frame's words); and each animation frame restores that background and draws only the
+tokens over it (matplotlib's blitting recipe).
 """
 
 from __future__ import annotations
@@ -407,11 +407,20 @@ class BoardFigure:
         Returns True if the background changed (then draw in full)."""
         now_b = b.server_now_ms(at_s)
         # spots() also writes each place's "+N more": the frame whose words are shown goes last.
+        first_half = a is not None and p < 0.5
+        target = self.spots(b, now_b) if first_half else {}
         start = self.spots(a, a.server_now_ms(at_s)) if a is not None and p < 1.0 else {}
-        target = self.spots(b, now_b)
-        # The frame's words (counts, title, workers, verdict) are frame b's from the move's
-        # first frame on: the readout shows b's words from then, and the two never disagree.
-        full = self.annotate(b, now_b)
+        if not first_half:
+            target = self.spots(b, now_b)
+        # The frame's words (counts, title, workers, verdict) change half way, when the
+        # tokens arrive in their new places, and so does the readout (the player shows the
+        # new frame's words from its half-way frame on): the two always tell one frame. A
+        # move's first frame then redraws only the tokens (cheap).
+        if first_half:
+            assert a is not None
+            full = self.annotate(a, a.server_now_ms(at_s))
+        else:
+            full = self.annotate(b, now_b)
         self.banner.set_text(banner)
         self.banner.set_color(INK)
         e = ease(p)
