@@ -90,6 +90,42 @@ def test_crash_toggle_leaves_the_job_leased_in_active(name: str, valkey_client: 
     assert "crash mid-job ON" in lab.figure.title.get_text()
 
 
+def test_a_crash_after_the_lease_ran_out_says_the_job_is_reapable(name: str, valkey_client: redis.Redis) -> None:
+    lab = ClaimLab(name, client=valkey_client, live=False, animate=False)
+    lab.enqueue_button.click()
+    lab.claim_button.click()
+    lab.fast_forward_button.click()  # the lease's deadline pulled to the server's now
+    [(job_id, deadline)] = valkey_client.zrange(key(name, "active"), 0, -1, withscores=True)
+    wait_for_server_time(valkey_client, int(deadline) + 1)
+    lab.crash_toggle.value = True
+    lab.finish_button.click()
+    text = shown(lab)
+    assert "stays leased" not in text and "until its lease runs out" not in text, text
+    assert "past its deadline" in text and "the next reap returns it to pending" in text
+    snap = lab.model.frame.snapshot
+    assert snap.active[job_id] <= snap.now_ms  # the words and the frame's read agree
+    lab.reap_button.click()
+    assert valkey_client.zrange(key(name, "pending"), 0, -1) == [job_id]
+
+
+def test_live_after_scrubbing_jumps_to_the_present_at_once(name: str, valkey_client: redis.Redis) -> None:
+    lab = ClaimLab(name, client=valkey_client, live=False)
+    lab.model.open()
+    for _ in range(6):
+        lab.enqueue_button.click()
+    lab.settle()
+    lab.timeline.set_state({"value": lab.model.history.first_index})  # scrubbed back to the start
+    assert lab.player.cursor == lab.model.history.first_index
+    lab.live_button.click()
+    # No replay of the recorded moves: the picture, the readout and the enabled moves are
+    # the present's the moment live is pressed.
+    assert lab.player.cursor == lab.model.history.last_index and not lab.player.running
+    assert lab.figure.pending.count.get_text() == words.count(6)
+    assert lab.model.frame.readout in html.unescape(lab.readout.value)
+    assert not any(control.disabled for control in lab.buttons)
+    lab.close()
+
+
 def test_finish_without_crash_retires_the_job(name: str, valkey_client: redis.Redis) -> None:
     lab = ClaimLab(name, client=valkey_client, live=False, animate=False)
     lab.enqueue_button.click()
@@ -181,6 +217,18 @@ def test_deliver_really_redelivers(name: str, valkey_client: redis.Redis, consum
     moves = [f for f in lab.model.history.all() if f.move == "deliver"]
     assert len(moves) == 1 + 2 * deliveries
     assert f"→ {expected_effects} effect(s)" in lab.figure.ledger.get_text()
+    assert f"effect ran {expected_effects} · skipped {deliveries - expected_effects}" in lab.figure.ledger.get_text()
+    # Each delivery's frame says, in the readout and in its worker's box, whether the
+    # effect ran: the keyed consumer's ledger skips it on every delivery but the first.
+    claims = [f for f in moves if f.lit == "claim"]
+    assert len(claims) == deliveries
+    for k, frame in enumerate(claims, start=1):
+        ran = consumer == "naive" or k == 1
+        lab.figure.pose(None, frame)
+        box = lab.figure.workers.get_text().splitlines()[-1]
+        assert ("the worker ran the effect" in frame.readout) == ran, frame.readout
+        assert ("SKIPPED" in frame.readout) == (not ran), frame.readout
+        assert ("ran the effect" in box) == ran and ("SKIPPED" in box) == (not ran), box
 
 
 def test_the_fence_refuses_the_stale_worker_and_draws_it(name: str, valkey_client: redis.Redis) -> None:
@@ -427,10 +475,154 @@ def test_killing_a_worker_mid_job_loses_nothing_and_duplicates_no_effect(name: s
         assert model.fleet[0].state == "working"
         assert "restarted worker 1" in shown(lab)
         lab.stop_button.click()
-        assert "stopped all 3 worker(s)" in shown(lab) and "0 of 3 workers alive" in shown(lab)
+        assert "stopped all 3 running worker(s)" in shown(lab) and "0 of 3 workers alive" in shown(lab)
     finally:
         lab.close()
     assert all(not entry.thread.is_alive() for entry in model.fleet)
+
+
+def _hold_jobs(model: FleetModel, slots: list[int]) -> None:
+    give_up = time.monotonic() + 10
+    while not all(model.fleet[s - 1].worker.in_flight for s in slots) and time.monotonic() < give_up:
+        time.sleep(0.005)  # polling the workers' hands, bounded by the deadline
+    assert all(model.fleet[s - 1].worker.in_flight for s in slots)
+
+
+def test_each_run_of_the_fleet_counts_its_own_losses(name: str, valkey_client: redis.Redis) -> None:
+    """A naive run that truly lost 2 jobs, then a reliable run: the reliable run shows
+    lost 0 (the naive run's popped jobs left on that run's path), and a second naive run
+    starts from 0 too; the readout and the verdict say the same number."""
+    lab = FleetLab(name, client=valkey_client, live=False, animate=False, workers=2)
+    model = lab.model
+    try:
+        model.path, model.job_ms = "naive", 5_000  # a kill lands mid-job with time to spare
+        model.add_jobs(6)
+        model.start(2)
+        _hold_jobs(model, [1, 2])
+        model.kill(1)
+        model.kill(2)
+        assert _shown_lost(model) == 2 and lab.figure.verdict_big.get_text().startswith("lost 2 ")
+        model.stop_all()
+        assert "no worker was running" in model.readout
+
+        model.path, model.job_ms = "reliable", 200
+        model.start(2)
+        assert _shown_lost(model) == 0 and lab.figure.verdict_big.get_text() == "lost 0 · duplicate effects 0"
+        assert "This run: enqueued 0, completed 0." in model.readout
+        model.add_jobs(2)
+        give_up = time.monotonic() + 20
+        while valkey_client.zcard(key(name, "pending")) + valkey_client.zcard(key(name, "active")) and (
+            time.monotonic() < give_up
+        ):
+            time.sleep(0.02)
+        model.stop_all()
+        assert _shown_lost(model) == 0 and "completed 6." in model.readout  # the 4 left + the 2 added
+
+        model.path = "naive"
+        model.start(2)
+        assert _shown_lost(model) == 0 and "This run: enqueued 0, popped 0." in model.readout
+    finally:
+        lab.close()
+
+
+def test_a_kill_after_the_lease_ran_out_says_the_job_is_past_its_deadline(name: str, valkey_client) -> None:
+    lab = FleetLab(name, client=valkey_client, live=False, animate=False, workers=1)
+    model = lab.model
+    try:
+        model.job_ms, model.lease_ms = 5_000, 60_000  # the worker renews its lease only every 20 s or so
+        model.add_jobs(1)
+        model.start(1)
+        _hold_jobs(model, [1])
+        _now, moved = fast_forward(model.queue)  # the lease's deadline pulled to the server's now
+        assert moved == 1
+        model.kill(1)
+        text = shown(lab)
+        assert "stays leased" not in text and "past its lease deadline" in text, text
+        [(job_id, deadline)] = model.frame.snapshot.active.items()
+        assert deadline <= model.frame.snapshot.now_ms and short(job_id) in text
+    finally:
+        lab.close()
+
+
+def test_the_path_toggle_says_it_waits_for_start_in_every_frame(name: str, valkey_client: redis.Redis) -> None:
+    lab = FleetLab(name, client=valkey_client, live=False, animate=False)
+    model = lab.model
+    try:
+        model.job_ms = 200
+        model.start(3)
+        lab.path_picker.value = "naive"
+        assert "still runs reliable: press 'start' to switch" in shown(lab)
+        model.sample()  # the browser's clock, a moment later: the note stays
+        assert "still runs reliable: press 'start' to switch" in shown(lab)
+        assert "reliable" in lab.figure.title.get_text()  # the picture shows the path that runs
+        model.start(3)
+        assert "still runs" not in shown(lab) and "naive" in lab.figure.title.get_text()
+    finally:
+        lab.close()
+
+
+def test_stop_all_counts_only_the_workers_that_were_running(name: str, valkey_client: redis.Redis) -> None:
+    lab = FleetLab(name, client=valkey_client, live=False, animate=False)
+    try:
+        lab.model.job_ms = 200
+        lab.start_button.click()
+        lab.kill_buttons[1].click()
+        lab.stop_button.click()
+        assert "stopped the 2 running worker(s) of 3 and the producer" in shown(lab)
+    finally:
+        lab.close()
+
+
+@pytest.mark.parametrize("panel", PANELS, ids=lambda p: p.__name__)
+def test_during_a_move_the_picture_shows_the_frame_the_readout_shows(panel, name: str, valkey_client) -> None:
+    """Every animation frame published writes the counts, workers and verdict of the very
+    frame whose words the readout shows at that moment (never one frame's numbers beside
+    another's words)."""
+    lab = panel(name, client=valkey_client, live=False)
+    figure = lab.figure
+
+    def marks() -> list[str]:
+        return [t.get_text() for t in figure.marks if hasattr(t, "get_text")]
+
+    published: list[tuple[str, list[str]]] = []
+    publish = lab.player._publish
+    lab.player._publish = lambda frame: (published.append((lab.readout.value, marks())), publish(frame))
+    try:
+        model = lab.model
+        model.open()
+        lab.settle()
+        if isinstance(lab, FleetLab):
+            model.job_ms = 5_000
+            model.add_jobs(4)
+            model.start(2)
+            lab.settle()
+            _hold_jobs(model, [1])
+            lab.kill_buttons[0].click()
+        elif isinstance(lab, ClaimLab):
+            lab.enqueue_button.click()
+            lab.settle()
+            lab.claim_button.click()
+        elif isinstance(lab, DeliveryLab):
+            lab.deliveries_slider.value = 2
+            lab.deliver_button.click()
+        else:
+            lab.start_button.click()
+        assert lab.settle()
+        frames = model.history.all()
+        with figure.lock:
+            at_rest = {}
+            for frame in frames:
+                figure.pose(None, frame)
+                at_rest[frame.index] = (html.escape(frame.readout), marks())
+        assert len(published) >= 18
+        for readout, drawn in published:
+            told = [i for i, (words_, _m) in at_rest.items() if words_ in readout]
+            assert told, readout
+            assert drawn == at_rest[told[-1]][1], (readout, drawn)
+        if isinstance(lab, FleetLab):
+            assert "✕ w1  killed" in figure.workers.get_text()
+    finally:
+        lab.close()
 
 
 def _shown_lost(model: FleetModel) -> int:

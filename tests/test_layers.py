@@ -185,6 +185,30 @@ def test_the_course_shows_the_expanded_script() -> None:
     assert course.lua("claim").data == scripts.expanded("claim")
 
 
+def test_lesson_02_shows_the_claim_with_its_helpers_folded_and_nothing_else_changed() -> None:
+    """The claim's own code reads first, each helper folded one click away, and what is
+    shown, put back together, is exactly the text the server runs."""
+    pytest.importorskip("IPython")
+    import html as html_lib
+    import re
+
+    import nbformat
+
+    from echoq.teaching import course
+
+    shown = course.lua_folded("claim", ("includes/claim_jobs",))._repr_html_()
+    blocks = re.findall(r"<pre[^>]*>(.*?)</pre>", shown, flags=re.S)
+    text = "".join(html_lib.unescape(re.sub(r"<[^>]+>", "", block)) for block in blocks)
+    assert text == scripts.expanded("claim")
+    folded = re.findall(r"<details.*?</details>", shown, flags=re.S)
+    assert len(folded) == 4 and all("<summary>" in block for block in folded)
+    opened = re.sub(r"<details.*?</details>", "", shown, flags=re.S)
+    assert "claim_jobs" in opened and "ZPOPMIN" in html_lib.unescape(re.sub(r"<[^>]+>", "", opened))
+    assert html_lib.unescape(re.sub(r"<[^>]+>", "", opened)).count("\n") < 200  # of about 500
+    lesson = nbformat.read(Path(__file__).parent.parent / "notebooks" / "02_recoverable_claim.ipynb", as_version=4)
+    assert any('course.lua_folded("claim"' in c.source for c in lesson.cells if c.cell_type == "code")
+
+
 def test_an_unknown_script_name_is_a_one_line_error() -> None:
     with pytest.raises(echoq.InvalidArgument, match="no script 'clam'.*use one of"):
         scripts.expanded("clam")

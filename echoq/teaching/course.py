@@ -99,6 +99,95 @@ def lua(name: str):  # -> IPython.display.Code
     return Code(scripts.expanded(name), language="lua")
 
 
+_INCLUDE_START = re.compile(r"^-- ---- @include (\S+) ----\n?$")
+_INCLUDE_END = re.compile(r"^-- ---- end of (\S+) ----\n?$")
+
+
+@dataclass(frozen=True)
+class ScriptPiece:
+    """A run of lines of an expanded script: shown open, or folded under its include's name."""
+
+    text: str
+    folded: str | None = None  # the include folded here, or None for text shown open
+
+
+class FoldedScript:
+    """A script exactly as the server runs it (:func:`echoq.scripts.expanded`), its helpers
+    folded: the concatenation of :attr:`pieces` IS the expanded text, in the server's order.
+    Shown as HTML, each folded include is a ``<details>`` block, one click away."""
+
+    def __init__(self, name: str, pieces: list[ScriptPiece]) -> None:
+        self.name, self.pieces = name, pieces
+
+    @property
+    def text(self) -> str:
+        return "".join(piece.text for piece in self.pieces)
+
+    def _repr_html_(self) -> str:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import LuaLexer
+
+        lexer = LuaLexer(stripnl=False, ensurenl=False)
+        formatter = HtmlFormatter(noclasses=True, nowrap=True)
+        pre = 'style="margin:0;padding:0 0 0 4px;background:none;line-height:1.35"'
+        folded = [p for p in self.pieces if p.folded]
+        lines = self.text.count("\n")
+        out = [
+            f"<div><p><code>{html.escape(self.name)}.lua</code> exactly as the server runs it ({lines} lines): "
+            f"its own code open, the {len(folded)} helper(s) it includes folded in their places (click one to "
+            "open it).</p>"
+        ]
+        for piece in self.pieces:
+            code = highlight(piece.text, lexer, formatter)
+            if piece.folded:
+                n = piece.text.count("\n")
+                out.append(
+                    f'<details style="margin:2px 0"><summary><code>@include {html.escape(piece.folded)}</code> '
+                    f"· {n} lines (click to open)</summary><pre {pre}>{code}</pre></details>"
+                )
+            else:
+                out.append(f"<pre {pre}>{code}</pre>")
+        out.append("</div>")
+        return "".join(out)
+
+    def __repr__(self) -> str:
+        return "".join(
+            f"-- [folded: @include {p.folded}, {p.text.count(chr(10))} lines]\n" if p.folded else p.text
+            for p in self.pieces
+        )
+
+
+def lua_folded(name: str, open_includes: tuple[str, ...] = ()) -> FoldedScript:
+    """Like :func:`lua`, with every include folded except those in ``open_includes`` (an
+    open include's own includes are folded in turn): the script's own code reads first,
+    each helper one click away, and together they are still exactly the text the server runs."""
+    lines = scripts.expanded(name).splitlines(keepends=True)
+    pieces: list[ScriptPiece] = []
+    shown: list[str] = []
+    i = 0
+    while i < len(lines):
+        start = _INCLUDE_START.match(lines[i])
+        if start is None or start.group(1) in open_includes:
+            shown.append(lines[i])
+            i += 1
+            continue
+        depth, j = 0, i
+        while j < len(lines):  # the matching end marker (includes nest)
+            depth += 1 if _INCLUDE_START.match(lines[j]) else -1 if _INCLUDE_END.match(lines[j]) else 0
+            if depth == 0:
+                break
+            j += 1
+        if shown:
+            pieces.append(ScriptPiece("".join(shown)))
+            shown = []
+        pieces.append(ScriptPiece("".join(lines[i : j + 1]), folded=start.group(1)))
+        i = j + 1
+    if shown:
+        pieces.append(ScriptPiece("".join(shown)))
+    return FoldedScript(name, pieces)
+
+
 def reveal(title: str, body: str, *, language: str = "python"):
     """A solution the learner opens on purpose: a collapsed ``<details>`` block."""
     from IPython.display import HTML

@@ -15,8 +15,9 @@ state), so it renders headlessly for tests and docs, and a view can hand it to i
 Text is what a draw spends its time on, and within one move's animation only the tokens
 (their labels, the lit arrows, the pulse) change. So those are *animated*: the static
 picture is rendered once; the frame's *marks* (titles, counts, worker lines) are drawn
-over it once per move, at the half-way frame; and each animation frame restores that
-background and draws only the tokens over it (matplotlib's blitting recipe).
+over it once per move, at the half-way frame (when the readout, too, turns to the new
+frame's words); and each animation frame restores that background and draws only the
+tokens over it (matplotlib's blitting recipe).
 """
 
 from __future__ import annotations
@@ -167,15 +168,27 @@ class TimePlace(Place):
     server's now (the vertical line). Expired leases sit left of it in their own zone,
     spread in a grid in deadline order -- never stacked on the axis edge."""
 
-    def __init__(self, *args: Any, span_ms: int = 10_000, expired_share: float = 0.34, **kw: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        span_ms: int = 10_000,
+        expired_share: float = 0.34,
+        extra_line: bool = False,
+        **kw: Any,
+    ) -> None:
         super().__init__(*args, **kw)
         b = self.board
         self.span_ms = span_ms
+        self.extra_line = extra_line  # the extra label (a stall count) on a third line of its own
+        lines = 3 if extra_line else 2  # id, time (, extra)
         self.cell_w = b.px(CELL_W_PX)
-        self.cell_h = b.py(CELL_H_PX + LINE_PX)  # two-line labels: id, then time
+        self.cell_h = b.py(CELL_H_PX + LINE_PX * (lines - 1))
         self.top = self.y1 - b.py(16)
-        self.bottom = self.y0 + b.py(36)  # room for the expired zone's caption
-        self.rows = max(1, int((self.top - self.bottom) / self.cell_h) + 1)
+        # The lowest row's label ends above the box's bottom edge (the ticks sit under it),
+        # and in the expired zone above its caption.
+        label = b.py(11 + 2 + LINE_PX * lines)
+        self.rows = max(1, int((self.top - label - (self.y0 + b.py(2))) / self.cell_h) + 1)
+        self.zone_rows = max(1, int((self.top - label - (self.y0 + b.py(26))) / self.cell_h) + 1)
         self.now_x = self.x0 + (self.x1 - self.x0) * expired_share
         self.zone_cols = max(1, int((self.now_x - self.x0 - b.px(6)) / self.cell_w))
         self.right = self.x1 - b.px(34)
@@ -227,14 +240,15 @@ class TimePlace(Place):
         live = sorted((i for i in items if i[1] > 0), key=lambda i: i[1])
         out: dict[str, Spot] = {}
         hidden = 0
-        zone = self.zone_cols * self.rows
+        zone = self.zone_cols * self.zone_rows
         for n, (job_id, left, extra) in enumerate(expired):
             if n >= zone:
                 hidden += 1
                 continue
             row, col = divmod(n, self.zone_cols)
             x = self.x0 + b.px(6) + (col + 0.5) * self.cell_w
-            out[job_id] = Spot(x, self.top - row * self.cell_h, self.style, words.token(job_id, left, extra))
+            label = words.token(job_id, left, extra, self.extra_line)
+            out[job_id] = Spot(x, self.top - row * self.cell_h, self.style, label)
         # Live leases at their true x; a row further down when a neighbour's label is too close.
         last_x = [-math.inf] * self.rows
         for job_id, left, extra in live:
@@ -242,7 +256,8 @@ class TimePlace(Place):
             for row in range(self.rows):
                 if x - last_x[row] >= self.cell_w:
                     last_x[row] = x
-                    out[job_id] = Spot(x, self.top - row * self.cell_h, self.style, words.token(job_id, left, extra))
+                    label = words.token(job_id, left, extra, self.extra_line)
+                    out[job_id] = Spot(x, self.top - row * self.cell_h, self.style, label)
                     break
             else:
                 hidden += 1
@@ -272,6 +287,7 @@ class BoardFigure:
         self.banner = self.dynamic_text(0.988, 0.975, "", ha="right", va="top", weight="bold")
         self.paths: dict[str, list[tuple[float, float]]] = {}
         self.arrows: dict[str, FancyArrowPatch] = {}
+        self.cards: list[tuple[tuple[float, float, float, float], Any]] = []  # (box, its text): text stays inside
         self.build()
         self.scatters = {
             name: ax.scatter([], [], s=TOKEN_SIZE, marker=style.marker, zorder=5, linewidths=1.0)
@@ -325,9 +341,13 @@ class BoardFigure:
         )
         if header:
             self.ax.text(x0 + self.px(8), y1 - self.py(6), header, fontsize=FONT, weight="bold", va="top", color=INK)
-        return self.dynamic_text(x0 + self.px(8), y1 - self.py(24 if header else 6), "", va="top", linespacing=1.35)
+        text = self.dynamic_text(x0 + self.px(8), y1 - self.py(24 if header else 6), "", va="top", linespacing=1.35)
+        self.cards.append((box, text))
+        return text
 
-    def arrow(self, name: str, points: list[tuple[float, float]], label: str = "", *, rad: float = 0.0) -> None:
+    def arrow(
+        self, name: str, points: list[tuple[float, float]], label: str = "", *, rad: float = 0.0, label_dy: float = 12
+    ) -> None:
         """A path a move takes (lit when that move ran), and the pulse's route along it."""
         arrow = FancyArrowPatch(
             points[0],
@@ -346,7 +366,9 @@ class BoardFigure:
         if label:
             (x0, y0), (x1, y1) = points[0], points[-1]
             mid = self.paths[name][len(self.paths[name]) // 2] if rad else ((x0 + x1) / 2, (y0 + y1) / 2)
-            self.ax.text(mid[0], mid[1] + self.py(12), label, fontsize=FONT, ha="center", va="bottom", color=MUTED)
+            self.ax.text(
+                mid[0], mid[1] + self.py(label_dy), label, fontsize=FONT, ha="center", va="bottom", color=MUTED
+            )
 
     # -- what a panel defines -----------------------------------------------------------------
 
@@ -390,9 +412,12 @@ class BoardFigure:
         start = self.spots(a, a.server_now_ms(at_s)) if a is not None and p < 1.0 else {}
         if not first_half:
             target = self.spots(b, now_b)
-        # The frame's words (counts, title, workers) change half way, when the tokens arrive
-        # in their new places; so a move's first frame redraws only the tokens (cheap).
-        if a is not None and p < 0.5:
+        # The frame's words (counts, title, workers, verdict) change half way, when the
+        # tokens arrive in their new places, and so does the readout (the player shows the
+        # new frame's words from its half-way frame on): the two always tell one frame. A
+        # move's first frame then redraws only the tokens (cheap).
+        if first_half:
+            assert a is not None
             full = self.annotate(a, a.server_now_ms(at_s))
         else:
             full = self.annotate(b, now_b)
@@ -403,19 +428,25 @@ class BoardFigure:
         texts: list[tuple[float, float, str, float]] = []
         for job_id in list(target) + [j for j in start if j not in target]:
             to, frm = target.get(job_id), start.get(job_id)
+            # A token's label is drawn where the token rests: one that travels, slides in or
+            # fades out carries none until it arrives (a label in flight would run over the
+            # arrows' names and its neighbours' labels). A lease's token drifting with the
+            # clock by less than half a cell counts as resting.
             if to is not None and frm is not None:
                 x, y = frm.x + (to.x - frm.x) * e, frm.y + (to.y - frm.y) * e
                 spot, alpha = (to if e >= 0.5 else frm), 1.0
+                resting = p >= 1.0 or (abs(to.x - frm.x) < self.px(CELL_W_PX / 2) and abs(to.y - frm.y) < self.py(4))
             elif to is not None:
                 slide = self.px(30) * (1 - e) if p < 1.0 else 0.0
                 x, y, spot, alpha = to.x - slide, to.y, to, (e if p < 1.0 else 1.0)
+                resting = p >= 1.0
             else:
                 assert frm is not None
-                x, y, spot, alpha = frm.x, frm.y, frm, 1 - e
+                x, y, spot, alpha, resting = frm.x, frm.y, frm, 1 - e, False
             if alpha <= 0.02:
                 continue
             placed[spot.style].append((x, y, to_rgba(PLACES[spot.style].colour, alpha)))
-            if spot.label:
+            if spot.label and resting:
                 texts.append((x, y - self.py(11), spot.label, alpha))
         for name, scatter in self.scatters.items():
             points = placed[name]

@@ -39,6 +39,7 @@ class Transition:
     drawn: float = 0.0  # perf_counter when the latest frame's drawing began
     frames: int = 0
     still: bool = False  # nothing moved (a setting, a refusal that lit no path): shown in one frame
+    told: bool = False  # the readout shows the move's new frame (from the half-way frame on)
 
     @property
     def seconds(self) -> float:
@@ -113,9 +114,15 @@ class Player:
         self._show_at_rest(index)
 
     def live(self) -> None:
-        """Follow the present again: animate up to the latest frame."""
+        """Follow the present again, at once: the latest frame is drawn at rest (replaying
+        the moves recorded while held would show the past with the moves already enabled)."""
+        self._abort.set()
+        self._wait_stopped()
+        self._abort.clear()
+        self._step_to = None
         self.following = True
-        self._kick()
+        self._show_at_rest(self.history.last_index)
+        self._kick()  # anything recorded since is animated as usual
 
     def tick(self) -> None:
         """The browser's clock: redraw the latest frame at the server's estimated now, so
@@ -208,7 +215,10 @@ class Player:
         self.transitions = self.transitions[-199:] + [transition]
         with self.figure.lock:
             transition.still = not self.figure.moves(a, b)
-        self._shown(b, False)
+        # The readout tells the frame the picture's words show: the move's old frame until
+        # the half-way frame draws the new one's (see BoardFigure.pose).
+        transition.told = transition.still or a is None
+        self._shown(b if transition.told else a, False)  # type: ignore[arg-type]
         if transition.still:
             self._draw(a, b, 1.0, transition)
         else:
@@ -218,6 +228,9 @@ class Player:
     def _draw(self, a: Frame | None, b: Frame, p: float, transition: Transition) -> None:
         transition.drawn = time.perf_counter()
         self.figure.draw_between(a, b, p, at_s=time.monotonic())
+        if not transition.told and (a is None or p >= 0.5):
+            transition.told = True
+            self._shown(b, False)
         self._publish(b)
         transition.frames += 1
         transition.ended = time.perf_counter()

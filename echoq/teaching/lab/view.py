@@ -334,8 +334,10 @@ class LabPanel(widgets.VBox):
             self.player.pause()
 
     def go_live(self) -> None:
-        self._note = "live: following the queue again."
+        # Back from the past, the pill turning to "live" and the present's words say it all:
+        # the readout reads exactly as the present's frame.
         if self.player.following:
+            self._note = "live: the picture already follows the queue."
             frame = self.model.frame
             if frame is not None:
                 self._shown(frame)

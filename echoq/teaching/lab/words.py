@@ -37,9 +37,12 @@ def seconds_ahead(ms: float) -> str:
     return f"+{ms / 1000:g} s"
 
 
-def token(job_id: str, ms_left: int, extra: str = "") -> str:
-    """A leased token's label: its id, then its lease (time left, or time since it ran out)."""
+def token(job_id: str, ms_left: int, extra: str = "", extra_line: bool = False) -> str:
+    """A leased token's label: its id, then its lease (time left, or time since it ran out),
+    then ``extra`` after the lease or, with ``extra_line``, on a line of its own."""
     lease = f"{ms_left / 1000:.1f}s" if ms_left > 0 else f"-{-ms_left / 1000:.1f}s"
+    if extra and extra_line:
+        return f"{tag(job_id)}\n{lease}\n{extra}"
     return "\n".join(part for part in (tag(job_id), lease if not extra else f"{lease} {extra}") if part)
 
 
@@ -49,6 +52,11 @@ def fit(text: str, room: int) -> str:
         return text
     keep = room - 1
     return text[: keep - keep // 2] + "…" + text[-(keep // 2) :]
+
+
+def title_queue(queue: str) -> str:
+    """A queue's name in a figure's title: whole up to 24 characters, else cut in the middle."""
+    return fit(queue, 24)
 
 
 def count(n: int, noun: str = "job") -> str:
@@ -140,9 +148,9 @@ SETTING_WORDS: dict[str, dict[str, Callable[[Any], str]]] = {
             f"Producer: {v} new job(s) per second while the fleet runs." if v else "Producer: off (0 jobs per second)."
         ),
         "path": lambda v: (
-            "Path: reliable (claim under a lease, keyed effects). Press 'start' to apply."
+            "Path: reliable (claim under a lease, keyed effects)."
             if v == "reliable"
-            else "Path: NAIVE pop-and-process (the contrast). Press 'start' to apply."
+            else "Path: NAIVE pop-and-process (the contrast)."
         ),
         "lease_ms": lambda v: f"Lease: {seconds(v)}; a live worker extends it, a killed one cannot.",
         "beat_ms": lambda v: f"Beat: every {seconds(v)} each worker runs the stalled check.",
@@ -186,6 +194,7 @@ def alt(title: str, snap: Snapshot | None, extra: str = "") -> str:
 
 def claim_title(queue: str, crash: bool, lease_ms: int) -> str:
     crash_words = "ON" if crash else "off"
+    queue = title_queue(queue)
     return f"The recoverable claim · queue {queue!r} · lease {seconds(lease_ms)} · crash mid-job {crash_words}"
 
 
@@ -212,10 +221,19 @@ def claim_nothing_held() -> str:
     return "The worker holds no job: claim one first. Nothing changed."
 
 
-def claim_crashed(job_id: str, active_key: str) -> str:
+def claim_crashed(job_id: str, active_key: str, ms_left: int | None) -> str:
+    """``ms_left``: the lease's time left on the server's clock at this read (None: not in active)."""
+    crashed = "The worker crashed mid-job: no complete ran"
+    if ms_left is None:
+        return f"{crashed}; {short(job_id)} is no longer in {active_key}."
+    if ms_left <= 0:
+        return (
+            f"{crashed}. {short(job_id)} is still in {active_key}, but its lease ran out {seconds(-ms_left)} ago "
+            "on the server's clock: it is past its deadline, and the next reap returns it to pending."
+        )
     return (
-        f"The worker crashed mid-job: no complete ran, so {short(job_id)} stays leased in {active_key} "
-        "until its lease runs out; then a reap returns it to pending."
+        f"{crashed}, so {short(job_id)} stays leased in {active_key} for {seconds(ms_left)} more, until its "
+        "lease runs out; then a reap returns it to pending."
     )
 
 
@@ -274,12 +292,12 @@ CRASH_SCRIPT = (
 
 
 def delivery_title(queue: str, consumer: str, deliveries: int) -> str:
-    how = "JOB-id-keyed" if consumer == "keyed" else "naive"
-    return f"At-least-once delivery · queue {queue!r} · {how} consumer · {deliveries} deliveries"
+    how = "keyed" if consumer == "keyed" else "naive"
+    return f"At-least-once delivery · queue {title_queue(queue)!r} · {how} consumer · {deliveries} deliveries"
 
 
 def fence_title(queue: str) -> str:
-    return f"The fence: a stale worker's complete is refused · queue {queue!r}"
+    return f"The fence: a stale worker's complete is refused · queue {title_queue(queue)!r}"
 
 
 def delivery_start(job_id: str, n: int, consumer: str) -> str:
@@ -287,11 +305,29 @@ def delivery_start(job_id: str, n: int, consumer: str) -> str:
     return f"Delivering {short(job_id)} {n} time(s), consumer {how}: enqueue.lua put it in pending."
 
 
-def delivery_claimed(k: int, n: int, job_id: str, attempt: int, effects: int, effects_key: str) -> str:
-    return (
-        f"Delivery {k} of {n}: claim.lua leased {short(job_id)} (attempt {attempt}); the worker ran the effect: "
-        f"{effects_key} now counts {effects} for it."
-    )
+def delivery_claimed(k: int, n: int, job_id: str, attempt: int, effects: int, effects_key: str, ran: bool) -> str:
+    if ran:
+        did = f"the worker ran the effect: {effects_key} now counts {effects} for it."
+    else:
+        did = (
+            f"the ledger already held this JOB id, so effect.lua SKIPPED the effect: {effects_key} "
+            f"still counts {effects} for it."
+        )
+    return f"Delivery {k} of {n}: claim.lua leased {short(job_id)} (attempt {attempt}); {did}"
+
+
+def delivery_hand(ran: bool) -> str:
+    return "holds it, ran the effect" if ran else "holds it, effect SKIPPED"
+
+
+def delivery_crashed_hand(ran: bool) -> str:
+    return "ran the effect, crashed" if ran else "effect SKIPPED, crashed"
+
+
+def delivery_ledger(effects: int, deliveries: int) -> str:
+    """The ledger's count against the deliveries (each delivery ran its effect or skipped it)."""
+    skipped = max(0, deliveries - effects)
+    return f"deliveries so far: {deliveries}\neffect ran {effects} · skipped {skipped}"
 
 
 def delivery_crashed(k: int, job_id: str, pending_key: str) -> str:
@@ -311,6 +347,10 @@ def delivery_done(n: int, job_id: str, effects: int, effects_key: str, consumer:
 
 def delivery_none() -> str:
     return "No delivery yet: set how many, pick a consumer, press 'deliver'."
+
+
+DELIVERY_NONE_CARD = "No delivery yet: set how many,\npick a consumer, press 'deliver'."
+FENCE_RULE = "complete(attempt) finishes the job\nonly if attempt = the row's attempts"
 
 
 def fence_step(step: int, **f: Any) -> str:
@@ -336,7 +376,9 @@ def fence_idle() -> str:
 
 
 def reap_title(queue: str, max_stalled: int) -> str:
-    return f"Stalled recovery · queue {queue!r} · max_stalled = {max_stalled} (the stall number that is fatal)"
+    return (
+        f"Stalled recovery · queue {title_queue(queue)!r} · max_stalled = {max_stalled}: stall {max_stalled} is fatal"
+    )
 
 
 def reap_started(n: int, pending_key: str) -> str:
@@ -391,7 +433,7 @@ def stalled_label(stalled: int) -> str:
 
 def fleet_title(queue: str, path: str, job_ms: int, rate: int, producing: bool) -> str:
     producer = f"{rate} new jobs/s" if producing else "no producer"
-    return f"The worker path · queue {queue!r} · {path} · {seconds(job_ms)} per job · {producer}"
+    return f"The worker path · queue {title_queue(queue)!r} · {path} · {seconds(job_ms)} per job · {producer}"
 
 
 def fleet_started(n: int, path: str, beat_ms: int, job_ms: int) -> str:
@@ -418,7 +460,11 @@ def fleet_not_working(slot: int, state: str) -> str:
     return f"worker {slot} is already {state}. Nothing changed."
 
 
-def fleet_killed(slot: int, job_id: str | None, attempt: int | None, active_key: str, path: str) -> str:
+def fleet_killed(
+    slot: int, job_id: str | None, attempt: int | None, active_key: str, path: str, ms_left: int | None = None
+) -> str:
+    """``ms_left``: on the reliable path, the killed worker's lease left at the frame's read
+    (None: the job is no longer in the active set)."""
     if job_id is None:
         return f"killed worker {slot} (simulated: worker.abandon()) between jobs: it held none."
     if path == "naive":
@@ -427,9 +473,19 @@ def fleet_killed(slot: int, job_id: str | None, attempt: int | None, active_key:
             "That job is LOST: no set holds it, no row is left. (Valkey cannot know; the lab counts it because "
             "the lab did the killing.)"
         )
+    killed = (
+        f"killed worker {slot} mid-job (worker.abandon(), as a killed process): {short(job_id)} (attempt {attempt})"
+    )
+    if ms_left is None:
+        return f"{killed}: by the time of this read it is no longer in {active_key}."
+    if ms_left <= 0:
+        return (
+            f"{killed} is in {active_key} past its lease deadline ({seconds(-ms_left)} ago): the next live "
+            "worker's beat returns it."
+        )
     return (
-        f"killed worker {slot} mid-job (worker.abandon(), as a killed process): {short(job_id)} (attempt {attempt}) "
-        f"stays leased in {active_key} until its lease runs out; then a live worker's beat returns it."
+        f"{killed} stays leased in {active_key} for {seconds(ms_left)} more, until its lease runs out; then a "
+        "live worker's beat returns it."
     )
 
 
@@ -441,18 +497,31 @@ def fleet_still_working(slot: int) -> str:
     return f"worker {slot} is still working. Nothing changed."
 
 
-def fleet_stopped(n: int) -> str:
-    return f"stopped all {n} worker(s) and the producer: each finished the job in its hand and claims no more."
+def fleet_stopped(n: int, workers: int) -> str:
+    if n == 0:
+        return "no worker was running: stopped the producer. Nothing else changed."
+    whom = f"all {n} running worker(s)" if n == workers else f"the {n} running worker(s) of {workers}"
+    return f"stopped {whom} and the producer: each finished the job in its hand and claims no more."
 
 
-def fleet_tally(
-    snap: Snapshot, lost: int, duplicates: int | None, alive: int, workers: int, keys: Callable[[str], str]
-) -> str:
+def fleet_path_pending(chosen: str, running: str, alive: bool) -> str:
+    if alive:
+        return f"(Path set to {chosen}; the fleet still runs {running}: press 'start' to switch.)"
+    return f"(Path set to {chosen}: the next 'start' uses it.)"
+
+
+def fleet_tally(snap: Snapshot, t: Any, path: str, alive: int, workers: int, keys: Callable[[str], str]) -> str:
+    """``t``: the frame's :class:`~echoq.teaching.lab.fleet.model.Tally` (this run's numbers)."""
     c = snap.counts
-    dups = "n/a on the naive path (nothing is delivered twice)" if duplicates is None else str(duplicates)
+    dups = "n/a on the naive path (nothing is delivered twice)" if t.duplicates is None else str(t.duplicates)
+    run = (
+        f"This run: enqueued {t.enqueued}, completed {t.completed}"
+        if path == "reliable"
+        else f"This run: enqueued {t.enqueued}, popped {t.popped}"
+    )
     return (
         f"{alive} of {workers} workers alive. {keys('pending')} {c['pending']}, active {c['active']}, "
-        f"done {snap.stats.get('completed', 0)}, dead {c['dead']}. Lost: {lost}. Duplicate effects: {dups}."
+        f"done {c['done']}, dead {c['dead']}. {run}. Lost: {t.lost}. Duplicate effects: {dups}."
     )
 
 
@@ -477,5 +546,6 @@ def fleet_worker(
 
 
 def fleet_verdict(lost: int, duplicates: int | None) -> str:
-    dups = "n/a" if duplicates is None else str(duplicates)
-    return f"lost {lost} · duplicate effects {dups}"
+    if duplicates is None:
+        return f"lost {lost} · naive path"  # nothing is delivered twice there: no duplicates to count
+    return f"lost {lost} · duplicate effects {duplicates}"

@@ -24,11 +24,11 @@ class ClaimFigure(QueueFigure):
         self.arrow("claim", [(0.238, mid), (0.297, mid)], "claim")
         self.arrow("finish", [(0.703, mid), (0.762, mid)], "finish")
         self.arrow("reap", [(0.40, bottom - 0.085), (0.12, bottom - 0.085)], rad=-0.25)
-        self.ax.text(0.26, 0.075, "reap → pending (lease ran out)", fontsize=FONT, ha="center", color=MUTED)
+        self.ax.text(0.235, 0.075, "reap → pending (lease ran out)", fontsize=FONT, ha="center", color=MUTED)
         self.arrow("crash", [(0.60, bottom - 0.085), (0.60, 0.135)])
         self.paths["enqueue"] = [(0.0, top - 0.03), (0.05, top - 0.03)]
         self.paths["fast-forward"] = [(0.68, bottom + 0.02), (self.active.now_x + 0.01, bottom + 0.02)]
-        self.worker = self.dynamic_text(0.60, 0.09, "", ha="center", va="center", weight="bold")
+        self.worker = self.dynamic_text(0.625, 0.09, "", ha="center", va="center", weight="bold")
 
     def annotate(self, frame: Frame, now_ms: int) -> bool:
         state: dict[str, Any] = dict(frame.state)

@@ -112,7 +112,14 @@ class ClaimModel(LabModel):
             self.held = None
             if self.crash:
                 self.worker = "crashed"
-                return words.claim_crashed(held.job_id, self.keys("active")), "crash"
+                # The words say where the lease stands in the frame's own read: a lease that
+                # already ran out is past its deadline, reapable now.
+                snap = self.read()
+                deadline = snap.active.get(held.job_id)
+                left = None if deadline is None else deadline - snap.now_ms
+                said = words.claim_crashed(held.job_id, self.keys("active"), left)
+                self.record("crash", said, lit="crash", snapshot=snap)
+                return None
             self.worker = "idle"
             outcome = self.queue.complete(held)
             if outcome is Complete.COMPLETED:

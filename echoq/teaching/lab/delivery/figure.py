@@ -29,13 +29,17 @@ class DeliveryFigure(QueueFigure):
         self.ax.text(0.235, 0.298, "lease ran out → reap", fontsize=FONT, ha="center", va="top", color=MUTED)
         self.paths["enqueue"] = [(0.0, top - 0.03), (0.04, top - 0.03)]
         self.workers = self.card((0.02, 0.02, 0.30, 0.25), "workers (attempt = token)")
-        self.arrow("fence", [(0.305, 0.17), (0.415, 0.17)], "complete")
+        self.workers.set_linespacing(1.2)  # two workers, two lines each, fit the card
+        self.arrow("fence", [(0.305, 0.17), (0.415, 0.17)], "complete", label_dy=17)
         self.row = self.card((0.42, 0.02, 0.64, 0.25), "the job's row")
         self.ledger = self.card((0.67, 0.02, 0.98, 0.25), "")
         self.refusal = self.dynamic_text(
-            0.405, 0.17, "", fontsize=22, ha="center", va="center", color=BAD, weight="bold"
+            0.405, 0.17, "", fontsize=16, ha="center", va="center", color=BAD, weight="bold"
         )
         self.refusal_words = self.dynamic_text(0.428, 0.045, "", va="center", color=BAD, weight="bold")
+
+    def ledger_key(self, queue: str) -> str:
+        return words.fit(f"emq:{{{queue}}}:effects", int((0.31 - self.px(16)) / self.px(6.6)))
 
     def annotate(self, frame: Frame, now_ms: int) -> bool:
         state: dict[str, Any] = dict(frame.state)
@@ -54,15 +58,15 @@ class DeliveryFigure(QueueFigure):
         job = state.get("job")
         workers = state.get("workers") or []
         if isinstance(workers, dict):  # the fence: A and B by name
-            lines = [f"{name} · attempt {w['attempt']}\n   {w['status']}" for name, w in workers.items()]
+            lines = [f"{name} · attempt {w['attempt']}\n  {w['status']}" for name, w in workers.items()]
         else:
-            lines = [f"{w['name']} · attempt {w['attempt']}\n   {w['status']}" for w in workers]
+            lines = [f"{w['name']} · attempt {w['attempt']}\n  {w['status']}" for w in workers]
         self.workers.set_text("\n".join(lines) if lines else "none yet")
         row = snap.rows.get(job) if (snap and job) else None
         if job is None:
             self.row.set_text("no job yet")
         elif row is not None:
-            self.row.set_text(f"{words.short(job)}\nattempts = {row.attempts}\nstate = {row.state}")
+            self.row.set_text(f"{words.short(job)}\nattempts = {row.attempts} · {row.state}")
         elif snap is not None and job in snap.done:
             self.row.set_text(f"{words.short(job)}\nretired: the id is\nin done")
         else:
@@ -75,15 +79,13 @@ class DeliveryFigure(QueueFigure):
             self.refusal.set_text("")
             self.refusal_words.set_text("")
         if fence:
-            self.ledger.set_text(
-                f"The fence · step {state.get('fence_step', 0)} of 5\n"
-                "complete(attempt) finishes the job only\nif attempt = the row's attempts"
-            )
+            self.ledger.set_text(f"The fence · step {state.get('fence_step', 0)} of 5\n" + words.FENCE_RULE)
         elif job is not None and snap is not None:
+            ran = snap.effects.get(job, 0)
             self.ledger.set_text(
-                f"emq:{{{queue}}}:effects\n{words.short(job)} → {snap.effects.get(job, 0)} effect(s)\n"
-                f"deliveries so far: {snap.stats.get('claimed', 0)}"
+                f"{self.ledger_key(queue)}\n{words.short(job)} → {ran} effect(s)\n"
+                + words.delivery_ledger(ran, snap.stats.get("claimed", 0))
             )
         else:
-            self.ledger.set_text(f"emq:{{{queue}}}:effects\n{words.delivery_none()}")
+            self.ledger.set_text(f"{self.ledger_key(queue)}\n{words.DELIVERY_NONE_CARD}")
         return False

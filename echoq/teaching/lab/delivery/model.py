@@ -9,7 +9,7 @@ from typing import Any
 from traitlets import Int, Unicode, validate
 
 from ....clock import wait_until_expired
-from ....effects import Effects
+from ....effects import Effect, Effects
 from ....errors import EchoqError, InvalidArgument
 from ....limits import whole
 from ....queue import Claim, Queue
@@ -126,19 +126,21 @@ class DeliveryModel(LabModel):
                 claim = queue.claim(lease_ms=30_000 if last else CRASH_LEASE_MS)
                 if claim is None:
                     raise InvalidArgument(f"delivery {k}: the job was not back in pending")
-                count = apply(claim.job_id, f"charge, delivery {k}").count
+                effect = apply(claim.job_id, f"charge, delivery {k}")
+                ran = effect.outcome == Effect.APPLIED  # keyed: the ledger skips a JOB id it holds
+                count = effect.count
                 result.attempts.append(claim.attempt)
                 result.effects_after.append(count)
-                worker = {"name": f"worker {k}", "attempt": claim.attempt, "status": "holds it, ran the effect"}
+                worker = {"name": f"worker {k}", "attempt": claim.attempt, "status": words.delivery_hand(ran)}
                 self._scene = scene = {**scene, "delivery": k, "workers": [*scene["workers"][-1:], worker]}
                 self.record(
                     "deliver",
-                    words.delivery_claimed(k, n, job_id, claim.attempt, count, self.keys("effects")),
+                    words.delivery_claimed(k, n, job_id, claim.attempt, count, self.keys("effects"), ran),
                     lit="claim",
                 )
                 if last:
                     queue.complete(claim)
-                    worker = {**worker, "status": "completed it (its attempt matches)"}
+                    worker = {**worker, "status": "completed (attempt matches)"}
                     self._scene = scene = {**scene, "workers": [*scene["workers"][:-1], worker]}
                     self.run = result
                     self.record(
@@ -149,7 +151,7 @@ class DeliveryModel(LabModel):
                 else:
                     wait_until_expired(queue.client, claim.deadline_ms)  # the worker is dead; its lease runs out
                     queue.reap()
-                    worker = {**worker, "status": "ran the effect, then crashed"}
+                    worker = {**worker, "status": words.delivery_crashed_hand(ran)}
                     self._scene = scene = {**scene, "workers": [*scene["workers"][:-1], worker]}
                     self.record("deliver", words.delivery_crashed(k, job_id, self.keys("pending")), lit="reap")
             return None
@@ -178,14 +180,14 @@ class DeliveryModel(LabModel):
                 claims.clear()
                 claims["A"] = a
                 scene = {"scene": "fence", "queue": fq.name, "job": job_id}
-                workers = {"A": {"attempt": a.attempt, "status": "holds it (a 3 ms lease), then stalls"}}
+                workers = {"A": {"attempt": a.attempt, "status": "holds it (3 ms lease), stalls"}}
                 line = words.fence_step(1, job_id=job_id, attempt=a.attempt, lease_ms=CRASH_LEASE_MS)
                 lit = "claim"
             elif step == 2:
                 a = claims["A"]
                 wait_until_expired(fq.client, a.deadline_ms)
                 moved = fq.reap()
-                workers = {"A": {"attempt": a.attempt, "status": "stalled: still thinks it holds the job"}}
+                workers = {"A": {"attempt": a.attempt, "status": "stalled: thinks it holds it"}}
                 line = words.fence_step(2, moved=len(moved))
                 lit = "reap"
             elif step == 3:
@@ -193,7 +195,7 @@ class DeliveryModel(LabModel):
                 assert b is not None
                 claims["B"] = b
                 workers = {
-                    "A": {"attempt": claims["A"].attempt, "status": "stalled: still thinks it holds the job"},
+                    "A": {"attempt": claims["A"].attempt, "status": "stalled: thinks it holds it"},
                     "B": {"attempt": b.attempt, "status": "holds it now"},
                 }
                 line = words.fence_step(3, attempt=b.attempt)
@@ -221,7 +223,7 @@ class DeliveryModel(LabModel):
                 b = claims["B"]
                 outcome = fq.complete(b)
                 workers = {
-                    "A": {"attempt": claims["A"].attempt, "status": "refused: its complete changed nothing"},
+                    "A": {"attempt": claims["A"].attempt, "status": "refused: changed nothing"},
                     "B": {"attempt": b.attempt, "status": f"completed: {outcome.value.upper()}"},
                 }
                 line = words.fence_step(5, attempt=b.attempt, outcome=outcome.value.upper())

@@ -38,10 +38,30 @@ class FleetFigure(QueueFigure):
         self.paths["kill"] = [(0.30, self.workers_top), (0.40, bottom)]
         self.paths["workers"] = [(0.15, self.workers_top), (0.12, bottom)]
         self.verdict = self.card((0.66, 0.02, 0.98, self.workers_top), "")
+        self.verdict.set_y(0.165)  # under the big verdict line, never behind it
         self.verdict_big = self.dynamic_text(0.675, 0.225, "", fontsize=TITLE, weight="bold", va="top")
 
     def _hands(self, frame: Frame) -> dict[str, int]:
-        return {w["job"]: w["slot"] for w in frame.state.get("workers", []) if w.get("job")}
+        return {w["job"]: w["slot"] for w in self._workers(frame) if w.get("job")}
+
+    @staticmethod
+    def _workers(frame: Frame) -> list[dict[str, Any]]:
+        """The frame's workers, a hand kept only if the frame's snapshot agrees with it.
+
+        The workers' hands are read just after the snapshot; a worker may claim (or pop) a
+        job in between. At the snapshot's moment that job was still pending: the picture
+        shows the worker without it rather than one job in two places."""
+        snap = frame.snapshot
+        path = str(frame.state.get("running_path", "reliable"))
+        out = []
+        for w in frame.state.get("workers", []):
+            job = w.get("job")
+            if job and snap is not None:
+                placed = job in snap.pending or job in snap.done or job in snap.dead
+                if (path == "naive" and (placed or job in snap.active)) or (path != "naive" and job not in snap.active):
+                    w = {**w, "job": None, "attempt": None}
+            out.append(w)
+        return out
 
     def spots(self, frame: Frame, now_ms: int) -> dict[str, Spot]:
         snap = frame.snapshot
@@ -58,7 +78,7 @@ class FleetFigure(QueueFigure):
         if path == "naive":
             # A popped job is in no set: it is drawn in its worker's hand, the only place it is.
             x = 0.60
-            for i, w in enumerate(frame.state.get("workers", [])):
+            for i, w in enumerate(self._workers(frame)):
                 if w.get("job"):
                     y = self.workers_top - self.py(24 + (i + 0.55) * LINE)
                     out[w["job"]] = Spot(x, y, "held", "")
@@ -82,7 +102,7 @@ class FleetFigure(QueueFigure):
         snap = frame.snapshot
         for place in (self.pending, self.active, self.done, self.dead):
             place.show_count(snap.counts[place.name] if snap else 0)
-        workers = state.get("workers", [])
+        workers = self._workers(frame)
         lines = [
             words.fleet_worker(w["slot"], w["state"], w.get("job"), w.get("attempt"), path, w.get("killed_job"))
             for w in workers
@@ -95,8 +115,9 @@ class FleetFigure(QueueFigure):
             t = tally(snap, path)
             self.verdict_big.set_text(words.fleet_verdict(t.lost, t.duplicates))
             self.verdict_big.set_color(BAD if t.lost or t.duplicates else INK)
+            run = f"completed {t.completed}" if path == "reliable" else f"popped {t.popped}"
             self.verdict.set_text(
-                f"\n\nenqueued {t.enqueued} · completed {t.completed}\n"
+                f"this run: enqueued {t.enqueued} · {run}\n"
                 + ("lost = enqueued − all places" if path == "reliable" else "lost = jobs a kill destroyed")
             )
         return self.active.set_span(int(state.get("lease_ms", 3_000)))

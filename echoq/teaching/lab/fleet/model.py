@@ -3,14 +3,19 @@ producer, a pace slow enough to watch; and the naive pop-and-process fleet, the 
 
 Every number the panel shows comes from one atomic snapshot:
 
-* **reliable path**: lost = enqueued − (pending + active + scheduled + dead + completed),
-  all read in the same script (``snapshot.lua`` reads the sets and the stats hash at
-  once), so a sample can never catch a job between two places: it is 0 unless a job
-  really fell out of the queue.
+* **reliable path**: lost = enqueued − (pending + active + scheduled + dead + completed
+  + popped by a naive run), all read in the same script (``snapshot.lua`` reads the sets
+  and the stats hash at once), so a sample can never catch a job between two places: it
+  is 0 unless a job really fell out of the reliable path. A job an earlier naive run
+  popped (``naive_pop.lua`` counts it in ``naive_popped``, in the same script that pops
+  it) left the queue on that run's path, not this one's.
 * **naive path**: a popped job is in no set; if its worker dies before the effect, no copy
   is left anywhere and Valkey cannot know. The lab can, because the lab does the killing:
   a kill that destroys a job in hand adds one to the stats hash (``lab:lost``), and the
   next snapshot reads it with everything else.
+* **this run**: ``start`` writes the counters as they stand (``lab:run:*`` in the same
+  stats hash) while no worker and no producer runs; a frame shows the counters minus
+  those, so each run's numbers are its own, still from the frame's one snapshot.
 
 The workers are threads in this kernel and a kill is simulated: :meth:`echoq.Worker.abandon`
 (the job in hand is neither completed nor given back, exactly as a killed process leaves
@@ -34,31 +39,39 @@ from ...contrasts import naive_pop
 from .. import words
 from ..model import GONE, LabModel, Said
 
-__all__ = ["FleetModel", "FleetWorker", "NaiveWorker", "Tally", "tally", "LOST_FIELD", "PATHS"]
+__all__ = ["FleetModel", "FleetWorker", "NaiveWorker", "Tally", "tally", "LOST_FIELD", "POPPED_FIELD", "PATHS"]
 
 LOST_FIELD = "lab:lost"  # in emq:{q}:stats: jobs a lab kill destroyed on the naive path
+POPPED_FIELD = "naive_popped"  # in emq:{q}:stats: naive_pop.lua counts each job it pops
+RUN_FIELDS = ("enqueued", "completed", POPPED_FIELD, LOST_FIELD)  # "lab:run:<name>": the counters at start
 PATHS = ("reliable", "naive")
 
 
 @dataclass(frozen=True)
 class Tally:
-    """The numbers a frame shows, all from its one snapshot."""
+    """The numbers a frame shows for the current run, all from its one snapshot."""
 
     lost: int
     duplicates: int | None  # None on the naive path: nothing is delivered twice there
-    enqueued: int
-    completed: int
+    enqueued: int  # this run
+    completed: int  # this run (the naive path completes nothing: its done jobs are popped ones)
+    popped: int  # this run, naive path only
 
 
 def tally(snap: Snapshot, path: str) -> Tally:
     stats = snap.stats
-    enqueued, completed = stats.get("enqueued", 0), stats.get("completed", 0)
+
+    def run(name: str) -> int:
+        return stats.get(name, 0) - stats.get(f"lab:run:{name}", 0)
+
+    enqueued, completed, popped = run("enqueued"), run("completed"), run(POPPED_FIELD)
     if path == "naive":
-        return Tally(stats.get(LOST_FIELD, 0), None, enqueued, completed)
+        return Tally(run(LOST_FIELD), None, enqueued, completed, popped)
     c = snap.counts
-    placed = c["pending"] + c["active"] + c["scheduled"] + c["dead"] + completed
+    placed = c["pending"] + c["active"] + c["scheduled"] + c["dead"] + stats.get("completed", 0)
+    lost = stats.get("enqueued", 0) - placed - stats.get(POPPED_FIELD, 0)
     duplicates = sum(1 for n in snap.effects.values() if n > 1)
-    return Tally(max(0, enqueued - placed), duplicates, enqueued, completed)
+    return Tally(max(0, lost), duplicates, enqueued, completed, popped)
 
 
 @dataclass
@@ -196,10 +209,16 @@ class FleetModel(LabModel):
     def describe(self, snapshot: Snapshot | None, state: dict[str, Any]) -> str:
         if snapshot is None:
             return ""
-        t = tally(snapshot, str(state.get("running_path", "reliable")))
+        running_path = str(state.get("running_path", "reliable"))
+        t = tally(snapshot, running_path)
         workers = state.get("workers", [])
         alive = sum(1 for w in workers if w["state"] == "working")
-        return words.fleet_tally(snapshot, t.lost, t.duplicates, alive, len(workers), self.keys)
+        said = words.fleet_tally(snapshot, t, running_path, alive, len(workers), self.keys)
+        chosen = str(state.get("path", running_path))
+        if chosen != running_path:
+            # Said in every frame until it is true, so a sample never hides it.
+            said += " " + words.fleet_path_pending(chosen, running_path, alive > 0)
+        return said
 
     @property
     def lost(self) -> int:
@@ -260,6 +279,7 @@ class FleetModel(LabModel):
 
         def run() -> Said:
             self.shutdown()
+            self._mark_run()
             with self._lock:
                 self.running_path = self.path
                 self.fleet = [self._spawn(slot) for slot in range(1, workers + 1)]
@@ -290,7 +310,15 @@ class FleetModel(LabModel):
             elif before:
                 job_id, attempt = before[0].job_id, before[0].attempt
             entry.killed_job = job_id  # the thread unwinds by itself: abandoned, it says nothing more
-            return words.fleet_killed(slot, job_id, attempt, self.keys("active"), self.running_path), "kill"
+            if self.running_path == "naive" or job_id is None:
+                return words.fleet_killed(slot, job_id, attempt, self.keys("active"), self.running_path), "kill"
+            # Where the killed worker's lease stands, in the frame's own read.
+            snap = self.read()
+            deadline = snap.active.get(job_id)
+            left = None if deadline is None else deadline - snap.now_ms
+            said = words.fleet_killed(slot, job_id, attempt, self.keys("active"), self.running_path, left)
+            self.record(f"kill {slot}", said, lit="kill", snapshot=snap)
+            return None
 
         return self.act(f"kill {slot}", run)
 
@@ -310,11 +338,21 @@ class FleetModel(LabModel):
         """Stop the producer and every worker gracefully (the jobs in hand finish)."""
 
         def run() -> Said:
-            n = len(self.fleet)
+            with self._lock:
+                n = sum(1 for entry in self.fleet if entry.state == "working")
             self.shutdown()
-            return words.fleet_stopped(n), "workers?"
+            return words.fleet_stopped(n, len(self.fleet)), "workers?"
 
         return self.act("stop all", run)
+
+    def _mark_run(self) -> None:
+        """Write the counters as they stand as this run's zero (``lab:run:*``). Called with
+        no worker and no producer running, so nothing of this panel moves them meanwhile."""
+        assert self.queue is not None
+        stats = self.read().stats
+        self.queue.client.hset(
+            self.queue.keys.stats, mapping={f"lab:run:{name}": stats.get(name, 0) for name in RUN_FIELDS}
+        )
 
     # -- threads ----------------------------------------------------------------------------
 

@@ -19,7 +19,12 @@ class ReapFigure(QueueFigure):
         top, bottom = 0.76, 0.36
         self.pending = GridPlace(self, "pending", (0.02, bottom, 0.22, top), key=self.key("pending"), label_lines=2)
         self.active = TimePlace(
-            self, "active", (0.28, bottom, 0.72, top), key=self.key("active") + " · at lease deadline", span_ms=9_000
+            self,
+            "active",
+            (0.28, bottom, 0.72, top),
+            key=self.key("active") + " · at lease deadline",
+            span_ms=9_000,
+            extra_line=True,
         )
         self.dead = GridPlace(self, "dead", (0.78, bottom, 0.98, top), key=self.key("dead"), label_lines=2)
         mid = 0.64

@@ -1,0 +1,84 @@
+"""Every frame of every panel, in a scripted tour (tests/lab_tour.py): no two texts of the
+picture overlap, none is cut off by the figure's edge, and a card's text stays in its card."""
+
+from __future__ import annotations
+
+import itertools
+
+import matplotlib
+import pytest
+import redis
+
+matplotlib.use("Agg")
+
+import echoq  # noqa: E402
+from echoq.teaching.lab.view import LabPanel  # noqa: E402
+from tests.conftest import fresh_name  # noqa: E402
+from tests.lab_tour import TOURS, tour  # noqa: E402
+
+SLACK_PX = 1.0  # anti-aliasing: boxes that touch by less than a pixel do not collide
+
+
+def texts_drawn(figure) -> list[tuple[str, object]]:
+    """The visible, non-empty texts of the figure with their boxes on the canvas."""
+    fig = figure.fig
+    renderer = fig.canvas.get_renderer()
+    out = []
+    for text in fig.findobj(matplotlib.text.Text):
+        if not text.get_visible() or not text.get_text().strip():
+            continue
+        if text.get_alpha() is not None and text.get_alpha() <= 0.02:
+            continue
+        out.append((text.get_text(), text.get_window_extent(renderer)))
+    return out
+
+
+def collisions(figure) -> list[str]:
+    drawn = texts_drawn(figure)
+    found = []
+    page = figure.fig.bbox
+    for text, box in drawn:
+        if (
+            box.x0 < page.x0 - SLACK_PX
+            or box.y0 < page.y0 - SLACK_PX
+            or box.x1 > page.x1 + SLACK_PX
+            or (box.y1 > page.y1 + SLACK_PX)
+        ):
+            found.append(f"clipped: {text!r}")
+    for (x0, y0, x1, _y1), card in figure.cards:
+        if not card.get_text().strip():
+            continue
+        box = card.get_window_extent(figure.fig.canvas.get_renderer())
+        w, h = page.width, page.height
+        if box.x0 < x0 * w - SLACK_PX or box.x1 > x1 * w + SLACK_PX or box.y0 < y0 * h - SLACK_PX:
+            found.append(f"runs out of its card: {card.get_text()!r}")
+    for (a, box_a), (b, box_b) in itertools.combinations(drawn, 2):
+        w = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+        h = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+        if w > SLACK_PX and h > SLACK_PX:
+            found.append(f"overlap: {a!r} and {b!r}")
+    return found
+
+
+@pytest.mark.parametrize("panel", list(TOURS), ids=lambda p: p.__name__)
+def test_no_text_collides_or_is_clipped_in_any_frame_of_a_tour(panel: type[LabPanel], valkey_client: redis.Redis):
+    name = fresh_name("pictures")
+    lab, steps = tour(panel, name, valkey_client)
+    try:
+        for _ in steps:
+            pass
+        problems: list[str] = []
+        frames = lab.model.history.all()
+        for a, b in zip([None, *frames], frames, strict=False):
+            # each frame at rest, and its move's animation a fifth, half and four fifths in
+            for p in (1.0,) if a is None else (0.2, 0.5, 0.8, 1.0):
+                with lab.figure.lock:
+                    lab.figure.pose(a, b, p)
+                    problems += [f"frame {b.index} ({b.move}) at {p}: {x}" for x in collisions(lab.figure)]
+        assert not problems, "\n".join(problems[:12])
+    finally:
+        lab.close()
+        if hasattr(lab.model, "shutdown"):
+            lab.model.shutdown()
+        for suffix in ("", "-fence", "-racy", "-atomic"):
+            echoq.Queue(name + suffix, valkey_client).reset()
