@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import io
+import os
 import re
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from typing import Any
 import redis
 
 from .. import scripts
+from ..errors import EchoqError, PermissionDenied, ServerUnavailable
 from ..queue import Queue
 from ..server import connect, describe
 from . import learner, progress
@@ -52,8 +54,14 @@ class Lesson:
         return queue
 
 
+_started: str | None = None  # the number of the lesson whose setup cell ran last in this kernel
+
+
 def start(number: str, *, quiet: bool = False) -> Lesson:
     """Connect, empty the lesson's queue, and say which server this is."""
+    global _started
+    _started = number
+    one_line_errors()
     client = connect()
     _show_figures_as_pictures()
     lesson = Lesson(number, Queue(learner.queue_name(f"lesson-{number}"), client))
@@ -72,6 +80,125 @@ def ipython_shell() -> Any:
     except ImportError:
         return None
     return get_ipython()
+
+
+# -- one-line errors -------------------------------------------------------------------------
+#
+# In a lesson kernel a lost server, an ACL refusal or an interrupt is something that happened
+# to the learner, not a bug to debug: one line says what happened and which cell to run. Where
+# the lesson runs decides the advice: on a class server (a learner id and VALKEY_URL) never
+# "unset VALKEY_URL", which would take the learner off the class and onto a server of their own.
+
+_LOST = (ServerUnavailable, redis.ConnectionError, redis.TimeoutError)
+_REFUSED = (PermissionDenied, redis.exceptions.NoPermissionError)
+
+
+def _where() -> str:
+    """'class', 'own' (a server named by VALKEY_URL or a container) or 'embedded'."""
+    if os.environ.get("VALKEY_URL", "").strip():
+        return "class" if learner.learner_id() else "own"
+    return "own" if os.environ.get("ECHOQ_VALKEY", "").strip().lower() == "docker" else "embedded"
+
+
+def _setup_cell() -> str:
+    number = _started or "NN"
+    return f'the setup cell at the top (lesson = course.start("{number}"))'
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _lost_line(exc: BaseException | None) -> str:
+    # The library's own advice follows its first "; " (and may say "unset VALKEY_URL"): only
+    # what happened is kept.
+    why = f" ({_first_line(exc).split('; ')[0]})" if exc is not None else ""
+    where = _where()
+    if where == "embedded":
+        from .. import server
+
+        embedded = server._embedded
+        if embedded is not None and embedded.alive():
+            return f"lost the connection to the lesson's Valkey server{why}, which is still running: re-run this cell"
+        return (
+            f"the lesson's Valkey server has stopped{why}, and every key it held is gone: re-run "
+            f"{_setup_cell()} to start a new one, then this cell"
+        )
+    if where == "class":
+        return (
+            f"the class server did not answer{why}: ask your instructor whether it is running, "
+            f"then re-run {_setup_cell()} and this cell"
+        )
+    return f"Valkey did not answer{why}: check that it is running, then re-run {_setup_cell()} and this cell"
+
+
+def _refused_line(exc: BaseException) -> str:
+    said = _first_line(exc)
+    if _where() != "class":
+        return said
+    # The library's advice ends the line after its last "; ": on a class server the only
+    # keys a learner may touch are their own, and the instructor is who to ask.
+    what = said.rsplit("; ", 1)[0] if isinstance(exc, PermissionDenied) else f"the server's ACL said: {said}"
+    mine = f"{learner.learner_id()}.<name>"
+    return (
+        f"{what}; on the class server you may touch only your own queues ({mine!r}: lesson.name('part') "
+        f"makes one): if a lesson cell was refused, re-run {_setup_cell()} and ask your instructor"
+    )
+
+
+def _server_answers() -> bool:
+    """True if the server of the lesson started last answers PING now."""
+    from .. import server
+
+    if _where() == "embedded":
+        return server._embedded is not None and server._embedded.alive()
+    try:
+        return bool(connect().ping())
+    except Exception:  # noqa: BLE001 - any failure means: not confirmed
+        return False
+
+
+def explain(exc: BaseException) -> tuple[str, str] | None:
+    """(name, line) to show a learner for ``exc`` in a lesson kernel, or None to keep the
+    traceback (a mistake in the learner's own code is worth its traceback)."""
+    if isinstance(exc, KeyboardInterrupt):
+        if not _server_answers():
+            return "ServerUnavailable", _lost_line(None)
+        return (
+            "KeyboardInterrupt",
+            "the cell stopped part-way; the lesson's server and its keys are still there: "
+            "re-run this cell to do it again, or go on",
+        )
+    if isinstance(exc, _REFUSED):
+        return "PermissionDenied", _refused_line(exc)
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return "ServerUnavailable", _lost_line(exc)
+    if isinstance(exc, ServerUnavailable) and not _server_answers():  # not a URL or setting mistake
+        return "ServerUnavailable", _lost_line(exc)
+    if isinstance(exc, EchoqError):
+        return type(exc).__name__, _first_line(exc)
+    return None
+
+
+def one_line_errors() -> None:
+    """In this kernel, show what :func:`explain` words in one line, instead of a traceback
+    into the library. Does nothing outside IPython."""
+    shell = ipython_shell()
+    if shell is None:
+        return
+
+    def show(ip: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> list[str] | None:
+        words = explain(value)
+        if words is None:
+            ip.showtraceback((etype, value, tb), tb_offset=tb_offset)
+            return None
+        name, line = words
+        shown = [f"\x1b[0;31m{name}\x1b[0m: {line}"]
+        ip._showtraceback(type(name, (Exception,), {}), line, shown)  # an error output of one line
+        return shown
+
+    shell.set_custom_exc((*_LOST, *_REFUSED, EchoqError, KeyboardInterrupt), show)
 
 
 def _show_figures_as_pictures() -> None:

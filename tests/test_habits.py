@@ -1,0 +1,157 @@
+"""A learner's habits must not break a lesson: interrupting a cell, losing the server, an ACL
+refusal, re-running cells. Kernel-level (jupyter_client), fast; the browser test of the same
+habits is in tests/test_browser_habits.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import redis
+from jupyter_client.manager import KernelManager
+
+from echoq import server
+from echoq.errors import PermissionDenied, ServerUnavailable
+from echoq.server import start_server
+from echoq.teaching import course
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.fixture
+def dead_embedded(monkeypatch: pytest.MonkeyPatch):
+    """This process's embedded server, as one that has stopped (without stopping the real one)."""
+    dead = start_server()
+    dead.kill()
+    monkeypatch.setattr(server, "_embedded", dead)
+    monkeypatch.delenv("VALKEY_URL", raising=False)
+    monkeypatch.delenv("ECHOQ_VALKEY", raising=False)
+    monkeypatch.setattr(course, "_started", "04")
+    yield dead
+    dead.stop()
+
+
+def test_a_lost_embedded_server_says_so_and_which_cell_to_run(dead_embedded) -> None:
+    refused = redis.ConnectionError(f"Error 111 connecting to 127.0.0.1:{dead_embedded.port}. Connection refused.")
+    name, line = course.explain(refused)
+    assert name == "ServerUnavailable" and "\n" not in line
+    assert "has stopped" in line and 'course.start("04")' in line and "Connection refused" in line
+
+
+def test_a_lost_class_server_never_advises_leaving_the_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    gone = start_server()
+    gone.kill()
+    monkeypatch.setenv("VALKEY_URL", gone.url)
+    monkeypatch.setenv("ECHOQ_LEARNER", "ada")
+    monkeypatch.setattr(course, "_started", "03")
+    library_line = ServerUnavailable(
+        f"lost Valkey at {gone.url} (Error 111 connecting); is the server still running? Reconnect with "
+        "echoq.connect(), or unset VALKEY_URL and ECHOQ_VALKEY to use the embedded server"
+    )
+    for exc in (library_line, redis.ConnectionError("Error 111 connecting"), KeyboardInterrupt()):
+        name, line = course.explain(exc)
+        assert name == "ServerUnavailable" and "instructor" in line and 'course.start("03")' in line
+        assert "VALKEY_URL" not in line and "embedded" not in line
+    gone.stop()
+
+
+def test_an_acl_refusal_on_the_class_server_points_to_the_learners_own_queues(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VALKEY_URL", "redis://ada:pw@127.0.0.1:1/0")
+    monkeypatch.setenv("ECHOQ_LEARNER", "ada")
+    monkeypatch.setattr(course, "_started", "02")
+    refusal = PermissionDenied(
+        "enqueue.lua: user 'ada' may not use the key emq:{bob.x}:pending (the server's ACL said: NOPERM); "
+        "use a queue this user may touch, or ask whoever runs the server to grant user 'ada' ~emq:{bob.x}:*"
+    )
+    name, line = course.explain(refusal)
+    assert name == "PermissionDenied" and "emq:{bob.x}:pending" in line and "'ada.<name>'" in line
+    assert "instructor" in line and "grant" not in line and "VALKEY_URL" not in line
+    name, line = course.explain(redis.exceptions.NoPermissionError("No permissions to access a key"))
+    assert name == "PermissionDenied" and "No permissions" in line and "instructor" in line
+
+
+def test_an_interrupt_with_the_server_running_says_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VALKEY_URL", raising=False)
+    monkeypatch.delenv("ECHOQ_VALKEY", raising=False)
+    server.connect()  # this process's embedded server, running
+    name, line = course.explain(KeyboardInterrupt())
+    assert name == "KeyboardInterrupt" and "still there" in line and "re-run this cell" in line
+
+
+def test_a_url_mistake_keeps_its_own_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VALKEY_URL", raising=False)
+    monkeypatch.delenv("ECHOQ_VALKEY", raising=False)
+    server.connect()
+    mistake = ServerUnavailable("VALKEY_URL 'redis://x' is not a URL this kit understands; use redis://")
+    assert course.explain(mistake) == ("ServerUnavailable", str(mistake))
+    assert course.explain(ValueError("a learner's own bug")) is None  # keeps its traceback
+
+
+# -- in a real kernel ---------------------------------------------------------------------------
+
+
+@contextmanager
+def kernel(**env: str) -> Iterator[KernelManager]:
+    base = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY", "ECHOQ_LEARNER")}
+    manager = KernelManager(kernel_name="python3")
+    manager.kernel_spec.argv[0] = sys.executable  # this venv's interpreter
+    manager.start_kernel(env={**base, **env})
+    try:
+        yield manager
+    finally:
+        manager.shutdown_kernel(now=True)
+
+
+def run(manager: KernelManager, code: str, *, interrupt_after: str | None = None, timeout: float = 60) -> dict:
+    """Execute ``code``; returns {'error': (ename, evalue, traceback) | None, 'stdout': str}.
+    With ``interrupt_after``, interrupt the kernel once that text has been printed."""
+    client = manager.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=timeout)
+        msg_id = client.execute(code)
+        out, error = [], None
+        while True:
+            msg = client.get_iopub_msg(timeout=timeout)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                out.append(content["text"])
+                if interrupt_after and interrupt_after in "".join(out):
+                    manager.interrupt_kernel()
+                    interrupt_after = None
+            elif kind == "error":
+                error = (content["ename"], ANSI.sub("", content["evalue"]), content["traceback"])
+            elif kind == "status" and content["execution_state"] == "idle":
+                return {"error": error, "stdout": "".join(out)}
+    finally:
+        client.stop_channels()
+
+
+def test_interrupting_a_lesson_cell_keeps_the_server_and_says_so_in_one_line() -> None:
+    with kernel() as manager:
+        setup = run(manager, 'from echoq.teaching import course\nlesson = course.start("00", quiet=True)')
+        assert setup["error"] is None, setup
+        run(manager, 'q = lesson.queue; job = q.enqueue("keep me").job_id')
+        long = run(manager, "import time\nprint('running', flush=True)\ntime.sleep(60)", interrupt_after="running")
+        name, line, traceback = long["error"]
+        assert (name, len(traceback)) == ("KeyboardInterrupt", 1) and "still there" in line, long
+        after = run(manager, "print(q.snapshot().place_of(job))")
+        assert after["error"] is None and after["stdout"].strip() == "pending", after
+
+
+def test_a_lost_server_in_a_lesson_kernel_is_one_line_naming_the_setup_cell() -> None:
+    with kernel() as manager:
+        run(manager, 'from echoq.teaching import course\nlesson = course.start("01", quiet=True)')
+        run(manager, "from echoq import server\nserver._embedded.kill()")
+        lost = run(manager, 'lesson.queue.enqueue("x")')
+        name, line, traceback = lost["error"]
+        assert (name, len(traceback)) == ("ServerUnavailable", 1), lost
+        assert 'course.start("01")' in line and "has stopped" in line
+        again = run(manager, 'lesson = course.start("01", quiet=True)\nprint(lesson.queue.enqueue("x").outcome)')
+        assert again["error"] is None and again["stdout"].strip() == "enqueued", again
