@@ -155,3 +155,41 @@ def test_a_lost_server_in_a_lesson_kernel_is_one_line_naming_the_setup_cell() ->
         assert 'course.start("01")' in line and "has stopped" in line
         again = run(manager, 'lesson = course.start("01", quiet=True)\nprint(lesson.queue.enqueue("x").outcome)')
         assert again["error"] is None and again["stdout"].strip() == "enqueued", again
+
+
+# -- a Worker in the background of a lesson ------------------------------------------------------
+
+
+def test_a_background_worker_is_judged_by_every_job_done_and_a_second_start_replaces_the_first() -> None:
+    from echoq import Queue, Worker
+
+    queue = Queue("habits-background", server.connect())
+    queue.reset()
+    ids = queue.enqueue_many([f"job {n}" for n in range(30)])
+    first = course.in_background(Worker(queue, lambda delivery: None, lease_ms=5_000, beat_ms=100))
+    assert course.in_background(second := Worker(queue, lambda delivery: None, lease_ms=5_000)) is not first
+    assert not first.working and first.failure is None  # stopped, not left competing for the jobs
+    background = course._background[queue.name]
+    assert background.worker is second
+    assert background.wait_done(queue, ids, timeout_s=30).startswith("all 30 jobs done")
+    background.stop()
+    assert not background.working
+    with pytest.raises(course.LessonCheckFailed, match="the Worker stopped before the jobs were done"):
+        background.wait_done(queue, [*ids, *queue.enqueue_many(["left behind"])], timeout_s=30)
+
+
+def test_a_background_worker_that_lost_its_server_says_so() -> None:
+    from echoq import Queue, Worker
+
+    own = start_server()
+    queue = Queue("habits-lost", server.connect(own.url))
+    ids = queue.enqueue_many(["a", "b"])
+    own.kill()
+    background = course.in_background(Worker(queue, lambda delivery: None, lease_ms=200, beat_ms=50))
+    try:
+        with pytest.raises((course.LessonCheckFailed, ServerUnavailable)) as failed:
+            background.wait_done(queue, ids, timeout_s=30)
+        assert "\n" not in str(failed.value)
+    finally:
+        background.stop()
+        own.stop()

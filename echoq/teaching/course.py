@@ -15,6 +15,7 @@ import html
 import io
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from .. import scripts
 from ..errors import EchoqError, PermissionDenied, ServerUnavailable
 from ..queue import Queue
 from ..server import connect, describe
+from ..worker import Worker
 from . import learner, progress
 
 
@@ -338,12 +340,83 @@ def source(obj: object):  # -> IPython.display.Code
     return Code(inspect.getsource(obj), language="python")
 
 
+class LessonCheckFailed(EchoqError, AssertionError):
+    """A demonstration did not show what it shows (one line: what was seen instead)."""
+
+
+class TookTooLong(EchoqError, TimeoutError):
+    """What a cell waits for did not happen within its deadline."""
+
+
+class Background:
+    """A Worker working in a thread of this kernel (see :func:`in_background`). Its failure,
+    if it ends on one, is kept here rather than lost on a background thread's stderr."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name=f"echoq-background-{worker.name}", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            self.worker.work()
+        except BaseException as exc:  # noqa: BLE001 - kept for the cell that asks
+            self.failure = exc
+
+    @property
+    def working(self) -> bool:
+        return self._thread.is_alive()
+
+    def wait_done(self, queue: Queue, ids: list[str], *, timeout_s: float = 60.0) -> str:
+        """Wait until every job of ``ids`` is done, the Worker working all along; returns a
+        sentence saying so. Raises in one line if the Worker stopped on a failure, a job was
+        dead-lettered, or ``timeout_s`` passed (naming where the jobs not done are)."""
+        wanted, started = set(ids), time.monotonic()
+        while True:
+            snap = queue.snapshot(limit=max(1000, len(wanted)))
+            places = [snap.place_of(job) for job in wanted]
+            dead = places.count("dead")
+            if dead:
+                raise LessonCheckFailed(f"{dead} of the {len(wanted)} jobs were dead-lettered: {snap.counts}")
+            if places.count("done") == len(wanted):
+                return f"all {len(wanted)} jobs done, none lost, none dead; the Worker is still working"
+            if not self.working:
+                why = _first_line(self.failure) if self.failure else "it was stopped"
+                raise LessonCheckFailed(f"the Worker stopped before the jobs were done ({why}): {snap.counts}")
+            if time.monotonic() - started > timeout_s:
+                raise TookTooLong(
+                    f"after {timeout_s:.0f} s, {len(wanted) - places.count('done')} of the {len(wanted)} jobs "
+                    f"are not done ({snap.counts}); is the machine very busy?"
+                )
+            time.sleep(0.05)
+
+    def stop(self, timeout_s: float = 30.0) -> Any:
+        """Stop the Worker gracefully and wait for it; returns its report."""
+        self.worker.stop()
+        self._thread.join(timeout_s)
+        return self.worker.report
+
+
+_background: dict[str, Background] = {}  # queue name -> the Worker working on it in the background
+
+
+def in_background(worker: Worker) -> Background:
+    """Start ``worker`` working in a thread of this kernel. A cell run again stops the Worker
+    it started before on the same queue, so two never compete for the lesson's jobs."""
+    before = _background.pop(worker.queue.name, None)
+    if before is not None:
+        before.stop()
+    _background[worker.queue.name] = started = Background(worker)
+    return started
+
+
 def wait_until(condition: Callable[[], bool], *, timeout_s: float = 20.0, what: str = "the condition") -> float:
     """Poll ``condition`` until it holds; returns the seconds it took. Raises TimeoutError
-    (in one line, naming ``what``) if it does not hold within ``timeout_s``."""
+    (:class:`TookTooLong`, in one line naming ``what``) if it does not hold within ``timeout_s``."""
     started = time.monotonic()
     while not condition():
         if time.monotonic() - started > timeout_s:
-            raise TimeoutError(f"{what} did not happen within {timeout_s:.0f} s; is the machine very busy?")
+            raise TookTooLong(f"{what} did not happen within {timeout_s:.0f} s; is the machine very busy?")
         time.sleep(0.02)
     return time.monotonic() - started
