@@ -91,6 +91,23 @@ def test_a_url_mistake_keeps_its_own_words(monkeypatch: pytest.MonkeyPatch) -> N
     assert course.explain(ValueError("a learner's own bug")) is None  # keeps its traceback
 
 
+def test_a_lesson_cell_whose_setup_is_gone_says_which_cells_to_run(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import json
+
+    cells = [{"cell_type": "code", "source": ["assert q.snapshot().counts['pending'] == 1"], "metadata": {}}]
+    (tmp_path / "09_habits.ipynb").write_text(json.dumps({"cells": cells}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    monkeypatch.setattr(course, "_started", "09")
+    assert course.is_lesson_cell("assert q.snapshot().counts['pending'] == 1\n")
+    assert not course.is_lesson_cell("assert q.snapshot().counts['pending'] == 2")  # the learner's own
+    name, line = course.explain(AssertionError(), at_top_level=True)
+    assert name == "RunFirst" and "Run All Above Selected Cell" in line and "(AssertionError)" in line
+    name, line = course.explain(NameError("name 'q' is not defined", name="q"), at_top_level=True)
+    assert name == "RunFirst" and "uses 'q'" in line
+    assert course.explain(KeyError("x"), at_top_level=False) is None  # raised inside a function: its traceback
+
+
 # -- in a real kernel ---------------------------------------------------------------------------
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import html
 import io
+import json
 import os
 import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -149,6 +151,16 @@ def _refused_line(exc: BaseException) -> str:
     )
 
 
+def _lost(exc: BaseException) -> bool:
+    """True for a server that went away or never answered (not a URL or a setting refused)."""
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return True
+    cause = exc.__cause__ or exc.__context__
+    return isinstance(cause, (redis.ConnectionError, redis.TimeoutError, OSError)) or str(exc).startswith(
+        ("lost Valkey", "cannot reach")
+    )
+
+
 def _server_answers() -> bool:
     """True if the server of the lesson started last answers PING now."""
     from .. import server
@@ -161,9 +173,62 @@ def _server_answers() -> bool:
         return False
 
 
-def explain(exc: BaseException) -> tuple[str, str] | None:
+# What a lesson cell raises, at its own top level, when what it builds on is not there: the
+# cells above it were not run (a restarted kernel, a cell run out of order), or a later cell
+# or a second run changed what they had set up.
+_NEEDS_ABOVE = (AssertionError, KeyError, AttributeError, NameError, IndexError, TypeError, StopIteration)
+RUN_ABOVE = "Run \u25b8 Run All Above Selected Cell"
+
+
+def _lesson_notebook() -> Path | None:
+    """The lesson's notebook file: the kernel's own (JupyterLab names it in JPY_SESSION_NAME),
+    else ``NN_*.ipynb`` in the working folder for the lesson started last."""
+    named = os.environ.get("JPY_SESSION_NAME", "")
+    if named.endswith(".ipynb") and Path(named).is_file():
+        return Path(named)
+    found = sorted(Path.cwd().glob(f"{_started}_*.ipynb")) if _started else []
+    return found[0] if found else None
+
+
+def is_lesson_cell(source: str) -> bool:
+    """True if ``source`` is one of the code cells of the lesson's notebook as saved (not a
+    cell the learner wrote or changed: their own code keeps its traceback)."""
+    path = _lesson_notebook()
+    if path is None:
+        return False
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError):
+        return False
+    mine = source.strip()
+    return any(c.get("cell_type") == "code" and "".join(c.get("source", "")).strip() == mine and mine for c in cells)
+
+
+def _needs_above(exc: BaseException, at_top_level: bool) -> str | None:
+    if isinstance(exc, NameError) and at_top_level:
+        return (
+            f"this cell uses {exc.name or 'a name'!r}, which a cell above it defines: run the cells above it "
+            f"({RUN_ABOVE}), then this one"
+        )
+    if isinstance(exc, _NEEDS_ABOVE) and at_top_level and not isinstance(exc, EchoqError):
+        said = f"{type(exc).__name__}: {_first_line(exc)}" if str(exc).strip() else type(exc).__name__
+        return (
+            f"this cell builds on what the cells above it set up, and that is not there now ({said}): "
+            f"a later cell or a second run changed it; run the cells above it ({RUN_ABOVE}), then this one"
+        )
+    return None
+
+
+def explain(exc: BaseException, *, at_top_level: bool = False) -> tuple[str, str] | None:
     """(name, line) to show a learner for ``exc`` in a lesson kernel, or None to keep the
-    traceback (a mistake in the learner's own code is worth its traceback)."""
+    traceback (a mistake in the learner's own code is worth its traceback).
+
+    ``at_top_level``: ``exc`` was raised by a lesson cell's own statements (its innermost
+    frame is the cell, not a function it called, and the cell is the lesson's, unchanged):
+    then a failed assert, a missing key or name says which cells to run first."""
+    needs = _needs_above(exc, at_top_level)
+    if needs is not None:
+        return "RunFirst", needs
     if isinstance(exc, KeyboardInterrupt):
         if not _server_answers():
             return "ServerUnavailable", _lost_line(None)
@@ -174,10 +239,18 @@ def explain(exc: BaseException) -> tuple[str, str] | None:
         )
     if isinstance(exc, _REFUSED):
         return "PermissionDenied", _refused_line(exc)
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-        return "ServerUnavailable", _lost_line(exc)
-    if isinstance(exc, ServerUnavailable) and not _server_answers():  # not a URL or setting mistake
-        return "ServerUnavailable", _lost_line(exc)
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, ServerUnavailable)):
+        if not _server_answers():
+            return "ServerUnavailable", _lost_line(exc)
+        if _lost(exc):  # another server: a cluster's node, one a cell above started or killed
+            return "ServerUnavailable", (
+                f"a server this cell talks to did not answer ({_first_line(exc).split('; ')[0]}), though the "
+                f"lesson's own server does: run the cells above it ({RUN_ABOVE}), which start it, then this one"
+            )
+        line = _first_line(exc)  # a URL or a setting: the library's words say what to fix
+        if _where() == "class" and "VALKEY_URL" in line:
+            line = f"{line.split('; ')[0]}; ask your instructor"
+        return "ServerUnavailable", line
     if isinstance(exc, EchoqError):
         return type(exc).__name__, _first_line(exc)
     return None
@@ -191,7 +264,8 @@ def one_line_errors() -> None:
         return
 
     def show(ip: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> list[str] | None:
-        words = explain(value)
+        cell = ip.history_manager.input_hist_raw[-1] if ip.history_manager.input_hist_raw else ""
+        words = explain(value, at_top_level=_raised_by_the_cell(tb) and is_lesson_cell(cell))
         if words is None:
             ip.showtraceback((etype, value, tb), tb_offset=tb_offset)
             return None
@@ -200,7 +274,15 @@ def one_line_errors() -> None:
         ip._showtraceback(type(name, (Exception,), {}), line, shown)  # an error output of one line
         return shown
 
-    shell.set_custom_exc((*_LOST, *_REFUSED, EchoqError, KeyboardInterrupt), show)
+    shell.set_custom_exc((*_LOST, *_REFUSED, EchoqError, KeyboardInterrupt, *_NEEDS_ABOVE), show)
+
+
+def _raised_by_the_cell(tb: Any) -> bool:
+    """True when the innermost frame of ``tb`` is a cell's top level, not a function (the
+    library's, or one the learner wrote: a mistake there keeps its traceback)."""
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == "<module>"
 
 
 def _show_figures_as_pictures() -> None:
