@@ -210,3 +210,80 @@ def test_a_background_worker_that_lost_its_server_says_so() -> None:
     finally:
         background.stop()
         own.stop()
+
+
+# -- labs: what a click started stops when the lesson moves on; outside changes are drawn -------
+
+
+@pytest.fixture
+def lab_name() -> Iterator[str]:
+    from echoq import Queue
+    from tests.conftest import fresh_name
+
+    name = fresh_name("habits-lab")
+    yield name
+    Queue(name, server.connect()).reset()
+
+
+def test_a_fleet_started_by_a_click_stops_when_a_lesson_cell_starts_and_one_started_by_a_cell_goes_on(
+    lab_name: str,
+) -> None:
+    from echoq.teaching.lab import FleetLab
+
+    lab = FleetLab(lab_name, live=False)
+    try:
+        lab.model.open()
+        lab.start_button.click()
+        assert lab.runs_by_itself()
+        assert lab.quiesce() and not lab.runs_by_itself()
+        assert "stopped" in lab.model.readout.lower()
+        lab.model.start(2)  # from a cell: the next cell may be waiting for it
+        assert not lab.quiesce() and lab.runs_by_itself()
+    finally:
+        lab.close()
+    assert not lab.model.running  # closing a lab stops its workers
+
+
+def test_a_lab_shown_again_closes_the_one_shown_before_on_its_queue(lab_name: str) -> None:
+    from echoq.teaching.lab import FleetLab
+
+    first = FleetLab(lab_name, live=False)
+    first._ipython_display_()
+    first.model.start(2)
+    second = FleetLab(lab_name, live=False)
+    try:
+        second._ipython_display_()
+        assert not first.model.running and first.player._closed.is_set()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_reset_from_elsewhere_is_drawn_on_the_next_look(lab_name: str) -> None:
+    from echoq import Queue
+    from echoq.teaching.lab import ClaimLab
+
+    lab = ClaimLab(lab_name, live=False)
+    try:
+        lab.model.open()
+        lab.model.enqueue()
+        assert not lab._look()  # nothing changed outside it
+        Queue(lab_name, server.connect()).reset()  # another tab's reset
+        assert lab._look()
+        assert lab.model.frame.snapshot.counts["pending"] == 0 and "outside this panel" in lab.model.readout
+        assert lab._watch.playing and lab._watch.interval <= 2000  # a browser showing it looks this often
+    finally:
+        lab.close()
+
+
+def test_the_stored_picture_of_a_lab_says_it_is_still(lab_name: str) -> None:
+    from echoq.teaching.lab import ClaimLab
+    from echoq.teaching.lab.view import STILL
+
+    lab = ClaimLab(lab_name, live=False)
+    try:
+        lab.model.open()
+        bundle = lab.fallback()
+        assert STILL in bundle["text/plain"] and "Run this cell for a live lab" in bundle["text/html"]
+    finally:
+        lab.close()
