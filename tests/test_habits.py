@@ -155,11 +155,20 @@ def test_interrupting_a_lesson_cell_keeps_the_server_and_says_so_in_one_line() -
         setup = run(manager, 'from echoq.teaching import course\nlesson = course.start("00", quiet=True)')
         assert setup["error"] is None, setup
         run(manager, 'q = lesson.queue; job = q.enqueue("keep me").job_id')
+        started = run(
+            manager,
+            "from echoq import Worker\nbusy = lesson.fresh_queue('busy')\n"
+            "worker = course.in_background(Worker(busy, lambda d: None, lease_ms=5_000))",
+        )
+        assert started["error"] is None, started
         long = run(manager, "import time\nprint('running', flush=True)\ntime.sleep(60)", interrupt_after="running")
         name, line, traceback = long["error"]
         assert (name, len(traceback)) == ("KeyboardInterrupt", 1) and "still there" in line, long
         after = run(manager, "print(q.snapshot().place_of(job))")
         assert after["error"] is None and after["stdout"].strip() == "pending", after
+        # A Worker working in the background rode out the interrupt: it takes new jobs.
+        worked = run(manager, "print(worker.wait_done(busy, busy.enqueue_many(['a', 'b']), timeout_s=30))")
+        assert worked["error"] is None and "all 2 jobs done" in worked["stdout"], worked
 
 
 def test_a_lost_server_in_a_lesson_kernel_is_one_line_naming_the_setup_cell() -> None:
