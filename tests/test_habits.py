@@ -59,6 +59,23 @@ def test_a_lost_class_server_never_advises_leaving_the_class(monkeypatch: pytest
     gone.stop()
 
 
+def test_class_chaos_errors_point_to_its_own_cell_and_keep_the_learner_in_class(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from echoq.teaching.workshop import views
+
+    gone = start_server()
+    gone.kill()
+    monkeypatch.setenv("VALKEY_URL", gone.url)
+    monkeypatch.setenv("ECHOQ_LEARNER", "ada")
+    monkeypatch.setattr(course, "_setup", None)
+    views.one_line_errors()  # what class_worker() installs
+    name, line = course.explain(redis.ConnectionError("Error 111 connecting"))
+    assert name == "ServerUnavailable" and "workshop.class_worker()" in line and "instructor" in line
+    assert "VALKEY_URL" not in line
+    gone.stop()
+
+
 def test_an_acl_refusal_on_the_class_server_points_to_the_learners_own_queues(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VALKEY_URL", "redis://ada:pw@127.0.0.1:1/0")
     monkeypatch.setenv("ECHOQ_LEARNER", "ada")

@@ -104,9 +104,15 @@ def _where() -> str:
     return "own" if os.environ.get("ECHOQ_VALKEY", "").strip().lower() == "docker" else "embedded"
 
 
+_setup: str | None = None  # the cell that sets this kernel up, in words (see one_line_errors)
+
+
 def _setup_cell() -> str:
-    number = _started or "NN"
-    return f'the setup cell at the top (lesson = course.start("{number}"))'
+    if _setup is not None:
+        return _setup
+    if _started is not None:
+        return f'the setup cell at the top (lesson = course.start("{_started}"))'
+    return "the first code cell of this notebook"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -256,9 +262,12 @@ def explain(exc: BaseException, *, at_top_level: bool = False) -> tuple[str, str
     return None
 
 
-def one_line_errors() -> None:
+def one_line_errors(setup_cell: str | None = None) -> None:
     """In this kernel, show what :func:`explain` words in one line, instead of a traceback
-    into the library. Does nothing outside IPython."""
+    into the library. ``setup_cell`` names the cell that sets the kernel up, for the advice
+    (by default a lesson's ``course.start`` cell). Does nothing outside IPython."""
+    global _setup
+    _setup = setup_cell
     shell = ipython_shell()
     if shell is None:
         return
