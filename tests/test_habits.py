@@ -217,6 +217,7 @@ def test_a_background_worker_is_judged_by_every_job_done_and_a_second_start_repl
     assert background.wait_done(queue, ids, timeout_s=30).startswith("all 30 jobs done")
     background.stop()
     assert not background.working
+    assert "the Worker has stopped (it was stopped)" in background.wait_done(queue, ids, timeout_s=30)
     with pytest.raises(course.LessonCheckFailed, match="the Worker stopped before the jobs were done"):
         background.wait_done(queue, [*ids, *queue.enqueue_many(["left behind"])], timeout_s=30)
 

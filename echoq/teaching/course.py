@@ -470,9 +470,13 @@ class Background:
             dead = places.count("dead")
             if dead:
                 raise LessonCheckFailed(f"{dead} of the {len(wanted)} jobs were dead-lettered: {snap.counts}")
+            working = self.working
             if places.count("done") == len(wanted):
+                if not working:
+                    why = _first_line(self.failure) if self.failure else "it was stopped"
+                    return f"all {len(wanted)} jobs done, none lost, none dead; the Worker has stopped ({why})"
                 return f"all {len(wanted)} jobs done, none lost, none dead; the Worker is still working"
-            if not self.working:
+            if not working:
                 why = _first_line(self.failure) if self.failure else "it was stopped"
                 raise LessonCheckFailed(f"the Worker stopped before the jobs were done ({why}): {snap.counts}")
             if time.monotonic() - started > timeout_s:
