@@ -11,6 +11,7 @@ which connects (``VALKEY_URL`` or the embedded server), empties the lesson's own
 
 from __future__ import annotations
 
+import functools
 import html
 import io
 import json
@@ -200,14 +201,20 @@ def is_lesson_cell(source: str) -> bool:
     """True if ``source`` is one of the code cells of the lesson's notebook as saved (not a
     cell the learner wrote or changed: their own code keeps its traceback)."""
     path = _lesson_notebook()
-    if path is None:
+    mine = source.strip()
+    if path is None or not mine:
         return False
     try:
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    except (OSError, ValueError, KeyError):
+        return mine in _code_cells(path, path.stat().st_mtime_ns)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
-    mine = source.strip()
-    return any(c.get("cell_type") == "code" and "".join(c.get("source", "")).strip() == mine and mine for c in cells)
+
+
+@functools.lru_cache(maxsize=4)
+def _code_cells(path: Path, _mtime_ns: int) -> frozenset[str]:
+    """The code cells of a notebook file as saved, stripped (read again when the file changes)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return frozenset("".join(c.get("source", "")).strip() for c in cells if c.get("cell_type") == "code")
 
 
 def _needs_above(exc: BaseException, at_top_level: bool) -> str | None:
