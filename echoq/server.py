@@ -297,6 +297,14 @@ def start_server(
                     time.sleep(0.005)
                 except redis.AuthenticationError:
                     break  # another server grabbed the port between our probe and its bind
+        except BaseException:
+            # Interrupted while it starts (the server, in a session of its own, never sees the
+            # kernel's SIGINT): the half-started server is this call's to end.
+            process.kill()
+            process.wait()
+            if given_workdir is None:
+                shutil.rmtree(workdir, ignore_errors=True)
+            raise
         finally:
             probe.close()
         log = "".join(

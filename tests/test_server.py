@@ -146,6 +146,26 @@ def test_interrupting_the_kernel_leaves_its_server_running_and_killing_it_ends_t
         kernel.kill()
 
 
+def test_a_server_interrupted_while_it_starts_is_ended_not_left_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    # In a session of its own the server never sees the kernel's SIGINT: start_server must end
+    # the half-started server itself when the interrupt lands in its start-up wait.
+    from echoq import server as server_module
+
+    started: list = []
+    spawn = server_module._spawn_from_long_lived_thread
+    monkeypatch.setattr(
+        server_module, "_spawn_from_long_lived_thread", lambda f: started.append(spawn(f)) or started[0]
+    )
+
+    def interrupted(self: object) -> bool:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(redis.Redis, "ping", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        start_server()
+    assert started and started[0].poll() is not None, "the half-started server was left running"
+
+
 def _status(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/status").read_text().lower()
