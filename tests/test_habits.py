@@ -314,3 +314,21 @@ def test_the_stored_picture_of_a_lab_says_it_is_still(lab_name: str) -> None:
         assert STILL in bundle["text/plain"] and "Run this cell for a live lab" in bundle["text/html"]
     finally:
         lab.close()
+
+
+def test_only_a_lesson_cell_stops_what_a_click_started(lab_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from echoq.teaching.lab import FleetLab, view
+
+    lab = FleetLab(lab_name, live=False)
+    try:
+        lab._ipython_display_()
+        lab.start_button.click()
+        monkeypatch.setattr(course, "is_lesson_cell", lambda source: source == "the lesson's cell")
+        view._lesson_moves_on(SimpleNamespace(raw_cell="the learner's own cell"))
+        assert lab.runs_by_itself()  # they may be driving the lab from code
+        view._lesson_moves_on(SimpleNamespace(raw_cell="the lesson's cell"))
+        assert not lab.runs_by_itself()
+    finally:
+        lab.close()
