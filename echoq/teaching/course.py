@@ -134,14 +134,17 @@ def _lost_line(exc: BaseException | None) -> str:
             return f"lost the connection to the lesson's Valkey server{why}, which is still running: re-run this cell"
         return (
             f"the lesson's Valkey server has stopped{why}, and every key it held is gone: re-run "
-            f"{_setup_cell()} to start a new one, then this cell"
+            f"{_setup_cell()}, which starts a new one, and the cells after it up to this one ({RUN_ABOVE})"
         )
     if where == "class":
         return (
             f"the class server did not answer{why}: ask your instructor whether it is running, "
-            f"then re-run {_setup_cell()} and this cell"
+            f"then re-run {_setup_cell()} and the cells after it up to this one ({RUN_ABOVE})"
         )
-    return f"Valkey did not answer{why}: check that it is running, then re-run {_setup_cell()} and this cell"
+    return (
+        f"Valkey did not answer{why}: check that it is running, then re-run {_setup_cell()} and the cells "
+        f"after it up to this one ({RUN_ABOVE})"
+    )
 
 
 def _refused_line(exc: BaseException) -> str:
