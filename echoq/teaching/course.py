@@ -134,16 +134,16 @@ def _lost_line(exc: BaseException | None) -> str:
             return f"lost the connection to the lesson's Valkey server{why}, which is still running: re-run this cell"
         return (
             f"the lesson's Valkey server has stopped{why}, and every key it held is gone: re-run "
-            f"{_setup_cell()}, which starts a new one, and the cells after it up to this one ({RUN_ABOVE})"
+            f"{_setup_cell()}, which starts a new one, and the cells after it ({RUN_ABOVE}), then this one"
         )
     if where == "class":
         return (
             f"the class server did not answer{why}: ask your instructor whether it is running, "
-            f"then re-run {_setup_cell()} and the cells after it up to this one ({RUN_ABOVE})"
+            f"then re-run {_setup_cell()} and the cells after it ({RUN_ABOVE}), then this one"
         )
     return (
         f"Valkey did not answer{why}: check that it is running, then re-run {_setup_cell()} and the cells "
-        f"after it up to this one ({RUN_ABOVE})"
+        f"after it ({RUN_ABOVE}), then this one"
     )
 
 
