@@ -178,7 +178,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+def _die_with_parent(parent: int) -> None:  # pragma: no cover - runs in the child before exec
     # Linux only: a SIGKILLed notebook kernel must not leave an orphan server behind. SIGKILL,
     # not SIGTERM: a server held by a script that wrote and never ends (a learner's loop)
     # handles no SIGTERM, and would go on spinning a core with no one left to stop it.
@@ -187,7 +187,9 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
-        pass
+        return
+    if os.getppid() != parent:  # the parent died before the signal was armed: nobody will send it
+        os._exit(1)
 
 
 _spawn_requests: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen[bytes]], Future[subprocess.Popen[bytes]]]] = (
@@ -276,17 +278,23 @@ def start_server(
         started = time.perf_counter()
         # Config errors are printed before the log file opens: keep the console too.
         with open(workdir / "console.log", "wb") as console:
-            argv = [str(binary), str(conf)]
-            if detach:
-                process = subprocess.Popen(argv, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
-            elif sys.platform.startswith("linux"):
+            # Always a session of its own: Jupyter's "Interrupt kernel" (and a terminal's
+            # Ctrl-C) sends SIGINT to the kernel's whole process group, and valkey-server
+            # shuts down on SIGINT, taking every key of the lesson with it. Dying with the
+            # parent is PDEATHSIG's job, which does not depend on the process group.
+            popen = partial(
+                subprocess.Popen,
+                [str(binary), str(conf)],
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            if not detach and sys.platform.startswith("linux"):
                 process = _spawn_from_long_lived_thread(
-                    partial(
-                        subprocess.Popen, argv, stdout=console, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
-                    )
+                    partial(popen, preexec_fn=partial(_die_with_parent, os.getpid()))
                 )
             else:
-                process = subprocess.Popen(argv, stdout=console, stderr=subprocess.STDOUT)
+                process = popen()
         probe = redis.Redis(host=host, port=port, password=password, socket_timeout=1)
         deadline = started + timeout_s
         try:
@@ -300,6 +308,14 @@ def start_server(
                     time.sleep(0.005)
                 except redis.AuthenticationError:
                     break  # another server grabbed the port between our probe and its bind
+        except BaseException:
+            # Interrupted while it starts (the server, in a session of its own, never sees the
+            # kernel's SIGINT): the half-started server is this call's to end.
+            process.kill()
+            process.wait()
+            if given_workdir is None:
+                shutil.rmtree(workdir, ignore_errors=True)
+            raise
         finally:
             probe.close()
         log = "".join(

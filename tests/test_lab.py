@@ -1075,6 +1075,7 @@ def test_committed_labs_show_their_picture_and_readout(notebook: str) -> None:
         assert base64.b64decode(data["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
         html_text = "".join(data["text/html"])
         assert re.search(r'<img src="data:image/png;base64,[^"]+" alt="[^"]{20,}"', html_text)
+        assert "A still picture of this lab" in html_text  # a reader never takes it for the live lab
         plain = "".join(data["text/plain"])
         assert "readout: " in plain and "Lab(children" not in plain
     assert "widgets" not in nb["metadata"]  # the state is stripped: the pictures stand alone

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -100,6 +101,69 @@ def test_a_killed_interpreter_leaves_no_server_behind() -> None:
     while Path(f"/proc/{pid}").exists() and "zombie" not in _status(pid) and time.monotonic() < deadline:
         time.sleep(0.02)  # polling another process's exit: there is no event to wait on
     assert not Path(f"/proc/{pid}").exists() or "zombie" in _status(pid), "the orphaned server is still running"
+
+
+def test_interrupting_the_kernel_leaves_its_server_running_and_killing_it_ends_the_server() -> None:
+    """Jupyter's "Interrupt kernel" sends SIGINT to the kernel's whole process group; the
+    lesson's server must not get it (valkey-server shuts down on SIGINT), yet must still die
+    when the kernel is killed."""
+    kernel = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys, threading\n"
+            "from echoq.server import start_server\n"
+            "interrupted = threading.Event()\n"
+            "signal.signal(signal.SIGINT, lambda *_: interrupted.set())  # as ipykernel does\n"
+            "box = []\n"
+            "t = threading.Thread(target=lambda: box.append(start_server())); t.start(); t.join()\n"
+            "print(box[0].process.pid, box[0].url, flush=True)\n"
+            "interrupted.wait(60); print('interrupted', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as Jupyter starts a kernel
+    )
+    try:
+        pid_text, url = kernel.stdout.readline().split()
+        pid = int(pid_text)
+        client = redis.Redis.from_url(url, socket_timeout=5)
+        client.set("lesson", "state")
+        os.killpg(kernel.pid, signal.SIGINT)
+        assert kernel.stdout.readline().strip() == "interrupted"
+        deadline = time.monotonic() + 1.0  # a server that got SIGINT shuts down within its 100 ms cron
+        while time.monotonic() < deadline:
+            assert _running(pid) and client.get("lesson") == b"state", "the interrupt reached the server"
+        kernel.kill()
+        kernel.wait(10)
+        give_up = time.monotonic() + 10
+        while _running(pid):
+            assert time.monotonic() < give_up, f"valkey-server {pid} outlived the kernel that started it"
+            time.sleep(0.02)  # polling another process's exit: there is no event to wait on
+    finally:
+        kernel.kill()
+
+
+def test_a_server_interrupted_while_it_starts_is_ended_not_left_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    # In a session of its own the server never sees the kernel's SIGINT: start_server must end
+    # the half-started server itself when the interrupt lands in its start-up wait.
+    from echoq import server as server_module
+
+    started: list = []
+    spawn = server_module._spawn_from_long_lived_thread
+    monkeypatch.setattr(
+        server_module, "_spawn_from_long_lived_thread", lambda f: started.append(spawn(f)) or started[0]
+    )
+
+    def interrupted(self: object) -> bool:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(redis.Redis, "ping", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        start_server()
+    assert started and started[0].poll() is not None, "the half-started server was left running"
 
 
 def _status(pid: int) -> str:

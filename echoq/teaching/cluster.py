@@ -372,7 +372,13 @@ def kill_and_watch(cluster: LocalCluster, master: Node, timeout_s: float = 30.0)
     notices (PFAIL: one node's suspicion; FAIL: a majority of masters agree) and how its
     replica is elected to serve its slots."""
     slots = cluster._slots_of(master)
-    replicas = {n.node_id for n in cluster.replicas_of(master)}
+    replicas = {n.node_id for n in cluster.replicas_of(master) if n.alive()}
+    if not replicas:  # nothing could take over: refuse before the kill, not after a long wait
+        raise InvalidArgument(
+            f"{master.name} has no live replica to take over its slots (a failover already used it): "
+            "restart the node killed before (cluster.restart(...)), or run the cells from the one "
+            "that starts the cluster again"
+        )
     cluster.kill(master)
     started = time.monotonic()
     timeline: list[tuple[float, str]] = [(0.0, f"SIGKILL {master.name} (master of slots {_ranges(sorted(slots))})")]

@@ -11,19 +11,26 @@ which connects (``VALKEY_URL`` or the embedded server), empties the lesson's own
 
 from __future__ import annotations
 
+import functools
 import html
 import io
+import json
+import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import redis
 
 from .. import scripts
+from ..errors import EchoqError, PermissionDenied, ServerUnavailable
 from ..queue import Queue
 from ..server import connect, describe
+from ..worker import Worker
 from . import learner, progress
 
 
@@ -52,8 +59,14 @@ class Lesson:
         return queue
 
 
+_started: str | None = None  # the number of the lesson whose setup cell ran last in this kernel
+
+
 def start(number: str, *, quiet: bool = False) -> Lesson:
     """Connect, empty the lesson's queue, and say which server this is."""
+    global _started
+    _started = number
+    one_line_errors()
     client = connect()
     _show_figures_as_pictures()
     lesson = Lesson(number, Queue(learner.queue_name(f"lesson-{number}"), client))
@@ -72,6 +85,223 @@ def ipython_shell() -> Any:
     except ImportError:
         return None
     return get_ipython()
+
+
+# -- one-line errors -------------------------------------------------------------------------
+#
+# In a lesson kernel a lost server, an ACL refusal or an interrupt is something that happened
+# to the learner, not a bug to debug: one line says what happened and which cell to run. Where
+# the lesson runs decides the advice: on a class server (a learner id and VALKEY_URL) never
+# "unset VALKEY_URL", which would take the learner off the class and onto a server of their own.
+
+_LOST = (ServerUnavailable, redis.ConnectionError, redis.TimeoutError)
+_REFUSED = (PermissionDenied, redis.exceptions.NoPermissionError)
+
+
+def _where() -> str:
+    """'class', 'own' (a server named by VALKEY_URL or a container) or 'embedded'."""
+    if os.environ.get("VALKEY_URL", "").strip():
+        return "class" if learner.learner_id() else "own"
+    return "own" if os.environ.get("ECHOQ_VALKEY", "").strip().lower() == "docker" else "embedded"
+
+
+_setup: str | None = None  # the cell that sets this kernel up, in words (see one_line_errors)
+
+
+def _setup_cell() -> str:
+    if _setup is not None:
+        return _setup
+    if _started is not None:
+        return f'the setup cell at the top (lesson = course.start("{_started}"))'
+    return "the first code cell of this notebook"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _lost_line(exc: BaseException | None) -> str:
+    # The library's own advice follows its first "; " (and may say "unset VALKEY_URL"): only
+    # what happened is kept.
+    why = f" ({_first_line(exc).split('; ')[0]})" if exc is not None else ""
+    where = _where()
+    if where == "embedded":
+        from .. import server
+
+        embedded = server._embedded
+        if embedded is not None and embedded.alive():
+            return f"lost the connection to the lesson's Valkey server{why}, which is still running: re-run this cell"
+        return (
+            f"the lesson's Valkey server has stopped{why}, and every key it held is gone: re-run "
+            f"{_setup_cell()}, which starts a new one, and the cells after it ({RUN_ABOVE}), then this one"
+        )
+    if where == "class":
+        return (
+            f"the class server did not answer{why}: ask your instructor whether it is running, "
+            f"then re-run {_setup_cell()} and the cells after it ({RUN_ABOVE}), then this one"
+        )
+    return (
+        f"Valkey did not answer{why}: check that it is running, then re-run {_setup_cell()} and the cells "
+        f"after it ({RUN_ABOVE}), then this one"
+    )
+
+
+def _refused_line(exc: BaseException) -> str:
+    said = _first_line(exc)
+    if _where() != "class":
+        return said
+    # The library's advice ends the line after its last "; ": on a class server the only
+    # keys a learner may touch are their own, and the instructor is who to ask.
+    what = said.rsplit("; ", 1)[0] if isinstance(exc, PermissionDenied) else f"the server's ACL said: {said}"
+    mine = f"{learner.learner_id()}.<name>"
+    return (
+        f"{what}; on the class server you may touch only your own queues ({mine!r}: lesson.name('part') "
+        f"makes one): if a lesson cell was refused, re-run {_setup_cell()} and ask your instructor"
+    )
+
+
+def _lost(exc: BaseException) -> bool:
+    """True for a server that went away or never answered (not a URL or a setting refused)."""
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return True
+    cause = exc.__cause__ or exc.__context__
+    return isinstance(cause, (redis.ConnectionError, redis.TimeoutError, OSError)) or str(exc).startswith(
+        ("lost Valkey", "cannot reach")
+    )
+
+
+def _server_answers() -> bool:
+    """True if the server of the lesson started last answers PING now."""
+    from .. import server
+
+    if _where() == "embedded":
+        return server._embedded is not None and server._embedded.alive()
+    try:
+        return bool(connect().ping())
+    except Exception:  # noqa: BLE001 - any failure means: not confirmed
+        return False
+
+
+# What a lesson cell raises, at its own top level, when what it builds on is not there: the
+# cells above it were not run (a restarted kernel, a cell run out of order), or a later cell
+# or a second run changed what they had set up.
+_NEEDS_ABOVE = (AssertionError, KeyError, AttributeError, NameError, IndexError, TypeError, StopIteration)
+RUN_ABOVE = "Run \u25b8 Run All Above Selected Cell"
+
+
+def _lesson_notebook() -> Path | None:
+    """The lesson's notebook file: the kernel's own (JupyterLab names it in JPY_SESSION_NAME),
+    else ``NN_*.ipynb`` in the working folder for the lesson started last."""
+    named = os.environ.get("JPY_SESSION_NAME", "")
+    if named.endswith(".ipynb") and Path(named).is_file():
+        return Path(named)
+    found = sorted(Path.cwd().glob(f"{_started}_*.ipynb")) if _started else []
+    return found[0] if found else None
+
+
+def is_lesson_cell(source: str) -> bool:
+    """True if ``source`` is one of the code cells of the lesson's notebook as saved (not a
+    cell the learner wrote or changed: their own code keeps its traceback)."""
+    path = _lesson_notebook()
+    mine = source.strip()
+    if path is None or not mine:
+        return False
+    try:
+        return mine in _code_cells(path, path.stat().st_mtime_ns)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+@functools.lru_cache(maxsize=4)
+def _code_cells(path: Path, _mtime_ns: int) -> frozenset[str]:
+    """The code cells of a notebook file as saved, stripped (read again when the file changes)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return frozenset("".join(c.get("source", "")).strip() for c in cells if c.get("cell_type") == "code")
+
+
+def _needs_above(exc: BaseException, at_top_level: bool) -> str | None:
+    if isinstance(exc, NameError) and at_top_level:
+        return (
+            f"this cell uses {exc.name or 'a name'!r}, which a cell above it defines: run the cells above it "
+            f"({RUN_ABOVE}), then this one"
+        )
+    if isinstance(exc, _NEEDS_ABOVE) and at_top_level and not isinstance(exc, EchoqError):
+        said = f"{type(exc).__name__}: {_first_line(exc)}" if str(exc).strip() else type(exc).__name__
+        return (
+            f"this cell builds on what the cells above it set up, and that is not there now ({said}): "
+            f"a later cell or a second run changed it; run the cells above it ({RUN_ABOVE}), then this one"
+        )
+    return None
+
+
+def explain(exc: BaseException, *, at_top_level: bool = False) -> tuple[str, str] | None:
+    """(name, line) to show a learner for ``exc`` in a lesson kernel, or None to keep the
+    traceback (a mistake in the learner's own code is worth its traceback).
+
+    ``at_top_level``: ``exc`` was raised by a lesson cell's own statements (its innermost
+    frame is the cell, not a function it called, and the cell is the lesson's, unchanged):
+    then a failed assert, a missing key or name says which cells to run first."""
+    needs = _needs_above(exc, at_top_level)
+    if needs is not None:
+        return "RunFirst", needs
+    if isinstance(exc, KeyboardInterrupt):
+        if not _server_answers():
+            return "ServerUnavailable", _lost_line(None)
+        return (
+            "KeyboardInterrupt",
+            "the cell stopped part-way; the lesson's server and its keys are still there: "
+            "re-run this cell to do it again, or go on",
+        )
+    if isinstance(exc, _REFUSED):
+        return "PermissionDenied", _refused_line(exc)
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, ServerUnavailable)):
+        if not _server_answers():
+            return "ServerUnavailable", _lost_line(exc)
+        if _lost(exc):  # another server: a cluster's node, one a cell above started or killed
+            return "ServerUnavailable", (
+                f"a server this cell talks to did not answer ({_first_line(exc).split('; ')[0]}), though the "
+                f"lesson's own server does: run the cells above it ({RUN_ABOVE}), which start it, then this one"
+            )
+        line = _first_line(exc)  # a URL or a setting: the library's words say what to fix
+        if _where() == "class" and "VALKEY_URL" in line:
+            line = f"{line.split('; ')[0]}; ask your instructor"
+        return "ServerUnavailable", line
+    if isinstance(exc, EchoqError):
+        return type(exc).__name__, _first_line(exc)
+    return None
+
+
+def one_line_errors(setup_cell: str | None = None) -> None:
+    """In this kernel, show what :func:`explain` words in one line, instead of a traceback
+    into the library. ``setup_cell`` names the cell that sets the kernel up, for the advice
+    (by default a lesson's ``course.start`` cell). Does nothing outside IPython."""
+    global _setup
+    _setup = setup_cell
+    shell = ipython_shell()
+    if shell is None:
+        return
+
+    def show(ip: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> list[str] | None:
+        cell = ip.history_manager.input_hist_raw[-1] if ip.history_manager.input_hist_raw else ""
+        words = explain(value, at_top_level=_raised_by_the_cell(tb) and is_lesson_cell(cell))
+        if words is None:
+            ip.showtraceback((etype, value, tb), tb_offset=tb_offset)
+            return None
+        name, line = words
+        shown = [f"\x1b[0;31m{name}\x1b[0m: {line}"]
+        ip._showtraceback(type(name, (Exception,), {}), line, shown)  # an error output of one line
+        return shown
+
+    shell.set_custom_exc((*_LOST, *_REFUSED, EchoqError, KeyboardInterrupt, *_NEEDS_ABOVE), show)
+
+
+def _raised_by_the_cell(tb: Any) -> bool:
+    """True when the innermost frame of ``tb`` is a cell's top level, not a function (the
+    library's, or one the learner wrote: a mistake there keeps its traceback)."""
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == "<module>"
 
 
 def _show_figures_as_pictures() -> None:
@@ -300,12 +530,87 @@ def source(obj: object):  # -> IPython.display.Code
     return Code(inspect.getsource(obj), language="python")
 
 
+class LessonCheckFailed(EchoqError, AssertionError):
+    """A demonstration did not show what it shows (one line: what was seen instead)."""
+
+
+class TookTooLong(EchoqError, TimeoutError):
+    """What a cell waits for did not happen within its deadline."""
+
+
+class Background:
+    """A Worker working in a thread of this kernel (see :func:`in_background`). Its failure,
+    if it ends on one, is kept here rather than lost on a background thread's stderr."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name=f"echoq-background-{worker.name}", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            self.worker.work()
+        except BaseException as exc:  # noqa: BLE001 - kept for the cell that asks
+            self.failure = exc
+
+    @property
+    def working(self) -> bool:
+        return self._thread.is_alive()
+
+    def wait_done(self, queue: Queue, ids: list[str], *, timeout_s: float = 60.0) -> str:
+        """Wait until every job of ``ids`` is done, the Worker working all along; returns a
+        sentence saying so. Raises in one line if the Worker stopped on a failure, a job was
+        dead-lettered, or ``timeout_s`` passed (naming where the jobs not done are)."""
+        wanted, started = set(ids), time.monotonic()
+        while True:
+            snap = queue.snapshot(limit=max(1000, len(wanted)))
+            places = [snap.place_of(job) for job in wanted]
+            dead = places.count("dead")
+            if dead:
+                raise LessonCheckFailed(f"{dead} of the {len(wanted)} jobs were dead-lettered: {snap.counts}")
+            working = self.working
+            if places.count("done") == len(wanted):
+                if not working:
+                    why = _first_line(self.failure) if self.failure else "it was stopped"
+                    return f"all {len(wanted)} jobs done, none lost, none dead; the Worker has stopped ({why})"
+                return f"all {len(wanted)} jobs done, none lost, none dead; the Worker is still working"
+            if not working:
+                why = _first_line(self.failure) if self.failure else "it was stopped"
+                raise LessonCheckFailed(f"the Worker stopped before the jobs were done ({why}): {snap.counts}")
+            if time.monotonic() - started > timeout_s:
+                raise TookTooLong(
+                    f"after {timeout_s:.0f} s, {len(wanted) - places.count('done')} of the {len(wanted)} jobs "
+                    f"are not done ({snap.counts}); is the machine very busy?"
+                )
+            time.sleep(0.05)
+
+    def stop(self, timeout_s: float = 30.0) -> Any:
+        """Stop the Worker gracefully and wait for it; returns its report."""
+        self.worker.stop()
+        self._thread.join(timeout_s)
+        return self.worker.report
+
+
+_background: dict[str, Background] = {}  # queue name -> the Worker working on it in the background
+
+
+def in_background(worker: Worker) -> Background:
+    """Start ``worker`` working in a thread of this kernel. A cell run again stops the Worker
+    it started before on the same queue, so two never compete for the lesson's jobs."""
+    before = _background.pop(worker.queue.name, None)
+    if before is not None:
+        before.stop()
+    _background[worker.queue.name] = started = Background(worker)
+    return started
+
+
 def wait_until(condition: Callable[[], bool], *, timeout_s: float = 20.0, what: str = "the condition") -> float:
     """Poll ``condition`` until it holds; returns the seconds it took. Raises TimeoutError
-    (in one line, naming ``what``) if it does not hold within ``timeout_s``."""
+    (:class:`TookTooLong`, in one line naming ``what``) if it does not hold within ``timeout_s``."""
     started = time.monotonic()
     while not condition():
         if time.monotonic() - started > timeout_s:
-            raise TimeoutError(f"{what} did not happen within {timeout_s:.0f} s; is the machine very busy?")
+            raise TookTooLong(f"{what} did not happen within {timeout_s:.0f} s; is the machine very busy?")
         time.sleep(0.02)
     return time.monotonic() - started

@@ -9,7 +9,12 @@ controls (pause, step, speed, a timeline slider, live); reset and reconnect.
   toggles) only set a model trait, which changes nothing on the server.
 * **No idle cost.** The one clock is in the browser: a hidden ``Play`` widget ticks only
   while a lease counts down (or the Fleet runs) and only where a browser shows the panel.
-  With no browser attached, a panel does no periodic work at all.
+  With no browser attached, a panel does no periodic work at all. Where one shows it, a
+  second, slower clock (``watch_ms``) re-reads the queue and draws a change made outside the
+  panel (a cell, another tab): the picture never goes on showing a queue that is gone.
+* **Lifecycle.** What a click left running (the Fleet's workers) stops when one of the
+  lesson's own cells starts, and whatever a panel runs stops when it is closed or its cell
+  is run again. The stored picture says it is a still picture.
 * **Static fallback.** Displayed, a panel also carries a PNG of its latest frame, alt
   text and its readout; after every cell the display is updated if the panel changed. A
   notebook saved after Run All shows each lab's last state on GitHub or nbviewer.
@@ -45,6 +50,12 @@ from .style import FEEDBACK
 __all__ = ["LabPanel", "ipympl_active"]
 
 READOUT_STYLE = "font-size:14px;line-height:1.45;max-width:980px"
+# Lifecycle words (the panels' own words are in words.py).
+OUTSIDE_CHANGE = "Re-read the queue: it changed outside this panel (a cell, or another tab)."
+STILL = (
+    "A still picture of this lab's last move, kept with the notebook: it no longer follows the queue. "
+    "Run this cell for a live lab (it starts afresh)."
+)
 
 
 def ipympl_active() -> bool:
@@ -65,6 +76,7 @@ class LabPanel(widgets.VBox):
     """A figure with its readout, the panel's controls and the time controls, bound to one model."""
 
     tick_ms = 250  # the browser clock's period while something moves by itself
+    watch_ms = 1500  # how often a shown panel looks for changes made outside it
     backlog = 40  # moves queued further behind than this are skipped to the last one
 
     def __init__(
@@ -83,6 +95,7 @@ class LabPanel(widgets.VBox):
         self._note = ""
         self._display_id = uuid.uuid4().hex
         self._fallback_revision = -1
+        self._click_started = False  # the panel runs by itself because of a click (not a cell)
         self.canvas = self._canvas()
         self.readout = widgets.HTML(layout=widgets.Layout(width="auto"))
         self.player = Player(
@@ -130,6 +143,20 @@ class LabPanel(widgets.VBox):
             show_repeat=False,
             layout=widgets.Layout(display="none"),
         )
+        # A slower clock, also in the browser, that looks for changes made outside this panel
+        # (a cell, another tab, another kernel on the same queue): the picture must not go
+        # on showing a queue that is gone. Like the ticker it only runs where a browser shows it.
+        self._watch = widgets.Play(
+            value=0,
+            min=0,
+            max=1_000_000,
+            interval=self.watch_ms,
+            repeat=True,
+            playing=True,
+            show_repeat=False,
+            layout=widgets.Layout(display="none"),
+        )
+        self._watch.observe(self._look, "value")
         self.pause_button.on_click(lambda _b: self.pause())
         self.advance_button.on_click(lambda _b: self.step())
         self.live_button.on_click(lambda _b: self.go_live())
@@ -149,7 +176,7 @@ class LabPanel(widgets.VBox):
             layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
         )
         footer = widgets.HBox([self.reset_button, self.reconnect_button])
-        super().__init__([self.canvas, self.readout, *controls, time_row, footer, self._ticker])
+        super().__init__([self.canvas, self.readout, *controls, time_row, footer, self._ticker, self._watch])
         model.observe(self._on_revision, "revision")
         model.observe(self._on_connected, "connected")
         self._on_connected()
@@ -182,10 +209,41 @@ class LabPanel(widgets.VBox):
 
     def run(self, move: Callable[[], Any]) -> None:
         """Run a move from a control; any refusal ends up in the readout, never a traceback."""
+        was_running = self.runs_by_itself()
         try:
             move()
         except (EchoqError, TraitError) as exc:
             self.model.say("refused", words.refused("that", exc))
+        if self.runs_by_itself() and not was_running:
+            self._click_started = True
+
+    def quiesce(self) -> bool:
+        """The lesson moved on (one of its cells started): stop what a click left running
+        (the Fleet's workers and producer), so the cell works on what it sets up, alone.
+        What a cell started goes on: the next cell may be waiting for it. True if stopped."""
+        started_by_click, self._click_started = self._click_started, False
+        stop = getattr(self.model, "stop_all", None)
+        if not (started_by_click and self.runs_by_itself() and stop is not None):
+            return False
+        self._note = (
+            "the lesson moved on (a cell ran), so the workers started here were stopped; start them again to go on."
+        )
+        stop()
+        return True
+
+    def _look(self, _change: object = None) -> bool:
+        """Re-read the queue; record a frame if it changed outside this panel. True if it had."""
+        model = self.model
+        latest = model.history.latest()
+        if not (model.opened and model.connected and self.player.following) or self.runs_by_itself():
+            return False
+        try:
+            snap = model.read()
+        except Exception:  # noqa: BLE001 - Valkey away: the next move says so, in the readout
+            return False
+        if latest is not None and latest.snapshot is not None and _same(latest.snapshot, snap):
+            return False
+        return model.record("sample", OUTSIDE_CHANGE, snapshot=snap)
 
     def _canvas(self) -> widgets.Widget:
         fig = self.figure.fig
@@ -386,9 +444,9 @@ class LabPanel(widgets.VBox):
             "text/html": (
                 f'<figure style="margin:0"><img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" '
                 f'width="{width}" style="max-width:100%"/><figcaption style="{READOUT_STYLE}">'
-                f"<b>readout</b> · {html.escape(frame.readout)}</figcaption></figure>"
+                f"<b>readout</b> · {html.escape(frame.readout)}<br><i>{html.escape(STILL)}</i></figcaption></figure>"
             ),
-            "text/plain": f"{title}\nreadout: {frame.readout}",
+            "text/plain": f"{title}\nreadout: {frame.readout}\n{STILL}",
         }
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
@@ -399,6 +457,9 @@ class LabPanel(widgets.VBox):
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
+        for older in list(_displayed):  # a lab cell run again: its earlier panel stops working
+            if older is not self and older.model.name == self.model.name:
+                older.close()
         self.model.open()  # showing a panel connects it (never its constructor)
         display(self._repr_mimebundle_(), raw=True, display_id=self._display_id)
         _displayed.add(self)
@@ -408,6 +469,7 @@ class LabPanel(widgets.VBox):
         if hasattr(self, "player"):  # close() also runs from __del__, after a failed __init__
             self.player.close()
             self._ticker.playing = False
+            self._watch.playing = False
         _displayed.discard(self)
         super().close()
 
@@ -437,6 +499,16 @@ def _refresh_fallbacks(*_args: object) -> None:
             update_display(panel._repr_mimebundle_(), display_id=panel._display_id, raw=True)
 
 
+def _lesson_moves_on(info: object = None) -> None:
+    """Before a lesson's own cell runs: every shown panel stops what a click left running."""
+    from ..course import is_lesson_cell
+
+    if not is_lesson_cell(getattr(info, "raw_cell", "") or ""):
+        return  # the learner's own cell: they may be driving the lab from code
+    for panel in list(_displayed):
+        panel.quiesce()
+
+
 def _watch_cells() -> None:
     global _watching
     if _watching:
@@ -445,5 +517,19 @@ def _watch_cells() -> None:
 
     shell = get_ipython()
     if shell is not None:
+        shell.events.register("pre_run_cell", _lesson_moves_on)
         shell.events.register("post_run_cell", _refresh_fallbacks)
         _watching = True
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two snapshots of one queue hold the same jobs in the same places (whatever the clock)."""
+    return (a.pending, a.active, a.scheduled, a.dead, a.done, a.counts, a.rows) == (
+        b.pending,
+        b.active,
+        b.scheduled,
+        b.dead,
+        b.done,
+        b.counts,
+        b.rows,
+    )

@@ -12,7 +12,7 @@ import ipywidgets as widgets
 import redis
 
 from ...errors import EchoqError
-from ..course import ipython_shell
+from .. import course
 from . import classroom
 from .admin import Workshop
 from .board import Board, BoardData, render
@@ -24,19 +24,11 @@ __all__ = ["Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_li
 
 
 def one_line_errors() -> None:
-    """In this kernel, show an echoq error (PermissionDenied, InvalidArgument, ...) as the one
-    line it is -- ``PermissionDenied: ...`` -- instead of a traceback into the library. Other
-    exceptions keep IPython's full traceback. Does nothing outside IPython."""
-    shell = ipython_shell()
-    if shell is None:
-        return
-
-    def show(ip: object, etype: type, value: BaseException, _tb: object, tb_offset: object = None) -> list[str]:
-        line = [f"\x1b[0;31m{etype.__name__}\x1b[0m: {value}"]
-        ip._showtraceback(etype, value, line)  # an error output (ename, evalue) of one line
-        return line
-
-    shell.set_custom_exc((EchoqError,), show)
+    """In this kernel, show an echoq error (PermissionDenied, InvalidArgument, ...), a lost
+    class server or an ACL refusal as the one line it is, with advice that keeps the learner
+    on the class server (see :func:`echoq.teaching.course.one_line_errors`). A learner's own
+    mistakes keep IPython's full traceback. Does nothing outside IPython."""
+    course.one_line_errors(setup_cell="the class worker cell (workshop.class_worker())")
 
 
 def _line(exc: BaseException) -> Markup:
