@@ -1,12 +1,16 @@
 """The instructor's view of the class, as data: one :meth:`Board.read`, then :func:`render`.
 
-For each learner: the lessons they reached and every exercise check (attempts, passed,
-the misconception hit), recorded by the kit on the server (:mod:`echoq.teaching.progress`);
-the live counts of each of their queues; their class-chaos worker and score. For the
+For each learner: whether their kernel is alive (its heartbeat key lives:
+:mod:`echoq.teaching.heartbeat`), when they last did something, the lesson they are in, the
+lessons they reached and every exercise check (attempts, passed, the misconceptions hit;
+"not started" for an exercise of a reached lesson with no attempt), recorded by the kit on
+the server (:mod:`echoq.teaching.progress`); the live counts of each of their queues;
+their class-chaos worker and score. Learners are listed in one order everywhere (their
+id, sorted). For the
 class: the accesses the server's ACL refused (ACL LOG: who, which key or command), and the
 class-chaos scoreboard.
 
-Reads, per refresh: one MULTI with every learner's progress record and every queue's
+Reads, per refresh: one MULTI with every learner's progress record, heartbeat and every queue's
 counts (ZCARD of pending, active, scheduled, dead and done): one consistent moment for the
 whole class, in one round trip; then ACL LOG and the scoreboard
 (:func:`classroom.read_scoreboard`).
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 import redis
 
 from ...keyspace import Keyspace
-from .. import progress
+from .. import heartbeat, progress
 from . import acl, classroom
 
 __all__ = ["Board", "BoardData", "LearnerView", "Refusal", "Step", "render", "where_the_class_is"]
@@ -50,6 +54,24 @@ class LearnerView:
     checks: list[progress.CheckRecord]
     queues: dict[str, dict[str, int]]  # queue name (without the namespace) -> counts
     score: classroom.Score
+    record: progress.Progress | None = None
+    alive: heartbeat.Alive | None = None  # None: no live heartbeat (no kernel, or one that died)
+    server: str | None = None  # the learner's Jupyter server, as the hub says (None: no hub to ask)
+
+    @property
+    def kernel(self) -> str:
+        """``alive``, ``gone`` (it reached the class server once; no heartbeat now) or
+        ``never connected``."""
+        if self.alive is not None:
+            return "alive"
+        return "gone" if self.record is not None and self.record.connected_ms else "never connected"
+
+    @property
+    def worker(self) -> str:
+        """The class-chaos worker's state; a "running" one whose kernel died is ``gone``."""
+        if self.score.worker == "running" and self.alive is None:
+            return "gone"
+        return self.score.worker
 
 
 @dataclass
@@ -76,7 +98,7 @@ class Board:
         refusals_shown: int = 20,
     ) -> None:
         self.client = client
-        self.learners = list(learners)
+        self.learners = sorted(set(learners))  # one order everywhere: the learner's id
         self.class_name = class_name
         self.rediscover_s = rediscover_s
         self.refusals_shown = refusals_shown
@@ -104,6 +126,8 @@ class Board:
         pipe.time()
         for name in self.learners:
             pipe.hgetall(progress.key(name))
+        for name in self.learners:
+            pipe.get(heartbeat.alive_key(name))
         order: list[tuple[str, str]] = []
         for name in self.learners:
             for queue in self._queues.get(name, []):
@@ -115,7 +139,9 @@ class Board:
         seconds, micros = reply[0]
         now_ms = int(seconds) * 1000 + int(micros) // 1000
         records = {name: progress.parse(raw, name) for name, raw in zip(self.learners, reply[1:], strict=False)}
-        base = 1 + len(self.learners)
+        n = len(self.learners)
+        beats = {name: heartbeat.parse(raw) for name, raw in zip(self.learners, reply[1 + n : 1 + 2 * n], strict=True)}
+        base = 1 + 2 * n
         counts: dict[str, dict[str, dict[str, int]]] = {name: {} for name in self.learners}
         for n, (name, queue) in enumerate(order):
             values = reply[base + n * len(PLACES) : base + (n + 1) * len(PLACES)]
@@ -129,6 +155,8 @@ class Board:
                 list(records[name].checks.values()),
                 counts[name],
                 board.by_learner.get(name, classroom.Score()),
+                records[name],
+                beats[name],
             )
             for name in self.learners
         ]
@@ -162,6 +190,7 @@ _STYLE = """<style>
 .echoq-board th,.echoq-board td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 .echoq-board th{background:#f3f3f3}.echoq-board .num{text-align:right;font-variant-numeric:tabular-nums}
 .echoq-board .bad{color:#b00020;font-weight:600}.echoq-board .ok{color:#16794c}
+.echoq-board .muted{color:#666}.echoq-board .gone{color:#b00020}
 .echoq-board .killed{color:#b00020}.echoq-board .running{color:#16794c}.echoq-board code{font-size:12px}
 </style>"""
 
@@ -171,10 +200,47 @@ def _e(text: object) -> str:
 
 
 def _check(record: progress.CheckRecord) -> str:
-    verdict = '<span class="ok">passed</span>' if record.passed else '<span class="bad">not yet</span>'
-    miss = f", misconception <code>{_e(record.misconception)}</code>" if record.misconception else ""
-    tries = "try" if record.attempts == 1 else "tries"
-    return f"{_e(record.lesson)} {_e(record.exercise)}: {verdict} after {record.attempts} {tries}{miss}"
+    css = "ok" if record.passed else "muted" if record.attempts == 0 else "bad"
+    return f"{_e(record.lesson)} {_e(record.exercise)}: <span class='{css}'>{_e(record.status)}</span>"
+
+
+def exercises_of(lessons: Iterable[str]) -> list[tuple[str, str]]:
+    """The course's exercises (lesson, exercise) in ``lessons``, in course order."""
+    try:
+        from ..exercises import EXERCISES
+    except ImportError:  # a kit without exercises: only checks seen on the server are shown
+        return []
+    wanted = set(lessons)
+    return sorted((ex.lesson, key) for key, ex in EXERCISES.items() if ex.lesson in wanted)
+
+
+def checks_with_not_started(lv: LearnerView) -> list[progress.CheckRecord]:
+    """Every check the learner ran, plus "not started" for each exercise of a lesson they
+    reached that has no attempt (an untouched stub records none)."""
+    seen = {(c.lesson, c.exercise): c for c in lv.checks}
+    for lesson, exercise in exercises_of(lv.lessons):
+        seen.setdefault((lesson, exercise), progress.CheckRecord(lesson, exercise, 0, False, None, 0))
+    return [seen[k] for k in sorted(seen)]
+
+
+def ago(now_ms: int, then_ms: int) -> str:
+    """``then_ms`` in words, relative to ``now_ms`` (both server ms): "12 s ago", "-" for never."""
+    if not then_ms:
+        return "-"
+    seconds = max(0, (now_ms - then_ms) // 1000)
+    if seconds < 120:
+        return f"{seconds} s ago"
+    if seconds < 7200:
+        return f"{seconds // 60} min ago"
+    return f"{seconds // 3600} h ago"
+
+
+def _kernel(lv: LearnerView, now_ms: int) -> str:
+    if lv.kernel == "alive":
+        return "<span class='ok'>alive</span>"
+    if lv.kernel == "gone":
+        return "<span class='bad'>not alive</span> (no heartbeat)"
+    return "<span class='bad'>never connected</span>"
 
 
 def _queues(queues: dict[str, dict[str, int]]) -> str:
@@ -183,6 +249,10 @@ def _queues(queues: dict[str, dict[str, int]]) -> str:
         parts = [f"{counts[p]} {p}" for p in PLACES if counts.get(p)]
         shown.append(f"<code>{_e(name)}</code> {', '.join(parts) if parts else 'empty'}")
     return "<br>".join(shown) or "-"
+
+
+def _worker(state: str) -> str:
+    return "gone (its kernel is not alive)" if state == "gone" else state
 
 
 @dataclass
@@ -194,6 +264,7 @@ class Step:
     reached: int  # learners who started the lesson / ran the check at least once
     passed: int = 0  # (exercises) learners whose check passed
     stuck: list[str] = field(default_factory=list)  # tried, not passed yet
+    not_started: list[str] = field(default_factory=list)  # reached the lesson, no attempt yet
     misconception: str | None = None  # the one most of the stuck learners hit last
 
 
@@ -210,6 +281,10 @@ def where_the_class_is(data: BoardData) -> list[Step]:
                 step.passed += 1
             else:
                 step.stuck.append(lv.learner)
+        tried = {(c.lesson, c.exercise) for c in lv.checks}
+        for lesson, exercise in exercises_of(lv.lessons):
+            if (lesson, exercise) not in tried:
+                steps.setdefault((lesson, exercise), Step(lesson, exercise, 0)).not_started.append(lv.learner)
     for (lesson, exercise), step in steps.items():
         if exercise is not None:
             hits = [
@@ -227,21 +302,22 @@ def _glance(data: BoardData) -> str:
     for step in where_the_class_is(data):
         if step.exercise is None:
             rows.append(
-                f"<tr><td>lesson {_e(step.lesson)}</td><td class='num'>{step.reached}</td><td></td><td></td></tr>"
+                f"<tr><td>lesson {_e(step.lesson)}</td><td class='num'>{step.reached}</td><td></td><td></td>"
+                f"<td></td></tr>"
             )
             continue
+        waiting = ", ".join(map(_e, step.not_started[:8])) + (" ..." if len(step.not_started) > 8 else "")
         stuck = ", ".join(map(_e, step.stuck[:8])) + (" ..." if len(step.stuck) > 8 else "")
         miss = f"; most hit <code>{_e(step.misconception)}</code>" if step.misconception else ""
         rows.append(
             f"<tr><td>&nbsp;&nbsp;exercise {_e(step.exercise)}</td><td class='num'>{step.reached}</td>"
-            f"<td class='num'>{step.passed}</td><td>{stuck or '-'}{miss}</td></tr>"
+            f"<td class='num'>{step.passed}</td><td>{stuck or '-'}{miss}</td><td>{waiting or '-'}</td></tr>"
         )
     if not rows:
         return "<p>No learner has started a lesson yet.</p>"
     return (
-        "<table><tr><th>step</th><th>reached</th><th>passed</th><th>stuck (tried, not passed)</th></tr>"
-        + "".join(rows)
-        + "</table>"
+        "<table><tr><th>step</th><th>reached</th><th>passed</th><th>stuck (tried, not passed)</th>"
+        "<th>not started (in the lesson, no attempt)</th></tr>" + "".join(rows) + "</table>"
     )
 
 
@@ -250,14 +326,19 @@ def render(data: BoardData) -> str:
     sb = data.scoreboard
     rows = []
     for lv in data.learners:
-        checks = "<br>".join(_check(c) for c in lv.checks) or "-"
-        lessons = ", ".join(lv.lessons) or "-"
+        checks = "<br>".join(_check(c) for c in checks_with_not_started(lv)) or "-"
+        lessons = ", ".join(map(_e, lv.lessons)) or "-"
+        record = lv.record or progress.Progress(lv.learner)
+        server = f"<td>{_e(lv.server)}</td>" if any(x.server is not None for x in data.learners) else ""
         rows.append(
-            f"<tr><td><b>{_e(lv.learner)}</b></td><td>{lessons}</td><td>{checks}</td><td>{_queues(lv.queues)}</td></tr>"
+            f"<tr><td><b>{_e(lv.learner)}</b></td>{server}<td>{_kernel(lv, data.now_ms)}</td>"
+            f"<td>{_e(ago(data.now_ms, record.last_activity_ms))}</td><td>{_e(record.current or '-')}</td>"
+            f"<td>{lessons}</td><td>{checks}</td><td>{_queues(lv.queues)}</td></tr>"
         )
+    server_head = "<th>server</th>" if any(x.server is not None for x in data.learners) else ""
     learners = (
-        "<table><tr><th>learner</th><th>lessons reached</th><th>exercise checks</th>"
-        "<th>queues, live</th></tr>" + "".join(rows) + "</table>"
+        f"<table><tr><th>learner</th>{server_head}<th>kernel</th><th>last activity</th><th>lesson now</th>"
+        "<th>lessons reached</th><th>exercise checks</th><th>queues, live</th></tr>" + "".join(rows) + "</table>"
     )
     refused = "".join(
         f"<tr><td>{_e(r.user)}</td><td>{_e(r.reason)}</td><td><code>{_e(r.object)}</code></td>"
@@ -271,12 +352,15 @@ def render(data: BoardData) -> str:
         if refused
         else "<p>No access refused so far.</p>"
     )
+    workers = {name: s.worker for name, s in sb.by_learner.items()} | {lv.learner: lv.worker for lv in data.learners}
+    running = sum(w == "running" for w in workers.values())
     score_rows = "".join(
-        f"<tr><td>{_e(name)}</td><td class='{_e(s.worker)}'>{_e(s.worker)}</td><td class='num'>{s.delivered}</td>"
+        f"<tr><td>{_e(name)}</td><td class='{_e(workers[name])}'>{_e(_worker(workers[name]))}</td>"
+        f"<td class='num'>{s.delivered}</td>"
         f"<td class='num'>{s.redelivered}</td><td class='num'>{s.effects}</td>"
         f"<td class='num {'bad' if s.duplicates else ''}'>{s.duplicates}</td>"
         f"<td class='num {'bad' if s.lost else ''}'>{s.lost}</td></tr>"
-        for name, s in sb.by_learner.items()
+        for name, s in sorted(sb.by_learner.items())
     )
     t = sb.total
     verdict = (
@@ -291,7 +375,7 @@ def render(data: BoardData) -> str:
         "<table><tr><th>learner</th><th>worker</th><th>delivered</th><th>redelivered</th><th>effects</th>"
         "<th>duplicate effects</th><th>lost</th></tr>"
         + score_rows
-        + f"<tr><th>class</th><th>{_e(t.worker)}</th><th class='num'>{t.delivered}</th>"
+        + f"<tr><th>class</th><th>{running} running</th><th class='num'>{t.delivered}</th>"
         f"<th class='num'>{t.redelivered}</th><th class='num'>{t.effects}</th>"
         f"<th class='num {'bad' if t.duplicates else 'ok'}'>{t.duplicates}</th>"
         f"<th class='num {'bad' if t.lost else 'ok'}'>{t.lost}</th></tr></table>"
@@ -301,7 +385,8 @@ def render(data: BoardData) -> str:
         f'{_STYLE}<div class="echoq-board">'
         f"<p>{len(data.learners)} learners, {data.queues_found} queues; read at {stamp} (server time) "
         f"in {data.read_ms:.0f} ms.</p>"
+        f"<h3>Class chaos</h3>{scoreboard}"
         f"<h3>Where the class is</h3>{_glance(data)}"
-        f"<h3>Learners</h3>{learners}<h3>Class chaos</h3>{scoreboard}"
+        f"<h3>Learners</h3>{learners}"
         f"<h3>Refused by the ACL</h3>{refusals}</div>"
     )

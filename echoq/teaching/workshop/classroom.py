@@ -163,6 +163,10 @@ class ClassWorker:
         if self._threads:
             raise InvalidArgument("this class worker was started already; make a new one to restart")
         self._baseline = int(self.client.hget(self.keys.kills, self.learner) or 0)
+        from .. import heartbeat
+
+        if self.learner != "solo":  # the dashboard orders kills only to a kernel that is alive
+            heartbeat.start(self.client, learner=self.learner)
         self._status("running")
         work = threading.Thread(target=self._work, name=f"echoq-class-worker-{self.learner}", daemon=True)
         watch = threading.Thread(target=self._watch, name=f"echoq-class-watch-{self.learner}", daemon=True)

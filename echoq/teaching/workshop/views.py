@@ -94,8 +94,12 @@ class Dashboard(widgets.VBox):
         return f"Produced {len(ids)} jobs into emq:{{{classroom.ClassKeys(self.class_name).queue}}}:pending."
 
     def running(self) -> list[str]:
-        data = self.last or self.refresh()
-        return [name for name, s in data.scoreboard.by_learner.items() if s.worker == "running"]
+        """Learners whose class worker runs in a kernel that is alive (its heartbeat lives):
+        a worker whose kernel died cannot obey a kill, so it is never picked."""
+        data = self.refresh() or self.last
+        if data is None:
+            return []
+        return [lv.learner for lv in data.learners if lv.worker == "running"]
 
     def kill(self, learners: list[str]) -> str:
         if not learners:

@@ -1,0 +1,137 @@
+"""The dashboard is true about people: who is alive, who is where, what each attempt was.
+
+A learner's kernel is a real Python process here (it runs ``course.start`` and a class
+worker exactly as a notebook would, on its own ``VALKEY_URL``), killed with SIGKILL as
+``kill -9`` does; the class server is the one ``workshop up`` starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import echoq
+from echoq.teaching import heartbeat, progress
+from echoq.teaching.workshop import Workshop, admin, board
+
+ROSTER = ["ada", "bob", "Katherine.Johnson@nasa.gov"]
+
+KERNEL = """
+import sys
+from echoq.teaching import course, workshop
+course.start("02", quiet=True)
+workshop.ClassWorker().start()
+print("ready", flush=True)
+sys.stdin.read()  # a kernel lives until it is killed
+"""
+
+
+@pytest.fixture(scope="module")
+def klass(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workshop]:
+    folder = tmp_path_factory.mktemp("people") / "class"
+    workshop, _ = admin.up(folder, roster=ROSTER, class_name="people")
+    yield workshop
+    if (folder / admin.STATE_FILE).exists():
+        admin.down(folder)
+
+
+def kernel_of(workshop: Workshop, learner: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ECHOQ_WORKSHOP", "JUPYTERHUB_USER")}
+    env |= {"VALKEY_URL": workshop.learner_url(learner), "ECHOQ_LEARNER": learner, "ECHOQ_CLASS": "people"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", KERNEL], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+    return process
+
+
+def views_of(workshop: Workshop) -> dict[str, board.LearnerView]:
+    data = board.Board(workshop.instructor(), list(workshop.learners), class_name="people").read()
+    return {lv.learner: lv for lv in data.learners}
+
+
+def test_a_kernel_killed_with_sigkill_shows_as_not_alive_within_seconds_and_is_never_ordered(klass) -> None:
+    from echoq.teaching.workshop import views
+
+    ada = kernel_of(klass, "ada")
+    try:
+        shown = views_of(klass)
+        assert shown["ada"].kernel == "alive" and shown["ada"].worker == "running"
+        assert shown["ada"].record.current == "02" and shown["ada"].record.connected_ms > 0
+        assert shown["bob"].kernel == "never connected"
+        dash = views.Dashboard.for_workshop(klass, auto=False)
+        try:
+            assert dash.running() == ["ada"]
+            os.kill(ada.pid, signal.SIGKILL)
+            ada.wait()
+            killed = time.monotonic()
+            while (lv := views_of(klass)["ada"]).kernel == "alive":
+                assert time.monotonic() - killed < heartbeat.TTL_MS / 1000 + 2, "the dead kernel still shows alive"
+                time.sleep(0.05)
+            assert lv.kernel == "gone" and lv.worker == "gone"  # the worker never said goodbye: no heartbeat
+            assert dash.running() == []
+            assert dash.kill_random() == "No running worker to kill."
+            html = board.render(dash.refresh())
+            assert "not alive" in html and "gone (its kernel is not alive)" in html
+        finally:
+            dash.close()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(ada.pid, signal.SIGKILL)
+        ada.wait()
+
+
+def test_after_down_the_learners_next_cell_says_in_one_line_the_class_server_is_gone(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    folder = tmp_path / "ending"
+    workshop, _ = admin.up(folder, count=1, class_name="ending")
+    monkeypatch.setattr(heartbeat, "GONE_S", 0.5)
+    beat = heartbeat.start(echoq.connect(workshop.learner_url("learner-01")), learner="learner-01")
+    try:
+        assert beat is not None and workshop.instructor().exists(heartbeat.alive_key("learner-01"))
+        admin.down(folder)
+        deadline = time.monotonic() + 15
+        while beat.gone is None:
+            assert time.monotonic() < deadline, "the heartbeat never noticed the class server was gone"
+            time.sleep(0.05)
+        beat.on_cell()  # the learner runs a cell
+        beat.on_cell()  # and another: told once
+        said = capsys.readouterr().out
+        assert said.count("echoq: the class server") == 1 and said.count("\n") == 1, said
+        assert "is gone" in said and "%env VALKEY_URL=" in said
+    finally:
+        beat.stop()
+
+
+def test_an_untouched_exercise_of_a_reached_lesson_is_not_started_and_a_pass_keeps_its_history(
+    klass, monkeypatch
+) -> None:
+    bob = echoq.connect(klass.learner_url("bob"))
+    monkeypatch.setenv("ECHOQ_LEARNER", "bob")
+    monkeypatch.delenv("VALKEY_URL", raising=False)  # no heartbeat thread in this test process
+    progress.record_lesson(bob, "03")
+    for miss in ("code-error", "code-error", "deadline-in-the-past"):
+        progress.record_check(bob, "03", "charge", False, miss, code=f"-- try {miss}")
+    progress.record_check(bob, "03", "charge", True, None, code="-- right")
+    lv = views_of(klass)["bob"]
+    checks = {c.exercise: c for c in board.checks_with_not_started(lv)}
+    assert checks["complete"].status == "not started"  # lesson 03's other exercise, no attempt
+    assert checks["charge"].status == "passed after 4 tries: code-error x2, deadline-in-the-past"
+    html = board.render(views_of_data(klass))
+    assert "passed after 4 tries: code-error x2, deadline-in-the-past" in html
+    assert "03 complete: <span class='muted'>not started</span>" in html
+    steps = {(s.lesson, s.exercise): s for s in board.where_the_class_is(views_of_data(klass))}
+    assert "bob" in steps[("03", "complete")].not_started and "bob" not in steps[("03", "complete")].stuck
+
+
+def views_of_data(workshop: Workshop) -> board.BoardData:
+    return board.Board(workshop.instructor(), list(workshop.learners), class_name="people").read()
