@@ -8,19 +8,24 @@ worker exactly as a notebook would, on its own ``VALKEY_URL``), killed with SIGK
 from __future__ import annotations
 
 import contextlib
+import http.server
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from traitlets.config import Config
 
 import echoq
 from echoq.teaching import heartbeat, progress
-from echoq.teaching.workshop import Workshop, admin, board
+from echoq.teaching.workshop import Workshop, admin, board, hubinfo
 
 ROSTER = ["ada", "bob", "Katherine.Johnson@nasa.gov"]
 
@@ -135,3 +140,70 @@ def test_an_untouched_exercise_of_a_reached_lesson_is_not_started_and_a_pass_kee
 
 def views_of_data(workshop: Workshop) -> board.BoardData:
     return board.Board(workshop.instructor(), list(workshop.learners), class_name="people").read()
+
+
+def test_a_roster_name_with_capitals_is_matched_as_the_hub_lowercases_it(klass) -> None:
+    from jupyterhub.auth import Authenticator
+
+    logged_in = Authenticator().normalize_username("Katherine.Johnson@nasa.gov")  # what the hub runs her as
+    (katherine,) = [ln for ln in klass.learners.values() if ln.hub_user.startswith("katherine")]
+    assert katherine.hub_user == logged_in
+    text = (klass.dir / admin.HUB_SNIPPET).read_text()
+    c = Config()
+    exec(compile(text, admin.HUB_SNIPPET, "exec"), {"c": c})
+    environment = c.Spawner.environment.get_value({})
+    spawner = SimpleNamespace(user=SimpleNamespace(name=logged_in))
+    assert environment["ECHOQ_LEARNER"](spawner) == katherine.id
+    assert environment["VALKEY_URL"](spawner) == klass.learner_url(katherine.id)
+
+
+def test_the_board_says_whose_server_runs_and_who_is_on_the_hub_but_not_the_roster(klass) -> None:
+    users = [
+        {"name": "ada", "servers": {"": {"ready": True}}},
+        {"name": "katherine.johnson@nasa.gov", "servers": {}},
+        {"name": "stranger", "servers": {"": {"ready": True}}},
+    ]
+    seen_tokens = []
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            seen_tokens.append(self.headers.get("Authorization"))
+            body = json.dumps(users).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        hub = hubinfo.HubView(f"http://127.0.0.1:{server.server_port}/hub/api", "secret-token")
+        hub_users = {lid: ln.hub_user for lid, ln in klass.learners.items()}
+        data = board.Board(
+            klass.instructor(), list(klass.learners), class_name="people", hub_users=hub_users, hub=hub
+        ).read()
+        shown = {lv.learner: lv for lv in data.learners}
+        assert shown["ada"].server == "running" and shown["bob"].server == "never logged in"
+        katherine = next(lid for lid, name in hub_users.items() if name.startswith("katherine"))
+        assert shown[katherine].server == "stopped"
+        assert data.strangers == ["stranger"] and seen_tokens == ["token secret-token"]
+        html = board.render(data)
+        assert "not on the roster" in html and "stranger" in html and "working alone?" in html  # ada: no kernel
+    finally:
+        server.shutdown()
+
+
+def test_a_hub_user_left_off_the_roster_is_told_in_one_line_they_work_alone(monkeypatch, capsys) -> None:
+    # What the hub snippet gives a user not on the roster: ECHOQ_CLASS, and an empty VALKEY_URL.
+    monkeypatch.setenv("ECHOQ_CLASS", "people")
+    monkeypatch.setenv("VALKEY_URL", "")
+    monkeypatch.setenv("JUPYTERHUB_USER", "dorothy.vaughan")
+    monkeypatch.delenv("ECHOQ_LEARNER", raising=False)
+    monkeypatch.setattr(heartbeat, "_warned", False)
+    assert heartbeat.start(None) is None  # type: ignore[arg-type]  (no server is reached)
+    assert heartbeat.start(None) is None  # type: ignore[arg-type]
+    said = capsys.readouterr().out
+    assert said.count("\n") == 1 and "working alone" in said and "'dorothy.vaughan'" in said, said

@@ -159,6 +159,7 @@ def start(client: redis.Redis, lesson: str | None = None, *, learner: str | None
     if learner is None:
         learner = learners.learner_id()
         if learner is None or not os.environ.get("VALKEY_URL"):
+            _warn_if_off_the_class_server()
             return None
     learner = check_namespace(learner)
     with _lock:
@@ -181,6 +182,24 @@ def start(client: redis.Redis, lesson: str | None = None, *, learner: str | None
         _watch_cells(beat)
         _beats[learner] = beat
         return beat
+
+
+_warned = False
+
+
+def _warn_if_off_the_class_server() -> None:
+    """The hub's workshop snippet gives every user ``ECHOQ_CLASS`` and a roster user a
+    ``VALKEY_URL``: with the first and not the second, this learner works alone, unseen by
+    the instructor (their hub name is not on the roster). Said once, in one line."""
+    global _warned
+    if _warned or not os.environ.get("ECHOQ_CLASS") or os.environ.get("VALKEY_URL"):
+        return
+    _warned = True
+    user = os.environ.get("JUPYTERHUB_USER", "this user")
+    print(
+        f"echoq: you are working alone on a server of your own: the class server has no place for {user!r} "
+        "(not on the roster); your instructor cannot see your progress -- tell them your hub user name"
+    )
 
 
 def _shell():  # the IPython shell, or None

@@ -37,8 +37,9 @@ from ... import scripts
 from ...errors import InvalidArgument, ServerUnavailable
 from ...keyspace import Keyspace, check_namespace
 from ...server import connect, start_server
-from ..learner import from_hub_user
+from ..learner import from_hub_user, normalize_hub_user
 from . import acl
+from .hubinfo import SCOPES
 
 __all__ = ["Learner", "Workshop", "up", "status", "down", "workshop_dir", "learners_from_roster"]
 
@@ -159,11 +160,12 @@ class Workshop:
 
 
 def learners_from_roster(lines: Iterable[str]) -> list[Learner]:
-    """One JupyterHub user name per line (``#`` starts a comment); each gets a learner id
-    (the name itself when it is a valid namespace, else a safe form of it)."""
+    """One JupyterHub user name per line (``#`` starts a comment), taken as the hub
+    normalises it (lowercased: the name the learner's server runs as); each gets a learner
+    id (the name itself when it is a valid namespace, else a safe form of it)."""
     found: list[Learner] = []
     for raw in lines:
-        name = raw.split("#", 1)[0].strip()
+        name = normalize_hub_user(raw.split("#", 1)[0])
         if name:
             found.append(Learner(from_hub_user(name), name, ""))
     return found
@@ -474,7 +476,7 @@ _ECHOQ_ROSTER = {str(roster)!r}
 def _echoq_entry(spawner):
     with open(_ECHOQ_ROSTER) as f:
         roster = _json.load(f)
-    learner = roster["hub_users"].get(spawner.user.name)
+    learner = roster["hub_users"].get(spawner.user.name.strip().lower())  # as the hub normalises names
     return (learner, roster["learners"][learner]["valkey_url"]) if learner else ("", "")
 
 
@@ -512,6 +514,10 @@ c.JupyterHub.load_roles.append(
         "users": {workshop.instructors!r},
         "scopes": ["access:services!service={DASHBOARD_SERVICE}"],
     }}
+)
+# The dashboard reads whose server runs (and who is on the hub but not on the roster).
+c.JupyterHub.load_roles.append(
+    {{"name": "echoq-dashboard-reader", "services": [{DASHBOARD_SERVICE!r}], "scopes": {SCOPES!r}}}
 )
 """
         )

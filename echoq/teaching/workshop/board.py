@@ -29,6 +29,7 @@ import redis
 from ...keyspace import Keyspace
 from .. import heartbeat, progress
 from . import acl, classroom
+from .hubinfo import HubView
 
 __all__ = ["Board", "BoardData", "LearnerView", "Refusal", "Step", "render", "where_the_class_is"]
 
@@ -83,6 +84,7 @@ class BoardData:
     read_ms: float = 0.0
     queues_found: int = 0
     extra: dict[str, str] = field(default_factory=dict)
+    strangers: list[str] = field(default_factory=list)  # hub users with a server, not on the roster
 
 
 class Board:
@@ -96,7 +98,11 @@ class Board:
         class_name: str = "class",
         rediscover_s: float = 5.0,
         refusals_shown: int = 20,
+        hub_users: dict[str, str] | None = None,
+        hub: HubView | None = None,
     ) -> None:
+        self.hub_users = dict(hub_users or {})  # learner id -> their hub user name
+        self.hub = hub if hub is not None and hub.available else None
         self.client = client
         self.learners = sorted(set(learners))  # one order everywhere: the learner's id
         self.class_name = class_name
@@ -161,8 +167,21 @@ class Board:
             for name in self.learners
         ]
         data = BoardData(now_ms, learners, refusals, board, queues_found=len(order))
+        self._ask_hub(data)
         data.read_ms = (time.perf_counter() - started) * 1000
         return data
+
+    def _ask_hub(self, data: BoardData) -> None:
+        users = self.hub.users() if self.hub is not None else None
+        if users is None:
+            return
+        for lv in data.learners:
+            user = users.get(self.hub_users.get(lv.learner, lv.learner))
+            lv.server = user.server if user is not None else "never logged in"
+        ours = {self.hub_users.get(name, name) for name in self.learners}
+        data.strangers = sorted(name for name, u in users.items() if name not in ours and u.server == "running")
+        if self.hub.error:
+            data.extra["hub"] = self.hub.error
 
     def refusals(self) -> list[Refusal]:
         """The latest ACL refusals of this class's users (learners and instructor)."""
@@ -238,6 +257,8 @@ def ago(now_ms: int, then_ms: int) -> str:
 def _kernel(lv: LearnerView, now_ms: int) -> str:
     if lv.kernel == "alive":
         return "<span class='ok'>alive</span>"
+    if lv.server == "running":
+        return "<span class='bad'>none on the class server</span> (server running: working alone?)"
     if lv.kernel == "gone":
         return "<span class='bad'>not alive</span> (no heartbeat)"
     return "<span class='bad'>never connected</span>"
@@ -249,6 +270,19 @@ def _queues(queues: dict[str, dict[str, int]]) -> str:
         parts = [f"{counts[p]} {p}" for p in PLACES if counts.get(p)]
         shown.append(f"<code>{_e(name)}</code> {', '.join(parts) if parts else 'empty'}")
     return "<br>".join(shown) or "-"
+
+
+def _strangers(data: BoardData) -> str:
+    notes = ""
+    if data.strangers:
+        notes += (
+            "<p class='bad'>Hub users with a running server who are not on the roster (they work alone, unseen): "
+            + ", ".join(map(_e, data.strangers))
+            + ". Add them to the roster, run <code>workshop up</code> again and restart their server.</p>"
+        )
+    if "hub" in data.extra:
+        notes += f"<p class='bad'>The hub did not answer: {_e(data.extra['hub'])}</p>"
+    return notes
 
 
 def _worker(state: str) -> str:
@@ -388,5 +422,6 @@ def render(data: BoardData) -> str:
         f"<h3>Class chaos</h3>{scoreboard}"
         f"<h3>Where the class is</h3>{_glance(data)}"
         f"<h3>Learners</h3>{learners}"
+        f"{_strangers(data)}"
         f"<h3>Refused by the ACL</h3>{refusals}</div>"
     )

@@ -16,6 +16,7 @@ from ..course import ipython_shell
 from . import classroom
 from .admin import Workshop
 from .board import Board, BoardData, render
+from .hubinfo import HubView
 
 __all__ = ["Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors"]
 
@@ -51,17 +52,18 @@ class Dashboard(widgets.VBox):
         class_name: str = "class",
         refresh_s: float = 1.0,
         auto: bool = True,
+        hub_users: dict[str, str] | None = None,
     ) -> None:
         self.client = client
         self.class_name = class_name
-        self.board = Board(client, learners, class_name=class_name)
+        self.board = Board(client, learners, class_name=class_name, hub_users=hub_users, hub=HubView())
         self.refresh_s = refresh_s
         self.last: BoardData | None = None
         self.view = widgets.HTML()
         self.readout = widgets.HTML("<i>Produce jobs, then kill a worker: the scoreboard must keep 0 lost.</i>")
         self.jobs = widgets.BoundedIntText(value=50, min=1, max=classroom.MAX_JOBS_PER_CLICK, description="jobs")
         self.produce_button = widgets.Button(description="produce jobs", button_style="primary")
-        self.who = widgets.Dropdown(options=learners, description="learner")
+        self.who = widgets.Dropdown(options=sorted(learners), description="learner")
         self.kill_button = widgets.Button(description="kill worker", button_style="danger")
         self.kill_random_button = widgets.Button(description="kill a random worker", button_style="warning")
         self.kill_all_button = widgets.Button(description="kill every worker", button_style="danger")
@@ -85,7 +87,14 @@ class Dashboard(widgets.VBox):
 
     @classmethod
     def for_workshop(cls, workshop: Workshop, **kwargs: object) -> Dashboard:
-        return cls(workshop.instructor(), list(workshop.learners), class_name=workshop.class_name, **kwargs)
+        hub_users = {lid: ln.hub_user for lid, ln in workshop.learners.items()}
+        return cls(
+            workshop.instructor(),
+            list(workshop.learners),
+            class_name=workshop.class_name,
+            hub_users=hub_users,
+            **kwargs,
+        )
 
     # -- actions (also called by tests and benches) ----------------------------------------
 
