@@ -85,6 +85,8 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--maxmemory", default="1gb", help="memory cap of a started server (default 1gb)")
     status = actions.add_parser("status", parents=[folder], help="what the class server holds, learner by learner")
     status.add_argument("--show-urls", action="store_true", help="print each learner's VALKEY_URL (with password)")
+    export = actions.add_parser("export", parents=[folder], help="every learner's attempts, one CSV row each")
+    export.add_argument("--csv", required=True, help="the file to write ('-': standard output)")
     down = actions.add_parser("down", parents=[folder], help="delete the users and keys; stop a started server")
     down.add_argument("--keep-server", action="store_true", help="leave a server `up` started running")
 
@@ -114,6 +116,20 @@ def _workshop(args: argparse.Namespace) -> int:
             instructors=args.instructor,
             maxmemory=args.maxmemory,
         )
+    elif args.action == "export":
+        from .teaching.workshop import export
+
+        found = workshop.Workshop.load(args.dir)
+        rows = export.rows(found.instructor(), {lid: ln.hub_user for lid, ln in found.learners.items()})
+        if args.csv == "-":
+            sys.stdout.write(export.to_csv(rows))
+            return 0
+        try:
+            path = export.write_csv(args.csv, rows)
+        except OSError as exc:
+            print(f"echoq: cannot write {args.csv}: {exc.strerror}", file=sys.stderr)
+            return 2
+        lines = [f"{len(rows)} attempt(s) of {len(found.learners)} learner(s) written to {path}"]
     elif args.action == "status":
         lines = workshop.status(args.dir, show_urls=args.show_urls)
     else:

@@ -7,8 +7,11 @@ worker exactly as a notebook would, on its own ``VALKEY_URL``), killed with SIGK
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import csv
 import http.server
+import io
 import json
 import os
 import signal
@@ -207,3 +210,50 @@ def test_a_hub_user_left_off_the_roster_is_told_in_one_line_they_work_alone(monk
     assert heartbeat.start(None) is None  # type: ignore[arg-type]
     said = capsys.readouterr().out
     assert said.count("\n") == 1 and "working alone" in said and "'dorothy.vaughan'" in said, said
+
+
+def test_every_attempt_is_in_the_dashboard_one_click_from_its_code_and_in_the_csv(klass, monkeypatch) -> None:
+    from echoq.teaching.workshop import views
+
+    ada = echoq.connect(klass.learner_url("ada"))
+    monkeypatch.setenv("ECHOQ_LEARNER", "ada")
+    monkeypatch.delenv("VALKEY_URL", raising=False)
+    progress.record_lesson(ada, "02")
+    progress.record_check(ada, "02", "claim", False, "deadline-in-the-past", code="return '<b>not bold</b>'")
+    progress.record_check(ada, "02", "claim", True, None, code="-- the right script")
+    dash = views.Dashboard.for_workshop(klass, auto=False)
+    try:
+        dash.attempt_learner.value = "ada"
+        dash.attempt_exercise.value = ("02", "claim")
+        shown = dash.attempts_view.value
+        assert "#1 at " in shown and "#2 at " in shown and "deadline-in-the-past" in shown
+        assert "<details><summary>code</summary>" in shown and "&lt;b&gt;not bold&lt;/b&gt;" in shown
+        assert "<b>not bold</b>" not in shown  # the learner's text is escaped, never markup
+        dash.attempt_learner.value = "bob"
+        dash.attempt_exercise.value = ("01", "lost")
+        assert "not started" in dash.attempts_view.value
+        dash._act(dash.export_csv)
+        link = dash.csv_view.value
+        assert "download='echoq-attempts.csv'" in link and "data:text/csv" in link
+        encoded = link.split("base64,", 1)[1].split("'", 1)[0]
+        from_page = base64.b64decode(encoded).decode()
+    finally:
+        dash.close()
+    out = Path(klass.dir) / "attempts.csv"
+    done = subprocess.run(
+        [sys.executable, "-m", "echoq", "workshop", "export", "--dir", str(klass.dir), "--csv", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and "written to" in done.stdout, done.stderr
+    rows = list(csv.DictReader(io.StringIO(out.read_bytes().decode(), newline="")))
+    assert out.read_bytes().decode() == from_page  # the page's link and the command give one file
+    mine = [r for r in rows if r["learner"] == "ada" and r["exercise"] == "claim"]
+    assert [(r["attempt"], r["verdict"], r["misconception"]) for r in mine] == [
+        ("1", "not yet", "deadline-in-the-past"),
+        ("2", "passed", ""),
+    ]
+    assert mine[0]["code"] == "return '<b>not bold</b>'" and mine[0]["time_utc"].endswith("Z")
+    learners = [r["learner"] for r in rows]
+    assert learners == sorted(learners)  # one order: learner, lesson, exercise, attempt

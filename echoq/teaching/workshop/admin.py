@@ -365,19 +365,22 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         f"({'started by up' if workshop.started else 'attached'}): used memory {info.get('used_memory_human')}, "
         f"AOF {'on' if info.get('aof_enabled') else 'off'}, {info.get('connected_clients')} client(s)"
     )
-    lines.append(f"{'learner':<24} {'hub user':<24} {'user':<8} {'conns':>5} {'queues':>6}  lessons reached")
-    from .. import progress
+    lines.append(
+        f"{'learner':<24} {'hub user':<24} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
+    )
+    from .. import heartbeat, progress
 
-    for lid, learner in workshop.learners.items():
+    for lid, learner in sorted(workshop.learners.items()):  # one order everywhere: the learner id
         queues = {
             key.split("}")[0][len("emq:{") :]
             for key in admin.scan_iter(match=acl.namespace_pattern(lid), count=1000)
             if not key.endswith(":progress")
         }
         reached = ", ".join(sorted(progress.read(admin, lid).lessons)) or "-"
+        kernel = "alive" if admin.exists(heartbeat.alive_key(lid)) else "-"
         lines.append(
             f"{lid:<24} {learner.hub_user:<24} {'ok' if lid in users else 'MISSING':<8} "
-            f"{connected.get(lid, 0):>5} {len(queues):>6}  {reached}"
+            f"{connected.get(lid, 0):>5} {len(queues):>6} {kernel:<6}  {reached}"
         )
     lines.append(f"instructor user {acl.INSTRUCTOR_USER}: {'ok' if acl.INSTRUCTOR_USER in users else 'MISSING'}")
     if show_urls:

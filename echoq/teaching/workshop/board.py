@@ -223,14 +223,14 @@ def _check(record: progress.CheckRecord) -> str:
     return f"{_e(record.lesson)} {_e(record.exercise)}: <span class='{css}'>{_e(record.status)}</span>"
 
 
-def exercises_of(lessons: Iterable[str]) -> list[tuple[str, str]]:
-    """The course's exercises (lesson, exercise) in ``lessons``, in course order."""
+def exercises_of(lessons: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    """The course's exercises (lesson, exercise) in ``lessons`` (default: all), in course order."""
     try:
         from ..exercises import EXERCISES
     except ImportError:  # a kit without exercises: only checks seen on the server are shown
         return []
-    wanted = set(lessons)
-    return sorted((ex.lesson, key) for key, ex in EXERCISES.items() if ex.lesson in wanted)
+    wanted = None if lessons is None else set(lessons)
+    return sorted((ex.lesson, key) for key, ex in EXERCISES.items() if wanted is None or ex.lesson in wanted)
 
 
 def checks_with_not_started(lv: LearnerView) -> list[progress.CheckRecord]:

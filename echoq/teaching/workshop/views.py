@@ -12,10 +12,11 @@ import ipywidgets as widgets
 import redis
 
 from ...errors import EchoqError
+from .. import progress
 from ..course import ipython_shell
-from . import classroom
+from . import classroom, export, history
 from .admin import Workshop
-from .board import Board, BoardData, render
+from .board import Board, BoardData, exercises_of, render
 from .hubinfo import HubView
 
 __all__ = ["Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors"]
@@ -79,9 +80,33 @@ class Dashboard(widgets.VBox):
                 self.readout,
             ]
         )
-        super().__init__([widgets.HTML("<h2>echoq workshop: the class</h2>"), controls, self.view])
+        self.hub_users = dict(hub_users or {})
+        # Attempts: one learner and exercise at a time, redrawn only when its history grows,
+        # so an opened code stays open while the page refreshes.
+        self.attempt_learner = widgets.Dropdown(options=sorted(learners), description="learner")
+        self.attempt_exercise = widgets.Dropdown(
+            options=[(f"{lesson} {ex}", (lesson, ex)) for lesson, ex in exercises_of()],
+            description="exercise",
+        )
+        self.attempts_view = widgets.HTML()
+        self.csv_button = widgets.Button(description="export CSV", tooltip="every attempt of every learner")
+        self.csv_view = widgets.HTML()
+        self.attempt_learner.observe(lambda _c: self.show_attempts(), names="value")
+        self.attempt_exercise.observe(lambda _c: self.show_attempts(), names="value")
+        self.csv_button.on_click(lambda _b: self._act(self.export_csv))
+        self._attempts_shown: tuple | None = None
+        attempts = widgets.VBox(
+            [
+                widgets.HTML("<h3>Attempts</h3>"),
+                widgets.HBox([self.attempt_learner, self.attempt_exercise, self.csv_button]),
+                self.csv_view,
+                self.attempts_view,
+            ]
+        )
+        super().__init__([widgets.HTML("<h2>echoq workshop: the class</h2>"), controls, self.view, attempts])
         self._closing = threading.Event()
         self.refresh()
+        self.show_attempts()
         self._thread = threading.Thread(target=self._loop, name="echoq-dashboard", daemon=True)
         self._thread.start()
 
@@ -123,6 +148,36 @@ class Dashboard(widgets.VBox):
         running = self.running()
         return self.kill([random.choice(running)] if running else [])
 
+    def export_csv(self) -> str:
+        """Every attempt of every learner as a CSV download link (see :mod:`.export`)."""
+        learners = self.hub_users or {name: name for name in self.board.learners}
+        rows = export.rows(self.client, learners)
+        self.csv_view.value = history.csv_link(export.to_csv(rows), len(rows))
+        return f"CSV ready: {len(rows)} attempts of {len(learners)} learners (the link below)."
+
+    def show_attempts(self, force: bool = True) -> None:
+        """The selected learner's attempts at the selected exercise (redrawn only when new ones came)."""
+        learner, choice = self.attempt_learner.value, self.attempt_exercise.value
+        if learner is None or choice is None:
+            self.attempts_view.value = "<p>No exercise to show.</p>"
+            return
+        lesson, exercise = choice
+        record = None
+        if self.last is not None:
+            for lv in self.last.learners:
+                if lv.learner == learner:
+                    record = next((c for c in lv.checks if (c.lesson, c.exercise) == choice), None)
+        key = (learner, choice, record.attempts if record else 0)
+        if not force and key == self._attempts_shown:
+            return
+        try:
+            kept = progress.attempts(self.client, lesson, exercise, learner)
+        except (EchoqError, redis.RedisError) as exc:
+            self.attempts_view.value = f"<p><b>The class server did not answer:</b> {_line(exc)}</p>"
+            return
+        self._attempts_shown = key
+        self.attempts_view.value = history.render_attempts(learner, lesson, exercise, record, kept)
+
     def _act(self, action) -> None:
         try:
             self.readout.value = html.escape(action())
@@ -140,6 +195,8 @@ class Dashboard(widgets.VBox):
             return None
         self.last = data
         self.view.value = render(data)
+        if hasattr(self, "attempts_view"):
+            self.show_attempts(force=False)
         return data
 
     def _loop(self) -> None:
