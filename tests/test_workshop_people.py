@@ -30,6 +30,7 @@ import echoq
 from echoq.teaching import heartbeat, progress
 from echoq.teaching.workshop import Workshop, admin, board, hubinfo
 
+ROOT = Path(__file__).resolve().parents[1]
 ROSTER = ["ada", "bob", "Katherine.Johnson@nasa.gov"]
 
 KERNEL = """
@@ -257,3 +258,75 @@ def test_every_attempt_is_in_the_dashboard_one_click_from_its_code_and_in_the_cs
     assert mine[0]["code"] == "return '<b>not bold</b>'" and mine[0]["time_utc"].endswith("Z")
     learners = [r["learner"] for r in rows]
     assert learners == sorted(learners)  # one order: learner, lesson, exercise, attempt
+
+
+def test_class_chaos_ends_cleanly_stop_everyone_then_a_new_round_from_zero(klass) -> None:
+    from echoq.teaching.workshop import classroom, views
+
+    workers = {
+        name: classroom.ClassWorker(echoq.connect(klass.learner_url(name)), learner=name, klass="people").start()
+        for name in ("ada", "bob")
+    }
+    dash = views.Dashboard.for_workshop(klass, auto=False)
+    try:
+        dash._act(lambda: dash.produce(40))
+        deadline = time.monotonic() + 20
+        while sum(w.mine["delivered"] for w in workers.values()) < 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        dash._act(dash.new_round)
+        assert "New round" in dash.readout.value and "Still running" not in dash.readout.value
+        for name, worker in workers.items():
+            assert worker.join(10) and worker.state == "stopped" and worker.stopped_by_instructor, name
+            assert "stopped by the instructor" in worker.readout()
+        sb = classroom.read_scoreboard(klass.instructor(), ["ada", "bob"], klass="people")
+        assert (sb.jobs, sb.completed, sb.total.delivered, sb.total.effects) == (0, 0, 0, 0)
+        assert sum(sb.counts.values()) == 0 and sb.by_learner["ada"].worker == "stopped"
+        assert dash.running() == []
+        again = classroom.ClassWorker(echoq.connect(klass.learner_url("ada")), learner="ada", klass="people").start()
+        try:
+            dash._act(lambda: dash.produce(5))
+            deadline = time.monotonic() + 20
+            while (sb := classroom.read_scoreboard(klass.instructor(), ["ada"], klass="people")).completed < 5:
+                assert time.monotonic() < deadline, sb
+                time.sleep(0.05)
+            assert sb.jobs == 5 and sb.ok and sb.by_learner["ada"].worker == "running"
+        finally:
+            again.stop()
+    finally:
+        for worker in workers.values():
+            worker.stop()
+        dash.close()
+
+
+def test_run_all_on_class_chaos_in_a_workshop_stops_before_a_second_worker(monkeypatch) -> None:
+    from echoq.teaching.workshop import views
+
+    monkeypatch.setenv("ECHOQ_CLASS", "people")
+    monkeypatch.setenv("VALKEY_URL", "redis://127.0.0.1:1/0")  # never reached: the guard comes first
+    with pytest.raises(echoq.EchoqError, match="for learners alone") as caught:
+        views.practice_alone()
+    assert "\n" not in str(caught.value)
+    import nbformat
+
+    cells = [
+        c.source for c in nbformat.read(ROOT / "notebooks" / "class_chaos.ipynb", 4).cells if c.cell_type == "code"
+    ]
+    guarded = next(n for n, c in enumerate(cells) if "practice_alone()" in c)
+    # Nothing before the guard starts a second worker or produces: Run All stops at it.
+    assert not any("ClassWorker(" in c or "produce(" in c for c in cells[:guarded])
+    assert cells[guarded].index("practice_alone()") < cells[guarded].index("ClassWorker(")
+
+
+def test_practising_alone_stops_the_worker_the_first_cell_started(monkeypatch, valkey_client) -> None:
+    from echoq.teaching.workshop import classroom, views
+
+    monkeypatch.delenv("ECHOQ_CLASS", raising=False)
+    first = classroom.ClassWorker(valkey_client, learner="solo", klass="practice").start()
+    monkeypatch.setattr(views, "_current", first)
+    try:
+        views.practice_alone()
+        assert first.state == "stopped"  # no hidden second worker beside the practice's own
+    finally:
+        first.stop()
+        classroom.new_round(valkey_client, klass="practice")

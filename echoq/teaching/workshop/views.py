@@ -11,7 +11,7 @@ import threading
 import ipywidgets as widgets
 import redis
 
-from ...errors import EchoqError
+from ...errors import EchoqError, InvalidArgument
 from .. import progress
 from ..course import ipython_shell
 from . import classroom, export, history
@@ -19,7 +19,7 @@ from .admin import Workshop
 from .board import Board, BoardData, exercises_of, render
 from .hubinfo import HubView
 
-__all__ = ["Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors"]
+__all__ = ["Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors", "practice_alone"]
 
 
 def one_line_errors() -> None:
@@ -68,14 +68,20 @@ class Dashboard(widgets.VBox):
         self.kill_button = widgets.Button(description="kill worker", button_style="danger")
         self.kill_random_button = widgets.Button(description="kill a random worker", button_style="warning")
         self.kill_all_button = widgets.Button(description="kill every worker", button_style="danger")
+        self.stop_all_button = widgets.Button(description="stop every worker", tooltip="each finishes its job")
+        self.new_round_button = widgets.Button(
+            description="new round", tooltip="stop every worker, empty the class queue, zero the scoreboard"
+        )
         self.live = widgets.ToggleButton(value=auto, description="live", tooltip="refresh every second")
         self.produce_button.on_click(lambda _b: self._act(lambda: self.produce(self.jobs.value)))
         self.kill_button.on_click(lambda _b: self._act(lambda: self.kill([self.who.value])))
         self.kill_random_button.on_click(lambda _b: self._act(self.kill_random))
         self.kill_all_button.on_click(lambda _b: self._act(lambda: self.kill(self.running())))
+        self.stop_all_button.on_click(lambda _b: self._act(self.stop_all))
+        self.new_round_button.on_click(lambda _b: self._act(self.new_round))
         controls = widgets.VBox(
             [
-                widgets.HBox([self.jobs, self.produce_button, self.live]),
+                widgets.HBox([self.jobs, self.produce_button, self.stop_all_button, self.new_round_button, self.live]),
                 widgets.HBox([self.who, self.kill_button, self.kill_random_button, self.kill_all_button]),
                 self.readout,
             ]
@@ -142,6 +148,19 @@ class Dashboard(widgets.VBox):
         return (
             f"Kill ordered for {', '.join(who)}: written to emq:{{{self.class_name}.control}}:kills; "
             "each worker reads its order within 0.1 s and dies as if SIGKILLed."
+        )
+
+    def stop_all(self) -> str:
+        classroom.stop_all(self.client, klass=self.class_name)
+        return "Stop ordered for every worker: each finishes the job in its hands and ends."
+
+    def new_round(self) -> str:
+        alive = [lv.learner for lv in (self.refresh() or self.last).learners if lv.kernel == "alive"]
+        late = classroom.new_round(self.client, alive, klass=self.class_name)
+        left = f" Still running after 10 s: {', '.join(late)}." if late else ""
+        return (
+            "New round: every worker stopped, the class queue emptied, the scoreboard at 0; "
+            f"learners run their cell again to join.{left}"
         )
 
     def kill_random(self) -> str:
@@ -243,6 +262,23 @@ class ClassWorkerPanel(widgets.VBox):
 
 
 _current: classroom.ClassWorker | None = None
+
+
+def practice_alone() -> None:
+    """The start of class chaos for a learner alone. In a workshop (``ECHOQ_CLASS`` and a
+    ``VALKEY_URL``: the instructor runs the round) it stops, in one line, so "Run All" adds
+    no second worker and no jobs to the class queue. Alone, it stops the worker
+    :func:`class_worker` started in this kernel, so the practice runs with no hidden one."""
+    import os
+
+    one_line_errors()
+    if os.environ.get("ECHOQ_CLASS") and os.environ.get("VALKEY_URL"):
+        raise InvalidArgument(
+            "this part is for learners alone, and you are in a workshop: your worker above is all you need "
+            "(the instructor produces the jobs and orders the kills); Run All stops here on purpose"
+        )
+    if _current is not None and _current.state == "running":
+        _current.stop()
 
 
 def class_worker(**kwargs: object) -> ClassWorkerPanel | widgets.HTML:
