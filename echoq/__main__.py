@@ -67,7 +67,9 @@ def _add_chaos(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_workshop(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("workshop", help="one shared Valkey for a class: up, status, down (see docs/WORKSHOP.md)")
+    p = sub.add_parser(
+        "workshop", help="one shared Valkey for a class: up, hub, status, export, down (see docs/WORKSHOP.md)"
+    )
     actions = p.add_subparsers(dest="action", required=True)
     folder = argparse.ArgumentParser(add_help=False)
     folder.add_argument("--dir", help="the workshop folder (default: $ECHOQ_WORKSHOP, else ./echoq-workshop)")
@@ -85,6 +87,9 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--maxmemory", default="1gb", help="memory cap of a started server (default 1gb)")
     status = actions.add_parser("status", parents=[folder], help="what the class server holds, learner by learner")
     status.add_argument("--show-urls", action="store_true", help="print each learner's VALKEY_URL (with password)")
+    hub = actions.add_parser("hub", parents=[folder], help="run JupyterHub for the class on this machine (offline)")
+    hub.add_argument("--ip", default="127.0.0.1", help="address the hub listens on (default 127.0.0.1)")
+    hub.add_argument("--port", type=int, default=8000, help="its port (default 8000)")
     export = actions.add_parser("export", parents=[folder], help="every learner's attempts, one CSV row each")
     export.add_argument("--csv", required=True, help="the file to write ('-': standard output)")
     down = actions.add_parser("down", parents=[folder], help="delete the users and keys; stop a started server")
@@ -116,6 +121,15 @@ def _workshop(args: argparse.Namespace) -> int:
             instructors=args.instructor,
             maxmemory=args.maxmemory,
         )
+    elif args.action == "hub":
+        import os
+
+        from .teaching.workshop import hub
+
+        config, lines = hub.prepare(args.dir, ip=args.ip, port=args.port)
+        print("\n".join(lines), flush=True)
+        os.chdir(config.parent)
+        os.execv(sys.executable, [sys.executable, "-m", "jupyterhub", "-f", str(config)])
     elif args.action == "export":
         from .teaching.workshop import export
 

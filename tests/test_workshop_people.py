@@ -164,6 +164,7 @@ def test_a_roster_name_with_capitals_is_matched_as_the_hub_lowercases_it(klass) 
 def test_the_board_says_whose_server_runs_and_who_is_on_the_hub_but_not_the_roster(klass) -> None:
     users = [
         {"name": "ada", "servers": {"": {"ready": True}}},
+        {"name": "bob", "servers": {"": {"ready": True}}},  # a server, and never a kernel on the class server
         {"name": "katherine.johnson@nasa.gov", "servers": {}},
         {"name": "stranger", "servers": {"": {"ready": True}}},
     ]
@@ -190,12 +191,12 @@ def test_the_board_says_whose_server_runs_and_who_is_on_the_hub_but_not_the_rost
             klass.instructor(), list(klass.learners), class_name="people", hub_users=hub_users, hub=hub
         ).read()
         shown = {lv.learner: lv for lv in data.learners}
-        assert shown["ada"].server == "running" and shown["bob"].server == "never logged in"
+        assert shown["ada"].server == "running" and shown["bob"].server == "running"
         katherine = next(lid for lid, name in hub_users.items() if name.startswith("katherine"))
         assert shown[katherine].server == "stopped"
         assert data.strangers == ["stranger"] and seen_tokens == ["token secret-token"]
         html = board.render(data)
-        assert "not on the roster" in html and "stranger" in html and "working alone?" in html  # ada: no kernel
+        assert "not on the roster" in html and "stranger" in html and "working alone?" in html  # bob
     finally:
         server.shutdown()
 

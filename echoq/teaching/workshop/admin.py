@@ -505,6 +505,9 @@ c.JupyterHub.services.append(
             {sys.executable!r}, "-m", "jupyterhub.singleuser",
             "--ServerApp.root_dir={dashboard.parent}",
             "--ServerApp.default_url=/voila/render/{dashboard.name}",
+            # Stop at the hub's first signal, whatever the terminal: a prompt that waits for
+            # a "y" made the hub wait its 30 s for this service at every shutdown.
+            "--ServerApp.answer_yes=True",
             *(["--allow-root"] if _os.geteuid() == 0 else []),
         ],
         "environment": {{"ECHOQ_WORKSHOP": {str(workshop.dir)!r}}},

@@ -257,10 +257,10 @@ def ago(now_ms: int, then_ms: int) -> str:
 def _kernel(lv: LearnerView, now_ms: int) -> str:
     if lv.kernel == "alive":
         return "<span class='ok'>alive</span>"
-    if lv.server == "running":
-        return "<span class='bad'>none on the class server</span> (server running: working alone?)"
     if lv.kernel == "gone":
         return "<span class='bad'>not alive</span> (no heartbeat)"
+    if lv.server == "running":
+        return "<span class='bad'>none on the class server</span> (server running: working alone?)"
     return "<span class='bad'>never connected</span>"
 
 

@@ -38,6 +38,24 @@ def one_line_errors() -> None:
     shell.set_custom_exc((EchoqError,), show)
 
 
+STALE_S = 6  # no fresh reading for this long: the page says it is disconnected
+
+
+def stale_banner(after_s: float = STALE_S) -> str:
+    """A banner that shows itself ``after_s`` seconds after it was drawn -- by CSS alone, so
+    it works when nothing else on the page does: every refresh draws it afresh (restarting
+    its clock), and when the refreshes stop (the dashboard's kernel or server is gone, the
+    hub stopped) it appears over the last reading, saying that reading is old."""
+    return (
+        "<style>@keyframes echoq-stale{to{visibility:visible}}</style>"
+        "<div class='echoq-disconnected' role='alert' style='visibility:hidden;position:fixed;top:0;left:0;"
+        "right:0;z-index:1000;background:#b00020;color:#fff;padding:10px 16px;font:600 15px system-ui,sans-serif;"
+        f"animation:echoq-stale 0s linear {after_s:g}s forwards'>"
+        f"Disconnected: no reading for {after_s:g} s -- the dashboard's kernel or server is gone, "
+        "so what is below is old. Reload the page (or restart the dashboard).</div>"
+    )
+
+
 def _line(exc: BaseException) -> str:
     return html.escape(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
@@ -73,6 +91,7 @@ class Dashboard(widgets.VBox):
             description="new round", tooltip="stop every worker, empty the class queue, zero the scoreboard"
         )
         self.live = widgets.ToggleButton(value=auto, description="live", tooltip="refresh every second")
+        self.live.observe(lambda _c: self.refresh(), names="value")  # paused: no "disconnected" banner
         self.produce_button.on_click(lambda _b: self._act(lambda: self.produce(self.jobs.value)))
         self.kill_button.on_click(lambda _b: self._act(lambda: self.kill([self.who.value])))
         self.kill_random_button.on_click(lambda _b: self._act(self.kill_random))
@@ -213,7 +232,7 @@ class Dashboard(widgets.VBox):
             self.view.value = f"<p><b>The class server did not answer:</b> {_line(exc)}</p>"
             return None
         self.last = data
-        self.view.value = render(data)
+        self.view.value = render(data) + (stale_banner() if self.live.value else "")
         if hasattr(self, "attempts_view"):
             self.show_attempts(force=False)
         return data
