@@ -134,7 +134,7 @@ def test_the_guide_runs_a_class_of_two_and_tears_it_down_with_nothing_left(tmp_p
         stopping = time.monotonic()
         hub.wait(30)
         stop_s = time.monotonic() - stopping
-        assert stop_s < 10, f"the hub took {stop_s:.1f} s to stop"
+        assert stop_s < 15, f"the hub took {stop_s:.1f} s to stop"  # each server gets 3 s; a hang was 30+ s
         teacher.locator(".echoq-disconnected").wait_for(state="visible", timeout=15_000)
         assert "Disconnected" in teacher.locator(".echoq-disconnected").inner_text()
         down = guide("down", "--dir", str(folder), env=env)
