@@ -117,6 +117,7 @@ def test_the_guide_runs_a_class_of_two_and_tears_it_down_with_nothing_left(tmp_p
         teacher.locator(".echoq-board").wait_for(timeout=READY_S * 1000)
         row = teacher.locator(".echoq-board tr", has_text=katherine).last
         row.get_by_text("alive", exact=True).wait_for(timeout=15_000)
+        row.get_by_text("running", exact=True).wait_for(timeout=15_000)  # her server, as the hub says
         below = [hub.pid, *_descendants(hub.pid)]
         os.kill(beats[katherine].pid, signal.SIGKILL)  # kill -9 her kernel
         killed = time.monotonic()

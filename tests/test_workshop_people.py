@@ -348,3 +348,22 @@ def test_the_guides_commands_name_the_venv_interpreter_and_exist() -> None:
         assert done.returncode == 0, (action, done.stderr)
     makefile = (ROOT / "Makefile").read_text()
     assert "\nhub: setup" in makefile and "echoq workshop hub" in makefile and "hub-deps.sh" in makefile
+
+
+def test_the_heartbeat_records_when_the_kernel_connected_and_when_a_cell_last_ran(klass) -> None:
+    beat = heartbeat.start(echoq.connect(klass.learner_url("bob")), lesson="04", learner="bob")
+    try:
+        assert beat is not None
+        record = progress.read(klass.instructor(), "bob")
+        assert record.connected_ms > 0 and record.active_ms == 0
+        alive = heartbeat.parse(klass.instructor().get(heartbeat.alive_key("bob")))
+        assert alive is not None and alive.pid == os.getpid() and alive.lesson == "04"
+        assert 0 < klass.instructor().pttl(heartbeat.alive_key("bob")) <= heartbeat.TTL_MS
+        beat.on_cell()  # the learner runs a cell
+        deadline = time.monotonic() + 10
+        while progress.read(klass.instructor(), "bob").active_ms == 0:
+            assert time.monotonic() < deadline, "the cell run never reached the record"
+            time.sleep(0.05)
+    finally:
+        beat.stop()
+    assert not klass.instructor().exists(heartbeat.alive_key("bob"))  # a clean end takes the key at once

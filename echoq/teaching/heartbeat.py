@@ -165,8 +165,12 @@ def start(client: redis.Redis, lesson: str | None = None, *, learner: str | None
     with _lock:
         beat = _beats.get(learner)
         if beat is not None and beat.thread.is_alive() and not beat.gone:
-            if lesson is not None:
+            if lesson is not None and lesson != beat.lesson:
                 beat.lesson = lesson
+                try:
+                    beat.beat()  # the new lesson shows at once, not a beat later
+                except Exception:
+                    pass  # the thread keeps trying
             return beat
         if beat is not None:
             beat.stop()
