@@ -104,7 +104,10 @@ class _Beat:
             except Exception as exc:  # any failure to reach the server: judged by how long it lasts
                 first = self.failing_since = self.failing_since or time.monotonic()
                 if self.gone is None and time.monotonic() - first >= GONE_S:
-                    self.gone = _gone_line(self.client, exc)
+                    try:
+                        self.gone = _gone_line(self.client, exc)
+                    except Exception:  # the notice must never end the beat
+                        self.gone = "echoq: the class server is gone; run `%env VALKEY_URL=` to go on alone"
             self._stop.wait(BEAT_S)
 
     def stop(self) -> None:
@@ -123,7 +126,8 @@ class _Beat:
 
 
 def _gone_line(client: redis.Redis, exc: BaseException) -> str:
-    kw = client.connection_pool.connection_kwargs
+    pool = getattr(client, "connection_pool", None)  # a cluster client has one per node
+    kw = pool.connection_kwargs if pool is not None else {}
     where = f"{kw.get('host', '?')}:{kw.get('port', '?')}"
     if isinstance(exc, redis.AuthenticationError) or "WRONGPASS" in str(exc) or "NOAUTH" in str(exc):
         why = "your class user no longer exists: the instructor ended the workshop"
