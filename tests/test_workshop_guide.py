@@ -125,6 +125,9 @@ def test_the_guide_runs_a_class_of_two_and_tears_it_down_with_nothing_left(tmp_p
         noticed_s = time.monotonic() - killed
         assert noticed_s < heartbeat.TTL_MS / 1000 + 3, noticed_s
         assert teacher.locator(".echoq-board tr", has_text="ada").last.get_by_text("alive", exact=True).is_visible()
+        # Her own page no longer claims her worker runs: its readout says the line is old.
+        pages[ROSTER[1]].get_by_text("the line above is old").wait_for(state="visible", timeout=15_000)
+        assert not pages["ada"].get_by_text("the line above is old").is_visible()  # ada's kernel lives
         out = tmp_path / "attempts.csv"
         guide("export", "--dir", str(folder), "--csv", str(out), env=env)
         rows = list(csv.DictReader(io.StringIO(out.read_bytes().decode(), newline="")))

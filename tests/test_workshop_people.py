@@ -367,3 +367,24 @@ def test_the_heartbeat_records_when_the_kernel_connected_and_when_a_cell_last_ra
     finally:
         beat.stop()
     assert not klass.instructor().exists(heartbeat.alive_key("bob"))  # a clean end takes the key at once
+
+
+def test_a_running_workers_readout_redraws_a_note_that_shows_only_when_updates_stop(klass) -> None:
+    from echoq.teaching.workshop import classroom, views
+
+    worker = classroom.ClassWorker(echoq.connect(klass.learner_url("ada")), learner="ada", klass="people").start()
+    panel = views.ClassWorkerPanel(worker, refresh_s=0.05)
+    try:
+        first = panel.readout.value
+        assert "Worker of ada running" in first and "visibility:hidden" in first and "the line above is old" in first
+        deadline = time.monotonic() + 10
+        while panel.readout.value == first:  # each update is a new value: the browser redraws the note
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        worker.stop()
+    deadline = time.monotonic() + 10
+    while "is old" in panel.readout.value:  # a final state is not stale: no note
+        assert time.monotonic() < deadline, panel.readout.value
+        time.sleep(0.02)
+    assert "stopped" in panel.readout.value

@@ -267,11 +267,27 @@ class ClassWorkerPanel(widgets.VBox):
         self.stop_button.on_click(lambda _b: threading.Thread(target=worker.stop, daemon=True).start())
         super().__init__([self.readout, self.stop_button])
         self._refresh_s = refresh_s
+        self._tick = 0
         self.update()
         threading.Thread(target=self._loop, name="echoq-class-readout", daemon=True).start()
 
+    STALE_S = 5
+
     def update(self) -> None:
-        self.readout.value = html.escape(self.worker.readout())
+        text = html.escape(self.worker.readout())
+        if self.worker.state == "running":
+            # While it runs, every update redraws a note that shows itself after STALE_S:
+            # if the kernel dies or the hub restarts, the updates stop and the note says the
+            # "running" above is old (CSS alone: nothing on the page needs the kernel).
+            self._tick += 1
+            text += (
+                f"<span hidden>{self._tick}</span><style>@keyframes echoq-stale{{to{{visibility:visible}}}}</style>"
+                "<div class='echoq-disconnected' style='visibility:hidden;color:#b00020;font-weight:600;"
+                f"animation:echoq-stale 0s linear {self.STALE_S}s forwards'>No word from this notebook's kernel "
+                f"for {self.STALE_S} s: it stopped, or the hub restarted -- the line above is old. "
+                "Run the cell again.</div>"
+            )
+        self.readout.value = text
         self.stop_button.disabled = self.worker.state != "running"
 
     def _loop(self) -> None:
