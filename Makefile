@@ -9,7 +9,7 @@ PORT   ?= 8888
 # JupyterLab refuses to run as root unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup lab test lint bench clean present dashboard binder-link binder-badge
+.PHONY: setup lab test lint bench clean present dashboard hub binder-link binder-badge
 
 setup: $(STAMP)
 
@@ -38,6 +38,13 @@ dashboard: setup
 	@echo "the dashboard needs its token: open the URL Voila prints below (http://$(HOST):$(DASHBOARD_PORT)/?token=...)"
 	ECHOQ_WORKSHOP=$(abspath $(ECHOQ_WORKSHOP)) $(BIN)/voila notebooks/dashboard.ipynb --no-browser \
 	  --Voila.ip=$(HOST) --port=$(DASHBOARD_PORT) --token
+
+# JupyterHub for the class on this machine, offline (docs/WORKSHOP.md): the hub from the
+# project's extras, configurable-http-proxy from npm into build/hub. Ctrl-C stops it.
+HUB_PORT ?= 8000
+hub: setup
+	@bash tools/hub-deps.sh
+	ECHOQ_WORKSHOP=$(abspath $(ECHOQ_WORKSHOP)) $(BIN)/python -m echoq workshop hub --port $(HUB_PORT)
 
 # This repository's Binder link, from its git remote (REMOTE=... to use another address);
 # binder-badge also writes the badge into the README.

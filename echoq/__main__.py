@@ -67,7 +67,9 @@ def _add_chaos(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_workshop(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("workshop", help="one shared Valkey for a class: up, status, down (see docs/WORKSHOP.md)")
+    p = sub.add_parser(
+        "workshop", help="one shared Valkey for a class: up, hub, status, export, down (see docs/WORKSHOP.md)"
+    )
     actions = p.add_subparsers(dest="action", required=True)
     folder = argparse.ArgumentParser(add_help=False)
     folder.add_argument("--dir", help="the workshop folder (default: $ECHOQ_WORKSHOP, else ./echoq-workshop)")
@@ -91,6 +93,11 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
     watch.add_argument("--tick", type=float, default=0.1, help="seconds between looks (default 0.1)")
     status = actions.add_parser("status", parents=[folder], help="what the class server holds, learner by learner")
     status.add_argument("--show-urls", action="store_true", help="print each learner's VALKEY_URL (with password)")
+    hub = actions.add_parser("hub", parents=[folder], help="run JupyterHub for the class on this machine (offline)")
+    hub.add_argument("--ip", default="127.0.0.1", help="address the hub listens on (default 127.0.0.1)")
+    hub.add_argument("--port", type=int, default=8000, help="its port (default 8000)")
+    export = actions.add_parser("export", parents=[folder], help="every learner's attempts, one CSV row each")
+    export.add_argument("--csv", required=True, help="the file to write ('-': standard output)")
     down = actions.add_parser("down", parents=[folder], help="delete the users and keys; stop a started server")
     down.add_argument("--keep-server", action="store_true", help="leave a server `up` started running")
 
@@ -132,6 +139,29 @@ def _workshop(args: argparse.Namespace) -> int:
         from .teaching.workshop import watch
 
         return watch.main(args.dir, tick_s=args.tick)
+    elif args.action == "hub":
+        import os
+
+        from .teaching.workshop import hub
+
+        config, lines = hub.prepare(args.dir, ip=args.ip, port=args.port)
+        print("\n".join(lines), flush=True)
+        os.chdir(config.parent)
+        os.execv(sys.executable, [sys.executable, "-m", "jupyterhub", "-f", str(config)])
+    elif args.action == "export":
+        from .teaching.workshop import export
+
+        found = workshop.Workshop.load(args.dir)
+        rows = export.rows(found.instructor(), {lid: ln.hub_user for lid, ln in found.learners.items()})
+        if args.csv == "-":
+            sys.stdout.write(export.to_csv(rows))
+            return 0
+        try:
+            path = export.write_csv(args.csv, rows)
+        except OSError as exc:
+            print(f"echoq: cannot write {args.csv}: {exc.strerror}", file=sys.stderr)
+            return 2
+        lines = [f"{len(rows)} attempt(s) of {len(found.learners)} learner(s) written to {path}"]
     elif args.action == "status":
         lines = workshop.status(args.dir, show_urls=args.show_urls)
     else:

@@ -117,7 +117,7 @@ def test_the_files_are_mode_0600_and_the_roster_gives_each_learner_their_own_url
     roster = json.loads((folder / admin.ROSTER_FILE).read_text())
     grace = learner.from_hub_user("Grace.Hopper@navy.mil")
     assert set(roster["learners"]) == {"ada", "bob", grace}
-    assert roster["hub_users"]["Grace.Hopper@navy.mil"] == grace
+    assert roster["hub_users"]["grace.hopper@navy.mil"] == grace
     for lid, entry in roster["learners"].items():
         client = echoq.connect(entry["valkey_url"])
         assert entry["valkey_url"].startswith(f"redis://{lid}:")
@@ -142,7 +142,8 @@ def test_the_hub_snippet_gives_each_user_their_url_and_learner_id_and_holds_no_p
     assert environment["ECHOQ_CLASS"] == "class"
     (service,) = c.JupyterHub.services.get_value([])
     assert service["name"] == admin.DASHBOARD_SERVICE and service["url"].startswith("http://127.0.0.1:")
-    (role,) = c.JupyterHub.load_roles.get_value([])
+    role, reader = c.JupyterHub.load_roles.get_value([])
+    assert reader["services"] == [admin.DASHBOARD_SERVICE] and "read:servers" in reader["scopes"]
     assert role["users"] == ["teacher"] and role["scopes"] == [f"access:services!service={admin.DASHBOARD_SERVICE}"]
 
 

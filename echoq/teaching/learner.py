@@ -17,13 +17,23 @@ import re
 
 from ..keyspace import NAMESPACE_RE, check_namespace, check_queue_name
 
-__all__ = ["learner_id", "from_hub_user", "queue_name"]
+__all__ = ["learner_id", "from_hub_user", "normalize_hub_user", "queue_name"]
+
+
+def normalize_hub_user(user: str) -> str:
+    """A user name as JupyterHub keeps it: its default ``Authenticator.normalize_username``
+    lowercases every name at login (``Katherine.Johnson@nasa.gov`` logs in as
+    ``katherine.johnson@nasa.gov``), so a roster must be matched in that form. (A hub with a
+    ``username_map`` or its own authenticator: write the names it ends up with.)"""
+    return user.strip().lower()
 
 
 def from_hub_user(user: str) -> str:
-    """A namespace for a JupyterHub user name. A name that is already a valid namespace is
-    kept; any other (``Ada.Lovelace@uni.edu``) becomes its safe letters plus a short hash of
-    the whole name, so two different users can never share a namespace."""
+    """A namespace for a JupyterHub user name, taken as the hub normalises it
+    (:func:`normalize_hub_user`). A name that is then a valid namespace is kept; any other
+    (``Ada.Lovelace@uni.edu``) becomes its safe letters plus a short hash of the whole name,
+    so two different users can never share a namespace."""
+    user = normalize_hub_user(user)
     if NAMESPACE_RE.match(user):
         return user
     safe = re.sub(r"[^a-z0-9_-]+", "-", user.lower()).strip("-_")[:20] or "user"

@@ -9,25 +9,54 @@ instructor) can touch it. Fields:
 * ``check:<nn>:<exercise>:passed`` -- ``1`` once it has passed (never goes back to 0);
 * ``check:<nn>:<exercise>:misconception`` -- the name of the last misconception it caught
   (empty once it passes);
-* ``check:<nn>:<exercise>:at`` -- server ms of the last check.
+* ``check:<nn>:<exercise>:at`` -- server ms of the last check;
+* ``check:<nn>:<exercise>:miss:<misconception>`` -- how many checks caught that
+  misconception (kept after a pass: "passed after 4 tries: code-error x2, ...");
+* ``current`` / ``current_at`` -- the lesson started last (the one the learner is in) and when;
+* ``connected`` / ``active`` -- when the learner's kernel first reached the class server and
+  when they last ran a cell (written by :mod:`echoq.teaching.heartbeat`).
 
-A check's fields are written in one MULTI, so a reader never sees an attempt without its
-verdict. :func:`read` returns a learner's whole record in one call.
+Every attempt is also kept, newest first, in a list per exercise,
+``emq:{<learner>.course}:attempts:<nn>:<exercise>``: one JSON entry each with the server
+time, the verdict, the misconception and the learner's submitted code. The list keeps the
+last ``MAX_ATTEMPTS`` (50) attempts and each code up to ``MAX_CODE_CHARS`` (8,000)
+characters (marked ``truncated``), so one learner's record stays under ~0.5 MB per exercise
+however often they press Run.
+
+A check's fields and its history entry are written in one MULTI, so a reader never sees an
+attempt without its verdict. :func:`read` returns a learner's whole record in one call.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 
 import redis
 
 from ..clock import server_now_ms
+from ..errors import InvalidArgument
 from ..keyspace import Keyspace, check_namespace
 from . import learner as learners
 
-__all__ = ["CheckRecord", "Progress", "key", "record_lesson", "record_check", "read", "parse"]
+__all__ = [
+    "Attempt",
+    "CheckRecord",
+    "Progress",
+    "attempts",
+    "attempts_key",
+    "key",
+    "record_lesson",
+    "record_check",
+    "read",
+    "parse",
+]
 
 COURSE = "course"
+MAX_ATTEMPTS = 50
+MAX_CODE_CHARS = 8_000
+_PART = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 def key(learner: str | None = None) -> str:
@@ -35,6 +64,18 @@ def key(learner: str | None = None) -> str:
     if learner is None:
         return Keyspace(learners.queue_name(COURSE)).progress
     return Keyspace(f"{check_namespace(learner)}.{COURSE}").progress
+
+
+def attempts_key(lesson: str, exercise: str, learner: str | None = None) -> str:
+    """The list of ``learner``'s attempts at one exercise (newest first)."""
+    prefix = key(learner)[: -len("progress")]
+    return f"{prefix}attempts:{_part('lesson', lesson)}:{_part('exercise', exercise)}"
+
+
+def _part(what: str, value: str) -> str:
+    if not isinstance(value, str) or not _PART.match(value):
+        raise InvalidArgument(f"{what} must be 1-64 letters, digits, '_', '-' or '.', got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -45,6 +86,26 @@ class CheckRecord:
     passed: bool
     misconception: str | None
     at_ms: int
+    missed: dict[str, int] = field(default_factory=dict)  # misconception -> checks that caught it
+
+    @property
+    def status(self) -> str:
+        """In words: "not started", "passed after 4 tries: code-error x2, ..." or "not yet"."""
+        if self.attempts == 0:
+            return "not started"
+        tries = "try" if self.attempts == 1 else "tries"
+        hit = ", ".join(f"{name} x{n}" if n > 1 else name for name, n in self.missed.items())
+        verdict = "passed" if self.passed else "not yet"
+        return f"{verdict} after {self.attempts} {tries}" + (f": {hit}" if hit else "")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    at_ms: int
+    passed: bool
+    misconception: str | None
+    code: str | None
+    truncated: bool = False
 
 
 @dataclass
@@ -53,11 +114,28 @@ class Progress:
     lessons: dict[str, int] = field(default_factory=dict)  # lesson -> first started (server ms)
     checks: dict[tuple[str, str], CheckRecord] = field(default_factory=dict)
     skipped: int = 0  # fields of the kit's shape whose value the kit never writes (not a whole number)
+    current: str | None = None  # the lesson started last
+    current_at_ms: int = 0
+    connected_ms: int = 0  # 0: the kernel never reached the class server
+    active_ms: int = 0  # the last cell run (0: none seen)
+
+    @property
+    def last_activity_ms(self) -> int:
+        """The latest thing the learner did: a cell, a lesson started, a check."""
+        return max([self.active_ms, self.current_at_ms, *(c.at_ms for c in self.checks.values())])
 
 
 def record_lesson(client: redis.Redis, lesson: str) -> None:
-    """Note that the learner started ``lesson`` (the first time only)."""
-    client.hsetnx(key(), f"lesson:{lesson}", server_now_ms(client))
+    """Note that the learner started ``lesson``: first time (kept), and as the current one.
+    On a class server this kernel's heartbeat starts too (:mod:`echoq.teaching.heartbeat`)."""
+    now = server_now_ms(client)
+    pipe = client.pipeline(transaction=True)
+    pipe.hsetnx(key(), f"lesson:{lesson}", now)
+    pipe.hset(key(), mapping={"current": lesson, "current_at": now})
+    pipe.execute()
+    from . import heartbeat
+
+    heartbeat.start(client, lesson)
 
 
 def record_check(
@@ -68,10 +146,19 @@ def record_check(
     misconception: str | None,
     code: str | None = None,
 ) -> None:
-    """One run of an exercise check: attempts + 1, the verdict, the misconception hit.
-    ``code`` (the learner's submitted text) is accepted for the attempt history."""
+    """One run of an exercise check: attempts + 1, the verdict, the misconception hit, and
+    an entry in the exercise's history with ``code``, the learner's submitted answer."""
     k, head = key(), f"check:{lesson}:{exercise}:"
+    history = attempts_key(lesson, exercise)
     now = server_now_ms(client)
+    text = None if code is None else str(code)
+    entry = {
+        "at": now,
+        "passed": bool(passed),
+        "misconception": None if passed else (misconception or None),
+        "code": text[:MAX_CODE_CHARS] if text is not None else None,
+        "truncated": text is not None and len(text) > MAX_CODE_CHARS,
+    }
     pipe = client.pipeline(transaction=True)
     pipe.hincrby(k, head + "attempts", 1)
     if passed:
@@ -79,7 +166,36 @@ def record_check(
     else:
         pipe.hset(k, mapping={head + "misconception": misconception or "", head + "at": now})
         pipe.hsetnx(k, head + "passed", 0)
+        if misconception:
+            pipe.hincrby(k, f"{head}miss:{misconception}", 1)
+    pipe.lpush(history, json.dumps(entry))
+    pipe.ltrim(history, 0, MAX_ATTEMPTS - 1)
     pipe.execute()
+
+
+def attempts(client: redis.Redis, lesson: str, exercise: str, learner: str | None = None) -> list[Attempt]:
+    """The kept attempts at one exercise, oldest first (at most ``MAX_ATTEMPTS``)."""
+    return parse_attempts(client.lrange(attempts_key(lesson, exercise, learner), 0, -1))
+
+
+def parse_attempts(raw: list) -> list[Attempt]:
+    """Attempts from the list as LRANGE returns it (newest first), oldest first."""
+    found = []
+    for item in reversed(raw):
+        try:
+            data = json.loads(item)
+            found.append(
+                Attempt(
+                    int(data["at"]),
+                    bool(data["passed"]),
+                    data.get("misconception") or None,
+                    data.get("code"),
+                    bool(data.get("truncated")),
+                )
+            )
+        except (ValueError, KeyError, TypeError):
+            continue  # not an entry this kit wrote: left out rather than guessed
+    return found
 
 
 def read(client: redis.Redis, learner: str | None = None) -> Progress:
@@ -95,6 +211,7 @@ def parse(fields: dict, learner: str | None) -> Progress:
     raw = {str(f): str(v) for f, v in fields.items()}
     progress = Progress(learner)
     found: dict[tuple[str, str], dict[str, str]] = {}
+    missed: dict[tuple[str, str], dict[str, int]] = {}
     for name, value in raw.items():
         parts = name.split(":")
         if parts[0] == "lesson" and len(parts) == 2:
@@ -105,11 +222,18 @@ def parse(fields: dict, learner: str | None) -> Progress:
                 progress.lessons[parts[1]] = started
         elif parts[0] == "check" and len(parts) == 4:
             found.setdefault((parts[1], parts[2]), {})[parts[3]] = value
+        elif parts[0] == "check" and len(parts) == 5 and parts[3] == "miss":
+            hits = _whole(value)
+            if hits is None:
+                progress.skipped += 1
+            else:
+                missed.setdefault((parts[1], parts[2]), {})[parts[4]] = hits
     for (lesson, exercise), fields in sorted(found.items()):
         attempts, at = _whole(fields.get("attempts", "0")), _whole(fields.get("at", "0"))
         if attempts is None or at is None:
             progress.skipped += 1
             continue
+        hits = missed.get((lesson, exercise), {})
         progress.checks[(lesson, exercise)] = CheckRecord(
             lesson,
             exercise,
@@ -117,8 +241,23 @@ def parse(fields: dict, learner: str | None) -> Progress:
             fields.get("passed") == "1",
             fields.get("misconception") or None,
             at,
+            dict(sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))),
         )
+    progress.current = raw.get("current") or None
+    progress.current_at_ms = _ms(raw, "current_at", progress)
+    progress.connected_ms = _ms(raw, "connected", progress)
+    progress.active_ms = _ms(raw, "active", progress)
     return progress
+
+
+def _ms(raw: dict[str, str], name: str, progress: Progress) -> int:
+    """A time field of the record (0 when absent; counted as skipped when not a whole number)."""
+    value = raw.get(name) or "0"
+    found = _whole(value)
+    if found is None:
+        progress.skipped += 1
+        return 0
+    return found
 
 
 def _whole(value: str) -> int | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from .admin import Learner, Workshop, down, status, up, workshop_dir
-from .classroom import ClassWorker, Scoreboard, kill, produce, read_scoreboard
+from .classroom import ClassWorker, Scoreboard, kill, new_round, produce, read_scoreboard, stop_all
 
 __all__ = [
     "ClassWorker",
@@ -35,10 +35,13 @@ __all__ = [
     "dashboard",
     "down",
     "kill",
+    "new_round",
     "one_line_errors",
+    "practice_alone",
     "produce",
     "read_scoreboard",
     "status",
+    "stop_all",
     "up",
     "workshop_dir",
 ]
@@ -46,7 +49,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # The widgets load ipywidgets: only when a notebook asks for them, not for the CLI.
-    if name in ("Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors"):
+    if name in ("Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors", "practice_alone"):
         from . import views
 
         return getattr(views, name)

@@ -38,9 +38,10 @@ from ...client import TypedRedis
 from ...errors import EchoqError, InvalidArgument, ServerUnavailable
 from ...keyspace import Keyspace, check_namespace
 from ...server import check, connect, start_server
-from ..learner import from_hub_user
+from ..learner import from_hub_user, normalize_hub_user
 from . import acl
 from .html import text
+from .hubinfo import SCOPES
 
 __all__ = ["Learner", "Workshop", "up", "status", "down", "workshop_dir", "learners_from_roster"]
 
@@ -187,11 +188,12 @@ class Workshop:
 
 
 def learners_from_roster(lines: Iterable[str]) -> list[Learner]:
-    """One JupyterHub user name per line (``#`` starts a comment); each gets a learner id
-    (the name itself when it is a valid namespace, else a safe form of it)."""
+    """One JupyterHub user name per line (``#`` starts a comment), taken as the hub
+    normalises it (lowercased: the name the learner's server runs as); each gets a learner
+    id (the name itself when it is a valid namespace, else a safe form of it)."""
     found: list[Learner] = []
     for raw in lines:
-        name = raw.split("#", 1)[0].strip()
+        name = normalize_hub_user(raw.split("#", 1)[0])
         if name:
             found.append(Learner(from_hub_user(name), name, ""))
     return found
@@ -527,11 +529,13 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         f"({'started by up' if workshop.started else 'attached'}): used memory {info.get('used_memory_human')}, "
         f"AOF {'on' if info.get('aof_enabled') else 'off'}, {info.get('connected_clients')} client(s)"
     )
-    lines.append(f"{'learner':<24} {'hub user':<24} {'user':<8} {'conns':>5} {'queues':>6}  lessons reached")
-    from .. import progress
+    lines.append(
+        f"{'learner':<24} {'hub user':<24} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
+    )
+    from .. import heartbeat, progress
 
     skipped = 0
-    for lid, learner in workshop.learners.items():
+    for lid, learner in sorted(workshop.learners.items()):  # one order everywhere: the learner id
         queues = {
             key.split("}")[0][len("emq:{") :]
             for key in admin.scan_iter(match=acl.namespace_pattern(lid), count=1000)
@@ -543,9 +547,10 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
             record = progress.Progress(lid, skipped=1)
         skipped += record.skipped
         reached = ", ".join(text(lesson, 24) for lesson in sorted(record.lessons)) or "-"
+        kernel = "alive" if admin.exists(heartbeat.alive_key(lid)) else "-"
         lines.append(
             f"{lid:<24} {learner.hub_user:<24} {'ok' if lid in users else 'MISSING':<8} "
-            f"{connected.get(lid, 0):>5} {len(queues):>6}  {reached}"
+            f"{connected.get(lid, 0):>5} {len(queues):>6} {kernel:<6}  {reached}"
         )
     if skipped:
         lines.append(f"{skipped} bad entries skipped in learners' progress records (not what the kit writes)")
@@ -690,7 +695,7 @@ _ECHOQ_ROSTER = {str(roster)!r}
 def _echoq_entry(spawner):
     with open(_ECHOQ_ROSTER) as f:
         roster = _json.load(f)
-    learner = roster["hub_users"].get(spawner.user.name)
+    learner = roster["hub_users"].get(spawner.user.name.strip().lower())  # as the hub normalises names
     return (learner, roster["learners"][learner]["valkey_url"]) if learner else ("", "")
 
 
@@ -716,6 +721,9 @@ c.JupyterHub.services.append(
             {sys.executable!r}, "-m", "jupyterhub.singleuser",
             "--ServerApp.root_dir={dashboard.parent}",
             "--ServerApp.default_url=/voila/render/{dashboard.name}",
+            # Stop at the hub's first signal, whatever the terminal: a prompt that waits for
+            # a "y" made the hub wait its 30 s for this service at every shutdown.
+            "--ServerApp.answer_yes=True",
             *(["--allow-root"] if _os.geteuid() == 0 else []),
         ],
         "environment": {{"ECHOQ_WORKSHOP": {str(workshop.dir)!r}}},
@@ -728,6 +736,10 @@ c.JupyterHub.load_roles.append(
         "users": {workshop.instructors!r},
         "scopes": ["access:services!service={DASHBOARD_SERVICE}"],
     }}
+)
+# The dashboard reads whose server runs (and who is on the hub but not on the roster).
+c.JupyterHub.load_roles.append(
+    {{"name": "echoq-dashboard-reader", "services": [{DASHBOARD_SERVICE!r}], "scopes": {SCOPES!r}}}
 )
 """
         )

@@ -1,12 +1,16 @@
 """The instructor's view of the class, as data: one :meth:`Board.read`, then :func:`render`.
 
-For each learner: the lessons they reached and every exercise check (attempts, passed,
-the misconception hit), recorded by the kit on the server (:mod:`echoq.teaching.progress`);
-the live counts of each of their queues; their class-chaos worker and score. For the
+For each learner: whether their kernel is alive (its heartbeat key lives:
+:mod:`echoq.teaching.heartbeat`), when they last did something, the lesson they are in, the
+lessons they reached and every exercise check (attempts, passed, the misconceptions hit;
+"not started" for an exercise of a reached lesson with no attempt), recorded by the kit on
+the server (:mod:`echoq.teaching.progress`); the live counts of each of their queues;
+their class-chaos worker and score. Learners are listed in one order everywhere (their
+id, sorted). For the
 class: the accesses the server's ACL refused (ACL LOG: who, which key or command), and the
 class-chaos scoreboard.
 
-Reads, per refresh: one MULTI with every learner's progress record and every queue's
+Reads, per refresh: one MULTI with every learner's progress record, heartbeat and every queue's
 counts (ZCARD of pending, active, scheduled, dead and done): one consistent moment for the
 whole class, in one round trip; then ACL LOG and the scoreboard
 (:func:`classroom.read_scoreboard`).
@@ -24,10 +28,11 @@ import redis
 
 from ...errors import EchoqError
 from ...keyspace import Keyspace, check_queue_name
-from .. import progress
+from .. import heartbeat, progress
 from . import acl, classroom
 from .html import Markup, join
 from .html import render as fill
+from .hubinfo import HubView
 
 __all__ = ["Board", "BoardData", "LearnerView", "Refusal", "Step", "render", "where_the_class_is"]
 
@@ -53,6 +58,24 @@ class LearnerView:
     checks: list[progress.CheckRecord]
     queues: dict[str, dict[str, int]]  # queue name (without the namespace) -> counts
     score: classroom.Score
+    record: progress.Progress | None = None
+    alive: heartbeat.Alive | None = None  # None: no live heartbeat (no kernel, or one that died)
+    server: str | None = None  # the learner's Jupyter server, as the hub says (None: no hub to ask)
+
+    @property
+    def kernel(self) -> str:
+        """``alive``, ``gone`` (it reached the class server once; no heartbeat now) or
+        ``never connected``."""
+        if self.alive is not None:
+            return "alive"
+        return "gone" if self.record is not None and self.record.connected_ms else "never connected"
+
+    @property
+    def worker(self) -> str:
+        """The class-chaos worker's state; a "running" one whose kernel died is ``gone``."""
+        if self.score.worker == "running" and self.alive is None:
+            return "gone"
+        return self.score.worker
 
 
 @dataclass
@@ -65,6 +88,7 @@ class BoardData:
     queues_found: int = 0
     extra: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)  # where -> learner-written entries not shown (bad)
+    strangers: list[str] = field(default_factory=list)  # hub users with a server, not on the roster
 
 
 class Board:
@@ -78,9 +102,13 @@ class Board:
         class_name: str = "class",
         rediscover_s: float = 5.0,
         refusals_shown: int = 20,
+        hub_users: dict[str, str] | None = None,
+        hub: HubView | None = None,
     ) -> None:
+        self.hub_users = dict(hub_users or {})  # learner id -> their hub user name
+        self.hub = hub if hub is not None and hub.available else None
         self.client = client
-        self.learners = list(learners)
+        self.learners = sorted(set(learners))  # one order everywhere: the learner's id
         self.class_name = class_name
         self.rediscover_s = rediscover_s
         self.refusals_shown = refusals_shown
@@ -113,6 +141,8 @@ class Board:
         pipe.time()
         for name in self.learners:
             pipe.hgetall(progress.key(name))
+        for name in self.learners:
+            pipe.get(heartbeat.alive_key(name))
         order: list[tuple[str, str]] = []
         for name in self.learners:
             for queue in self._queues.get(name, []):
@@ -133,7 +163,11 @@ class Board:
                 raw = {}
             records[name] = progress.parse(raw, name)
             skipped["progress records"] += records[name].skipped
-        base = 1 + len(self.learners)
+        n = len(self.learners)
+        beats = {}
+        for name, raw in zip(self.learners, reply[1 + n : 1 + 2 * n], strict=True):
+            beats[name] = None if isinstance(raw, Exception) else heartbeat.parse(raw)
+        base = 1 + 2 * n
         counts: dict[str, dict[str, dict[str, int]]] = {name: {} for name in self.learners}
         for n, (name, queue) in enumerate(order):
             values = reply[base + n * len(PLACES) : base + (n + 1) * len(PLACES)]
@@ -150,12 +184,27 @@ class Board:
                 list(records[name].checks.values()),
                 counts[name],
                 board.by_learner.get(name, classroom.Score()),
+                records[name],
+                beats[name],
             )
             for name in self.learners
         ]
         data = BoardData(now_ms, learners, refusals, board, queues_found=len(order), skipped=+skipped)
+        self._ask_hub(data)
         data.read_ms = (time.perf_counter() - started) * 1000
         return data
+
+    def _ask_hub(self, data: BoardData) -> None:
+        users = self.hub.users() if self.hub is not None else None
+        if users is None:
+            return
+        for lv in data.learners:
+            user = users.get(self.hub_users.get(lv.learner, lv.learner))
+            lv.server = user.server if user is not None else "never logged in"
+        ours = {self.hub_users.get(name, name) for name in self.learners}
+        data.strangers = sorted(name for name, u in users.items() if name not in ours and u.server == "running")
+        if self.hub.error:
+            data.extra["hub"] = self.hub.error
 
     def refusals(self) -> list[Refusal]:
         """The latest ACL refusals of this class's users (learners and instructor)."""
@@ -184,24 +233,63 @@ _STYLE = Markup("""<style>
 overflow-wrap:anywhere;max-width:40em}
 .echoq-board th{background:#f3f3f3}.echoq-board .num{text-align:right;font-variant-numeric:tabular-nums}
 .echoq-board .bad{color:#b00020;font-weight:600}.echoq-board .ok{color:#16794c}
+.echoq-board .muted{color:#666}.echoq-board .gone{color:#b00020}
 .echoq-board .killed{color:#b00020}.echoq-board .running{color:#16794c}.echoq-board code{font-size:12px}
 </style>""")
-_WORKER_CLASSES = {"running", "killed"}  # a worker state a learner wrote becomes a CSS class only if known
+_WORKER_CLASSES = {"running", "killed", "gone"}  # a worker state a learner wrote becomes a CSS class only if known
 _NONE = Markup("-")
 
 
 def _check(record: progress.CheckRecord) -> Markup:
-    verdict = Markup('<span class="ok">passed</span>' if record.passed else '<span class="bad">not yet</span>')
-    miss = fill(", misconception <code>$m</code>", m=record.misconception) if record.misconception else ""
+    css = "ok" if record.passed else "muted" if record.attempts == 0 else "bad"
     return fill(
-        "$lesson $exercise: $verdict after $n $tries$miss",
+        "$lesson $exercise: <span class='$css'>$status</span>",
         lesson=record.lesson,
         exercise=record.exercise,
-        verdict=verdict,
-        n=record.attempts,
-        tries="try" if record.attempts == 1 else "tries",
-        miss=Markup(miss),
+        css=css,
+        status=record.status,
     )
+
+
+def exercises_of(lessons: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    """The course's exercises (lesson, exercise) in ``lessons`` (default: all), in course order."""
+    try:
+        from ..exercises import EXERCISES
+    except ImportError:  # a kit without exercises: only checks seen on the server are shown
+        return []
+    wanted = None if lessons is None else set(lessons)
+    return sorted((ex.lesson, key) for key, ex in EXERCISES.items() if wanted is None or ex.lesson in wanted)
+
+
+def checks_with_not_started(lv: LearnerView) -> list[progress.CheckRecord]:
+    """Every check the learner ran, plus "not started" for each exercise of a lesson they
+    reached that has no attempt (an untouched stub records none)."""
+    seen = {(c.lesson, c.exercise): c for c in lv.checks}
+    for lesson, exercise in exercises_of(lv.lessons):
+        seen.setdefault((lesson, exercise), progress.CheckRecord(lesson, exercise, 0, False, None, 0))
+    return [seen[k] for k in sorted(seen)]
+
+
+def ago(now_ms: int, then_ms: int) -> str:
+    """``then_ms`` in words, relative to ``now_ms`` (both server ms): "12 s ago", "-" for never."""
+    if not then_ms:
+        return "-"
+    seconds = max(0, (now_ms - then_ms) // 1000)
+    if seconds < 120:
+        return f"{seconds} s ago"
+    if seconds < 7200:
+        return f"{seconds // 60} min ago"
+    return f"{seconds // 3600} h ago"
+
+
+def _kernel(lv: LearnerView) -> Markup:
+    if lv.kernel == "alive":
+        return Markup("<span class='ok'>alive</span>")
+    if lv.kernel == "gone":
+        return Markup("<span class='bad'>not alive</span> (no heartbeat)")
+    if lv.server == "running":
+        return Markup("<span class='bad'>none on the class server</span> (server running: working alone?)")
+    return Markup("<span class='bad'>never connected</span>")
 
 
 def _queues(queues: dict[str, dict[str, int]]) -> Markup:
@@ -210,6 +298,26 @@ def _queues(queues: dict[str, dict[str, int]]) -> Markup:
         parts = [f"{counts[p]} {p}" for p in PLACES if counts.get(p)]
         shown.append(fill("<code>$name</code> $counts", name=name, counts=", ".join(parts) if parts else "empty"))
     return join("<br>", shown) if shown else _NONE
+
+
+def _strangers(data: BoardData) -> Markup:
+    notes = []
+    if data.strangers:
+        notes.append(
+            fill(
+                "<p class='bad'>Hub users with a running server who are not on the roster (they work alone, "
+                "unseen): $who. Add them to the roster, run <code>workshop up</code> again and restart their "
+                "server.</p>",
+                who=", ".join(data.strangers),
+            )
+        )
+    if "hub" in data.extra:
+        notes.append(fill("<p class='bad'>The hub did not answer: $why</p>", why=data.extra["hub"]))
+    return join("", notes)
+
+
+def _worker(state: str) -> str:
+    return "gone (its kernel is not alive)" if state == "gone" else state
 
 
 @dataclass
@@ -222,6 +330,7 @@ class Step:
     passed: int = 0  # (exercises) learners whose check passed
     stuck: list[str] = field(default_factory=list)  # tried, not passed yet
     misconception: str | None = None  # the one most of the stuck learners hit last
+    not_started: list[str] = field(default_factory=list)  # reached the lesson, no attempt yet
 
 
 def where_the_class_is(data: BoardData) -> list[Step]:
@@ -237,6 +346,10 @@ def where_the_class_is(data: BoardData) -> list[Step]:
                 step.passed += 1
             else:
                 step.stuck.append(lv.learner)
+        tried = {(c.lesson, c.exercise) for c in lv.checks}
+        for lesson, exercise in exercises_of(lv.lessons):
+            if (lesson, exercise) not in tried:
+                steps.setdefault((lesson, exercise), Step(lesson, exercise, 0)).not_started.append(lv.learner)
     for (lesson, exercise), step in steps.items():
         if exercise is not None:
             hits = [
@@ -255,29 +368,32 @@ def _glance(data: BoardData) -> Markup:
         if step.exercise is None:
             rows.append(
                 fill(
-                    "<tr><td>lesson $lesson</td><td class='num'>$n</td><td></td><td></td></tr>",
+                    "<tr><td>lesson $lesson</td><td class='num'>$n</td><td></td><td></td><td></td></tr>",
                     lesson=step.lesson,
                     n=step.reached,
                 )
             )
             continue
         stuck = join(", ", step.stuck[:8]) + (" ..." if len(step.stuck) > 8 else "")
+        waiting = join(", ", step.not_started[:8]) + (" ..." if len(step.not_started) > 8 else "")
         miss = fill("; most hit <code>$m</code>", m=step.misconception) if step.misconception else ""
         rows.append(
             fill(
                 "<tr><td>&nbsp;&nbsp;exercise $exercise</td><td class='num'>$reached</td>"
-                "<td class='num'>$passed</td><td>$stuck$miss</td></tr>",
+                "<td class='num'>$passed</td><td>$stuck$miss</td><td>$waiting</td></tr>",
                 exercise=step.exercise,
                 reached=step.reached,
                 passed=step.passed,
                 stuck=Markup(stuck) if step.stuck else _NONE,
                 miss=Markup(miss),
+                waiting=Markup(waiting) if step.not_started else _NONE,
             )
         )
     if not rows:
         return Markup("<p>No learner has started a lesson yet.</p>")
     return fill(
-        "<table><tr><th>step</th><th>reached</th><th>passed</th><th>stuck (tried, not passed)</th></tr>$rows</table>",
+        "<table><tr><th>step</th><th>reached</th><th>passed</th><th>stuck (tried, not passed)</th>"
+        "<th>not started (in the lesson, no attempt)</th></tr>$rows</table>",
         rows=join("", rows),
     )
 
@@ -286,8 +402,9 @@ def _bad(n: int) -> str:
     return "num bad" if n else "num"
 
 
-def _score_row(cell: str, name: str, s: classroom.Score, total: bool = False) -> Markup:
-    state = s.worker if total else s.worker if s.worker in _WORKER_CLASSES else ""
+def _score_row(cell: str, name: str, s: classroom.Score, total: bool = False, worker: str | None = None) -> Markup:
+    shown = s.worker if worker is None else worker
+    state = shown if total else shown if shown in _WORKER_CLASSES else ""
     return fill(
         f"<tr><{cell}>$name</{cell}><{cell} class='$state_class'>$state</{cell}>"
         f"<{cell} class='num'>$delivered</{cell}><{cell} class='num'>$redelivered</{cell}>"
@@ -295,7 +412,7 @@ def _score_row(cell: str, name: str, s: classroom.Score, total: bool = False) ->
         f"<{cell} class='$lost_class'>$lost</{cell}></tr>",
         name=name,
         state_class="" if total else state,
-        state=s.worker,
+        state=shown if total else _worker(shown),
         delivered=s.delivered,
         redelivered=s.redelivered,
         effects=s.effects,
@@ -309,19 +426,29 @@ def _score_row(cell: str, name: str, s: classroom.Score, total: bool = False) ->
 def render(data: BoardData) -> Markup:
     """The board as one HTML fragment: every number comes from ``data``, every text is escaped."""
     sb = data.scoreboard
-    rows = [
-        fill(
-            "<tr><td><b>$learner</b></td><td>$lessons</td><td>$checks</td><td>$queues</td></tr>",
-            learner=lv.learner,
-            lessons=join(", ", lv.lessons) if lv.lessons else _NONE,
-            checks=join("<br>", [_check(c) for c in lv.checks]) if lv.checks else _NONE,
-            queues=_queues(lv.queues),
+    with_server = any(x.server is not None for x in data.learners)
+    rows = []
+    for lv in data.learners:
+        checks = checks_with_not_started(lv)
+        record = lv.record or progress.Progress(lv.learner)
+        rows.append(
+            fill(
+                "<tr><td><b>$learner</b></td>$server<td>$kernel</td><td>$ago</td><td>$now</td><td>$lessons</td>"
+                "<td>$checks</td><td>$queues</td></tr>",
+                learner=lv.learner,
+                server=fill("<td>$s</td>", s=lv.server) if with_server else Markup(""),
+                kernel=_kernel(lv),
+                ago=ago(data.now_ms, record.last_activity_ms),
+                now=record.current or "-",
+                lessons=join(", ", lv.lessons) if lv.lessons else _NONE,
+                checks=join("<br>", [_check(c) for c in checks]) if checks else _NONE,
+                queues=_queues(lv.queues),
+            )
         )
-        for lv in data.learners
-    ]
     learners = fill(
-        "<table><tr><th>learner</th><th>lessons reached</th><th>exercise checks</th>"
-        "<th>queues, live</th></tr>$rows</table>",
+        "<table><tr><th>learner</th>$server_head<th>kernel</th><th>last activity</th><th>lesson now</th>"
+        "<th>lessons reached</th><th>exercise checks</th><th>queues, live</th></tr>$rows</table>",
+        server_head=Markup("<th>server</th>" if with_server else ""),
         rows=join("", rows),
     )
     refused = [
@@ -346,6 +473,8 @@ def render(data: BoardData) -> Markup:
         if refused
         else Markup("<p>No access refused so far.</p>")
     )
+    workers = {name: s.worker for name, s in sb.by_learner.items()} | {lv.learner: lv.worker for lv in data.learners}
+    running = sum(w == "running" for w in workers.values())
     verdict = Markup(
         '<span class="ok">no job lost, no effect duplicated</span>'
         if sb.ok
@@ -360,8 +489,8 @@ def render(data: BoardData) -> Markup:
         completed=sb.completed,
         waiting=", ".join(f"{sb.counts.get(p, 0)} {p}" for p in PLACES[:4]),
         verdict=verdict,
-        rows=join("", [_score_row("td", name, s) for name, s in sb.by_learner.items()]),
-        total=_score_row("th", "class", sb.total, total=True),
+        rows=join("", [_score_row("td", name, s, worker=workers[name]) for name, s in sorted(sb.by_learner.items())]),
+        total=_score_row("th", "class", sb.total, total=True, worker=f"{running} running"),
     )
     skipped = dict(Counter(data.skipped) + Counter(sb.skipped))
     bad = (
@@ -376,8 +505,8 @@ def render(data: BoardData) -> Markup:
     )
     return fill(
         '$style<div class="echoq-board"><p>$learners learners, $queues queues; read at $stamp (server time) '
-        "in $ms ms.</p>$bad<h3>Where the class is</h3>$glance<h3>Learners</h3>$table<h3>Class chaos</h3>$score"
-        "<h3>Refused by the ACL</h3>$refusals</div>",
+        "in $ms ms.</p>$bad<h3>Class chaos</h3>$score<h3>Where the class is</h3>$glance<h3>Learners</h3>$table"
+        "$strangers<h3>Refused by the ACL</h3>$refusals</div>",
         style=_STYLE,
         learners=len(data.learners),
         queues=data.queues_found,
@@ -388,4 +517,5 @@ def render(data: BoardData) -> Markup:
         table=learners,
         score=scoreboard,
         refusals=refusals,
+        strangers=_strangers(data),
     )

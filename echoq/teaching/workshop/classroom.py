@@ -21,8 +21,14 @@ Keys (all in the class queue's tag, besides the queue's own; bounded by the clas
 ``emq:{<class>.chaos}:score``   hash  ``<learner>:delivered|redelivered|effects|duplicates``
 ``emq:{<class>.chaos}:holder``  hash  JOB id -> the learner it was last delivered to
 ``emq:{<class>.chaos}:workers`` hash  learner -> ``running|stopped|killed`` ``<server ms>``
-``emq:{<class>.control}:kills`` hash  learner -> kills ordered (the instructor's only)
+``emq:{<class>.control}:kills`` hash  learner -> kills ordered (the instructor's only);
+                                      ``:stop`` -> stops ordered to every worker
 ==============================  ====  ==============================================
+
+Between rounds the instructor stops every worker (:func:`stop_all`: each finishes the job
+in hand and ends, "stopped by the instructor") and starts afresh (:func:`new_round`: stop
+everyone, wait for the workers whose kernels are alive to end, then empty the class queue
+and zero the scoreboard); learners run their cell again to join the next round.
 """
 
 from __future__ import annotations
@@ -47,7 +53,18 @@ from ...worker import Delivery, Worker
 from .. import learner as learners
 from . import acl
 
-__all__ = ["ClassKeys", "ClassWorker", "Score", "Scoreboard", "class_name", "produce", "kill", "read_scoreboard"]
+__all__ = [
+    "ClassKeys",
+    "ClassWorker",
+    "Score",
+    "Scoreboard",
+    "class_name",
+    "kill",
+    "new_round",
+    "produce",
+    "read_scoreboard",
+    "stop_all",
+]
 
 LEASE_MS = 2_000  # short: a killed worker's job comes back within seconds
 BEAT_MS = 500
@@ -55,6 +72,7 @@ KEEP_DONE = 100_000
 MAX_JOBS_PER_CLICK = 1_000
 COUNTS = ("delivered", "redelivered", "effects", "duplicates")
 PLACES = ("pending", "active", "scheduled", "dead", "done")
+STOP_FIELD = ":stop"  # in the kills hash; no learner id holds a ':'
 
 
 def class_name() -> str:
@@ -137,6 +155,7 @@ class ClassWorker:
         self._random = random.Random(seed)
         self._done = threading.Event()
         self.killed_at_ms: int | None = None
+        self.stopped_by_instructor = False
         self.held_when_killed = 0
         self.error: str | None = None
         self.mine = dict.fromkeys(COUNTS, 0)  # this worker's own counts (the score hash sums all runs)
@@ -169,7 +188,12 @@ class ClassWorker:
         """Start working (and watching for kills) in background threads; returns self."""
         if self._threads:
             raise InvalidArgument("this class worker was started already; make a new one to restart")
-        self._baseline = int(self.client.hget(self.keys.kills, self.learner) or 0)
+        kills, stops = self.client.hmget(self.keys.kills, [self.learner, STOP_FIELD])
+        self._baseline, self._stops = int(kills or 0), int(stops or 0)
+        from .. import heartbeat
+
+        if self.learner != "solo":  # the dashboard orders kills only to a kernel that is alive
+            heartbeat.start(self.client, learner=self.learner)
         self._status("running")
         work = threading.Thread(target=self._work, name=f"echoq-class-worker-{self.learner}", daemon=True)
         watch = threading.Thread(target=self._watch, name=f"echoq-class-watch-{self.learner}", daemon=True)
@@ -189,9 +213,13 @@ class ClassWorker:
     def _watch(self) -> None:
         while not self._done.wait(self.watch_s):
             try:
-                ordered = int(self.client.hget(self.keys.kills, self.learner) or 0)
+                kills, stops = self.client.hmget(self.keys.kills, [self.learner, STOP_FIELD])
+                ordered = int(kills or 0)
             except Exception:
                 continue  # the work thread meets the same failure and reports it
+            if int(stops or 0) > self._stops and not self.stopped_by_instructor:
+                self.stopped_by_instructor = True
+                self.worker.stop()  # graceful: the job in hand finishes, nothing new is claimed
             if ordered > self._baseline:
                 self.held_when_killed = len(self.worker.in_flight)
                 self.killed_at_ms = server_now_ms(self.client)
@@ -247,6 +275,11 @@ class ClassWorker:
             )
         if self.state == "failed":
             return f"Worker of {self.learner} stopped: {self.error}. Run the cell again to reconnect."
+        if self.state == "stopped" and self.stopped_by_instructor:
+            return (
+                f"Worker of {self.learner} stopped by the instructor (the round is over; it finished the job in "
+                f"its hands): {counts}. Run the cell again to join the next round."
+            )
         return f"Worker of {self.learner} {self.state} on the {where}: {counts}."
 
 
@@ -278,6 +311,34 @@ def kill(client: redis.Redis, learners_to_kill: Iterable[str], *, klass: str | N
             pipe.hincrby(keys.kills, name, 1)
         pipe.execute()
     return who
+
+
+def stop_all(client: redis.Redis, *, klass: str | None = None) -> None:
+    """Order every class worker to stop gracefully (the instructor's user)."""
+    client.hincrby(ClassKeys(klass or class_name()).kills, STOP_FIELD, 1)
+
+
+def new_round(
+    client: redis.Redis, alive: Iterable[str] = (), *, klass: str | None = None, timeout_s: float = 10.0
+) -> list[str]:
+    """Stop every worker, wait until those of ``alive`` learners (kernels with a heartbeat:
+    a dead one never answers) no longer say "running", then empty the class queue and zero
+    the scoreboard. Returns the learners whose worker did not stop in time (their jobs, if
+    any, come back to the next round's scoreboard as a lease runs out)."""
+    keys = ClassKeys(klass or class_name())
+    stop_all(client, klass=keys.class_name)
+    waiting = set(alive)
+    deadline = time.monotonic() + timeout_s
+    while waiting and time.monotonic() < deadline:
+        states = client.hmget(keys.workers, sorted(waiting))
+        waiting = {name for name, st in zip(sorted(waiting), states, strict=True) if str(st).startswith("running")}
+        if waiting:
+            time.sleep(0.05)
+    states = client.hgetall(keys.workers)  # who was in the last round, and how it ended: kept
+    Queue(keys.queue, client, keep_done=KEEP_DONE).reset()  # jobs, effects, score, holders
+    if states:
+        client.hset(keys.workers, mapping=states)
+    return sorted(waiting)
 
 
 @dataclass

@@ -11,16 +11,17 @@ from pathlib import Path
 import ipywidgets as widgets
 import redis
 
-from ...errors import EchoqError
-from .. import course
-from . import classroom
+from ...errors import EchoqError, InvalidArgument
+from .. import course, progress
+from . import classroom, export, history
 from .admin import Workshop
-from .board import Board, BoardData, render
+from .board import Board, BoardData, exercises_of, render
 from .html import Markup, esc
 from .html import render as fill
+from .hubinfo import HubView
 from .watch import last_events
 
-__all__ = ["Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors"]
+__all__ = ["Dashboard", "ClassWorkerPanel", "class_worker", "dashboard", "one_line_errors", "practice_alone"]
 
 
 def one_line_errors() -> None:
@@ -29,6 +30,24 @@ def one_line_errors() -> None:
     on the class server (see :func:`echoq.teaching.course.one_line_errors`). A learner's own
     mistakes keep IPython's full traceback. Does nothing outside IPython."""
     course.one_line_errors(setup_cell="the class worker cell (workshop.class_worker())")
+
+
+STALE_S = 6  # no fresh reading for this long: the page says it is disconnected
+
+
+def stale_banner(after_s: float = STALE_S) -> str:
+    """A banner that shows itself ``after_s`` seconds after it was drawn -- by CSS alone, so
+    it works when nothing else on the page does: every refresh draws it afresh (restarting
+    its clock), and when the refreshes stop (the dashboard's kernel or server is gone, the
+    hub stopped) it appears over the last reading, saying that reading is old."""
+    return (
+        "<style>@keyframes echoq-stale{to{visibility:visible}}</style>"
+        "<div class='echoq-disconnected' role='alert' style='visibility:hidden;position:fixed;top:0;left:0;"
+        "right:0;z-index:1000;background:#b00020;color:#fff;padding:10px 16px;font:600 15px system-ui,sans-serif;"
+        f"animation:echoq-stale 0s linear {after_s:g}s forwards'>"
+        f"Disconnected: no reading for {after_s:g} s -- the dashboard's kernel or server is gone, "
+        "so what is below is old. Reload the page (or restart the dashboard).</div>"
+    )
 
 
 def _line(exc: BaseException) -> Markup:
@@ -48,46 +67,80 @@ class Dashboard(widgets.VBox):
         refresh_s: float = 1.0,
         auto: bool = True,
         folder: Path | None = None,
+        hub_users: dict[str, str] | None = None,
     ) -> None:
         self.client = client
         self.folder = folder  # the workshop's: where the watchdog's log is
         self.class_name = class_name
-        self.board = Board(client, learners, class_name=class_name)
+        self.board = Board(client, learners, class_name=class_name, hub_users=hub_users, hub=HubView())
         self.refresh_s = refresh_s
         self.last: BoardData | None = None
         self.view = widgets.HTML()
         self.readout = widgets.HTML("<i>Produce jobs, then kill a worker: the scoreboard must keep 0 lost.</i>")
         self.jobs = widgets.BoundedIntText(value=50, min=1, max=classroom.MAX_JOBS_PER_CLICK, description="jobs")
         self.produce_button = widgets.Button(description="produce jobs", button_style="primary")
-        self.who = widgets.Dropdown(options=learners, description="learner")
+        self.who = widgets.Dropdown(options=sorted(learners), description="learner")
         self.kill_button = widgets.Button(description="kill worker", button_style="danger")
         self.kill_random_button = widgets.Button(description="kill a random worker", button_style="warning")
         self.kill_all_button = widgets.Button(description="kill every worker", button_style="danger")
+        self.stop_all_button = widgets.Button(description="stop every worker", tooltip="each finishes its job")
+        self.new_round_button = widgets.Button(
+            description="new round", tooltip="stop every worker, empty the class queue, zero the scoreboard"
+        )
         self.live = widgets.ToggleButton(value=auto, description="live", tooltip="refresh every second")
+        self.live.observe(lambda _c: self.refresh(), names="value")  # paused: no "disconnected" banner
         self.produce_button.on_click(lambda _b: self._act(lambda: self.produce(self.jobs.value)))
         self.kill_button.on_click(lambda _b: self._act(lambda: self.kill([self.who.value])))
         self.kill_random_button.on_click(lambda _b: self._act(self.kill_random))
         self.kill_all_button.on_click(lambda _b: self._act(lambda: self.kill(self.running())))
+        self.stop_all_button.on_click(lambda _b: self._act(self.stop_all))
+        self.new_round_button.on_click(lambda _b: self._act(self.new_round))
         controls = widgets.VBox(
             [
-                widgets.HBox([self.jobs, self.produce_button, self.live]),
+                widgets.HBox([self.jobs, self.produce_button, self.stop_all_button, self.new_round_button, self.live]),
                 widgets.HBox([self.who, self.kill_button, self.kill_random_button, self.kill_all_button]),
                 self.readout,
             ]
         )
-        super().__init__([widgets.HTML("<h2>echoq workshop: the class</h2>"), controls, self.view])
+        self.hub_users = dict(hub_users or {})
+        # Attempts: one learner and exercise at a time, redrawn only when its history grows,
+        # so an opened code stays open while the page refreshes.
+        self.attempt_learner = widgets.Dropdown(options=sorted(learners), description="learner")
+        self.attempt_exercise = widgets.Dropdown(
+            options=[(f"{lesson} {ex}", (lesson, ex)) for lesson, ex in exercises_of()],
+            description="exercise",
+        )
+        self.attempts_view = widgets.HTML()
+        self.csv_button = widgets.Button(description="export CSV", tooltip="every attempt of every learner")
+        self.csv_view = widgets.HTML()
+        self.attempt_learner.observe(lambda _c: self.show_attempts(), names="value")
+        self.attempt_exercise.observe(lambda _c: self.show_attempts(), names="value")
+        self.csv_button.on_click(lambda _b: self._act(self.export_csv))
+        self._attempts_shown: tuple | None = None
+        attempts = widgets.VBox(
+            [
+                widgets.HTML("<h3>Attempts</h3>"),
+                widgets.HBox([self.attempt_learner, self.attempt_exercise, self.csv_button]),
+                self.csv_view,
+                self.attempts_view,
+            ]
+        )
+        super().__init__([widgets.HTML("<h2>echoq workshop: the class</h2>"), controls, self.view, attempts])
         self._closing = threading.Event()
         self.refresh()
+        self.show_attempts()
         self._thread = threading.Thread(target=self._loop, name="echoq-dashboard", daemon=True)
         self._thread.start()
 
     @classmethod
     def for_workshop(cls, workshop: Workshop, **kwargs: object) -> Dashboard:
+        hub_users = {lid: ln.hub_user for lid, ln in workshop.learners.items()}
         return cls(
             workshop.instructor(),
             list(workshop.learners),
             class_name=workshop.class_name,
             folder=workshop.dir,
+            hub_users=hub_users,
             **kwargs,
         )
 
@@ -98,8 +151,12 @@ class Dashboard(widgets.VBox):
         return f"Produced {len(ids)} jobs into emq:{{{classroom.ClassKeys(self.class_name).queue}}}:pending."
 
     def running(self) -> list[str]:
-        data = self.last or self.refresh()
-        return [name for name, s in data.scoreboard.by_learner.items() if s.worker == "running"]
+        """Learners whose class worker runs in a kernel that is alive (its heartbeat lives):
+        a worker whose kernel died cannot obey a kill, so it is never picked."""
+        data = self.refresh() or self.last
+        if data is None:
+            return []
+        return [lv.learner for lv in data.learners if lv.worker == "running"]
 
     def kill(self, learners: list[str]) -> str:
         if not learners:
@@ -110,9 +167,52 @@ class Dashboard(widgets.VBox):
             "each worker reads its order within 0.1 s and dies as if SIGKILLed."
         )
 
+    def stop_all(self) -> str:
+        classroom.stop_all(self.client, klass=self.class_name)
+        return "Stop ordered for every worker: each finishes the job in its hands and ends."
+
+    def new_round(self) -> str:
+        alive = [lv.learner for lv in (self.refresh() or self.last).learners if lv.kernel == "alive"]
+        late = classroom.new_round(self.client, alive, klass=self.class_name)
+        left = f" Still running after 10 s: {', '.join(late)}." if late else ""
+        return (
+            "New round: every worker stopped, the class queue emptied, the scoreboard at 0; "
+            f"learners run their cell again to join.{left}"
+        )
+
     def kill_random(self) -> str:
         running = self.running()
         return self.kill([random.choice(running)] if running else [])
+
+    def export_csv(self) -> str:
+        """Every attempt of every learner as a CSV download link (see :mod:`.export`)."""
+        learners = self.hub_users or {name: name for name in self.board.learners}
+        rows = export.rows(self.client, learners)
+        self.csv_view.value = history.csv_link(export.to_csv(rows), len(rows))
+        return f"CSV ready: {len(rows)} attempts of {len(learners)} learners (the link below)."
+
+    def show_attempts(self, force: bool = True) -> None:
+        """The selected learner's attempts at the selected exercise (redrawn only when new ones came)."""
+        learner, choice = self.attempt_learner.value, self.attempt_exercise.value
+        if learner is None or choice is None:
+            self.attempts_view.value = "<p>No exercise to show.</p>"
+            return
+        lesson, exercise = choice
+        record = None
+        if self.last is not None:
+            for lv in self.last.learners:
+                if lv.learner == learner:
+                    record = next((c for c in lv.checks if (c.lesson, c.exercise) == choice), None)
+        key = (learner, choice, record.attempts if record else 0)
+        if not force and key == self._attempts_shown:
+            return
+        try:
+            kept = progress.attempts(self.client, lesson, exercise, learner)
+        except (EchoqError, redis.RedisError) as exc:
+            self.attempts_view.value = f"<p><b>The class server did not answer:</b> {_line(exc)}</p>"
+            return
+        self._attempts_shown = key
+        self.attempts_view.value = history.render_attempts(learner, lesson, exercise, record, kept)
 
     def _act(self, action) -> None:
         try:
@@ -142,7 +242,9 @@ class Dashboard(widgets.VBox):
             )
             return None
         self.last = data
-        self.view.value = page + self._watchdog()
+        self.view.value = page + self._watchdog() + (stale_banner() if self.live.value else "")
+        if hasattr(self, "attempts_view"):
+            self.show_attempts(force=False)
         return data
 
     def _watchdog(self) -> Markup:
@@ -189,11 +291,27 @@ class ClassWorkerPanel(widgets.VBox):
         self.stop_button.on_click(lambda _b: threading.Thread(target=worker.stop, daemon=True).start())
         super().__init__([self.readout, self.stop_button])
         self._refresh_s = refresh_s
+        self._tick = 0
         self.update()
         threading.Thread(target=self._loop, name="echoq-class-readout", daemon=True).start()
 
+    STALE_S = 5
+
     def update(self) -> None:
-        self.readout.value = esc(self.worker.readout(), longest=None)
+        text = esc(self.worker.readout(), longest=None)
+        if self.worker.state == "running":
+            # While it runs, every update redraws a note that shows itself after STALE_S:
+            # if the kernel dies or the hub restarts, the updates stop and the note says the
+            # "running" above is old (CSS alone: nothing on the page needs the kernel).
+            self._tick += 1
+            text += (
+                f"<span hidden>{self._tick}</span><style>@keyframes echoq-stale{{to{{visibility:visible}}}}</style>"
+                "<div class='echoq-disconnected' style='visibility:hidden;color:#b00020;font-weight:600;"
+                f"animation:echoq-stale 0s linear {self.STALE_S}s forwards'>No word from this notebook's kernel "
+                f"for {self.STALE_S} s: it stopped, or the hub restarted -- the line above is old. "
+                "Run the cell again.</div>"
+            )
+        self.readout.value = text
         self.stop_button.disabled = self.worker.state != "running"
 
     def _loop(self) -> None:
@@ -203,6 +321,23 @@ class ClassWorkerPanel(widgets.VBox):
 
 
 _current: classroom.ClassWorker | None = None
+
+
+def practice_alone() -> None:
+    """The start of class chaos for a learner alone. In a workshop (``ECHOQ_CLASS`` and a
+    ``VALKEY_URL``: the instructor runs the round) it stops, in one line, so "Run All" adds
+    no second worker and no jobs to the class queue. Alone, it stops the worker
+    :func:`class_worker` started in this kernel, so the practice runs with no hidden one."""
+    import os
+
+    one_line_errors()
+    if os.environ.get("ECHOQ_CLASS") and os.environ.get("VALKEY_URL"):
+        raise InvalidArgument(
+            "this part is for learners alone, and you are in a workshop: your worker above is all you need "
+            "(the instructor produces the jobs and orders the kills); Run All stops here on purpose"
+        )
+    if _current is not None and _current.state == "running":
+        _current.stop()
 
 
 def class_worker(**kwargs: object) -> ClassWorkerPanel | widgets.HTML:

@@ -1,0 +1,390 @@
+"""The dashboard is true about people: who is alive, who is where, what each attempt was.
+
+A learner's kernel is a real Python process here (it runs ``course.start`` and a class
+worker exactly as a notebook would, on its own ``VALKEY_URL``), killed with SIGKILL as
+``kill -9`` does; the class server is the one ``workshop up`` starts.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import csv
+import http.server
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from traitlets.config import Config
+
+import echoq
+from echoq.teaching import heartbeat, progress
+from echoq.teaching.workshop import Workshop, admin, board, hubinfo
+
+ROOT = Path(__file__).resolve().parents[1]
+ROSTER = ["ada", "bob", "Katherine.Johnson@nasa.gov"]
+
+KERNEL = """
+import sys
+from echoq.teaching import course, workshop
+course.start("02", quiet=True)
+workshop.ClassWorker().start()
+print("ready", flush=True)
+sys.stdin.read()  # a kernel lives until it is killed
+"""
+
+
+@pytest.fixture(scope="module")
+def klass(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workshop]:
+    folder = tmp_path_factory.mktemp("people") / "class"
+    workshop, _ = admin.up(folder, roster=ROSTER, class_name="people")
+    yield workshop
+    if (folder / admin.STATE_FILE).exists():
+        admin.down(folder)
+
+
+def kernel_of(workshop: Workshop, learner: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ECHOQ_WORKSHOP", "JUPYTERHUB_USER")}
+    env |= {"VALKEY_URL": workshop.learner_url(learner), "ECHOQ_LEARNER": learner, "ECHOQ_CLASS": "people"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", KERNEL], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+    return process
+
+
+def views_of(workshop: Workshop) -> dict[str, board.LearnerView]:
+    data = board.Board(workshop.instructor(), list(workshop.learners), class_name="people").read()
+    return {lv.learner: lv for lv in data.learners}
+
+
+def test_a_kernel_killed_with_sigkill_shows_as_not_alive_within_seconds_and_is_never_ordered(klass) -> None:
+    from echoq.teaching.workshop import views
+
+    ada = kernel_of(klass, "ada")
+    try:
+        shown = views_of(klass)
+        assert shown["ada"].kernel == "alive" and shown["ada"].worker == "running"
+        assert shown["ada"].record.current == "02" and shown["ada"].record.connected_ms > 0
+        assert shown["bob"].kernel == "never connected"
+        dash = views.Dashboard.for_workshop(klass, auto=False)
+        try:
+            assert dash.running() == ["ada"]
+            os.kill(ada.pid, signal.SIGKILL)
+            ada.wait()
+            killed = time.monotonic()
+            while (lv := views_of(klass)["ada"]).kernel == "alive":
+                assert time.monotonic() - killed < heartbeat.TTL_MS / 1000 + 2, "the dead kernel still shows alive"
+                time.sleep(0.05)
+            assert lv.kernel == "gone" and lv.worker == "gone"  # the worker never said goodbye: no heartbeat
+            assert dash.running() == []
+            assert dash.kill_random() == "No running worker to kill."
+            html = board.render(dash.refresh())
+            assert "not alive" in html and "gone (its kernel is not alive)" in html
+        finally:
+            dash.close()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(ada.pid, signal.SIGKILL)
+        ada.wait()
+
+
+def test_after_down_the_learners_next_cell_says_in_one_line_the_class_server_is_gone(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    folder = tmp_path / "ending"
+    workshop, _ = admin.up(folder, count=1, class_name="ending")
+    monkeypatch.setattr(heartbeat, "GONE_S", 0.5)
+    beat = heartbeat.start(echoq.connect(workshop.learner_url("learner-01")), learner="learner-01")
+    try:
+        assert beat is not None and workshop.instructor().exists(heartbeat.alive_key("learner-01"))
+        admin.down(folder)
+        deadline = time.monotonic() + 15
+        while beat.gone is None:
+            assert time.monotonic() < deadline, "the heartbeat never noticed the class server was gone"
+            time.sleep(0.05)
+        beat.on_cell()  # the learner runs a cell
+        beat.on_cell()  # and another: told once
+        said = capsys.readouterr().out
+        assert said.count("echoq: the class server") == 1 and said.count("\n") == 1, said
+        assert "is gone" in said and "%env VALKEY_URL=" in said
+    finally:
+        beat.stop()
+
+
+def test_an_untouched_exercise_of_a_reached_lesson_is_not_started_and_a_pass_keeps_its_history(
+    klass, monkeypatch
+) -> None:
+    bob = echoq.connect(klass.learner_url("bob"))
+    monkeypatch.setenv("ECHOQ_LEARNER", "bob")
+    monkeypatch.delenv("VALKEY_URL", raising=False)  # no heartbeat thread in this test process
+    progress.record_lesson(bob, "03")
+    for miss in ("code-error", "code-error", "deadline-in-the-past"):
+        progress.record_check(bob, "03", "charge", False, miss, code=f"-- try {miss}")
+    progress.record_check(bob, "03", "charge", True, None, code="-- right")
+    lv = views_of(klass)["bob"]
+    checks = {c.exercise: c for c in board.checks_with_not_started(lv)}
+    assert checks["complete"].status == "not started"  # lesson 03's other exercise, no attempt
+    assert checks["charge"].status == "passed after 4 tries: code-error x2, deadline-in-the-past"
+    html = board.render(views_of_data(klass))
+    assert "passed after 4 tries: code-error x2, deadline-in-the-past" in html
+    assert "03 complete: <span class='muted'>not started</span>" in html
+    steps = {(s.lesson, s.exercise): s for s in board.where_the_class_is(views_of_data(klass))}
+    assert "bob" in steps[("03", "complete")].not_started and "bob" not in steps[("03", "complete")].stuck
+
+
+def views_of_data(workshop: Workshop) -> board.BoardData:
+    return board.Board(workshop.instructor(), list(workshop.learners), class_name="people").read()
+
+
+def test_a_roster_name_with_capitals_is_matched_as_the_hub_lowercases_it(klass) -> None:
+    from jupyterhub.auth import Authenticator
+
+    logged_in = Authenticator().normalize_username("Katherine.Johnson@nasa.gov")  # what the hub runs her as
+    (katherine,) = [ln for ln in klass.learners.values() if ln.hub_user.startswith("katherine")]
+    assert katherine.hub_user == logged_in
+    text = (klass.dir / admin.HUB_SNIPPET).read_text()
+    c = Config()
+    exec(compile(text, admin.HUB_SNIPPET, "exec"), {"c": c})
+    environment = c.Spawner.environment.get_value({})
+    spawner = SimpleNamespace(user=SimpleNamespace(name=logged_in))
+    assert environment["ECHOQ_LEARNER"](spawner) == katherine.id
+    assert environment["VALKEY_URL"](spawner) == klass.learner_url(katherine.id)
+
+
+def test_the_board_says_whose_server_runs_and_who_is_on_the_hub_but_not_the_roster(klass) -> None:
+    users = [
+        {"name": "ada", "servers": {"": {"ready": True}}},
+        {"name": "bob", "servers": {"": {"ready": True}}},  # a server, and never a kernel on the class server
+        {"name": "katherine.johnson@nasa.gov", "servers": {}},
+        {"name": "stranger", "servers": {"": {"ready": True}}},
+    ]
+    seen_tokens = []
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            seen_tokens.append(self.headers.get("Authorization"))
+            body = json.dumps(users).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        hub = hubinfo.HubView(f"http://127.0.0.1:{server.server_port}/hub/api", "secret-token")
+        hub_users = {lid: ln.hub_user for lid, ln in klass.learners.items()}
+        data = board.Board(
+            klass.instructor(), list(klass.learners), class_name="people", hub_users=hub_users, hub=hub
+        ).read()
+        shown = {lv.learner: lv for lv in data.learners}
+        assert shown["ada"].server == "running" and shown["bob"].server == "running"
+        katherine = next(lid for lid, name in hub_users.items() if name.startswith("katherine"))
+        assert shown[katherine].server == "stopped"
+        assert data.strangers == ["stranger"] and seen_tokens == ["token secret-token"]
+        html = board.render(data)
+        assert "not on the roster" in html and "stranger" in html and "working alone?" in html  # bob
+    finally:
+        server.shutdown()
+
+
+def test_a_hub_user_left_off_the_roster_is_told_in_one_line_they_work_alone(monkeypatch, capsys) -> None:
+    # What the hub snippet gives a user not on the roster: ECHOQ_CLASS, and an empty VALKEY_URL.
+    monkeypatch.setenv("ECHOQ_CLASS", "people")
+    monkeypatch.setenv("VALKEY_URL", "")
+    monkeypatch.setenv("JUPYTERHUB_USER", "dorothy.vaughan")
+    monkeypatch.delenv("ECHOQ_LEARNER", raising=False)
+    monkeypatch.setattr(heartbeat, "_warned", False)
+    assert heartbeat.start(None) is None  # type: ignore[arg-type]  (no server is reached)
+    assert heartbeat.start(None) is None  # type: ignore[arg-type]
+    said = capsys.readouterr().out
+    assert said.count("\n") == 1 and "working alone" in said and "'dorothy.vaughan'" in said, said
+
+
+def test_every_attempt_is_in_the_dashboard_one_click_from_its_code_and_in_the_csv(klass, monkeypatch) -> None:
+    from echoq.teaching.workshop import views
+
+    ada = echoq.connect(klass.learner_url("ada"))
+    monkeypatch.setenv("ECHOQ_LEARNER", "ada")
+    monkeypatch.delenv("VALKEY_URL", raising=False)
+    progress.record_lesson(ada, "02")
+    progress.record_check(ada, "02", "claim", False, "deadline-in-the-past", code="return '<b>not bold</b>'")
+    progress.record_check(ada, "02", "claim", True, None, code="-- the right script")
+    dash = views.Dashboard.for_workshop(klass, auto=False)
+    try:
+        dash.attempt_learner.value = "ada"
+        dash.attempt_exercise.value = ("02", "claim")
+        shown = dash.attempts_view.value
+        assert "#1 at " in shown and "#2 at " in shown and "deadline-in-the-past" in shown
+        assert "<details><summary>code</summary>" in shown and "&lt;b&gt;not bold&lt;/b&gt;" in shown
+        assert "<b>not bold</b>" not in shown  # the learner's text is escaped, never markup
+        dash.attempt_learner.value = "bob"
+        dash.attempt_exercise.value = ("01", "lost")
+        assert "not started" in dash.attempts_view.value
+        dash._act(dash.export_csv)
+        link = dash.csv_view.value
+        assert "download='echoq-attempts.csv'" in link and "data:text/csv" in link
+        encoded = link.split("base64,", 1)[1].split("'", 1)[0]
+        from_page = base64.b64decode(encoded).decode()
+    finally:
+        dash.close()
+    out = Path(klass.dir) / "attempts.csv"
+    done = subprocess.run(
+        [sys.executable, "-m", "echoq", "workshop", "export", "--dir", str(klass.dir), "--csv", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and "written to" in done.stdout, done.stderr
+    rows = list(csv.DictReader(io.StringIO(out.read_bytes().decode(), newline="")))
+    assert out.read_bytes().decode() == from_page  # the page's link and the command give one file
+    mine = [r for r in rows if r["learner"] == "ada" and r["exercise"] == "claim"]
+    assert [(r["attempt"], r["verdict"], r["misconception"]) for r in mine] == [
+        ("1", "not yet", "deadline-in-the-past"),
+        ("2", "passed", ""),
+    ]
+    assert mine[0]["code"] == "return '<b>not bold</b>'" and mine[0]["time_utc"].endswith("Z")
+    learners = [r["learner"] for r in rows]
+    assert learners == sorted(learners)  # one order: learner, lesson, exercise, attempt
+
+
+def test_class_chaos_ends_cleanly_stop_everyone_then_a_new_round_from_zero(klass) -> None:
+    from echoq.teaching.workshop import classroom, views
+
+    workers = {
+        name: classroom.ClassWorker(echoq.connect(klass.learner_url(name)), learner=name, klass="people").start()
+        for name in ("ada", "bob")
+    }
+    dash = views.Dashboard.for_workshop(klass, auto=False)
+    try:
+        dash._act(lambda: dash.produce(40))
+        deadline = time.monotonic() + 20
+        while sum(w.mine["delivered"] for w in workers.values()) < 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        dash._act(dash.new_round)
+        assert "New round" in dash.readout.value and "Still running" not in dash.readout.value
+        for name, worker in workers.items():
+            assert worker.join(10) and worker.state == "stopped" and worker.stopped_by_instructor, name
+            assert "stopped by the instructor" in worker.readout()
+        sb = classroom.read_scoreboard(klass.instructor(), ["ada", "bob"], klass="people")
+        assert (sb.jobs, sb.completed, sb.total.delivered, sb.total.effects) == (0, 0, 0, 0)
+        assert sum(sb.counts.values()) == 0 and sb.by_learner["ada"].worker == "stopped"
+        assert dash.running() == []
+        again = classroom.ClassWorker(echoq.connect(klass.learner_url("ada")), learner="ada", klass="people").start()
+        try:
+            dash._act(lambda: dash.produce(5))
+            deadline = time.monotonic() + 20
+            while (sb := classroom.read_scoreboard(klass.instructor(), ["ada"], klass="people")).completed < 5:
+                assert time.monotonic() < deadline, sb
+                time.sleep(0.05)
+            assert sb.jobs == 5 and sb.ok and sb.by_learner["ada"].worker == "running"
+        finally:
+            again.stop()
+    finally:
+        for worker in workers.values():
+            worker.stop()
+        dash.close()
+
+
+def test_run_all_on_class_chaos_in_a_workshop_stops_before_a_second_worker(monkeypatch) -> None:
+    from echoq.teaching.workshop import views
+
+    monkeypatch.setenv("ECHOQ_CLASS", "people")
+    monkeypatch.setenv("VALKEY_URL", "redis://127.0.0.1:1/0")  # never reached: the guard comes first
+    with pytest.raises(echoq.EchoqError, match="for learners alone") as caught:
+        views.practice_alone()
+    assert "\n" not in str(caught.value)
+    import nbformat
+
+    cells = [
+        c.source for c in nbformat.read(ROOT / "notebooks" / "class_chaos.ipynb", 4).cells if c.cell_type == "code"
+    ]
+    guarded = next(n for n, c in enumerate(cells) if "practice_alone()" in c)
+    # Nothing before the guard starts a second worker or produces: Run All stops at it.
+    assert not any("ClassWorker(" in c or "produce(" in c for c in cells[:guarded])
+    assert cells[guarded].index("practice_alone()") < cells[guarded].index("ClassWorker(")
+
+
+def test_practising_alone_stops_the_worker_the_first_cell_started(monkeypatch, valkey_client) -> None:
+    from echoq.teaching.workshop import classroom, views
+
+    monkeypatch.delenv("ECHOQ_CLASS", raising=False)
+    first = classroom.ClassWorker(valkey_client, learner="solo", klass="practice").start()
+    monkeypatch.setattr(views, "_current", first)
+    try:
+        views.practice_alone()
+        assert first.state == "stopped"  # no hidden second worker beside the practice's own
+    finally:
+        first.stop()
+        classroom.new_round(valkey_client, klass="practice")
+
+
+def test_the_guides_commands_name_the_venv_interpreter_and_exist() -> None:
+    text = (ROOT / "docs" / "WORKSHOP.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```bash")[1:]]
+    commands = [ln.strip() for b in blocks for ln in b.splitlines() if "-m echoq workshop" in ln]
+    plain = [c for c in commands if c.startswith("python ")]
+    assert plain == [], plain  # a plain `python` has no echoq: ModuleNotFoundError
+    actions = {c.split("-m echoq workshop ", 1)[1].split()[0] for c in commands if c.startswith(".venv/bin/python")}
+    assert {"up", "export", "down"} <= actions, actions
+    for action in sorted(actions | {"hub", "status"}):
+        done = subprocess.run(
+            [sys.executable, "-m", "echoq", "workshop", action, "--help"], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, (action, done.stderr)
+    makefile = (ROOT / "Makefile").read_text()
+    assert "\nhub: setup" in makefile and "echoq workshop hub" in makefile and "hub-deps.sh" in makefile
+
+
+def test_the_heartbeat_records_when_the_kernel_connected_and_when_a_cell_last_ran(klass) -> None:
+    beat = heartbeat.start(echoq.connect(klass.learner_url("bob")), lesson="04", learner="bob")
+    try:
+        assert beat is not None
+        record = progress.read(klass.instructor(), "bob")
+        assert record.connected_ms > 0 and record.active_ms == 0
+        alive = heartbeat.parse(klass.instructor().get(heartbeat.alive_key("bob")))
+        assert alive is not None and alive.pid == os.getpid() and alive.lesson == "04"
+        assert 0 < klass.instructor().pttl(heartbeat.alive_key("bob")) <= heartbeat.TTL_MS
+        beat.on_cell()  # the learner runs a cell
+        deadline = time.monotonic() + 10
+        while progress.read(klass.instructor(), "bob").active_ms == 0:
+            assert time.monotonic() < deadline, "the cell run never reached the record"
+            time.sleep(0.05)
+    finally:
+        beat.stop()
+    assert not klass.instructor().exists(heartbeat.alive_key("bob"))  # a clean end takes the key at once
+
+
+def test_a_running_workers_readout_redraws_a_note_that_shows_only_when_updates_stop(klass) -> None:
+    from echoq.teaching.workshop import classroom, views
+
+    worker = classroom.ClassWorker(echoq.connect(klass.learner_url("ada")), learner="ada", klass="people").start()
+    panel = views.ClassWorkerPanel(worker, refresh_s=0.05)
+    try:
+        first = panel.readout.value
+        assert "Worker of ada running" in first and "visibility:hidden" in first and "the line above is old" in first
+        deadline = time.monotonic() + 10
+        while panel.readout.value == first:  # each update is a new value: the browser redraws the note
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        worker.stop()
+    deadline = time.monotonic() + 10
+    while "is old" in panel.readout.value:  # a final state is not stale: no note
+        assert time.monotonic() < deadline, panel.readout.value
+        time.sleep(0.02)
+    assert "stopped" in panel.readout.value
