@@ -729,15 +729,19 @@ def test_a_worker_rides_out_the_failover_of_its_master_within_its_lease(cluster:
     finally:
         worker.stop()
         runner.join(30)
-    assert not failure, f"the Worker gave up instead of reconnecting: {failure[0]!r}"
-    assert worker.report.reconnected >= 1
-    assert set(effects.counts()) == set(ids) and effects.duplicates() == 0
-    assert back_s < lease_ms / 1000, f"all jobs done {back_s:.1f} s after the kill: more than a lease"
-    assert cluster.master_of(q) == promoted == replica
-    with promoted.client() as p:  # the promoted replica met NOSCRIPT and was sent the source
-        assert p.script_exists(scripts.sha("complete_many")) == [True]
-    cluster.restart(master)
-    cluster.wait_in_sync(promoted)
+    try:
+        # The cluster client may absorb the failover inside one call (it re-reads the slot map
+        # on a lost connection or MOVED), so the Worker need not count a reconnection; what it
+        # must do is not give up, and finish every job once, within a lease of the kill.
+        assert not failure, f"the Worker gave up instead of reconnecting: {failure[0]!r}"
+        assert set(effects.counts()) == set(ids) and effects.duplicates() == 0
+        assert back_s < lease_ms / 1000, f"all jobs done {back_s:.1f} s after the kill: more than a lease"
+        assert cluster.master_of(q) == promoted == replica
+        with promoted.client() as p:  # the promoted replica met NOSCRIPT and was sent the source
+            assert p.script_exists(scripts.sha("complete_many")) == [True]
+    finally:  # the next tests need the cluster whole again, whatever this one found
+        cluster.restart(master)
+        cluster.wait_in_sync(promoted)
     q.reset()
 
 

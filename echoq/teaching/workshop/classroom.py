@@ -336,6 +336,7 @@ def new_round(
             time.sleep(0.05)
     states = client.hgetall(keys.workers)  # who was in the last round, and how it ended: kept
     Queue(keys.queue, client, keep_done=KEEP_DONE).reset()  # jobs, effects, score, holders
+    client.delete(keys.produced)  # the scoreboard counts from what was produced: this round starts at 0
     if states:
         client.hset(keys.workers, mapping=states)
     return sorted(waiting)
