@@ -12,7 +12,7 @@ learners, a key of one learner holding another's job, any ACL refusal.
     .venv/bin/python bench/class_load.py                         # 60 learners, 30 s
     .venv/bin/python bench/class_load.py --learners 10 --seconds 10 --json
 
-Target (issue 15): each learner's click-to-result p95 <= 100 ms, zero cross-talk.
+Target: each learner's click-to-result p95 <= 100 ms, zero cross-talk.
 Exit status 1 if any click was refused, a learner failed, or there was cross-talk.
 """
 

@@ -12,7 +12,7 @@ quiet, then once a second while the N learners click through lessons 02-04 (the 
     .venv/bin/python bench/dashboard.py                  # 60 learners
     .venv/bin/python bench/dashboard.py --learners 5 --refreshes 10 --seconds 5 --json
 
-Target (issue 15): a refresh in <= 1 s at p95 with 60 learners.
+Target: a refresh in <= 1 s at p95 with 60 learners.
 """
 
 from __future__ import annotations

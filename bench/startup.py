@@ -1,4 +1,4 @@
-"""How long the embedded valkey-server takes to answer its first PING (issue 2's target: 0.3 s).
+"""How long the embedded valkey-server takes to answer its first PING (target: 0.3 s).
 
     python bench/startup.py               # 20 starts
     python bench/startup.py --runs 50 --json
@@ -88,7 +88,7 @@ def render(report: dict[str, Any]) -> str:
                 right=[False, True, True, True, False],
             ),
             "",
-            f"issue 2's target ({target} s to first PING, at p95): {'met' if verdict else 'MISSED'}",
+            f"the target ({target} s to first PING, at p95): {'met' if verdict else 'MISSED'}",
         ]
     )
 

@@ -346,7 +346,7 @@ class Row:
     server_cpu_us: float | None = None  # per job: valkey-server
 
 
-# Targets for the scaling table (issue 14): (headline, at least, what it compares).
+# Targets for the scaling table: (headline, at least, what it compares).
 TARGETS = (
     ("worker_c1_vs_bullmq_c1", 2.0, "echoq.Worker c1 / BullMQ c1"),
     ("worker_c8_vs_bullmq_c8", 1.0, "echoq.Worker c8, one process / BullMQ c8"),
@@ -607,7 +607,7 @@ def render(report: dict[str, Any]) -> str:
         "",
         paths,
         "",
-        f"- two-call loop / two-round-trip limit: {h['two_call_vs_limit']:.2f} (issue 3 saw about 0.95); "
+        f"- two-call loop / two-round-trip limit: {h['two_call_vs_limit']:.2f}; "
         f"/ the limit with the same args: {h['two_call_vs_shaped_limit']:.2f}",
         f"- complete_and_claim / two-call loop: {h['complete_and_claim_vs_two_call']:.2f}x",
         f"- claim_many({report['batch']}) + complete_many / two-call loop: {h['batch_vs_two_call']:.2f}x",
@@ -615,7 +615,7 @@ def render(report: dict[str, Any]) -> str:
         f"{h['hiredis_vs_pure_python_two_call']:.2f}x on the two-call loop; without hiredis, batch / two-call: "
         f"{h['batch_vs_two_call_pure_python']:.2f}x",
         f"- fastest one-process path ({h['fastest_path']}) / two-call loop: {h['fastest_vs_two_call']:.2f}x"
-        " (issue 3's target: >= 1.8x)",
+        " (target: >= 1.8x)",
         f"- {WORKER_PROCESSES} processes / 1 process, two-call loop: {h['two_call_x4_vs_two_call']:.2f}x",
         f"- echoq.Worker c8 / c1: {h['worker_c8_vs_worker_c1']:.2f}x; {WORKER_PROCESSES} processes (c1) / 1: "
         f"{h['worker_x4_vs_worker_c1']:.2f}x",
@@ -631,7 +631,7 @@ def render(report: dict[str, Any]) -> str:
             f"fastest one-process path / rq: {h['fastest_vs_rq']:.1f}x; "
             f"echoq.Worker c8 / rq: {h['worker_c8_vs_rq']:.1f}x",
         ]
-    lines += ["", "Targets (issue 14), each ratio measured within this run:"]
+    lines += ["", "Targets, each ratio measured within this run:"]
     for target in report["targets"].values():
         verdict = "met" if target["met"] else "NOT met"
         lines.append(f"- {target['what']}: {target['ratio']:.2f}x, target >= {target['at_least']}x: {verdict}")

@@ -818,7 +818,7 @@ class Worker:
             return self.backoff.delay_ms(tries) / 1000
         return None
 
-    # -- riding out a lost server (a cluster failover; issue 16) ------------------------------
+    # -- riding out a lost server (a restart, a cluster failover) -----------------------------
 
     def _ride_out(self, move: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Run a queue move; while the server does not answer, run it again (10 ms back-off,

@@ -118,7 +118,7 @@ def test_throughput_renders_a_markdown_table(
         assert {len(line) for line in table} == {len(table[0])}  # columns line up
     assert "claim_many(7) + complete_many" in text and "rq 3 SimpleWorker" in text
     assert "target: >= 1.8x" in text
-    assert "echoq.Worker" in text and "Targets (issue 14)" in text and "load average" in text
+    assert "echoq.Worker" in text and "Targets, each ratio" in text and "load average" in text
 
 
 def test_the_benchmark_refuses_to_report_a_run_that_lost_jobs(

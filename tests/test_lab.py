@@ -1083,7 +1083,7 @@ def test_committed_labs_show_their_picture_and_readout(notebook: str) -> None:
 
 @pytest.mark.parametrize("password", ["s3cret", "s3cret#frag", "s3/cret"])
 def test_a_readout_never_shows_the_urls_password(name: str, password: str) -> None:
-    """Issue 13's finding: a panel that could not reach its server showed the raw URL."""
+    """A panel that cannot reach its server says so without the URL (it holds the password)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed once the block ends: nothing listens there

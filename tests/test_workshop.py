@@ -277,8 +277,8 @@ def test_a_learner_runs_the_kit_in_their_namespace_and_the_class_queue(workshop:
     assert refused == []
 
 
-def test_learner_b_starting_a_lesson_no_longer_wipes_learner_a(workshop: Workshop, monkeypatch) -> None:
-    """The bug that opened issue 15: B's course.start("02") emptied A's lesson queue."""
+def test_learner_b_starting_a_lesson_leaves_learner_as_queue_alone(workshop: Workshop, monkeypatch) -> None:
+    """B's course.start("02") resets B's own lesson queue, never A's (both name it lesson-02)."""
     monkeypatch.setenv("VALKEY_URL", workshop.learner_url("ada"))
     monkeypatch.setenv("ECHOQ_LEARNER", "ada")
     lesson_a = course.start("02", quiet=True)
