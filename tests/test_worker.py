@@ -22,6 +22,8 @@ from typing import TypeVar
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 import echoq
 from echoq import Complete, Extend, Release, scripts
@@ -885,7 +887,8 @@ def test_a_server_gone_before_the_first_pipelined_send_is_a_typed_error(queue: e
     with socket.socket() as probe:  # a port nothing listens on: the server is gone
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    gone = redis.Redis(port=port, socket_connect_timeout=0.2, decode_responses=True)
+    # No client-side retries: redis-py's own (back-off up to seconds) would only slow the test.
+    gone = redis.Redis(port=port, socket_connect_timeout=0.2, decode_responses=True, retry=Retry(NoBackoff(), 0))
     worker = Worker(_NoBeat(queue.name, gone), lambda d: None, concurrency=8, lease_ms=300, **FAST)
     assert worker._pipelined()
     with pytest.raises(echoq.ServerUnavailable):
