@@ -68,6 +68,18 @@ local UNSTARTED_MAX = 50
 local q = keys_by_name(prefix, NAMES)
 q.now, q.keep_dead = server_now_ms(), keep_dead
 local recovered, dead, corrupt, stalls, unstarted = {}, {}, 0, 0, 0
+-- Back to pending while ``count`` is below ``most``; at ``most`` the job is dead-lettered.
+local function recover_or_bury(id, count, most, reason, why)
+  if count >= most then
+    dead_letter(q, id, true, reason, why)
+    dead[#dead + 1] = id
+  else
+    redis.call('HSET', q.prefix .. 'job:' .. id, 'state', 'pending')
+    redis.call('ZADD', q.pending, 0, id)
+    recovered[#recovered + 1] = id
+  end
+end
+
 local expired = redis.call('ZRANGEBYSCORE', q.active, '-inf', q.now, 'LIMIT', 0, limit)
 for _, id in ipairs(expired) do
   redis.call('ZREM', q.active, id)
@@ -78,26 +90,13 @@ for _, id in ipairs(expired) do
     redis.call('HDEL', row, 'confirm')
     local lost = redis.call('HINCRBY', row, 'unstarted', 1)
     unstarted = unstarted + 1
-    if lost >= UNSTARTED_MAX then
-      dead_letter(q, id, true, 'unstarted', 'claimed ' .. lost .. ' times and never confirmed started ' ..
-        '(each claim reply lost, or each worker gone before its next call)')
-      dead[#dead + 1] = id
-    else
-      redis.call('HSET', row, 'state', 'pending')
-      redis.call('ZADD', q.pending, 0, id)
-      recovered[#recovered + 1] = id
-    end
+    recover_or_bury(id, lost, UNSTARTED_MAX, 'unstarted', 'claimed ' .. lost .. ' times and never confirmed ' ..
+      'started (each claim reply lost, or each worker gone before its next call)')
   else
     stalls = stalls + 1
     local stalled = redis.call('HINCRBY', row, 'stalled', 1)
-    if stalled >= max_stalled then
-      dead_letter(q, id, true, 'stalled', 'stalled ' .. stalled .. ' times (max_stalled ' .. max_stalled .. ')')
-      dead[#dead + 1] = id
-    else
-      redis.call('HSET', row, 'state', 'pending')
-      redis.call('ZADD', q.pending, 0, id)
-      recovered[#recovered + 1] = id
-    end
+    recover_or_bury(id, stalled, max_stalled, 'stalled',
+      'stalled ' .. stalled .. ' times (max_stalled ' .. max_stalled .. ')')
   end
 end
 if stalls > 0 then redis.call('HINCRBY', q.stats, 'stalled', stalls) end
