@@ -364,3 +364,16 @@ def kernel_env(valkey: EmbeddedValkey) -> dict[str, str]:
 def lab_url(server: Served, notebook: str) -> str:
     # A fresh workspace per visit, reset: Lab would otherwise reopen whatever was open last.
     return f"{server.url}/lab/workspaces/t{uuid.uuid4().hex[:8]}/tree/{notebook}?reset"
+
+
+def poll(check, timeout_s: float = 60.0, what: str = "condition", describe=None):
+    """Poll ``check()`` until it returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            seen = f" (last seen: {describe()})" if describe else ""
+            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}{seen}")
+        time.sleep(0.05)

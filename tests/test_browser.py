@@ -27,6 +27,7 @@ from tests.browser_support import (  # noqa: F401  (fixtures)
     lab_server,
     open_in_lab,
     page,
+    poll,
     save_screenshot,
     start_present,
     valkey_for_kernels,
@@ -81,19 +82,6 @@ SAMPLER = """canvas => {
         };
     }
 }"""
-
-
-def poll(check, timeout_s: float = 30.0, what: str = "condition", describe=None):
-    """Poll ``check()`` until it returns something truthy; fail with ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            seen = f" (last seen: {describe()})" if describe else ""
-            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}{seen}")
-        time.sleep(0.05)
 
 
 def quiet(pg, canvas, still_s: float = 0.6) -> None:

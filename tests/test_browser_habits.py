@@ -12,7 +12,6 @@ time at kernel level (tests/test_rerun.py).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from tests.browser_support import (  # noqa: F401  (fixtures)
     lab_root,
     lab_url,
     page,
+    poll,
     save_screenshot,
     start_lab,
 )
@@ -51,18 +51,6 @@ def solo_lab(chromium: str, lab_root: Path) -> Iterator[Served]:  # noqa: F811
     server = start_lab(lab_root, env)
     yield server
     server.stop()
-
-
-def poll(check, timeout_s: float = 60.0, what: str = "condition", describe=None):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            seen = f" (last seen: {describe()})" if describe else ""
-            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}{seen}")
-        time.sleep(0.1)
 
 
 def cells(pg) -> list[dict]:
