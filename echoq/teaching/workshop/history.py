@@ -8,42 +8,56 @@ away, folded in a ``<details>`` (no script needed, so it works in Voila and in a
 from __future__ import annotations
 
 import base64
-import html
 from datetime import UTC, datetime
 
 from .. import progress
+from .html import Markup, esc, esc_block, join
+from .html import render as fill
 
 __all__ = ["render_attempts", "csv_link", "MAX_LINK_BYTES"]
 
 MAX_LINK_BYTES = 5_000_000  # a bigger CSV is for `workshop export --csv FILE`, not a data: link
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value))
-
-
-def render_attempts(learner: str, lesson: str, exercise: str, record: progress.CheckRecord | None, kept: list) -> str:
+def render_attempts(
+    learner: str, lesson: str, exercise: str, record: progress.CheckRecord | None, kept: list
+) -> Markup:
     """The attempts of ``learner`` at ``lesson``/``exercise`` (oldest first), numbered."""
-    head = f"<p><b>{_e(learner)}</b>, lesson {_e(lesson)}, exercise <code>{_e(exercise)}</code>: "
+    head = fill(
+        "<p><b>$learner</b>, lesson $lesson, exercise <code>$exercise</code>: ",
+        learner=learner,
+        lesson=lesson,
+        exercise=exercise,
+    )
     if record is None or record.attempts == 0:
-        return head + "not started (no attempt recorded).</p>"
+        return Markup(head + "not started (no attempt recorded).</p>")
     dropped = record.attempts - len(kept)
-    head += _e(record.status) + (f" (the {dropped} oldest are no longer kept)" if dropped > 0 else "") + ".</p>"
+    older = f" (the {dropped} oldest are no longer kept)" if dropped > 0 else ""
+    head = Markup(head + fill("$status$older.</p>", status=record.status, older=older))
     items = []
     for n, attempt in enumerate(kept, start=max(1, dropped + 1)):
         stamp = datetime.fromtimestamp(attempt.at_ms / 1000, tz=UTC).strftime("%H:%M:%S UTC")
-        verdict = "<span class='ok'>passed</span>" if attempt.passed else "<span class='bad'>not yet</span>"
-        miss = f", misconception <code>{_e(attempt.misconception)}</code>" if attempt.misconception else ""
+        verdict = Markup("<span class='ok'>passed</span>" if attempt.passed else "<span class='bad'>not yet</span>")
+        miss = fill(", misconception <code>$m</code>", m=attempt.misconception) if attempt.misconception else ""
         if attempt.code is None:
-            code = " (no code recorded)"
+            code = Markup(" (no code recorded)")
         else:
-            cut = " (cut at 8,000 characters)" if attempt.truncated else ""
-            code = (
-                f"<details><summary>code{cut}</summary><pre style='white-space:pre-wrap'>"
-                f"{_e(attempt.code)}</pre></details>"
+            code = fill(
+                "<details><summary>code$cut</summary><pre style='white-space:pre-wrap'>$code</pre></details>",
+                cut=" (cut at 8,000 characters)" if attempt.truncated else "",
+                code=esc_block(attempt.code),  # the whole submitted text (bounded when recorded)
             )
-        items.append(f"<li>#{n} at {_e(stamp)}: {verdict}{miss}{code}</li>")
-    return head + "<ol style='list-style:none;padding-left:0'>" + "".join(items) + "</ol>"
+        items.append(
+            fill(
+                "<li>#$n at $stamp: $verdict$miss$code</li>",
+                n=n,
+                stamp=stamp,
+                verdict=verdict,
+                miss=Markup(miss),
+                code=code,
+            )
+        )
+    return Markup(head + fill("<ol style='list-style:none;padding-left:0'>$items</ol>", items=join("", items)))
 
 
 def csv_link(text: str, attempts: int, filename: str = "echoq-attempts.csv") -> str:
@@ -56,6 +70,6 @@ def csv_link(text: str, attempts: int, filename: str = "echoq-attempts.csv") -> 
         )
     encoded = base64.b64encode(data).decode()
     return (
-        f"<a download='{_e(filename)}' href='data:text/csv;charset=utf-8;base64,{encoded}'>"
+        f"<a download='{esc(filename)}' href='data:text/csv;charset=utf-8;base64,{encoded}'>"
         f"download the CSV ({attempts} attempts, {len(data) / 1000:.1f} kB)</a>"
     )

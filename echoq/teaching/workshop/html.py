@@ -18,7 +18,7 @@ import html
 import string
 from collections.abc import Iterable
 
-__all__ = ["LONGEST", "Markup", "esc", "join", "render", "text"]
+__all__ = ["LONGEST", "Markup", "esc", "esc_block", "join", "render", "text"]
 
 LONGEST = 200  # characters of one learner-written value shown; the rest is cut (a page stays readable)
 
@@ -43,6 +43,15 @@ def esc(value: object, longest: int | None = LONGEST) -> Markup:
     if isinstance(value, Markup):
         return value
     return Markup(html.escape(text(value, longest), quote=True))
+
+
+def esc_block(value: object) -> Markup:
+    """A block of text (a learner's code, for a ``<pre>``) escaped whole: its line breaks and
+    tabs kept, other control characters dropped, nothing cut."""
+    if isinstance(value, bytes | bytearray):
+        value = bytes(value).decode("utf-8", errors="replace")
+    lines = [text(line, None) for line in str(value).replace("\t", "    ").splitlines()]
+    return Markup(html.escape("\n".join(lines), quote=True))
 
 
 def render(template: str, **values: object) -> Markup:
