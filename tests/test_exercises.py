@@ -147,7 +147,21 @@ def test_code_that_does_not_run_is_reported_in_one_line_not_raised() -> None:
     assert fb.misconception.name == "code-error" and "Error compiling script" in fb.failed[1]
     boom = exercises.check_charge_once(lambda claim, bank: 1 / 0)
     assert boom.misconception.name == "code-error" and "ZeroDivisionError" in boom.failed[1]
+    assert "Nothing about the queue was judged yet" in boom.failed[1] and not boom.passed
     assert_well_formed(boom)
+
+
+def test_code_that_fails_after_a_verified_property_does_not_unsay_it() -> None:
+    # A key cut to the id's first 10 characters: JOB ids minted in one millisecond share them,
+    # so the bank refuses the second order's charge -- after the first trial passed.
+    def handle(claim, bank) -> None:
+        card, cents = claim.payload.split()
+        bank.charge(card, int(cents), idempotency_key=claim.job_id[:10])
+
+    fb = exercises.check_charge_once(handle)
+    assert fb.passed and fb.misconception.name == "code-error", str(fb)
+    assert "judged yet" not in fb.failed[1] and "The checks above passed" in fb.failed[1]
+    assert exercises.check_charge_once(handle).lines == fb.lines  # the same answer, the same verdict
 
 
 def test_a_loop_that_never_ends_is_killed_and_reported() -> None:

@@ -70,7 +70,7 @@ GENERIC = {
         Misconception(
             "code-error",
             "your code failed",
-            "{what} failed with {error}{where}. Nothing about the queue was judged yet: make it run first.",
+            "{what} failed with {error}{where}. {so_far}",
             "Read the error's last line: it names what went wrong.",
             "Run your cell again after fixing it; then run the check.",
         ),
@@ -266,6 +266,13 @@ class Feedback:
             raise RuntimeError(f"property {prop!r} passed already; it cannot also fail")
         m = self.exercise.misconception(name)
         self.misconception = m
+        # What the ✓ lines above established still holds; nothing after this line was judged.
+        details.setdefault(
+            "so_far",
+            "The checks above passed; nothing after this was judged: fix the error, then run the check again."
+            if self.passed
+            else "Nothing about the queue was judged yet: make it run first.",
+        )
         self.failed = (prop, m.render(**details))
         raise Rejected(name)
 
