@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import words
 from ..figure import GridPlace, QueueFigure, TimePlace
 from ..frames import Frame
 from ..style import FONT, MUTED
+from . import words
 
 __all__ = ["ClaimFigure"]
 
@@ -33,9 +33,9 @@ class ClaimFigure(QueueFigure):
     def annotate(self, frame: Frame, now_ms: int) -> bool:
         state: dict[str, Any] = dict(frame.state)
         lease_ms = int(state.get("lease_ms", 10_000))
-        self.title.set_text(words.claim_title(self.queue, bool(state.get("crash")), lease_ms))
+        self.title.set_text(words.title(self.queue, bool(state.get("crash")), lease_ms))
         snap = frame.snapshot
         for place in (self.pending, self.active, self.done):
             place.show_count(snap.counts[place.name] if snap else 0)
-        self.worker.set_text(words.claim_worker(str(state.get("worker", "idle")), state.get("held")))
+        self.worker.set_text(words.worker(str(state.get("worker", "idle")), state.get("held")))
         return self.active.set_span(lease_ms)

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import words
 from ..figure import GridPlace, QueueFigure, TimePlace
 from ..frames import Frame
 from ..style import FEEDBACK, FONT, MUTED
+from ..words import fit, short
+from . import words
 
 __all__ = ["DeliveryFigure"]
 
@@ -39,7 +40,7 @@ class DeliveryFigure(QueueFigure):
         self.refusal_words = self.dynamic_text(0.428, 0.045, "", va="center", color=BAD, weight="bold")
 
     def ledger_key(self, queue: str) -> str:
-        return words.fit(f"emq:{{{queue}}}:effects", int((0.31 - self.px(16)) / self.px(6.6)))
+        return fit(f"emq:{{{queue}}}:effects", int((0.31 - self.px(16)) / self.px(6.6)))
 
     def annotate(self, frame: Frame, now_ms: int) -> bool:
         state: dict[str, Any] = dict(frame.state)
@@ -50,7 +51,7 @@ class DeliveryFigure(QueueFigure):
             self.title.set_text(words.fence_title(queue))
         else:
             self.title.set_text(
-                words.delivery_title(queue, str(state.get("consumer", "keyed")), int(state.get("deliveries", 3)))
+                words.title(queue, str(state.get("consumer", "keyed")), int(state.get("deliveries", 3)))
             )
         for place in (self.pending, self.active, self.done):
             place.set_key(f"emq:{{{queue}}}:{place.name}")
@@ -66,11 +67,11 @@ class DeliveryFigure(QueueFigure):
         if job is None:
             self.row.set_text("no job yet")
         elif row is not None:
-            self.row.set_text(f"{words.short(job)}\nattempts = {row.attempts} · {row.state}")
+            self.row.set_text(f"{short(job)}\nattempts = {row.attempts} · {row.state}")
         elif snap is not None and job in snap.done:
-            self.row.set_text(f"{words.short(job)}\nretired: the id is\nin done")
+            self.row.set_text(f"{short(job)}\nretired: the id is\nin done")
         else:
-            self.row.set_text(f"{words.short(job)}\n(not listed)")
+            self.row.set_text(f"{short(job)}\n(not listed)")
         refused = state.get("refused")
         if refused and row is not None:
             self.refusal.set_text("✕")
@@ -83,9 +84,9 @@ class DeliveryFigure(QueueFigure):
         elif job is not None and snap is not None:
             ran = snap.effects.get(job, 0)
             self.ledger.set_text(
-                f"{self.ledger_key(queue)}\n{words.short(job)} → {ran} effect(s)\n"
-                + words.delivery_ledger(ran, snap.stats.get("claimed", 0))
+                f"{self.ledger_key(queue)}\n{short(job)} → {ran} effect(s)\n"
+                + words.ledger(ran, snap.stats.get("claimed", 0))
             )
         else:
-            self.ledger.set_text(f"{self.ledger_key(queue)}\n{words.DELIVERY_NONE_CARD}")
+            self.ledger.set_text(f"{self.ledger_key(queue)}\n{words.NONE_CARD}")
         return False
