@@ -79,7 +79,7 @@ def test_crash_toggle_leaves_the_job_leased_in_active(name: str, valkey_client: 
     lab.claim_button.click()
     [job_id] = valkey_client.zrange(key(name, "active"), 0, -1)
     lab.crash_toggle.value = True
-    lab.finish_button.click()
+    lab.complete_button.click()
 
     assert valkey_client.zrange(key(name, "active"), 0, -1) == [job_id]
     assert valkey_client.zcard(key(name, "pending")) == 0
@@ -100,7 +100,7 @@ def test_a_crash_after_the_lease_ran_out_says_the_job_is_reapable(name: str, val
     [(job_id, deadline)] = valkey_client.zrange(key(name, "active"), 0, -1, withscores=True)
     wait_for_server_time(valkey_client, int(deadline) + 1)
     lab.crash_toggle.value = True
-    lab.finish_button.click()
+    lab.complete_button.click()
     text = shown(lab)
     assert "stays leased" not in text and "until its lease runs out" not in text, text
     assert "past its deadline" in text and "the next reap returns it to pending" in text
@@ -128,12 +128,12 @@ def test_live_after_scrubbing_jumps_to_the_present_at_once(name: str, valkey_cli
     lab.close()
 
 
-def test_finish_without_crash_retires_the_job(name: str, valkey_client: redis.Redis) -> None:
+def test_complete_without_crash_completes_the_job(name: str, valkey_client: redis.Redis) -> None:
     lab = ClaimLab(name, client=valkey_client, live=False, animate=False)
     lab.enqueue_button.click()
     lab.claim_button.click()
     [job_id] = valkey_client.zrange(key(name, "active"), 0, -1)
-    lab.finish_button.click()
+    lab.complete_button.click()
 
     assert valkey_client.zcard(key(name, "active")) == 0
     assert valkey_client.zcard(key(name, "done")) == 1
@@ -148,7 +148,7 @@ def test_reap_after_the_lease_expires_returns_the_job_to_pending(name: str, valk
     lab.claim_button.click()
     held = lab.model.held
     lab.crash_toggle.value = True
-    lab.finish_button.click()
+    lab.complete_button.click()
     wait_for_server_time(valkey_client, held.deadline_ms)
     lab.reap_button.click()
 
@@ -163,7 +163,7 @@ def test_reap_before_expiry_moves_nothing_until_fast_forward(name: str, valkey_c
     lab.enqueue_button.click()
     lab.claim_button.click()
     lab.crash_toggle.value = True
-    lab.finish_button.click()
+    lab.complete_button.click()
     lab.reap_button.click()
     assert valkey_client.zcard(key(name, "active")) == 1
     assert "moved nothing" in shown(lab)
@@ -181,7 +181,7 @@ def test_selecting_a_step_shows_its_exact_lua(name: str, valkey_client: redis.Re
     assert "ZRANGEBYSCORE" in lab.source.value and "reap.lua" in lab.source.value
     lab.step_picker.value = "claim"
     assert "ZPOPMIN" in lab.source.value
-    assert lab.model.step_source("finish") == scripts.expanded("complete")
+    assert lab.model.step_source("complete") == scripts.expanded("complete")
     lab.step_picker.value = "crash"
     assert "runs no script" in lab.source.value
 
@@ -803,7 +803,7 @@ def test_scrubbing_back_shows_the_recorded_moment_read_only(name: str, valkey_cl
     enqueued = lab.model.frame
     lab.claim_button.click()
     lab.crash_toggle.value = True
-    lab.finish_button.click()
+    lab.complete_button.click()
     assert lab.timeline.max == lab.model.history.last_index
 
     lab.timeline.set_state({"value": enqueued.index})  # as the browser sends a drag of the slider

@@ -1,7 +1,7 @@
 """The lab: panels that drive a live Valkey, for the notebooks to display in one line.
 
 >>> from echoq.teaching.lab import ClaimLab
->>> ClaimLab()          # enqueue, claim, finish or crash, reap -- on a real queue
+>>> ClaimLab()          # enqueue, claim, complete or crash, reap -- on a real queue
 
 One small package per panel, each with its model (traitlets, no widgets), its figure
 (matplotlib, built once, updated in place), its view (ipywidgets) and its words:

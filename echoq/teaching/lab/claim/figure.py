@@ -22,7 +22,7 @@ class ClaimFigure(QueueFigure):
         self.done = GridPlace(self, "done", (0.765, bottom, 0.98, top), key=self.key("done"))
         mid = 0.60
         self.arrow("claim", [(0.238, mid), (0.297, mid)], "claim")
-        self.arrow("finish", [(0.703, mid), (0.762, mid)], "finish")
+        self.arrow("complete", [(0.703, mid), (0.762, mid)], "complete")
         self.arrow("reap", [(0.40, bottom - 0.085), (0.12, bottom - 0.085)], rad=-0.25)
         self.ax.text(0.235, 0.075, "reap → pending (lease ran out)", fontsize=FONT, ha="center", color=MUTED)
         self.arrow("crash", [(0.60, bottom - 0.085), (0.60, 0.135)])

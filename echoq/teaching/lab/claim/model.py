@@ -1,4 +1,4 @@
-"""The Claim lab's model: one worker, one job at a time: enqueue, claim, finish (or crash), reap."""
+"""The Claim lab's model: one worker, one job at a time: enqueue, claim, complete (or crash), reap."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ __all__ = ["ClaimModel", "CLAIM_STEPS"]
 CLAIM_STEPS: dict[str, str | None] = {
     "enqueue": "enqueue",
     "claim": "claim",
-    "finish": "complete",
+    "complete": "complete",
     "crash": None,
     "reap": "reap",
     "fast-forward": "teaching/fast_forward",
@@ -29,12 +29,12 @@ CLAIM_STEPS: dict[str, str | None] = {
 
 
 class ClaimModel(LabModel):
-    """One worker, one job at a time: enqueue, claim, finish (or crash mid-job), reap."""
+    """One worker, one job at a time: enqueue, claim, complete (or crash mid-job), reap."""
 
     kind = "claim"
     setting_words = words.SETTINGS
     settings = ("crash", "lease_ms")
-    crash = Bool(False, help="when on, 'finish' kills the worker mid-job instead of completing")
+    crash = Bool(False, help="when on, 'complete' kills the worker mid-job instead of completing")
     lease_ms = Int(10_000, help="lease of each claim, in milliseconds")
     step = Unicode("claim", help="the step whose Lua is shown (not part of the picture)")
 
@@ -101,15 +101,15 @@ class ClaimModel(LabModel):
 
         return self.act("claim", run)
 
-    def finish(self) -> bool:
+    def complete(self) -> bool:
         """Complete the held job; with ``crash`` on, the worker dies mid-job instead."""
 
         def run() -> Said:
             assert self.queue is not None
             held = self.held
-            self.step = "crash" if self.crash else "finish"
+            self.step = "crash" if self.crash else "complete"
             if held is None:
-                return words.nothing_held(), Lit.probed("finish")
+                return words.nothing_held(), Lit.probed("complete")
             self.held = None
             if self.crash:
                 self.worker = "crashed"
@@ -125,10 +125,10 @@ class ClaimModel(LabModel):
             outcome = self.queue.complete(held)
             if outcome is Complete.COMPLETED:
                 said = words.completed(held.job_id, held.attempt, self.keys("active"), self.keys("done"))
-                return said, Lit.moved("finish")
-            return words.stale(held.job_id, held.attempt, outcome.value.upper()), Lit.probed("finish")
+                return said, Lit.moved("complete")
+            return words.stale(held.job_id, held.attempt, outcome.value.upper()), Lit.probed("complete")
 
-        return self.act("crash" if self.crash else "finish", run)
+        return self.act("crash" if self.crash else "complete", run)
 
     def reap(self) -> bool:
         def run() -> Said:

@@ -12,9 +12,9 @@ from ..words import listed, seconds, short, title_queue
 
 SETTINGS: dict[str, Callable[[Any], str]] = {
     "crash": lambda v: (
-        "crash mid-job is ON: 'finish' kills the worker instead of completing."
+        "crash mid-job is ON: 'complete' kills the worker instead of completing."
         if v
-        else "crash mid-job is off: 'finish' completes the job."
+        else "crash mid-job is off: 'complete' completes the job."
     ),
     "lease_ms": lambda v: f"Lease set to {seconds(v)}: the next claim leases for that long.",
 }
@@ -31,7 +31,7 @@ def enqueued(job_id: str, pending_key: str) -> str:
 
 
 def still_holding(job_id: str) -> str:
-    return f"The worker already holds {short(job_id)}: finish it (or crash) first. Nothing changed."
+    return f"The worker already holds {short(job_id)}: complete it (or crash) first. Nothing changed."
 
 
 def empty(pending_key: str) -> str:
@@ -67,7 +67,7 @@ def crashed(job_id: str, active_key: str, ms_left: int | None) -> str:
 
 def completed(job_id: str, attempt: int, active_key: str, done_key: str) -> str:
     return (
-        f"complete.lua (attempt {attempt}) took {short(job_id)} out of {active_key}: the row is retired, "
+        f"complete.lua (attempt {attempt}) took {short(job_id)} out of {active_key}: the row is deleted, "
         f"the id remembered in {done_key}."
     )
 

@@ -25,7 +25,7 @@ class DeliveryFigure(QueueFigure):
         self.done = GridPlace(self, "done", (0.80, bottom, 0.98, top))
         mid = 0.62
         self.arrow("claim", [(0.203, mid), (0.267, mid)], "claim")
-        self.arrow("finish", [(0.733, mid), (0.797, mid)], "finish")
+        self.arrow("complete", [(0.733, mid), (0.797, mid)], "complete")
         self.arrow("reap", [(0.36, 0.345), (0.11, 0.345)], rad=-0.15)
         self.ax.text(0.235, 0.298, "lease ran out → reap", fontsize=FONT, ha="center", va="top", color=MUTED)
         self.paths["enqueue"] = [(0.0, top - 0.03), (0.04, top - 0.03)]
@@ -69,7 +69,7 @@ class DeliveryFigure(QueueFigure):
         elif row is not None:
             self.row.set_text(f"{short(job)}\nattempts = {row.attempts} · {row.state}")
         elif snap is not None and job in snap.done:
-            self.row.set_text(f"{short(job)}\nretired: the id is\nin done")
+            self.row.set_text(f"{short(job)}\ncompleted: the id is\nin done")
         else:
             self.row.set_text(f"{short(job)}\n(not listed)")
         refused = state.get("refused")

@@ -149,7 +149,7 @@ class DeliveryModel(LabModel):
                     self.record(
                         "deliver",
                         words.done(n, job_id, result.effects, self.keys("effects"), how),
-                        lit=Lit.moved("finish"),
+                        lit=Lit.moved("complete"),
                     )
                 else:
                     wait_until_expired(queue.client, claim.deadline_ms)  # the worker is dead; its lease runs out
@@ -230,7 +230,7 @@ class DeliveryModel(LabModel):
                     "B": {"attempt": b.attempt, "status": f"completed: {outcome.value.upper()}"},
                 }
                 line = words.fence_step(5, attempt=b.attempt, outcome=outcome.value.upper())
-                lit = Lit.moved("finish")
+                lit = Lit.moved("complete")
             self._scene = {**scene, "fence_step": step, "workers": workers, "refused": refused}
             self.fence_log = [*self.fence_log, line]
             self.fence_step = step

@@ -81,7 +81,7 @@ def none_yet() -> str:
 NONE_CARD = "No delivery yet: set how many,\npick a consumer, press 'deliver'."
 
 
-FENCE_RULE = "complete(attempt) finishes the job\nonly if attempt = the row's attempts"
+FENCE_RULE = "complete(attempt) ends the job\nonly if attempt = the row's attempts"
 
 
 def fence_step(step: int, **f: Any) -> str:
@@ -96,7 +96,7 @@ def fence_step(step: int, **f: Any) -> str:
             f"4. A wakes up and completes with attempt {f['attempt']}: {f['outcome']}. Refused at the row "
             f"(attempts = {f['row_attempts']}), nothing changed: the job is still in {f['place_key']}."
         )
-    return f"5. B completes with attempt {f['attempt']}: {f['outcome']}. One finish, by the holder."
+    return f"5. B completes with attempt {f['attempt']}: {f['outcome']}. One completion, by the holder."
 
 
 def fence_idle() -> str:

@@ -30,7 +30,7 @@ class FleetFigure(QueueFigure):
         self.dead = GridPlace(self, "dead", (0.71, bottom, 0.98, 0.50), key=self.key("dead"))
         mid = 0.66
         self.arrow("claim", [(0.223, mid), (0.267, mid)], "claim")
-        self.arrow("finish", [(0.663, 0.72), (0.707, 0.72)])
+        self.arrow("complete", [(0.663, 0.72), (0.707, 0.72)])
         self.arrow("reap", [(0.36, 0.305), (0.12, 0.305)], rad=-0.12)
         self.ax.text(0.37, 0.297, "a live worker's beat: expired → pending", fontsize=FONT, va="center", color=MUTED)
         self.paths["enqueue"] = [(0.0, top - 0.03), (0.04, top - 0.03)]
