@@ -187,7 +187,7 @@ class StaleCompletionReport:
 
     @property
     def corrupted(self) -> bool:
-        """The job left the active set while B still worked it, or B's finish was refused."""
+        """The job left the active set while B still worked it, or B's complete was refused."""
         return self.place_while_held is not JobState.ACTIVE or self.holder_outcome is not Complete.COMPLETED
 
 

@@ -269,7 +269,7 @@ def check_charge_once(run: Run, charge_order: ChargeOrder) -> None:
     )
 
     # 5. Two holders: A freezes before its charge, its lease runs out, B takes the job and
-    #    finishes; then A wakes up, charges, and its complete is refused.
+    #    completes it; then A wakes up, charges, and its complete is refused.
     job, card = orders.order()
     a = orders.deliver(charge_order, "Your charge_order", freeze_at="charge:before")
     if a.ended:
