@@ -9,7 +9,7 @@ from typing import Any
 from ..figure import GridPlace, QueueFigure, TimePlace
 from ..frames import Frame
 from ..style import FEEDBACK, FONT, MUTED
-from ..words import fit, short
+from ..words import fit
 from . import words
 
 __all__ = ["DeliveryFigure"]
@@ -58,35 +58,23 @@ class DeliveryFigure(QueueFigure):
             place.show_count(snap.counts[place.name] if snap else 0)
         job = state.get("job")
         workers = state.get("workers") or []
-        if isinstance(workers, dict):  # the fence: A and B by name
-            lines = [f"{name} · attempt {w['attempt']}\n  {w['status']}" for name, w in workers.items()]
-        else:
-            lines = [f"{w['name']} · attempt {w['attempt']}\n  {w['status']}" for w in workers]
-        self.workers.set_text("\n".join(lines) if lines else "none yet")
+        named = workers.items() if isinstance(workers, dict) else ((w["name"], w) for w in workers)  # the fence: A, B
+        self.workers.set_text(words.workers_card([(name, w["attempt"], w["status"]) for name, w in named]))
         row = snap.rows.get(job) if (snap and job) else None
-        if job is None:
-            self.row.set_text("no job yet")
-        elif row is not None:
-            self.row.set_text(f"{short(job)}\nattempts = {row.attempts} · {row.state}")
-        elif snap is not None and job in snap.done:
-            self.row.set_text(f"{short(job)}\ncompleted: the id is\nin done")
-        else:
-            self.row.set_text(f"{short(job)}\n(not listed)")
+        in_done = snap is not None and job is not None and job in snap.done
+        self.row.set_text(words.row_card(job, row, in_done))
         refused = state.get("refused")
         if refused and row is not None:
             self.refusal.set_text("✕")
-            self.refusal_words.set_text(f"refused {refused['worker']}: {refused['attempt']} ≠ {row.attempts}")
+            self.refusal_words.set_text(words.refusal(refused["worker"], refused["attempt"], row.attempts))
         else:
             self.refusal.set_text("")
             self.refusal_words.set_text("")
         if fence:
-            self.ledger.set_text(f"The fence · step {state.get('fence_step', 0)} of 5\n" + words.FENCE_RULE)
+            self.ledger.set_text(words.fence_card(int(state.get("fence_step", 0))))
         elif job is not None and snap is not None:
             ran = snap.effects.get(job, 0)
-            self.ledger.set_text(
-                f"{self.ledger_key(queue)}\n{short(job)} → {ran} effect(s)\n"
-                + words.ledger(ran, snap.stats.get("claimed", 0))
-            )
+            self.ledger.set_text(words.ledger_card(self.ledger_key(queue), job, ran, snap.stats.get("claimed", 0)))
         else:
             self.ledger.set_text(f"{self.ledger_key(queue)}\n{words.NONE_CARD}")
         return False

@@ -5,9 +5,10 @@ every panel shares."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from ....queue import Row
 from ..words import short, title_queue
 
 SETTINGS: dict[str, Callable[[Any], str]] = {
@@ -57,6 +58,34 @@ def ledger(effects: int, deliveries: int) -> str:
     """The ledger's count against the deliveries (each delivery ran its effect or skipped it)."""
     skipped = max(0, deliveries - effects)
     return f"deliveries so far: {deliveries}\neffect ran {effects} · skipped {skipped}"
+
+
+def workers_card(workers: Sequence[tuple[str, int, str]]) -> str:
+    """The workers card: each worker's name, the attempt it holds, what it did."""
+    return "\n".join(f"{name} · attempt {attempt}\n  {status}" for name, attempt, status in workers) or "none yet"
+
+
+def row_card(job_id: str | None, row: Row | None, in_done: bool) -> str:
+    """The row card: the job's row as the snapshot read it (None: it has no row)."""
+    if job_id is None:
+        return "no job yet"
+    if row is not None:
+        return f"{short(job_id)}\nattempts = {row.attempts} · {row.state}"
+    if in_done:
+        return f"{short(job_id)}\ncompleted: the id is\nin done"
+    return f"{short(job_id)}\n(not listed)"
+
+
+def refusal(worker: str, attempt: int, row_attempts: int) -> str:
+    return f"refused {worker}: {attempt} ≠ {row_attempts}"
+
+
+def fence_card(step: int) -> str:
+    return f"The fence · step {step} of 5\n" + FENCE_RULE
+
+
+def ledger_card(ledger_key: str, job_id: str, ran: int, deliveries: int) -> str:
+    return f"{ledger_key}\n{short(job_id)} → {ran} effect(s)\n" + ledger(ran, deliveries)
 
 
 def crashed(k: int, job_id: str, pending_key: str) -> str:

@@ -108,7 +108,7 @@ class FleetFigure(QueueFigure):
             words.worker(w["slot"], w["state"], w.get("job"), w.get("attempt"), path, w.get("killed_job"))
             for w in workers
         ]
-        self.workers.set_text("\n".join(lines) if lines else "none: press 'start'")
+        self.workers.set_text("\n".join(lines) if lines else words.NO_WORKERS)
         if snap is None:
             self.verdict_big.set_text("")
             self.verdict.set_text("")

@@ -26,6 +26,9 @@ SETTINGS: dict[str, Callable[[Any], str]] = {
 }
 
 
+NO_WORKERS = "none: press 'start'"
+
+
 def title(queue: str, path: str, job_ms: int, rate: int, producing: bool) -> str:
     producer = f"{rate} new jobs/s" if producing else "no producer"
     return f"The worker path · queue {title_queue(queue)!r} · {path} · {seconds(job_ms)} per job · {producer}"
