@@ -23,7 +23,7 @@ from pathlib import Path
 from echoq.teaching.workshop import Workshop, admin
 
 # The moves of lessons 02-04, as their lab panels' buttons run them.
-CLAIM_MOVES = ("enqueue", "claim", "finish", "enqueue", "claim", "fast_forward", "reap", "claim", "finish")
+CLAIM_MOVES = ("enqueue", "claim", "complete", "enqueue", "claim", "fast_forward", "reap", "claim", "complete")
 REAP_MOVES = ("start_workers", "fast_forward", "step_reap", "claim_again", "fast_forward", "step_reap", "reset")
 
 

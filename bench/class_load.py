@@ -2,7 +2,7 @@
 
 Each simulated learner is a separate process with its own ACL user (``workshop up
 --count N``) and clicks the lab panels of lessons 02, 03 and 04 (the models behind the
-buttons: claim, finish, reap, fast-forward; redeliver 1-10 times, the fence; start
+buttons: claim, complete, reap, fast-forward; redeliver 1-10 times, the fence; start
 workers, step the reaper, claim again) with a person's pause between clicks. A click's
 time runs from the button's handler start to its result: the move on the server and the
 atomic re-read the picture is drawn from. Meanwhile the instructor's dashboard refreshes

@@ -49,7 +49,7 @@ def claim_clicks(lab: ClaimLab) -> Iterator[Click]:
     while True:
         yield lab.enqueue_button.click
         yield lab.claim_button.click
-        yield lab.finish_button.click
+        yield lab.complete_button.click
 
 
 def delivery_clicks(lab: DeliveryLab) -> Iterator[Click]:
@@ -144,7 +144,7 @@ def main() -> int:
         FleetLab(live=False),
     )
     panels: list[tuple[str, LabPanel, Iterator[Click], str]] = [
-        ("ClaimLab", claim, claim_clicks(claim), "enqueue / claim / finish"),
+        ("ClaimLab", claim, claim_clicks(claim), "enqueue / claim / complete"),
         ("DeliveryLab", delivery, delivery_clicks(delivery), "deliver 1..10 times (real) / fence step"),
         ("ReapLab", reap, reap_clicks(reap), "start / fast-forward / step / claim again / reset"),
         ("FleetLab", fleet, fleet_clicks(fleet), "add 20 / kill / restart / sample, 3 workers"),

@@ -37,7 +37,7 @@ def claim_tour(lab: ClaimLab) -> Iterator[None]:
     m.claim()  # still holding: refused
     yield
     lab.crash_toggle.value = True
-    m.finish()  # a crash
+    m.complete()  # a crash
     yield
     m.reap()  # too early
     yield
@@ -48,14 +48,14 @@ def claim_tour(lab: ClaimLab) -> Iterator[None]:
     lab.crash_toggle.value = False
     m.claim()
     yield
-    m.finish()
+    m.complete()
     yield
     m.claim()
     yield
     m.fast_forward()
     yield
     lab.crash_toggle.value = True
-    m.finish()  # a crash after the lease ran out
+    m.complete()  # a crash after the lease ran out
     yield
     for _ in range(8):
         m.enqueue()

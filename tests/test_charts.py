@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from echoq.teaching.chaos import ChaosReport, Sample
-from echoq.teaching.durability import RestartReport
-from echoq.teaching.lab.charts import chaos_timeline, durability_bars
+from echoq.teaching.lab.charts import chaos_timeline, persistence_bars
+from echoq.teaching.persistence import RestartReport
 
 
 def test_chaos_timeline_draws_every_place_from_the_samples() -> None:
@@ -20,9 +20,9 @@ def test_chaos_timeline_draws_every_place_from_the_samples() -> None:
     assert "lost 0, duplicate effects 0" in ax.get_title(loc="left")
 
 
-def test_durability_bars_stack_survived_and_lost() -> None:
+def test_persistence_bars_stack_survived_and_lost() -> None:
     reports = [RestartReport("none", 10, 0, 0, 0), RestartReport("aof", 10, 10, 8, 2)]
-    ax = durability_bars(reports).axes[0]
+    ax = persistence_bars(reports).axes[0]
     heights = [round(p.get_height()) for p in ax.patches]
     assert heights == [0, 10, 10, 0]  # survived bars, then lost bars
     assert [t.get_text() for t in ax.texts] == ["10 lost", "0 lost"]

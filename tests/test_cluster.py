@@ -632,7 +632,7 @@ def test_the_lab_panels_models_move_on_the_cluster(cluster: LocalCluster, client
     held = model.held
     assert held is not None and model.snapshot.place_of(held.job_id) is JobState.ACTIVE
     model.crash = True
-    assert model.finish() and model.fast_forward() and model.reap()
+    assert model.complete() and model.fast_forward() and model.reap()
     assert model.snapshot.place_of(held.job_id) is JobState.PENDING
     model.queue.reset()
 

@@ -1,7 +1,7 @@
 """The lab panels, driven headlessly against the real embedded Valkey.
 
 Each test clicks the panels' buttons (or calls their models' moves), then checks the keys
-on the server AND the words in the readout AND the picture drawn (the frame's tokens, the
+on the server AND the words in the readout AND the picture drawn (the frame's markers, the
 figure's text). Animations are off (``animate=False``) except where a test is about them.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import dataclasses
 import hashlib
 import html
 import io
@@ -34,6 +35,7 @@ from echoq import scripts  # noqa: E402
 from echoq.server import start_server  # noqa: E402
 from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab, fast_forward, style, words  # noqa: E402
 from echoq.teaching.lab.fleet.model import LOST_FIELD, FleetModel  # noqa: E402
+from echoq.teaching.lab.frames import Lit  # noqa: E402
 from echoq.teaching.lab.view import LabPanel  # noqa: E402
 from echoq.teaching.lab.words import short  # noqa: E402
 from tests.conftest import fresh_name  # noqa: E402
@@ -61,8 +63,8 @@ def shown(lab: LabPanel) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", lab.readout.value))
 
 
-def place_of_token(lab: LabPanel, job_id: str) -> str | None:
-    """Where the figure draws ``job_id`` in the latest frame (the token's style: its place)."""
+def place_of_marker(lab: LabPanel, job_id: str) -> str | None:
+    """Where the figure draws ``job_id`` in the latest frame (the marker's style: its place)."""
     frame = lab.model.frame
     spot = lab.figure.spots(frame, frame.server_now_ms()).get(job_id)
     return spot.style if spot else None
@@ -77,14 +79,14 @@ def test_crash_toggle_leaves_the_job_leased_in_active(name: str, valkey_client: 
     lab.claim_button.click()
     [job_id] = valkey_client.zrange(key(name, "active"), 0, -1)
     lab.crash_toggle.value = True
-    lab.finish_button.click()
+    lab.complete_button.click()
 
     assert valkey_client.zrange(key(name, "active"), 0, -1) == [job_id]
     assert valkey_client.zcard(key(name, "pending")) == 0
     assert valkey_client.hget(key(name, "job:" + job_id), "state") == "active"
     assert f"stays leased in {key(name, 'active')}" in shown(lab)
     assert lab.model.step == "crash" and lab.model.held is None
-    assert place_of_token(lab, job_id) == "active"
+    assert place_of_marker(lab, job_id) == "active"
     assert lab.figure.arrows["crash"].get_linewidth() > lab.figure.arrows["reap"].get_linewidth()
     assert "crashed mid-job" in lab.figure.worker.get_text()
     assert "crash mid-job ON" in lab.figure.title.get_text()
@@ -98,7 +100,7 @@ def test_a_crash_after_the_lease_ran_out_says_the_job_is_reapable(name: str, val
     [(job_id, deadline)] = valkey_client.zrange(key(name, "active"), 0, -1, withscores=True)
     wait_for_server_time(valkey_client, int(deadline) + 1)
     lab.crash_toggle.value = True
-    lab.finish_button.click()
+    lab.complete_button.click()
     text = shown(lab)
     assert "stays leased" not in text and "until its lease runs out" not in text, text
     assert "past its deadline" in text and "the next reap returns it to pending" in text
@@ -126,17 +128,17 @@ def test_live_after_scrubbing_jumps_to_the_present_at_once(name: str, valkey_cli
     lab.close()
 
 
-def test_finish_without_crash_retires_the_job(name: str, valkey_client: redis.Redis) -> None:
+def test_complete_without_crash_completes_the_job(name: str, valkey_client: redis.Redis) -> None:
     lab = ClaimLab(name, client=valkey_client, live=False, animate=False)
     lab.enqueue_button.click()
     lab.claim_button.click()
     [job_id] = valkey_client.zrange(key(name, "active"), 0, -1)
-    lab.finish_button.click()
+    lab.complete_button.click()
 
     assert valkey_client.zcard(key(name, "active")) == 0
     assert valkey_client.zcard(key(name, "done")) == 1
     assert "complete.lua (attempt 1)" in shown(lab)
-    assert place_of_token(lab, job_id) == "done"
+    assert place_of_marker(lab, job_id) == "done"
 
 
 def test_reap_after_the_lease_expires_returns_the_job_to_pending(name: str, valkey_client: redis.Redis) -> None:
@@ -146,14 +148,14 @@ def test_reap_after_the_lease_expires_returns_the_job_to_pending(name: str, valk
     lab.claim_button.click()
     held = lab.model.held
     lab.crash_toggle.value = True
-    lab.finish_button.click()
+    lab.complete_button.click()
     wait_for_server_time(valkey_client, held.deadline_ms)
     lab.reap_button.click()
 
     assert valkey_client.zrange(key(name, "pending"), 0, -1) == [held.job_id]
     assert valkey_client.zcard(key(name, "active")) == 0
     assert f"back to {key(name, 'pending')}" in shown(lab)
-    assert place_of_token(lab, held.job_id) == "pending"
+    assert place_of_marker(lab, held.job_id) == "pending"
 
 
 def test_reap_before_expiry_moves_nothing_until_fast_forward(name: str, valkey_client: redis.Redis) -> None:
@@ -161,7 +163,7 @@ def test_reap_before_expiry_moves_nothing_until_fast_forward(name: str, valkey_c
     lab.enqueue_button.click()
     lab.claim_button.click()
     lab.crash_toggle.value = True
-    lab.finish_button.click()
+    lab.complete_button.click()
     lab.reap_button.click()
     assert valkey_client.zcard(key(name, "active")) == 1
     assert "moved nothing" in shown(lab)
@@ -179,7 +181,7 @@ def test_selecting_a_step_shows_its_exact_lua(name: str, valkey_client: redis.Re
     assert "ZRANGEBYSCORE" in lab.source.value and "reap.lua" in lab.source.value
     lab.step_picker.value = "claim"
     assert "ZPOPMIN" in lab.source.value
-    assert lab.model.step_source("finish") == scripts.expanded("complete")
+    assert lab.model.step_source("complete") == scripts.expanded("complete")
     lab.step_picker.value = "crash"
     assert "runs no script" in lab.source.value
 
@@ -220,7 +222,7 @@ def test_deliver_really_redelivers(name: str, valkey_client: redis.Redis, consum
     assert f"effect ran {expected_effects} · skipped {deliveries - expected_effects}" in lab.figure.ledger.get_text()
     # Each delivery's frame says, in the readout and in its worker's box, whether the
     # effect ran: the keyed consumer's ledger skips it on every delivery but the first.
-    claims = [f for f in moves if f.lit == "claim"]
+    claims = [f for f in moves if f.lit == Lit.moved("claim")]
     assert len(claims) == deliveries
     for k, frame in enumerate(claims, start=1):
         ran = consumer == "naive" or k == 1
@@ -246,13 +248,13 @@ def test_the_fence_refuses_the_stale_worker_and_draws_it(name: str, valkey_clien
     assert "attempts = 2" in figure.row.get_text()
     assert figure.refusal.get_text() == "✕" and "1 ≠ 2" in figure.refusal_words.get_text()
     assert figure.arrows["fence"].get_linewidth() > figure.arrows["claim"].get_linewidth()
-    assert place_of_token(lab, job_id) == "active"
+    assert place_of_marker(lab, job_id) == "active"
 
     lab.fence_button.click()
     assert valkey_client.zcard(key(fence, "active")) == 0
     assert valkey_client.zrange(key(fence, "done"), 0, -1) == [job_id]
     assert "COMPLETED" in shown(lab)
-    assert figure.refusal.get_text() == "" and place_of_token(lab, job_id) == "done"
+    assert figure.refusal.get_text() == "" and place_of_marker(lab, job_id) == "done"
 
 
 def test_bad_input_is_refused_in_the_readout_and_changes_nothing(name: str, valkey_client: redis.Redis) -> None:
@@ -292,8 +294,23 @@ def test_a_job_that_keeps_stalling_lands_in_dead(name: str, valkey_client: redis
     assert valkey_client.zrange(key(name, "dead"), 0, -1) == [job_id]
     assert valkey_client.zcard(key(name, "pending")) == valkey_client.zcard(key(name, "active")) == 0
     assert f"into {key(name, 'dead')}" in shown(lab) and "max_stalled=2" in shown(lab)
-    assert place_of_token(lab, job_id) == "dead"
+    assert place_of_marker(lab, job_id) == "dead"
     assert lab.figure.arrows["dead"].get_linewidth() > lab.figure.arrows["reap"].get_linewidth()
+
+
+def test_a_move_lights_every_path_it_took_and_a_probe_lights_none(name: str, valkey_client: redis.Redis) -> None:
+    lab = ReapLab(name, client=valkey_client, live=False, animate=False)
+    lab.model.open()
+    frame, figure = lab.model.frame, lab.figure
+    width = {n: a.get_linewidth() for n, a in figure.arrows.items()}
+    figure.pose(frame, dataclasses.replace(frame, lit=Lit.moved("reap", "dead")), 0.5)
+    lit = {n for n, a in figure.arrows.items() if a.get_linewidth() > width["claim"]}
+    assert lit == {"reap", "dead"}
+    moved_at = figure.pulse.get_offsets()[0].copy()
+    figure.pose(frame, dataclasses.replace(frame, lit=Lit.probed("reap")), 0.5)
+    assert all(a.get_linewidth() == width["claim"] for a in figure.arrows.values())
+    assert figure.pulse.get_offsets()[0].tolist() != moved_at.tolist()  # a probe's pulse lags, then turns back
+    lab.close()
 
 
 @pytest.mark.parametrize(
@@ -345,13 +362,13 @@ def test_expired_leases_never_stack_and_their_labels_stay_readable(name: str, va
         + (int(lab.figure.active.overflow.get_text()[1:].split()[0]) if lab.figure.active.overflow.get_text() else 0)
         == 10
     )
-    assert len({(round(s.x, 4), round(s.y, 4)) for s in active}) == len(active)  # no two tokens on one spot
+    assert len({(round(s.x, 4), round(s.y, 4)) for s in active}) == len(active)  # no two markers on one spot
     lab.figure.draw(frame)
     renderer = lab.figure.fig.canvas.get_renderer()
     boxes = [t.get_window_extent(renderer) for t in lab.figure.labels if t.get_text()]
     assert len(boxes) >= len(active)
     for a, b in itertools.combinations(boxes, 2):
-        assert not a.overlaps(b), "two token labels overlap"
+        assert not a.overlaps(b), "two marker labels overlap"
     now_x = lab.figure.active.now_x
     expired = [j for j, d in frame.snapshot.active.items() if d <= frame.snapshot.now_ms]
     assert len(expired) == 8
@@ -455,7 +472,7 @@ def test_killing_a_worker_mid_job_loses_nothing_and_duplicates_no_effect(name: s
         lab.kill_buttons[0].click()
         killed_job = model.fleet[0].killed_job
         assert killed_job is not None and f"{short(killed_job)} (attempt 1) stays leased" in shown(lab)
-        assert place_of_token(lab, killed_job) == "active"
+        assert place_of_marker(lab, killed_job) == "active"
 
         give_up = time.monotonic() + 20
         while valkey_client.zcard(key(name, "done")) < 5 and time.monotonic() < give_up:
@@ -726,7 +743,7 @@ def _frames_during(lab: LabPanel, click) -> tuple[list[str], object]:
     return pictures, lab.player.transitions[count:]
 
 
-# Each kind of move on each panel: a token appears, a token travels set to set, a script
+# Each kind of move on each panel: a marker appears, a marker travels set to set, a script
 # runs and moves nothing (a probe). bench/lab_latency.py plays every move and reports its frames.
 MOVES = {
     "ClaimLab": ["enqueue_button", "claim_button", "reap_button"],
@@ -786,7 +803,7 @@ def test_scrubbing_back_shows_the_recorded_moment_read_only(name: str, valkey_cl
     enqueued = lab.model.frame
     lab.claim_button.click()
     lab.crash_toggle.value = True
-    lab.finish_button.click()
+    lab.complete_button.click()
     assert lab.timeline.max == lab.model.history.last_index
 
     lab.timeline.set_state({"value": enqueued.index})  # as the browser sends a drag of the slider

@@ -1,7 +1,7 @@
 """The truth test, for every panel: every number and label a frame shows (its figure and
 its readout) is what the frame's one atomic read of the server says -- Fleet lost and done,
 Delivery effect or skip, Claim lease state, Reap stall counts, every place's count and
-every token's place -- for every frame of a scripted tour (tests/lab_tour.py), with a
+every marker's place -- for every frame of a scripted tour (tests/lab_tour.py), with a
 thread burning CPU meanwhile. Where nothing else moves the queue, the frame's read is
 also checked against a fresh atomic read of the server after the move."""
 
@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 
 import echoq  # noqa: E402
 from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab, words  # noqa: E402
-from echoq.teaching.lab.frames import Frame  # noqa: E402
+from echoq.teaching.lab.frames import Frame, Lit  # noqa: E402
 from echoq.teaching.lab.view import LabPanel  # noqa: E402
 from tests.conftest import fresh_name  # noqa: E402
 from tests.lab_tour import TOURS, tour  # noqa: E402
@@ -94,7 +94,7 @@ def check_delivery(lab: DeliveryLab, frame: Frame, previous: Frame | None) -> No
     row = snap.rows.get(job)
     if row is not None:
         assert f"attempts = {row.attempts}" in lab.figure.row.get_text()
-    if frame.lit == "claim":
+    if frame.lit == Lit.moved("claim"):
         assert previous is not None and previous.state.get("job") == job
         did_run = ran > previous.snapshot.effects.get(job, 0)  # the effect ran at this delivery
         worker = lab.figure.workers.get_text().splitlines()[-1]

@@ -52,6 +52,7 @@ def test_lesson_shape(path: Path) -> None:
     first = nb.cells[0].source
     assert first.startswith("# "), "a lesson opens with its title"
     assert "What you will be able to do" in first and "Time:" in first
+    assert "](../docs/GLOSSARY.md)" in first and (path.parent / "../docs/GLOSSARY.md").is_file(), "link the glossary"
     for heading in ("## Summary", "## Free play"):
         assert heading in text, f"{path.name} lacks {heading}"
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")

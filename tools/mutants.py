@@ -43,8 +43,8 @@ _TUNING = "the loop's own tuning (lease, beat, max_stalled): the contract fixes 
 _TUNING += "is reached at these as at the solution's"
 _BEAT = "the first beat compares with 0.0 and later ones with a deadline the clock passes: > and >= beat alike"
 _INTERVAL = (
-    "the heartbeat's lease and interval (599-601 ms; a beat every half or quarter lease; 1/1001 s units): every "
-    "one keeps beats well inside the lease and far from a busy loop"
+    "the extension's lease and interval (599-601 ms; an extension every half or quarter lease; 1/1001 s units): "
+    "every one keeps extensions well inside the lease and far from a busy loop"
 )
 
 # (exercise, mutant name) -> why the mutant behaves the same under the contract.
@@ -74,16 +74,16 @@ EQUIVALENT: dict[tuple[str, str], str] = {
     ("loop", "line 12: 1000 -> 1001 (number 1)"): _TUNING,
     ("loop", "line 12: 1000 -> 999 (number 1)"): _TUNING,
     ("loop", "line 10: >= -> > (1)"): _BEAT,
-    ("heartbeat", "line 3: 600 -> 601 (number 1)"): _INTERVAL,
-    ("heartbeat", "line 3: 600 -> 599 (number 1)"): _INTERVAL,
-    ("heartbeat", "line 9: 3 -> 4 (number 1)"): _INTERVAL,
-    ("heartbeat", "line 9: 3 -> 2 (number 1)"): _INTERVAL,
-    ("heartbeat", "line 9: 1000 -> 1001 (number 2)"): _INTERVAL,
-    ("heartbeat", "line 9: 1000 -> 999 (number 2)"): _INTERVAL,
-    ("heartbeat", "drop line 12: return False  # someone else holds the job now: stop"): (
+    ("extend", "line 3: 600 -> 601 (number 1)"): _INTERVAL,
+    ("extend", "line 3: 600 -> 599 (number 1)"): _INTERVAL,
+    ("extend", "line 9: 3 -> 4 (number 1)"): _INTERVAL,
+    ("extend", "line 9: 3 -> 2 (number 1)"): _INTERVAL,
+    ("extend", "line 9: 1000 -> 1001 (number 2)"): _INTERVAL,
+    ("extend", "line 9: 1000 -> 999 (number 2)"): _INTERVAL,
+    ("extend", "drop line 12: return False  # someone else holds the job now: stop"): (
         "after a STALE answer the loop goes on extending until the work is done: each extend is fenced and "
-        "refused, changing nothing, and the last one still answers STALE, so keep_lease returns False and the "
-        "effect is not done (the work itself cannot be stopped from the heartbeat's thread)"
+        "refused, changing nothing, and the last one still answers STALE, so extend_lease returns False and the "
+        "effect is not done (the work itself cannot be stopped from extend_lease's thread)"
     ),
     ("requeue", "line 3: 1 -> 0 (number 1)"): _SUB0,
     ("requeue", "swap lines 6 and 7"): _ATOMIC,
@@ -137,7 +137,7 @@ def mutants(source: str, kind: str) -> list[Mutant]:
             found.append(Mutant(name, text))
 
     calls = re.compile(
-        r"redis\.call\(" if kind == "lua" else r"\b(?:(?:q|r|bank)\.\w+|handle|time\.sleep)\(|^\s*return\b"
+        r"redis\.call\(" if kind == "lua" else r"\b(?:(?:q|r|bank)\.\w+|work|time\.sleep)\(|^\s*return\b"
     )
     for n, line in code:
         body, _ = _code_part(line, comment)
@@ -203,7 +203,7 @@ def mutants(source: str, kind: str) -> list[Mutant]:
     if kind == "python":  # a catch-all except that swallows what the learner's callbacks raise
         for n, line in code:
             body, _ = _code_part(line, comment)
-            if re.search(r"\b(handle|bank\.charge)\(", body) and not body.rstrip().endswith(":"):
+            if re.search(r"\b(work|bank\.charge)\(", body) and not body.rstrip().endswith(":"):
                 pad = line[: _indent(line)]
                 wrapped = f"{pad}try:\n{pad}    {line.strip()}\n{pad}except Exception:\n{pad}    pass"
                 add(f"line {n + 1}: catch-all except around it", _replace_line(source, n, wrapped))

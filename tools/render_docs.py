@@ -35,7 +35,7 @@ def claim() -> None:
         lab.enqueue_button.click()
     lab.claim_button.click()
     lab.crash_toggle.value = True
-    lab.finish_button.click()  # the worker dies mid-job: the job stays leased
+    lab.complete_button.click()  # the worker dies mid-job: the job stays leased
     lab.crash_toggle.value = False
     lab.claim_button.click()  # a new worker takes the next job
     save(lab, "lab-claim.png")

@@ -13,7 +13,7 @@
 * :mod:`~echoq.teaching.contrasts` -- the cautionary wrong ways, kept apart on purpose;
 * :mod:`~echoq.teaching.faults` -- crash hooks for the Worker (simulated or real kills);
 * :mod:`~echoq.teaching.chaos` -- real worker processes, real SIGKILLs, an audit;
-* :mod:`~echoq.teaching.durability` -- what survives when Valkey itself dies.
+* :mod:`~echoq.teaching.persistence` -- what survives when Valkey itself dies.
 
 It depends on the library and never the other way round: ``import echoq`` loads none of
 this. Its extra dependencies (ipywidgets, matplotlib, ipympl, traitlets, tqdm) come with

@@ -11,7 +11,7 @@ a lesson, a test or ``python -m echoq chaos --naive`` can show the damage on a r
   second move yanks it away from the worker that claimed it in between: one crash, two
   live deliveries (:func:`overlapping_sweeps` stages it).
 * :func:`unfenced_complete` -- completion without the token check. A worker whose lease
-  expired retires a job that another worker now holds (:func:`stale_completion` stages it).
+  expired completes a job that another worker now holds (:func:`stale_completion` stages it).
 
 The real counterparts are ``lua/claim.lua``, ``lua/reap.lua`` and ``lua/complete.lua``.
 """
@@ -156,7 +156,7 @@ def overlapping_sweeps(queue: Queue, *, racy: bool, lease_ms: int = 5, holder_le
 
 
 def unfenced_complete(queue: Queue, job_id: str) -> None:
-    """CONTRAST: retire a job without checking that the caller still holds it.
+    """CONTRAST: complete a job without checking that the caller still holds it.
 
     No token, no state check: whoever calls this deletes the row, even if the job was
     reaped and another worker is in the middle of it.
@@ -187,7 +187,7 @@ class StaleCompletionReport:
 
     @property
     def corrupted(self) -> bool:
-        """The job left the active set while B still worked it, or B's finish was refused."""
+        """The job left the active set while B still worked it, or B's complete was refused."""
         return self.place_while_held is not JobState.ACTIVE or self.holder_outcome is not Complete.COMPLETED
 
 

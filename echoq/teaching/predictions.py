@@ -321,12 +321,12 @@ question(
 )
 question(
     "06",
-    "late-beat",
+    "late-extension",
     "A 600 ms lease, extended every 550 ms. One extension reaches the server 200 ms late. What happens to the job?",
     [
         (
             "The lease runs out before the late extension arrives: another worker takes the job while this one works.",
-            "A heartbeat must leave room for a late beat: beat every half a lease or more often.",
+            "An extension must leave room for a late one: extend every half a lease or more often.",
         ),
         (
             "Nothing: it was extended in time.",
@@ -338,7 +338,7 @@ question(
         ),
     ],
     0,
-    reveals="exercises.check_keep_lease(",
+    reveals="exercises.check_extend_lease(",
 )
 question(
     "06",

@@ -8,7 +8,7 @@ connections. :func:`spawn` forks the notebook's kernel (or the test process), ru
 
 * the child counts **steps**: every command it sends to Valkey through a
   :func:`counting_client` (a script counts once, named after its file), and every
-  :func:`mark` the code around it makes (``"charge:before"``, ``"handler"`` ...);
+  :func:`mark` the code around it makes (``"charge:before"``, ``"returned"`` ...);
 * ``kill_at`` picks a step after which the child SIGKILLs itself -- a real ``kill -9``:
   no ``finally``, no ``atexit``, no goodbye to Valkey;
 * ``freeze_at`` picks a step after which it SIGSTOPs itself: the process is frozen, its
@@ -183,7 +183,7 @@ def hold(label: str, nth: int) -> None:
 
 def delay(label: str, nth: int, seconds: float) -> None:
     """In a child: hold the ``nth`` command labelled ``label`` (``"extend"``, ``"HSET"`` ...)
-    for ``seconds`` before sending it -- a slow network, a late heartbeat."""
+    for ``seconds`` before sending it -- a slow network, a late extension."""
     if _steps is not None:
         _steps.delays[label] = (nth, seconds)
 

@@ -23,7 +23,7 @@ misconceptions and its check).
  04   stall       the stall count, the seed's threshold (Lua)   :func:`check_stall_count`
  04   two_step    a two-step reaper, raced; its duplicate       :func:`check_two_step_reaper`
  05   loop        the consumer loop on a beat                   :func:`check_worker_loop`
- 06   heartbeat   lease extension that knows when it is lost    :func:`check_keep_lease`
+ 06   extend      lease extension that knows when it is lost    :func:`check_extend_lease`
  07   requeue     row keys built in a script, on a cluster      :func:`check_requeue_script`
 ====  ==========  ============================================  ============================
 """
@@ -69,7 +69,7 @@ discover()
 from .charge.check import check_charge_once, deliver  # noqa: E402
 from .claim.check import check_claim_script  # noqa: E402
 from .complete.check import check_fenced_complete  # noqa: E402
-from .heartbeat.check import check_keep_lease, long_job  # noqa: E402
+from .extend.check import check_extend_lease, long_job  # noqa: E402
 from .loop.check import check_worker_loop  # noqa: E402
 from .lost.check import check_lost_jobs  # noqa: E402
 from .requeue.check import check_requeue_script  # noqa: E402
@@ -89,7 +89,7 @@ __all__ = [
     "check_charge_once",
     "check_claim_script",
     "check_fenced_complete",
-    "check_keep_lease",
+    "check_extend_lease",
     "check_lost_jobs",
     "check_requeue_script",
     "check_stall_count",

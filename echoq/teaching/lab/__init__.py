@@ -1,20 +1,21 @@
 """The lab: panels that drive a live Valkey, for the notebooks to display in one line.
 
 >>> from echoq.teaching.lab import ClaimLab
->>> ClaimLab()          # enqueue, claim, finish or crash, reap -- on a real queue
+>>> ClaimLab()          # enqueue, claim, complete or crash, reap -- on a real queue
 
 One small package per panel, each with its model (traitlets, no widgets), its figure
-(matplotlib, built once, updated in place) and its view (ipywidgets):
+(matplotlib, built once, updated in place), its view (ipywidgets) and its words:
 
 * :mod:`~echoq.teaching.lab.claim` -- the recoverable claim;
 * :mod:`~echoq.teaching.lab.delivery` -- at-least-once delivery, effects, the fence;
 * :mod:`~echoq.teaching.lab.reap` -- leases on the server's clock, the stalled check, the race;
 * :mod:`~echoq.teaching.lab.fleet` -- workers on a beat, kills, the truth about loss.
 
-Shared: :mod:`.model` (the model base, frames from one snapshot), :mod:`.frames`,
-:mod:`.figure` (places, tokens, tweening), :mod:`.player` (animation, time control),
-:mod:`.view` (the panel base, static fallback), :mod:`.words` (every sentence),
-:mod:`.style` (palette, markers, sizes). The models load no widget library.
+Shared: :mod:`.model` (the model base, frames from one snapshot), :mod:`.frames` (frames,
+the paths a move lit), :mod:`.figure` (places, markers, tweening), :mod:`.player`
+(animation, time control), :mod:`.view` (the panel base, static fallback), :mod:`.words`
+(what every panel says), :mod:`.style` (palette, marker shapes, sizes). The models load no
+widget library.
 """
 
 import importlib.util

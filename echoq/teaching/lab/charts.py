@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from ..chaos import ChaosReport
-from ..durability import RestartReport
+from ..persistence import RestartReport
 from .style import FONT, PLACES
 
 COLOURS = {name: style.colour for name, style in PLACES.items()}
@@ -51,7 +51,7 @@ def chaos_timeline(report: ChaosReport) -> Figure:
     return fig
 
 
-def durability_bars(reports: Sequence[RestartReport]) -> Figure:
+def persistence_bars(reports: Sequence[RestartReport]) -> Figure:
     """Acknowledged jobs that survived a server SIGKILL, per persistence setting."""
     fig = Figure(figsize=(6.5, 3), layout="constrained")
     ax = fig.add_subplot()

@@ -1,23 +1,23 @@
-"""The lab's pictures: places (boxes) holding job tokens, built once and updated in place.
+"""The lab's pictures: places (boxes) holding job markers, built once and updated in place.
 
 A panel's figure subclasses :class:`BoardFigure`: ``build()`` lays out its places and
-arrows once; ``spots(frame, now_ms)`` says where each job token sits in a frame, and
+arrows once; ``spots(frame, now_ms)`` says where each job marker sits in a frame, and
 ``annotate(frame, now_ms)`` writes the frame's other words (title, counts, workers).
 Everything comes from the frame, and so from the frame's one snapshot.
 
-An animation is :meth:`BoardFigure.draw_between`: the tokens of frame ``a`` travel to their
-places in frame ``b`` (a token that moved set to set is seen crossing), while a pulse runs
-along the path of the script that moved them. A token never disappears or appears without
+An animation is :meth:`BoardFigure.draw_between`: the markers of frame ``a`` travel to their
+places in frame ``b`` (a marker that moved set to set is seen crossing), while a pulse runs
+along the path of the script that moved them. A marker never disappears or appears without
 a cue: a new one slides in, one that left fades out.
 
 Drawing: plain :class:`matplotlib.figure.Figure` on an Agg canvas (no pyplot, no global
 state), so it renders headlessly for tests and docs, and a view can hand it to ipympl.
-Text is what a draw spends its time on, and within one move's animation only the tokens
+Text is what a draw spends its time on, and within one move's animation only the markers
 (their labels, the lit arrows, the pulse) change. So those are *animated*: the static
 picture is rendered once; the frame's *marks* (titles, counts, worker lines) are drawn
 over it once per move, at the half-way frame (when the readout, too, turns to the new
 frame's words); and each animation frame restores that background and draws only the
-tokens over it (matplotlib's blitting recipe).
+markers over it (matplotlib's blitting recipe).
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ from .style import FONT, INK, MUTED, PAPER, PLACES, TITLE
 
 __all__ = ["BoardFigure", "GridPlace", "TimePlace", "Spot", "ease"]
 
-TOKEN_SIZE = 110  # marker area, points^2
-CELL_W_PX, CELL_H_PX = 58, 38  # room for one token and its one-line label
+MARKER_SIZE = 110  # marker area, points^2
+CELL_W_PX, CELL_H_PX = 58, 38  # room for one marker and its one-line label
 LINE_PX = 14  # one more line of 10 pt text
 
 
 @dataclass(frozen=True)
 class Spot:
-    """Where one token is drawn, in figure fractions, and how."""
+    """Where one marker is drawn, in figure fractions, and how."""
 
     x: float
     y: float
@@ -62,7 +62,7 @@ def ease(p: float) -> float:
 
 
 class Place:
-    """A box on the board that holds tokens of one place (pending, active, done, dead...)."""
+    """A box on the board that holds markers of one place (pending, active, done, dead...)."""
 
     def __init__(
         self,
@@ -94,7 +94,7 @@ class Place:
         ax.scatter(
             [self.x0 + board.px(10)],
             [self.y1 + board.py(26)],
-            s=TOKEN_SIZE * 0.8,
+            s=MARKER_SIZE * 0.8,
             marker=PLACES[self.style].marker,
             c=[colour],
             edgecolors=INK if self._filled else colour,
@@ -130,7 +130,7 @@ class Place:
 
 
 class GridPlace(Place):
-    """Tokens in rows, in the order given (oldest first for pending, newest first for done)."""
+    """Markers in rows, in the order given (oldest first for pending, newest first for done)."""
 
     def __init__(self, *args: Any, label_lines: int = 1, **kw: Any) -> None:
         super().__init__(*args, **kw)
@@ -164,7 +164,7 @@ class GridPlace(Place):
 
 
 class TimePlace(Place):
-    """The active set on a time axis: each token at its lease deadline, measured from the
+    """The active set on a time axis: each marker at its lease deadline, measured from the
     server's now (the vertical line). Expired leases sit left of it in their own zone,
     spread in a grid in deadline order -- never stacked on the axis edge."""
 
@@ -247,7 +247,7 @@ class TimePlace(Place):
                 continue
             row, col = divmod(n, self.zone_cols)
             x = self.x0 + b.px(6) + (col + 0.5) * self.cell_w
-            label = words.token(job_id, left, extra, self.extra_line)
+            label = words.marker(job_id, left, extra, self.extra_line)
             out[job_id] = Spot(x, self.top - row * self.cell_h, self.style, label)
         # Live leases at their true x; a row further down when a neighbour's label is too close.
         last_x = [-math.inf] * self.rows
@@ -256,7 +256,7 @@ class TimePlace(Place):
             for row in range(self.rows):
                 if x - last_x[row] >= self.cell_w:
                     last_x[row] = x
-                    label = words.token(job_id, left, extra, self.extra_line)
+                    label = words.marker(job_id, left, extra, self.extra_line)
                     out[job_id] = Spot(x, self.top - row * self.cell_h, self.style, label)
                     break
             else:
@@ -266,10 +266,10 @@ class TimePlace(Place):
 
 
 class BoardFigure:
-    """Shared by every panel's figure: places, tokens, paths, a pulse, blitting."""
+    """Shared by every panel's figure: places, markers, paths, a pulse, blitting."""
 
     width_in, height_in, dpi = 8.6, 4.2, 100
-    max_tokens = 60
+    max_markers = 60
     transition_s = 0.72  # one move's animation at speed 1
     steps = 18  # frames per move's animation (at least 10, over 0.3-1.0 s)
 
@@ -290,12 +290,12 @@ class BoardFigure:
         self.cards: list[tuple[tuple[float, float, float, float], Any]] = []  # (box, its text): text stays inside
         self.build()
         self.scatters = {
-            name: ax.scatter([], [], s=TOKEN_SIZE, marker=style.marker, zorder=5, linewidths=1.0)
+            name: ax.scatter([], [], s=MARKER_SIZE, marker=style.marker, zorder=5, linewidths=1.0)
             for name, style in PLACES.items()
         }
         self.labels = [
             ax.text(0, 0, "", fontsize=FONT, family="monospace", ha="center", va="top", color=INK, zorder=6)
-            for _ in range(self.max_tokens)
+            for _ in range(self.max_markers)
         ]
         self.pulse = ax.scatter([], [], s=220, marker="o", facecolors="none", edgecolors=INK, linewidths=2.2, zorder=7)
         self.dynamic += [*self.scatters.values(), *self.labels, self.pulse]
@@ -359,7 +359,7 @@ class BoardFigure:
             linewidth=1.2,
         )
         self.ax.add_patch(arrow)
-        self.dynamic.insert(0, arrow)  # lit at a move's first frame: drawn with the tokens
+        self.dynamic.insert(0, arrow)  # lit at a move's first frame: drawn with the markers
         self.arrows[name] = arrow
         size = (self.width_in * self.dpi, self.height_in * self.dpi)
         self.paths[name] = _arc(points[0], points[-1], rad, size) if rad else points
@@ -376,7 +376,7 @@ class BoardFigure:
         """Lay out the static parts (places, arrows) once."""
 
     def spots(self, frame: Frame, now_ms: int) -> dict[str, Spot]:
-        """Where each job token of ``frame`` sits when the server's clock reads ``now_ms``."""
+        """Where each job marker of ``frame`` sits when the server's clock reads ``now_ms``."""
         return {}
 
     def annotate(self, frame: Frame, now_ms: int) -> bool:
@@ -384,7 +384,7 @@ class BoardFigure:
         return False
 
     def moves(self, a: Frame | None, b: Frame) -> bool:
-        """True if going from ``a`` to ``b`` moves something: a lit path, or any token."""
+        """True if going from ``a`` to ``b`` moves something: a lit path, or any marker."""
         if b.lit:
             return True
 
@@ -413,9 +413,9 @@ class BoardFigure:
         if not first_half:
             target = self.spots(b, now_b)
         # The frame's words (counts, title, workers, verdict) change half way, when the
-        # tokens arrive in their new places, and so does the readout (the player shows the
+        # markers arrive in their new places, and so does the readout (the player shows the
         # new frame's words from its half-way frame on): the two always tell one frame. A
-        # move's first frame then redraws only the tokens (cheap).
+        # move's first frame then redraws only the markers (cheap).
         if first_half:
             assert a is not None
             full = self.annotate(a, a.server_now_ms(at_s))
@@ -428,9 +428,9 @@ class BoardFigure:
         texts: list[tuple[float, float, str, float]] = []
         for job_id in list(target) + [j for j in start if j not in target]:
             to, frm = target.get(job_id), start.get(job_id)
-            # A token's label is drawn where the token rests: one that travels, slides in or
+            # A marker's label is drawn where the marker rests: one that travels, slides in or
             # fades out carries none until it arrives (a label in flight would run over the
-            # arrows' names and its neighbours' labels). A lease's token drifting with the
+            # arrows' names and its neighbours' labels). A lease's marker drifting with the
             # clock by less than half a cell counts as resting.
             if to is not None and frm is not None:
                 x, y = frm.x + (to.x - frm.x) * e, frm.y + (to.y - frm.y) * e
@@ -466,19 +466,16 @@ class BoardFigure:
             label.set_position((x, y))
             label.set_text(text)
             label.set_alpha(alpha)
-        # The move's paths ("reap+dead": two): lit, with a pulse running along the first
-        # while the tokens travel.
-        # A name ending in "?" is a probe: the script ran and moved nothing, so its path is
-        # not lit and the pulse goes half way and turns back.
-        lit = b.lit.split("+") if b.lit else []
-        moved = [n for n in lit if not n.endswith("?")]
+        # The move's paths (see Lit): lit, with the pulse along the first; a probe's pulse
+        # goes half way and turns back.
         for name, arrow in self.arrows.items():
-            on = name in moved
+            on = name in b.lit.on
             arrow.set_color(INK if on else MUTED)
             arrow.set_linewidth(2.6 if on else 1.0)
-        path = self.paths.get(lit[0].rstrip("?")) if lit else None
+        path = self.paths.get(b.lit.paths[0]) if b.lit else None
         if path and p < 1.0:
-            self.pulse.set_offsets([_along(path, e if moved else (e / 1.4 if e < 0.7 else 0.5 - (e - 0.7)))])
+            back = e / 1.4 if e < 0.7 else 0.5 - (e - 0.7)
+            self.pulse.set_offsets([_along(path, back if b.lit.probe else e)])
         else:
             self.pulse.set_offsets(_NOWHERE)
         return full
@@ -499,12 +496,12 @@ class BoardFigure:
 
     def render(self, full: bool = False) -> None:
         """Show the posed artists, in three layers: the static picture (cached at a full
-        draw), the frame's marks over it (cached once per move), the tokens over those."""
+        draw), the frame's marks over it (cached once per move), the markers over those."""
         canvas = self.fig.canvas
         self.frames_drawn += 1
         marks = self._marks_now()
         if full or self._static is None:
-            canvas.draw()  # the draw_event handler caches both layers and adds the tokens
+            canvas.draw()  # the draw_event handler caches both layers and adds the markers
             return
         if marks != self._marks_drawn or self._with_marks is None:
             canvas.restore_region(self._static)
@@ -518,7 +515,7 @@ class BoardFigure:
             self.fig.draw_artist(artist)
         if hasattr(canvas, "_force_full"):
             # ipympl: send whole frames. A browser replaces an image still loading by the
-            # next one; with diff frames a dropped one would leave ghost tokens behind.
+            # next one; with diff frames a dropped one would leave ghost markers behind.
             canvas._force_full = True
         canvas.blit(self.fig.bbox)
 

@@ -15,7 +15,36 @@ from typing import Any
 
 from ...queue import Snapshot
 
-__all__ = ["Frame", "History"]
+__all__ = ["Frame", "History", "Lit"]
+
+
+@dataclass(frozen=True)
+class Lit:
+    """The paths a move took, by the names of the figure's arrows: lit, with a pulse running
+    along the first while the markers travel. A probe ran its script and moved nothing: its
+    path is not lit, and the pulse goes half way and turns back."""
+
+    paths: tuple[str, ...] = ()
+    probe: bool = False
+
+    @classmethod
+    def moved(cls, *paths: str) -> Lit:
+        return cls(tuple(paths))
+
+    @classmethod
+    def probed(cls, path: str) -> Lit:
+        return cls((path,), probe=True)
+
+    @property
+    def on(self) -> tuple[str, ...]:
+        """The paths drawn lit (none for a probe)."""
+        return () if self.probe else self.paths
+
+    def __bool__(self) -> bool:
+        return bool(self.paths)
+
+
+NO_PATH = Lit()
 
 
 @dataclass(frozen=True)
@@ -27,9 +56,9 @@ class Frame:
     clock: str  # wall-clock time of day, for the timeline ("14:03:07.2")
     move: str  # the move (or "sample", "settings") that produced it
     readout: str  # what the readout said
-    snapshot: Snapshot | None  # THE one atomic read every token and number comes from
+    snapshot: Snapshot | None  # THE one atomic read every marker and number comes from
     state: Mapping[str, Any] = field(default_factory=dict)  # the panel's own facts (settings, workers, ...)
-    lit: str = ""  # the path the move took, lit on the figure
+    lit: Lit = NO_PATH  # the paths the move took, lit on the figure
     connected: bool = True
 
     def server_now_ms(self, at_s: float | None = None) -> int:

@@ -3,7 +3,7 @@ readout in words, the connection. Traitlets only: no widget and no plot is impor
 
 A move is an explicit method (``claim()``, ``step_reap()`` ...): it runs real scripts on
 Valkey, then takes ONE atomic :meth:`echoq.Queue.snapshot` and records a
-:class:`~echoq.teaching.lab.frames.Frame` from it; every token drawn and every number shown
+:class:`~echoq.teaching.lab.frames.Frame` from it; every marker drawn and every number shown
 comes from that read. Constructors and trait observers never touch the network: a panel
 connects when it is first displayed (:meth:`LabModel.open`) or at its first move.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import redis
@@ -31,15 +31,15 @@ from ...queue import Queue, Snapshot
 from ...server import check, connect, describe_client, redact
 from .. import learner
 from . import words
-from .frames import Frame, History
+from .frames import NO_PATH, Frame, History, Lit
 
 __all__ = ["LabModel", "GONE", "Said"]
 
 _instances = itertools.count(1)
 GONE = (ServerUnavailable, redis.ConnectionError, redis.TimeoutError)
 
-# A move's run() returns its words, or (words, lit path), or None when it recorded its own frames.
-Said = str | tuple[str, str] | None
+# A move's run() returns its words, or (words, the paths it took), or None when it recorded its own frames.
+Said = str | tuple[str, Lit] | None
 
 
 class LabModel(HasTraits):
@@ -47,6 +47,7 @@ class LabModel(HasTraits):
 
     kind: ClassVar[str] = "lab"
     settings: ClassVar[tuple[str, ...]] = ()  # traits the learner sets; recorded in every frame
+    setting_words: ClassVar[Mapping[str, Callable[[Any], str]]] = {}  # what a change of each says
 
     readout = Unicode("", help="what the latest frame says: the last move and where the jobs are")
     connected = Bool(False, help="False until the panel connects, and once Valkey went away")
@@ -119,7 +120,7 @@ class LabModel(HasTraits):
         if fresh:
             self.setup()  # settings stay as set: only reset() puts them back
         self.connected = True
-        return self.record("connect", words.connected(redact(describe_client(client)), self.name), lit="")
+        return self.record("connect", words.connected(redact(describe_client(client)), self.name))
 
     def _gone(self, exc: BaseException) -> None:
         where = describe_client(self.queue.client) if self.queue is not None else (self.url or "the default server")
@@ -146,7 +147,7 @@ class LabModel(HasTraits):
             for name in self.settings:
                 self.set_trait(name, self.trait_defaults(name))
 
-    def act(self, move: str, run: Callable[[], Said], lit: str | None = None) -> bool:
+    def act(self, move: str, run: Callable[[], Said], lit: Lit | None = None) -> bool:
         """Run one move; record the frame that shows what it did (or why it was refused)."""
         if not self._opened and not self.open():
             return False
@@ -162,15 +163,15 @@ class LabModel(HasTraits):
             return False
         except EchoqError as exc:
             self._quiet -= 1
-            self.record(move, words.refused(move, exc), lit="")
+            self.record(move, words.refused(move, exc))
             return False
         self._quiet -= 1
         if said is None:  # the move recorded its own frames
             return True
-        text, path = said if isinstance(said, tuple) else (said, move if lit is None else lit)
+        text, path = said if isinstance(said, tuple) else (said, Lit.moved(move) if lit is None else lit)
         return self.record(move, text, lit=path)
 
-    def record(self, move: str, said: str, *, lit: str = "", snapshot: Snapshot | None = None) -> bool:
+    def record(self, move: str, said: str, *, lit: Lit = NO_PATH, snapshot: Snapshot | None = None) -> bool:
         """Take one atomic snapshot (unless given) and record the frame drawn from it."""
         if self.queue is None:
             return False
@@ -206,7 +207,7 @@ class LabModel(HasTraits):
             self.setup()
             return words.reset(deleted, self.name)
 
-        return self.act("reset", run, lit="")
+        return self.act("reset", run, lit=NO_PATH)
 
     def say(self, move: str, text: str) -> None:
         """Record a frame that only speaks (a refusal before any I/O): the last snapshot, new words."""
@@ -237,7 +238,7 @@ class LabModel(HasTraits):
         assert latest is not None
         with self._lock:
             state = self._state()
-            said = words.setting(self.kind, change["name"], change["new"])
+            said = words.setting(self.setting_words, change["name"], change["new"])
             text = f"{said} {self.describe(latest.snapshot, state)}".strip() if latest.snapshot else said
             frame = self.history.append(
                 move="settings", readout=text, snapshot=latest.snapshot, state=state, connected=self.connected

@@ -2,7 +2,7 @@
 recorded frame held still (time control, as in RaftScope). No widgets here.
 
 * **Following** (live): every new frame is animated in, one move after another: the
-  tokens travel from set to set in ``figure.steps`` frames over ``figure.transition_s``
+  markers travel from set to set in ``figure.steps`` frames over ``figure.transition_s``
   seconds (divided by ``speed``). The first frame is drawn at once, on the thread that
   recorded the move (so a click shows something within one frame); a short-lived thread
   draws the rest and exits when the picture has caught up. Nothing runs while idle.

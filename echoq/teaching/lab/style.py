@@ -47,7 +47,7 @@ TITLE = 12
 
 @dataclass(frozen=True)
 class PlaceStyle:
-    """How a job token is drawn while it is in one place."""
+    """How a job marker is drawn while it is in one place."""
 
     name: str
     colour: str

@@ -50,7 +50,7 @@ from .style import FEEDBACK
 __all__ = ["LabPanel", "ipympl_active"]
 
 READOUT_STYLE = "font-size:14px;line-height:1.45;max-width:980px"
-# Lifecycle words (the panels' own words are in words.py).
+# Lifecycle words (the panels' own words are in each panel's words.py).
 OUTSIDE_CHANGE = "Re-read the queue: it changed outside this panel (a cell, or another tab)."
 STILL = (
     "A still picture of this lab's last move, kept with the notebook: it no longer follows the queue. "

@@ -1,10 +1,10 @@
 """Lesson 03: charge once (an effect in another system).
 
-The learner's ``handle(claim, bank)`` charges the order in the claim's
+The learner's ``charge_order(claim, bank)`` charges the order in the claim's
 payload at a stand-in bank (:class:`echoq.teaching.bank.Bank`). Each delivery runs in its
-own child process: claim (the real script), the handler, then the real fenced complete.
-The check kills that process (SIGKILL) at every step of a delivery -- before the handler,
-just before the charge, just after it, after the handler returned -- lets the lease run
+own child process: claim (the real script), ``charge_order``, then the real fenced complete.
+The check kills that process (SIGKILL) at every step of a delivery -- before ``charge_order``,
+just before the charge, just after it, after it returned -- lets the lease run
 out, and delivers again from a NEW process; it freezes a worker (SIGSTOP) past its lease
 so that another takes the job, then lets it go on; and it sends two different orders with
 equal payloads. The verdict is the bank's own record: how many charges per order.
@@ -60,7 +60,7 @@ CHARGE_MISCONCEPTIONS = [
     Misconception(
         "mark-then-act",
         "record first, then charge",
-        "Your handler recorded the job as charged before it charged: killed between the two, the job came "
+        "Your charge_order recorded the job as charged before it charged: killed between the two, the job came "
         "back, your record said done, and the card was charged {charges} times. The order was never paid: "
         "a lost effect is as wrong as a double one.",
         "A record written before the effect can outlive an effect that never happened.",
@@ -70,7 +70,7 @@ CHARGE_MISCONCEPTIONS = [
         "skip-redeliveries",
         "a redelivery is a duplicate",
         "A worker was killed right after its claim, before it charged anything; the job came back as attempt "
-        "{attempt} and your handler skipped it, so the card was charged {charges} times. A redelivery may "
+        "{attempt} and your charge_order skipped it, so the card was charged {charges} times. A redelivery may "
         "be the first time the work gets done.",
         "Why was the job delivered again? Not always because it was done.",
         "Do not decide from the attempt number; let the bank decide from a key.",
@@ -86,7 +86,7 @@ CHARGE_MISCONCEPTIONS = [
     Misconception(
         "dedupe-by-content",
         "orders told apart by their content",
-        "Two different orders, same card and same amount, were charged {charges} time(s) in all: your handler "
+        "Two different orders, same card and same amount, were charged {charges} time(s) in all: your charge_order "
         "told jobs apart by what they say. Two jobs may carry equal payloads.",
         "What tells one job from another, and stays the same on every delivery of it?",
         "The payload is what the customer asked for, twice; each request got its own JOB id when it was enqueued.",
@@ -95,7 +95,7 @@ CHARGE_MISCONCEPTIONS = [
         "no-effect",
         "the card is never charged",
         "One delivery, no crash, and the bank charged {charges} times for this order.",
-        "The handler's job is to charge the order, once.",
+        "charge_order's job is to charge the order, once.",
         "Call bank.charge(card, cents, ...) with the card and the cents from claim.payload.",
     ),
 ]
@@ -108,39 +108,41 @@ CHARGE = register(
         lesson="03",
         title="charge once",
         kind="python",
-        names=("handle",),
+        names=("charge_order",),
         misconceptions=CHARGE_MISCONCEPTIONS,
     )
 )
 
 
-Handler = Callable[[Claim, Bank], object]
+# What the learner writes: the work for one claimed order, called by a queue-level loop
+# (claim, charge_order, complete), so it is given a Claim and is not a Worker's handler.
+ChargeOrder = Callable[[Claim, Bank], object]
 
 
-def deliver(queue: Queue, bank: Bank, handle: Handler, *, lease_ms: int = LEASE_MS) -> dict[str, Any] | None:
-    """One delivery, as a worker process does it: claim, handle, complete (fenced). Every
+def deliver(queue: Queue, bank: Bank, charge_order: ChargeOrder, *, lease_ms: int = LEASE_MS) -> dict[str, Any] | None:
+    """One delivery, as a worker process does it: claim, charge_order, complete (fenced). Every
     move is a step of the process it runs in (see :mod:`echoq.teaching.processes`)."""
     client = processes.counting_client(queue.client)
     q, b = Queue(queue.name, client), Bank(client, bank.name)
     claim = q.claim(lease_ms=lease_ms)
     if claim is None:
         return None
-    handle(claim, b)
-    processes.mark("handled")
+    charge_order(claim, b)
+    processes.mark("returned")
     return {"job": claim.job_id, "attempt": claim.attempt, "complete": q.complete(claim).value}
 
 
-def _deliver_twice_here(queue: Queue, bank: Bank, handle: Handler) -> None:
+def _deliver_twice_here(queue: Queue, bank: Bank, charge_order: ChargeOrder) -> None:
     """Two deliveries to the SAME process: the first ran slow, its lease ran out, the job came
     back to this worker (no crash: its memory is intact)."""
     client = processes.counting_client(queue.client)
     q, b = Queue(queue.name, client), Bank(client, bank.name)
     first = q.claim(lease_ms=LEASE_MS)
-    handle(first, b)
+    charge_order(first, b)
     fast_forward(q)
     q.reap()
     second = q.claim(lease_ms=LEASE_MS)
-    handle(second, b)
+    charge_order(second, b)
     q.complete(second)
 
 
@@ -175,8 +177,8 @@ class _Orders:
         fast_forward(self.queue)
         self.queue.reap()
 
-    def deliver(self, handle: Handler, what: str, **at: Any) -> processes.Child:
-        child = processes.spawn(deliver, self.queue, self.bank, handle, name="a worker", **at)
+    def deliver(self, charge_order: ChargeOrder, what: str, **at: Any) -> processes.Child:
+        child = processes.spawn(deliver, self.queue, self.bank, charge_order, name="a worker", **at)
         if at.get("freeze_at") is not None:
             child.wait_frozen(15)
             if child.ended and child.error is not None:
@@ -189,16 +191,16 @@ class _Orders:
 
 
 @check_runner(CHARGE)
-def check_charge_once(run: Run, handle: Handler) -> None:
-    """Deliver orders to ``handle`` under kills, a frozen worker and equal payloads; count the
+def check_charge_once(run: Run, charge_order: ChargeOrder) -> None:
+    """Deliver orders to ``charge_order`` under kills, a frozen worker and equal payloads; count the
     bank's charges per order."""
-    if not callable(handle):
-        run.fail("runs", "not-yet", what=f"Pass your handler function (handle), not {handle!r}.")
+    if not callable(charge_order):
+        run.fail("runs", "not-yet", what=f"Pass your function (charge_order), not {charge_order!r}.")
     orders = _Orders(run)
 
     # 1. One delivery, nothing goes wrong.
     job, card = orders.order()
-    orders.deliver(handle, "Your handler")
+    orders.deliver(charge_order, "Your charge_order")
     if orders.charges(card) == 0:
         run.fail("once", "no-effect", charges=0)
     if orders.charges(card) > 1:
@@ -212,24 +214,24 @@ def check_charge_once(run: Run, handle: Handler) -> None:
     if entry.cents != 1999:
         run.fail("once", "not-yet", what=f"The order was for 1999 cents; the bank was asked for {entry.cents}.")
     if orders.queue.snapshot().place_of(job) != "done":
-        run.fail("once", "not-yet", what="After your handler returned, the job was not completed; did it raise?")
+        run.fail("once", "not-yet", what="After your charge_order returned, the job was not completed; did it raise?")
     run.good("once", "One delivery with no crash charged the order once, and the job was completed.")
 
     # 2. Two different orders with equal payloads.
     orders.order(card="card-twin")
     orders.order(card="card-twin")
-    orders.deliver(handle, "Your handler")
-    orders.deliver(handle, "Your handler")
+    orders.deliver(charge_order, "Your charge_order")
+    orders.deliver(charge_order, "Your charge_order")
     if orders.charges("card-twin") != 2:
         run.fail("twins", "dedupe-by-content", charges=orders.charges("card-twin"))
     run.good("twins", "Two different orders with the same card and amount were each charged: 2 charges.")
 
     # 3. The job comes back to the same, living worker (its lease ran out while it was slow).
     job, card = orders.order()
-    child = processes.spawn(_deliver_twice_here, orders.queue, orders.bank, handle, name="a slow worker")
-    run.waited("runs", "Your handler", child, 15)
+    child = processes.spawn(_deliver_twice_here, orders.queue, orders.bank, charge_order, name="a slow worker")
+    run.waited("runs", "Your charge_order", child, 15)
     if child.error is not None:
-        run.code_failed("runs", "Your handler", child)
+        run.code_failed("runs", "Your charge_order", child)
     if orders.charges(card) > 1:
         _too_many(run, orders, card, "same-worker", deliveries=2)
     run.good("same-worker", "A job delivered twice to the same living worker was charged once.")
@@ -239,24 +241,24 @@ def check_charge_once(run: Run, handle: Handler) -> None:
         ("claim", "right after its claim"),
         ("charge:before", "just before its charge reached the bank"),
         ("charge:after", "just after the bank charged"),
-        ("handled", "after your handler returned, before complete"),
+        ("returned", "after your charge_order returned, before complete"),
     ):
         job, card = orders.order()
-        first = orders.deliver(handle, "Your handler", kill_at=at)
+        first = orders.deliver(charge_order, "Your charge_order", kill_at=at)
         if not first.killed:
             continue  # it never reached that step (e.g. it charged nothing): nothing to kill there
         orders.recover()
-        second = orders.deliver(handle, "Your handler")
+        second = orders.deliver(charge_order, "Your charge_order")
         charges = orders.charges(card)
         if charges == 0:
             if at == "claim":
                 run.fail("kills", "skip-redeliveries", attempt=(second.value or {}).get("attempt", 2), charges=0)
             run.fail("kills", "mark-then-act", charges=0)
         if charges > 1:
-            if at == "handled":
+            if at == "returned":
                 run.fail("kills", "seen-set-in-memory", charges=charges)
             if at == "charge:after" and not any(orders.keys(card)):
-                if _charges_after_kill_at_end(orders, handle) > 1:
+                if _charges_after_kill_at_end(orders, charge_order) > 1:
                     run.fail("kills", "seen-set-in-memory", charges=charges)
                 run.fail("kills", "check-then-act", how=f"a worker was killed {where}", charges=charges)
             _too_many(run, orders, card, "kills", deliveries=2)
@@ -267,17 +269,17 @@ def check_charge_once(run: Run, handle: Handler) -> None:
     )
 
     # 5. Two holders: A freezes before its charge, its lease runs out, B takes the job and
-    #    finishes; then A wakes up, charges, and its complete is refused.
+    #    completes it; then A wakes up, charges, and its complete is refused.
     job, card = orders.order()
-    a = orders.deliver(handle, "Your handler", freeze_at="charge:before")
+    a = orders.deliver(charge_order, "Your charge_order", freeze_at="charge:before")
     if a.ended:
         raise RuntimeError(f"worker A should have frozen before its charge: {a!r}")
     orders.recover()
-    orders.deliver(handle, "Your handler")
+    orders.deliver(charge_order, "Your charge_order")
     a.resume()
-    run.waited("runs", "Your handler", a, 15)
+    run.waited("runs", "Your charge_order", a, 15)
     if a.error is not None:
-        run.code_failed("runs", "Your handler", a)
+        run.code_failed("runs", "Your charge_order", a)
     charges = orders.charges(card)
     stale = (a.value or {}).get("complete")
     if charges != 1:
@@ -299,8 +301,8 @@ def check_charge_once(run: Run, handle: Handler) -> None:
     # 6. The bank refuses an order (0 cents): the error must reach the worker, which then
     #    does not complete the job (it stays for a retry, or the dead set, with its error).
     job, card = orders.order(cents=0)
-    refused = processes.spawn(deliver, orders.queue, orders.bank, handle, name="a worker")
-    run.waited("runs", "Your handler", refused, 15)
+    refused = processes.spawn(deliver, orders.queue, orders.bank, charge_order, name="a worker")
+    run.waited("runs", "Your charge_order", refused, 15)
     place = orders.queue.snapshot().place_of(job)
     if refused.error is None and place == "done":
         run.fail(
@@ -308,13 +310,13 @@ def check_charge_once(run: Run, handle: Handler) -> None:
             "not-yet",
             what="The bank refused an order of 0 cents (bank.charge raised InvalidArgument), yet the job was "
             "completed with nothing charged: the error never reached the worker, so the order is lost without a "
-            "trace. Let the bank's error propagate out of your handler: the worker then retries the job, or "
+            "trace. Let the bank's error propagate out of your charge_order: the worker then retries the job, or "
             "dead-letters it with the error on its row.",
         )
     if refused.error is not None and not refused.theirs:
         raise RuntimeError(f"the check itself failed in {refused.name} (not your code): {refused.error}")
     run.good(
-        "refused", "An order the bank refused raised out of your handler: the job was not completed, nothing lost."
+        "refused", "An order the bank refused raised out of your charge_order: the job was not completed, nothing lost."
     )
 
     run.one_place_each("places", orders.queue, orders.jobs)  # every order of the run, killed and frozen ones too
@@ -324,13 +326,13 @@ def check_charge_once(run: Run, handle: Handler) -> None:
 
     # 7. The key of one job, asked of freshly started interpreters (not forks of this one),
     #    and a day later: a key that depends on the interpreter or the clock is no key.
-    keys = _fresh_keys(run, handle)
+    keys = _fresh_keys(run, charge_order)
     if keys is not None and len(set(keys)) > 1:
         shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
         run.fail(
             "identity",
             "not-yet",
-            what=f"Your handler gave one job different idempotency keys ({shown}) when run in two freshly started "
+            what=f"Your charge_order gave one job different idempotency keys ({shown}) when run in two freshly started "
             "Python interpreters, and a day later: a worker restarted, or on another machine, would charge the "
             "order again. A key must be made from what is the same on every delivery of the job, in any process "
             "at any time (Python's hash() of a text, or the clock, is not).",
@@ -352,40 +354,41 @@ class Recorder:
         return type("Charge", (), {"number": 1, "outcome": "charged"})()
 
 namespace = {}
-exec(compile(sys.stdin.read(), "<your handler>", "exec"), namespace)
-handle = namespace[sys.argv[1]]
+exec(compile(sys.stdin.read(), "<your charge_order>", "exec"), namespace)
+charge_order = namespace[sys.argv[1]]
 bank = Recorder()
 now = [1_800_000_000.0]  # a fixed wall clock, so that a key read from it is the same every run
 time.time = lambda: now[0]
 time.time_ns = lambda: int(now[0] * 1e9)
-handle(Claim(job_id=sys.argv[2], payload="card-fresh 2500", attempt=1, deadline_ms=0), bank)
+charge_order(Claim(job_id=sys.argv[2], payload="card-fresh 2500", attempt=1, deadline_ms=0), bank)
 now[0] += 86_400  # a day later
-handle(Claim(job_id=sys.argv[2], payload="card-fresh 2500", attempt=2, deadline_ms=0), bank)
+charge_order(Claim(job_id=sys.argv[2], payload="card-fresh 2500", attempt=2, deadline_ms=0), bank)
 print(json.dumps(bank.keys))
 """
 
 FRESH_JOB = "JOB" + "0" * 23 + "FRE"
 
 
-def _fresh_keys(run: Run, handle: Handler) -> list[object] | None:
-    """The keys ``handle`` sends for one job, from two new interpreters with different hash
+def _fresh_keys(run: Run, charge_order: ChargeOrder) -> list[object] | None:
+    """The keys ``charge_order`` sends for one job, from two new interpreters with different hash
     seeds (fixed, so the verdict is the same every run), each delivering twice, a day apart.
-    None when the handler's text cannot be found (a function made elsewhere than a cell)."""
+    None when the function's text cannot be found (a function made elsewhere than a cell)."""
     # The whole cell (or answer) that defined it, for the helpers and imports beside it;
     # only the function when that text also runs the check (it would run again).
-    cell = "".join(linecache.getlines(getattr(getattr(handle, "__code__", None), "co_filename", "")))
+    cell = "".join(linecache.getlines(getattr(getattr(charge_order, "__code__", None), "co_filename", "")))
     try:
-        source = cell if cell and "check_charge_once" not in cell else textwrap.dedent(inspect.getsource(handle))
+        source = cell if cell and "check_charge_once" not in cell else textwrap.dedent(inspect.getsource(charge_order))
     except (OSError, TypeError):
         run.note(
-            "The key's sameness in a freshly started interpreter was not checked: your handler's text was not found."
+            "The key's sameness in a freshly started interpreter was not checked: the text of your charge_order "
+            "was not found."
         )
         return None
     keys: list[object] = []
     for seed in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=seed, VALKEY_URL=_url(run))
         done = subprocess.run(
-            [sys.executable, "-c", FRESH, handle.__name__, FRESH_JOB],
+            [sys.executable, "-c", FRESH, charge_order.__name__, FRESH_JOB],
             input=source,
             capture_output=True,
             text=True,
@@ -396,12 +399,16 @@ def _fresh_keys(run: Run, handle: Handler) -> list[object] | None:
             last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
             if last.startswith("NameError"):  # it needs a name from another cell: not judged, and said so
                 run.note(
-                    f"The key's sameness in a freshly started interpreter was not checked: your handler uses a name "
-                    f"defined in another cell ({last})."
+                    "The key's sameness in a freshly started interpreter was not checked: your charge_order uses a "
+                    f"name defined in another cell ({last})."
                 )
                 return None
             run.fail(
-                "identity", "code-error", what="Your handler, in a freshly started interpreter,", error=last, where=""
+                "identity",
+                "code-error",
+                what="Your charge_order, in a freshly started interpreter,",
+                error=last,
+                where="",
             )
         keys += json.loads(done.stdout.strip().splitlines()[-1])
     return keys
@@ -423,12 +430,12 @@ def _too_many(run: Run, orders: _Orders, card: str, prop: str, deliveries: int) 
     run.fail(prop, "no-idempotency-key", deliveries=deliveries, charges=charges)
 
 
-def _charges_after_kill_at_end(orders: _Orders, handle: Handler) -> int:
-    """Kill after the handler returned (its record, if any, is written): does a new process
+def _charges_after_kill_at_end(orders: _Orders, charge_order: ChargeOrder) -> int:
+    """Kill after charge_order returned (its record, if any, is written): does a new process
     charge again? Only a record kept in the dead process's memory says yes."""
     job, card = orders.order()
-    first = orders.deliver(handle, "Your handler", kill_at="handled")
+    first = orders.deliver(charge_order, "Your charge_order", kill_at="returned")
     if first.killed:
         orders.recover()
-        orders.deliver(handle, "Your handler")
+        orders.deliver(charge_order, "Your charge_order")
     return orders.charges(card)

@@ -9,7 +9,7 @@ life with it, on the real server, next to the library's own moves:
 3. a real reaper on another connection sweeps while A's lease still runs: the job must
    stay leased; then the lease runs out (fast-forwarded by exactly its length) and the
    reaper must find it;
-4. worker B claims with it again, then finishes with the real fenced ``complete``.
+4. worker B claims with it again, then completes with the real fenced ``complete``.
 
 Every verdict is read from the server: where the job is, the row's fields, what the real
 reaper and ``complete`` did with it.
@@ -127,7 +127,7 @@ def _claim_with(source: str, queue: Queue) -> Any:
 
 
 def _complete(queue: Queue, job_id: str, attempt: Any) -> str:
-    """In a child: finish with the library's fenced complete."""
+    """In a child: complete with the library's fenced complete."""
     q = Queue(queue.name, processes.counting_client(queue.client))
     try:
         return q.complete(job_id, int(attempt)).value
@@ -224,7 +224,7 @@ def check_claim_script(run: Run, source: str) -> None:
         "and took it back once they had run out.",
     )
 
-    # 4. Worker B claims it again, and finishes with the real fenced complete.
+    # 4. Worker B claims it again, and completes with the real fenced complete.
     b = run.waited("redeliver", "Your claim", processes.spawn(_claim_with, source, queue, name="worker B"), 10)
     again = _reply(run, b, "worker B")
     if again is None or _text(again[0]) != job:

@@ -1,16 +1,16 @@
 """Lesson 05: the consumer loop on a beat.
 
-The learner writes ``worker_loop(q, handle, running)``: until ``running()`` is False, run
-the stalled check on a beat and, between beats, claim, handle and complete jobs. The
+The learner writes ``worker_loop(q, work, running)``: until ``running()`` is False, run
+the stalled check on a beat and, between beats, claim a job, run ``work(claim)``, complete it. The
 check runs it as real worker PROCESSES (forked children, each with its own connection)
 and plays three seeded scenes:
 
-1. **a peer's crash** -- two workers; one is SIGKILLed inside the handler of its first
+1. **a peer's crash** -- two workers; one is SIGKILLed inside ``work`` on its first
    job; the other must bring that job back on its beat, with no restart, and the job's
-   effect must happen (once: the handler is keyed on the JOB id);
-2. **a failing handler** -- one job raises on its first delivery; it must still be done,
+   effect must happen (once: ``work`` keys it on the JOB id);
+2. **a failing job** -- one job's ``work`` raises on its first delivery; it must still be done,
    with its effect, by the same worker, which must still be running;
-3. **a poison job** -- it SIGKILLs every worker that handles it; killed workers are
+3. **a poison job** -- it SIGKILLs every worker that works on it; killed workers are
    restarted; it must end in the dead set at the MAX_STALLED-th stall and the others done.
 
 While idle, a worker must wait between claims rather than spin. Every verdict comes from
@@ -38,12 +38,12 @@ RECOVERY_MS = 1_500  # a beat must bring an expired lease back within this (ampl
 
 LOOP_MISCONCEPTIONS = [
     Misconception(
-        "complete-before-handle",
+        "complete-before-work",
         "done before the work",
-        "A worker was killed inside the handler of {job}, and the job was already marked done: its effect never "
+        "A worker was killed inside work(claim) on {job}, and the job was already marked done: its effect never "
         "happened, and nothing will ever retry it.",
         'When may a worker say "done"? What if it dies one line later?',
-        "Call q.complete(claim) after handle(claim) has returned.",
+        "Call q.complete(claim) after work(claim) has returned.",
     ),
     Misconception(
         "no-beat",
@@ -74,22 +74,22 @@ LOOP_MISCONCEPTIONS = [
     Misconception(
         "swallow-and-complete",
         "the error swallowed, the job completed",
-        "The handler of {job} raised ({error}), and the job was completed anyway: its effect never happened.",
-        "A handler that raised has not done its work.",
+        "work(claim) raised on {job} ({error}), and the job was completed anyway: its effect never happened.",
+        "A job whose work raised is not done.",
         "On an exception, give the job back with its error (q.retry); never complete it.",
     ),
     Misconception(
         "one-error-ends-the-worker",
         "one error ends the worker",
-        "The handler raised once ({error}) and your loop let it escape: the worker process ended{where}, with "
+        "work(claim) raised once ({error}) and your loop let it escape: the worker process ended{where}, with "
         "jobs still to do.",
         "A failing job is normal; a dead worker is not.",
-        "Catch Exception around handle(claim), and give the job back with q.retry.",
+        "Catch Exception around work(claim), and give the job back with q.retry.",
     ),
     Misconception(
         "poison-loops-forever",
         "poison loops forever",
-        "A job that kills every worker that handles it killed {kills} workers and was still coming back "
+        "A job that kills every worker that works on it killed {kills} workers and was still coming back "
         "({where}): your beat returns it every time.",
         "Something must count how often a job has stalled.",
         "Use q.stalled_check(max_stalled=MAX_STALLED), which dead-letters a job at its MAX_STALLED-th stall; "
@@ -126,23 +126,23 @@ DIES_ONCE = "order 0 (its first worker dies)"
 
 
 class FlakyError(RuntimeError):
-    """What the check's handler raises on a flaky job's first delivery."""
+    """What the check's work raises on a flaky job's first delivery."""
 
 
-def _handler(queue: Queue, work_ms: float) -> Callable[[Claim], None]:
+def _work(queue: Queue, work_ms: float) -> Callable[[Claim], None]:
     effects = Effects(queue)
 
-    def handle(claim: Claim) -> None:
-        processes.mark("handler")
+    def work(claim: Claim) -> None:
+        processes.mark("work")
         if claim.payload == "poison" or (claim.payload == DIES_ONCE and claim.attempt == 1):
-            os.kill(os.getpid(), signal.SIGKILL)  # this job kills whoever handles it (once, or always)
+            os.kill(os.getpid(), signal.SIGKILL)  # this job kills whoever works on it (once, or always)
         if claim.payload == "flaky" and claim.attempt == 1:
             raise FlakyError("the payment API timed out")
         time.sleep(work_ms / 1000)
         effects.apply_once(claim.job_id, claim.payload)
         processes.mark("effect")
 
-    return handle
+    return work
 
 
 def _worker(loop: Loop, queue: Queue, stop_fd: int, work_ms: float) -> str:
@@ -154,7 +154,7 @@ def _worker(loop: Loop, queue: Queue, stop_fd: int, work_ms: float) -> str:
     def running() -> bool:
         return not select.select([stop_fd], [], [], 0)[0]
 
-    loop(q, _handler(Queue(queue.name, client), work_ms), running)
+    loop(q, _work(Queue(queue.name, client), work_ms), running)
     return "stopped" if not running() else "returned"
 
 
@@ -223,13 +223,13 @@ def _done_without_effect(queue: Queue, ids: list[str]) -> str | None:
 
 @check_runner(LOOP)
 def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
-    """Run the learner's loop as worker processes through a crash, a failing handler and a
+    """Run the learner's loop as worker processes through a crash, a failing job and a
     poison job; judge by the server's sets and the effects ledger."""
     if not callable(worker_loop):
         run.fail("runs", "not-yet", what=f"Pass your loop function (worker_loop), not {worker_loop!r}.")
 
-    # 1. A peer's crash: two workers are running; the one that handles the first order is
-    #    SIGKILLed inside its handler; the other runs on, and nobody restarts anything.
+    # 1. A peer's crash: two workers are running; the one that works on the first order is
+    #    SIGKILLed inside work(claim); the other runs on, and nobody restarts anything.
     queue = run.queue("-crash")
     fleet = Fleet(run, worker_loop, queue, seed)
     run.cleanup(fleet.stop_all)
@@ -246,7 +246,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         if (raised := fleet.raised()) is not None:
             run.code_failed("runs", "Your loop", raised)
         if time.monotonic() > deadline:
-            run.fail("runs", "too-slow", what="Your loop (it never handled the first order)", seconds=10)
+            run.fail("runs", "too-slow", what="Your loop (it never worked on the first order)", seconds=10)
         time.sleep(0.005)
     survivor = next(w for w in pair if not w.killed)
     dying = ids[0]
@@ -264,13 +264,13 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         run.code_failed("runs", "Your loop", raised)
     lost = _done_without_effect(queue, ids)
     if lost == dying:
-        run.fail("crash", "complete-before-handle", job=lost)
+        run.fail("crash", "complete-before-work", job=lost)
     if lost is not None:
         run.fail(
             "crash",
             "not-yet",
             what=f"{lost} was marked done but its effect never ran: complete a job only "
-            "after handle(claim) has returned.",
+            "after work(claim) has returned.",
         )
     snap = queue.snapshot()
     stuck = next((i for i in ids if i in snap.active), None)
@@ -290,7 +290,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     effects = Effects(queue).counts()
     run.good(
         "crash",
-        f"A worker SIGKILLed inside a handler: the other, running all along, brought its job back on its beat; "
+        f"A worker SIGKILLed inside work(claim): the other, running all along, brought its job back on its beat; "
         f"all {len(ids)} jobs done, each effect once ({sum(effects.values())} effects).",
     )
 
@@ -303,7 +303,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         run.fail("idle", "spins-when-idle", commands=commands, seconds=0.3)
     run.good("idle", f"Idle, a worker sent {commands} commands in 0.3 s: it waits between claims.")
 
-    # 2. A failing handler: the job raises on its first delivery.
+    # 2. A failing job: its work raises on its first delivery.
     queue = run.queue("-flaky")
     ids = queue.enqueue_many(["order a", "flaky", "order b"])
     fleet = Fleet(run, worker_loop, queue, seed + 1)
@@ -323,7 +323,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         run.fail(
             "error",
             "not-yet",
-            what=f"After {waited:.1f} s the job whose handler raised once was not done: give it back, with its "
+            what=f"After {waited:.1f} s the job whose work raised once was not done: give it back, with its "
             "error, so that it is tried again.",
         )
     stats = queue.snapshot().stats
@@ -331,7 +331,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         run.fail(
             "error",
             "not-yet",
-            what="The handler raised FlakyError once; your loop caught it and left the job to run out its lease: "
+            what="work(claim) raised FlakyError once; your loop caught it and left the job to run out its lease: "
             "it came back only as a stalled job, and its error is recorded nowhere. A job that fails every time "
             "would end in emq:{q}:dead as 'stalled', its real error lost. Give a failed job back through the retry "
             "path, with the error, so the row keeps it.",
@@ -340,11 +340,11 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     run.one_place_each("error", queue, ids)
     run.good(
         "error",
-        "A handler that raised once: the job went back through the retry path with its error, was tried again "
+        "A job whose work raised once: it went back through the retry path with its error, was tried again "
         "and done, and the same worker ran on.",
     )
 
-    # 3. A poison job: every worker that handles it dies; dead workers are restarted.
+    # 3. A poison job: every worker that works on it dies; dead workers are restarted.
     queue = run.queue("-poison")
     ids = queue.enqueue_many(["order c", "poison", "order d"])
     fleet = Fleet(run, worker_loop, queue, seed + 2)

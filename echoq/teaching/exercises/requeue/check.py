@@ -234,7 +234,7 @@ def check_requeue_script(run: Run, source: str) -> None:
     run.good("row", "Each row says state = pending, with its stall count back to 0.")
     for queue, _ids, stale in scenes:
         fresh = queue.claim(lease_ms=LEASE_MS)
-        late = queue.complete(stale)  # the worker that held attempt 1 wakes up and finishes
+        late = queue.complete(stale)  # the worker that held attempt 1 wakes up and completes
         if fresh is not None and fresh.attempt <= stale.attempt and late is Complete.COMPLETED:
             run.fail("token", "token-reset", job=stale.job_id, attempts=fresh.attempt - 1, next=fresh.attempt)
         if late is Complete.COMPLETED:

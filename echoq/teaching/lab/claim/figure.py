@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import words
 from ..figure import GridPlace, QueueFigure, TimePlace
 from ..frames import Frame
 from ..style import FONT, MUTED
+from . import words
 
 __all__ = ["ClaimFigure"]
 
@@ -22,7 +22,7 @@ class ClaimFigure(QueueFigure):
         self.done = GridPlace(self, "done", (0.765, bottom, 0.98, top), key=self.key("done"))
         mid = 0.60
         self.arrow("claim", [(0.238, mid), (0.297, mid)], "claim")
-        self.arrow("finish", [(0.703, mid), (0.762, mid)], "finish")
+        self.arrow("complete", [(0.703, mid), (0.762, mid)], "complete")
         self.arrow("reap", [(0.40, bottom - 0.085), (0.12, bottom - 0.085)], rad=-0.25)
         self.ax.text(0.235, 0.075, "reap → pending (lease ran out)", fontsize=FONT, ha="center", color=MUTED)
         self.arrow("crash", [(0.60, bottom - 0.085), (0.60, 0.135)])
@@ -33,9 +33,9 @@ class ClaimFigure(QueueFigure):
     def annotate(self, frame: Frame, now_ms: int) -> bool:
         state: dict[str, Any] = dict(frame.state)
         lease_ms = int(state.get("lease_ms", 10_000))
-        self.title.set_text(words.claim_title(self.queue, bool(state.get("crash")), lease_ms))
+        self.title.set_text(words.title(self.queue, bool(state.get("crash")), lease_ms))
         snap = frame.snapshot
         for place in (self.pending, self.active, self.done):
             place.show_count(snap.counts[place.name] if snap else 0)
-        self.worker.set_text(words.claim_worker(str(state.get("worker", "idle")), state.get("held")))
+        self.worker.set_text(words.worker(str(state.get("worker", "idle")), state.get("held")))
         return self.active.set_span(lease_ms)

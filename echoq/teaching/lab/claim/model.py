@@ -1,4 +1,4 @@
-"""The Claim lab's model: one worker, one job at a time: enqueue, claim, finish (or crash), reap."""
+"""The Claim lab's model: one worker, one job at a time: enqueue, claim, complete (or crash), reap."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from .... import scripts
 from ....limits import check
 from ....queue import Claim, Complete
 from ...fast_forward import fast_forward
-from .. import words
+from ..frames import Lit
 from ..model import LabModel, Said
+from ..words import fast_forwarded
+from . import words
 
 __all__ = ["ClaimModel", "CLAIM_STEPS"]
 
@@ -19,7 +21,7 @@ __all__ = ["ClaimModel", "CLAIM_STEPS"]
 CLAIM_STEPS: dict[str, str | None] = {
     "enqueue": "enqueue",
     "claim": "claim",
-    "finish": "complete",
+    "complete": "complete",
     "crash": None,
     "reap": "reap",
     "fast-forward": "teaching/fast_forward",
@@ -27,11 +29,12 @@ CLAIM_STEPS: dict[str, str | None] = {
 
 
 class ClaimModel(LabModel):
-    """One worker, one job at a time: enqueue, claim, finish (or crash mid-job), reap."""
+    """One worker, one job at a time: enqueue, claim, complete (or crash mid-job), reap."""
 
     kind = "claim"
+    setting_words = words.SETTINGS
     settings = ("crash", "lease_ms")
-    crash = Bool(False, help="when on, 'finish' kills the worker mid-job instead of completing")
+    crash = Bool(False, help="when on, 'complete' kills the worker mid-job instead of completing")
     lease_ms = Int(10_000, help="lease of each claim, in milliseconds")
     step = Unicode("claim", help="the step whose Lua is shown (not part of the picture)")
 
@@ -80,7 +83,7 @@ class ClaimModel(LabModel):
             self.step = "enqueue"
             self._made += 1
             job = self.queue.enqueue(f"job {self._made}")
-            return words.claim_enqueued(job.job_id, self.keys("pending"))
+            return words.enqueued(job.job_id, self.keys("pending"))
 
         return self.act("enqueue", run)
 
@@ -89,26 +92,24 @@ class ClaimModel(LabModel):
             assert self.queue is not None
             self.step = "claim"
             if self.held is not None:
-                return words.claim_still_holding(self.held.job_id), "claim?"
+                return words.still_holding(self.held.job_id), Lit.probed("claim")
             claim = self.queue.claim(lease_ms=self.lease_ms)
             if claim is None:
-                return words.claim_empty(self.keys("pending")), "claim?"
+                return words.empty(self.keys("pending")), Lit.probed("claim")
             self.held, self.worker = claim, "holding"
-            return words.claim_claimed(
-                claim.job_id, self.keys("active"), self.lease_ms, claim.deadline_ms, claim.attempt
-            )
+            return words.claimed(claim.job_id, self.keys("active"), self.lease_ms, claim.deadline_ms, claim.attempt)
 
         return self.act("claim", run)
 
-    def finish(self) -> bool:
+    def complete(self) -> bool:
         """Complete the held job; with ``crash`` on, the worker dies mid-job instead."""
 
         def run() -> Said:
             assert self.queue is not None
             held = self.held
-            self.step = "crash" if self.crash else "finish"
+            self.step = "crash" if self.crash else "complete"
             if held is None:
-                return words.claim_nothing_held(), "finish?"
+                return words.nothing_held(), Lit.probed("complete")
             self.held = None
             if self.crash:
                 self.worker = "crashed"
@@ -117,18 +118,17 @@ class ClaimModel(LabModel):
                 snap = self.read()
                 deadline = snap.active.get(held.job_id)
                 left = None if deadline is None else deadline - snap.now_ms
-                said = words.claim_crashed(held.job_id, self.keys("active"), left)
-                self.record("crash", said, lit="crash", snapshot=snap)
+                said = words.crashed(held.job_id, self.keys("active"), left)
+                self.record("crash", said, lit=Lit.moved("crash"), snapshot=snap)
                 return None
             self.worker = "idle"
             outcome = self.queue.complete(held)
             if outcome is Complete.COMPLETED:
-                return words.claim_completed(
-                    held.job_id, held.attempt, self.keys("active"), self.keys("done")
-                ), "finish"
-            return words.claim_stale(held.job_id, held.attempt, outcome.value.upper()), "finish?"
+                said = words.completed(held.job_id, held.attempt, self.keys("active"), self.keys("done"))
+                return said, Lit.moved("complete")
+            return words.stale(held.job_id, held.attempt, outcome.value.upper()), Lit.probed("complete")
 
-        return self.act("crash" if self.crash else "finish", run)
+        return self.act("crash" if self.crash else "complete", run)
 
     def reap(self) -> bool:
         def run() -> Said:
@@ -136,12 +136,12 @@ class ClaimModel(LabModel):
             self.step = "reap"
             moved = self.queue.reap()
             if moved:
-                return words.reap_moved(moved, self.keys("active"), self.keys("pending"))
+                return words.reaped(moved, self.keys("active"), self.keys("pending"))
             snap = self.queue.snapshot(limit=1)
             if not snap.active:
-                return words.reap_empty(self.keys("active")), "reap?"
+                return words.nothing_to_reap(self.keys("active")), Lit.probed("reap")
             job_id, deadline = next(iter(snap.active.items()))
-            return words.reap_too_early(job_id, deadline - snap.now_ms), "reap?"
+            return words.reap_too_early(job_id, deadline - snap.now_ms), Lit.probed("reap")
 
         return self.act("reap", run)
 
@@ -152,6 +152,7 @@ class ClaimModel(LabModel):
             assert self.queue is not None
             self.step = "fast-forward"
             _now, moved = fast_forward(self.queue)
-            return words.fast_forwarded(moved, "to the server's now"), "fast-forward" if moved else "fast-forward?"
+            path = Lit.moved("fast-forward") if moved else Lit.probed("fast-forward")
+            return fast_forwarded(moved, "to the server's now"), path
 
         return self.act("fast-forward", run)

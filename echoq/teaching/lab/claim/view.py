@@ -16,7 +16,7 @@ __all__ = ["ClaimLab"]
 
 
 class ClaimLab(LabPanel):
-    """The recoverable claim: enqueue, claim, finish or crash, reap; the Lua of each step."""
+    """The recoverable claim: enqueue, claim, complete or crash, reap; the Lua of each step."""
 
     def __init__(
         self, name: str | None = None, *, live: bool | None = None, animate: bool = True, **connect: Any
@@ -26,7 +26,7 @@ class ClaimLab(LabPanel):
         self.claim_button = self.button(
             "claim", model.claim, "claim.lua: oldest pending job into active, under a lease"
         )
-        self.finish_button = self.button("finish", model.finish, "complete.lua, or a crash when the toggle is on")
+        self.complete_button = self.button("complete", model.complete, "complete.lua, or a crash when the toggle is on")
         self.reap_button = self.button("reap", model.reap, "reap.lua: expired leases back to pending")
         self.fast_forward_button = self.button(
             "fast-forward", model.fast_forward, "teaching script: pull lease deadlines to the server's now"
@@ -36,7 +36,7 @@ class ClaimLab(LabPanel):
                 value=model.crash,
                 description="crash mid-job",
                 icon="bolt",
-                tooltip="when on, finish kills the worker instead of completing",
+                tooltip="when on, complete kills the worker instead of completing",
             )
         )
         link((self.crash_toggle, "value"), (model, "crash"))
@@ -53,7 +53,7 @@ class ClaimLab(LabPanel):
         link((self.step_picker, "value"), (model, "step"))
         self.source = widgets.HTML()
         moves = widgets.HBox(
-            [self.enqueue_button, self.claim_button, self.finish_button, self.crash_toggle, self.reap_button],
+            [self.enqueue_button, self.claim_button, self.complete_button, self.crash_toggle, self.reap_button],
             layout=widgets.Layout(flex_flow="row wrap"),
         )
         super().__init__(

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import words
 from ..figure import GridPlace, QueueFigure, TimePlace
 from ..frames import Frame
 from ..style import FEEDBACK, FONT, MUTED
+from ..words import fit
+from . import words
 
 __all__ = ["DeliveryFigure"]
 
@@ -24,7 +25,7 @@ class DeliveryFigure(QueueFigure):
         self.done = GridPlace(self, "done", (0.80, bottom, 0.98, top))
         mid = 0.62
         self.arrow("claim", [(0.203, mid), (0.267, mid)], "claim")
-        self.arrow("finish", [(0.733, mid), (0.797, mid)], "finish")
+        self.arrow("complete", [(0.733, mid), (0.797, mid)], "complete")
         self.arrow("reap", [(0.36, 0.345), (0.11, 0.345)], rad=-0.15)
         self.ax.text(0.235, 0.298, "lease ran out → reap", fontsize=FONT, ha="center", va="top", color=MUTED)
         self.paths["enqueue"] = [(0.0, top - 0.03), (0.04, top - 0.03)]
@@ -39,7 +40,7 @@ class DeliveryFigure(QueueFigure):
         self.refusal_words = self.dynamic_text(0.428, 0.045, "", va="center", color=BAD, weight="bold")
 
     def ledger_key(self, queue: str) -> str:
-        return words.fit(f"emq:{{{queue}}}:effects", int((0.31 - self.px(16)) / self.px(6.6)))
+        return fit(f"emq:{{{queue}}}:effects", int((0.31 - self.px(16)) / self.px(6.6)))
 
     def annotate(self, frame: Frame, now_ms: int) -> bool:
         state: dict[str, Any] = dict(frame.state)
@@ -50,42 +51,30 @@ class DeliveryFigure(QueueFigure):
             self.title.set_text(words.fence_title(queue))
         else:
             self.title.set_text(
-                words.delivery_title(queue, str(state.get("consumer", "keyed")), int(state.get("deliveries", 3)))
+                words.title(queue, str(state.get("consumer", "keyed")), int(state.get("deliveries", 3)))
             )
         for place in (self.pending, self.active, self.done):
             place.set_key(f"emq:{{{queue}}}:{place.name}")
             place.show_count(snap.counts[place.name] if snap else 0)
         job = state.get("job")
         workers = state.get("workers") or []
-        if isinstance(workers, dict):  # the fence: A and B by name
-            lines = [f"{name} · attempt {w['attempt']}\n  {w['status']}" for name, w in workers.items()]
-        else:
-            lines = [f"{w['name']} · attempt {w['attempt']}\n  {w['status']}" for w in workers]
-        self.workers.set_text("\n".join(lines) if lines else "none yet")
+        named = workers.items() if isinstance(workers, dict) else ((w["name"], w) for w in workers)  # the fence: A, B
+        self.workers.set_text(words.workers_card([(name, w["attempt"], w["status"]) for name, w in named]))
         row = snap.rows.get(job) if (snap and job) else None
-        if job is None:
-            self.row.set_text("no job yet")
-        elif row is not None:
-            self.row.set_text(f"{words.short(job)}\nattempts = {row.attempts} · {row.state}")
-        elif snap is not None and job in snap.done:
-            self.row.set_text(f"{words.short(job)}\nretired: the id is\nin done")
-        else:
-            self.row.set_text(f"{words.short(job)}\n(not listed)")
+        in_done = snap is not None and job is not None and job in snap.done
+        self.row.set_text(words.row_card(job, row, in_done))
         refused = state.get("refused")
         if refused and row is not None:
             self.refusal.set_text("✕")
-            self.refusal_words.set_text(f"refused {refused['worker']}: {refused['attempt']} ≠ {row.attempts}")
+            self.refusal_words.set_text(words.refusal(refused["worker"], refused["attempt"], row.attempts))
         else:
             self.refusal.set_text("")
             self.refusal_words.set_text("")
         if fence:
-            self.ledger.set_text(f"The fence · step {state.get('fence_step', 0)} of 5\n" + words.FENCE_RULE)
+            self.ledger.set_text(words.fence_card(int(state.get("fence_step", 0))))
         elif job is not None and snap is not None:
             ran = snap.effects.get(job, 0)
-            self.ledger.set_text(
-                f"{self.ledger_key(queue)}\n{words.short(job)} → {ran} effect(s)\n"
-                + words.delivery_ledger(ran, snap.stats.get("claimed", 0))
-            )
+            self.ledger.set_text(words.ledger_card(self.ledger_key(queue), job, ran, snap.stats.get("claimed", 0)))
         else:
-            self.ledger.set_text(f"{self.ledger_key(queue)}\n{words.DELIVERY_NONE_CARD}")
+            self.ledger.set_text(f"{self.ledger_key(queue)}\n{words.NONE_CARD}")
         return False

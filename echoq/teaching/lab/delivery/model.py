@@ -13,8 +13,10 @@ from ....effects import Effect, Effects
 from ....errors import EchoqError, InvalidArgument
 from ....limits import whole
 from ....queue import Claim, Queue
-from .. import words
+from ..frames import Lit
 from ..model import LabModel, Said
+from ..words import refused
+from . import words
 
 __all__ = ["DeliveryModel", "DeliveryRun", "CONSUMERS", "CRASH_LEASE_MS"]
 
@@ -44,6 +46,7 @@ class DeliveryModel(LabModel):
     """Redeliver one job N times for real and count its effects; the fence, step by step."""
 
     kind = "delivery"
+    setting_words = words.SETTINGS
     settings = ("deliveries", "consumer")
     deliveries = Int(3, help="how many times 'deliver' delivers the job, 1..10")
     consumer = Unicode("keyed", help="'keyed' (effect keyed on the JOB id) or 'naive' (an effect per delivery)")
@@ -98,7 +101,7 @@ class DeliveryModel(LabModel):
             if deliveries is not None:
                 self._deliveries_range({"value": deliveries})
         except EchoqError as exc:
-            self.say("deliver", words.refused("deliver", exc))
+            self.say("deliver", refused("deliver", exc))
             return False
         self._quiet += 1  # part of this move: recorded in its frames, not as settings of their own
         try:
@@ -120,7 +123,7 @@ class DeliveryModel(LabModel):
             result = DeliveryRun(how, job_id, [], [])
             scene: dict[str, Any] = {"scene": "delivery", "queue": self.name, "job": job_id, "of": n, "workers": []}
             self._scene = scene
-            self.record("deliver", words.delivery_start(job_id, n, how), lit="enqueue")
+            self.record("deliver", words.start(job_id, n, how), lit=Lit.moved("enqueue"))
             for k in range(1, n + 1):
                 last = k == n
                 claim = queue.claim(lease_ms=30_000 if last else CRASH_LEASE_MS)
@@ -131,12 +134,12 @@ class DeliveryModel(LabModel):
                 count = effect.count
                 result.attempts.append(claim.attempt)
                 result.effects_after.append(count)
-                worker = {"name": f"worker {k}", "attempt": claim.attempt, "status": words.delivery_hand(ran)}
+                worker = {"name": f"worker {k}", "attempt": claim.attempt, "status": words.hand(ran)}
                 self._scene = scene = {**scene, "delivery": k, "workers": [*scene["workers"][-1:], worker]}
                 self.record(
                     "deliver",
-                    words.delivery_claimed(k, n, job_id, claim.attempt, count, self.keys("effects"), ran),
-                    lit="claim",
+                    words.claimed(k, n, job_id, claim.attempt, count, self.keys("effects"), ran),
+                    lit=Lit.moved("claim"),
                 )
                 if last:
                     queue.complete(claim)
@@ -145,15 +148,15 @@ class DeliveryModel(LabModel):
                     self.run = result
                     self.record(
                         "deliver",
-                        words.delivery_done(n, job_id, result.effects, self.keys("effects"), how),
-                        lit="finish",
+                        words.done(n, job_id, result.effects, self.keys("effects"), how),
+                        lit=Lit.moved("complete"),
                     )
                 else:
                     wait_until_expired(queue.client, claim.deadline_ms)  # the worker is dead; its lease runs out
                     queue.reap()
-                    worker = {**worker, "status": words.delivery_crashed_hand(ran)}
+                    worker = {**worker, "status": words.crashed_hand(ran)}
                     self._scene = scene = {**scene, "workers": [*scene["workers"][:-1], worker]}
-                    self.record("deliver", words.delivery_crashed(k, job_id, self.keys("pending")), lit="reap")
+                    self.record("deliver", words.crashed(k, job_id, self.keys("pending")), lit=Lit.moved("reap"))
             return None
 
         return self.act("deliver", run)
@@ -182,14 +185,14 @@ class DeliveryModel(LabModel):
                 scene = {"scene": "fence", "queue": fq.name, "job": job_id}
                 workers = {"A": {"attempt": a.attempt, "status": "holds it (3 ms lease), stalls"}}
                 line = words.fence_step(1, job_id=job_id, attempt=a.attempt, lease_ms=CRASH_LEASE_MS)
-                lit = "claim"
+                lit = Lit.moved("claim")
             elif step == 2:
                 a = claims["A"]
                 wait_until_expired(fq.client, a.deadline_ms)
                 moved = fq.reap()
                 workers = {"A": {"attempt": a.attempt, "status": "stalled: thinks it holds it"}}
                 line = words.fence_step(2, moved=len(moved))
-                lit = "reap"
+                lit = Lit.moved("reap")
             elif step == 3:
                 b = fq.claim(lease_ms=30_000)
                 assert b is not None
@@ -199,7 +202,7 @@ class DeliveryModel(LabModel):
                     "B": {"attempt": b.attempt, "status": "holds it now"},
                 }
                 line = words.fence_step(3, attempt=b.attempt)
-                lit = "claim"
+                lit = Lit.moved("claim")
             elif step == 4:
                 a, b = claims["A"], claims["B"]
                 outcome = fq.complete(a)
@@ -218,7 +221,7 @@ class DeliveryModel(LabModel):
                     row_attempts=row.attempts if row else "?",
                     place_key=f"emq:{{{fq.name}}}:{place.value if place else '?'}",
                 )
-                lit = "fence"
+                lit = Lit.moved("fence")
             else:
                 b = claims["B"]
                 outcome = fq.complete(b)
@@ -227,7 +230,7 @@ class DeliveryModel(LabModel):
                     "B": {"attempt": b.attempt, "status": f"completed: {outcome.value.upper()}"},
                 }
                 line = words.fence_step(5, attempt=b.attempt, outcome=outcome.value.upper())
-                lit = "finish"
+                lit = Lit.moved("complete")
             self._scene = {**scene, "fence_step": step, "workers": workers, "refused": refused}
             self.fence_log = [*self.fence_log, line]
             self.fence_step = step

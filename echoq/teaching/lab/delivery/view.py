@@ -8,8 +8,8 @@ from typing import Any
 import ipywidgets as widgets
 from traitlets import link
 
-from .. import words
 from ..view import LabPanel
+from . import words
 from .figure import DeliveryFigure
 from .model import DeliveryModel
 

@@ -1,15 +1,16 @@
-"""The Fleet lab's picture: pending, the active set at lease deadlines (each token marked
+"""The Fleet lab's picture: pending, the active set at lease deadlines (each marker labelled
 with the worker that holds it), done and dead; the workers; the verdict, lost and
-duplicate effects, from the same snapshot as the tokens."""
+duplicate effects, from the same snapshot as the markers."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import words
 from ..figure import GridPlace, QueueFigure, Spot, TimePlace
 from ..frames import Frame
 from ..style import FEEDBACK, FONT, INK, MUTED, TITLE
+from ..words import tag
+from . import words
 from .model import tally
 
 __all__ = ["FleetFigure"]
@@ -29,7 +30,7 @@ class FleetFigure(QueueFigure):
         self.dead = GridPlace(self, "dead", (0.71, bottom, 0.98, 0.50), key=self.key("dead"))
         mid = 0.66
         self.arrow("claim", [(0.223, mid), (0.267, mid)], "claim")
-        self.arrow("finish", [(0.663, 0.72), (0.707, 0.72)])
+        self.arrow("complete", [(0.663, 0.72), (0.707, 0.72)])
         self.arrow("reap", [(0.36, 0.305), (0.12, 0.305)], rad=-0.12)
         self.ax.text(0.37, 0.297, "a live worker's beat: expired → pending", fontsize=FONT, va="center", color=MUTED)
         self.paths["enqueue"] = [(0.0, top - 0.03), (0.04, top - 0.03)]
@@ -68,12 +69,12 @@ class FleetFigure(QueueFigure):
         if snap is None:
             return {}
         hands = self._hands(frame)
-        out = self.pending.spots([(j, words.tag(j)) for j in snap.pending], snap.counts["pending"])
+        out = self.pending.spots([(j, tag(j)) for j in snap.pending], snap.counts["pending"])
         out.update(
             self.active.spots([(j, d - now_ms, f"w{hands[j]}" if j in hands else "") for j, d in snap.active.items()])
         )
-        out.update(self.done.spots([(j, words.tag(j)) for j in snap.done], snap.counts["done"]))
-        out.update(self.dead.spots([(j, words.tag(j)) for j in snap.dead], snap.counts["dead"]))
+        out.update(self.done.spots([(j, tag(j)) for j in snap.done], snap.counts["done"]))
+        out.update(self.dead.spots([(j, tag(j)) for j in snap.dead], snap.counts["dead"]))
         path = str(frame.state.get("running_path", "reliable"))
         if path == "naive":
             # A popped job is in no set: it is drawn in its worker's hand, the only place it is.
@@ -91,7 +92,7 @@ class FleetFigure(QueueFigure):
         state: dict[str, Any] = dict(frame.state)
         path = str(state.get("running_path", state.get("path", "reliable")))
         self.title.set_text(
-            words.fleet_title(
+            words.title(
                 self.queue,
                 path,
                 int(state.get("job_ms", 1_000)),
@@ -104,16 +105,16 @@ class FleetFigure(QueueFigure):
             place.show_count(snap.counts[place.name] if snap else 0)
         workers = self._workers(frame)
         lines = [
-            words.fleet_worker(w["slot"], w["state"], w.get("job"), w.get("attempt"), path, w.get("killed_job"))
+            words.worker(w["slot"], w["state"], w.get("job"), w.get("attempt"), path, w.get("killed_job"))
             for w in workers
         ]
-        self.workers.set_text("\n".join(lines) if lines else "none: press 'start'")
+        self.workers.set_text("\n".join(lines) if lines else words.NO_WORKERS)
         if snap is None:
             self.verdict_big.set_text("")
             self.verdict.set_text("")
         else:
             t = tally(snap, path)
-            self.verdict_big.set_text(words.fleet_verdict(t.lost, t.duplicates))
+            self.verdict_big.set_text(words.verdict(t.lost, t.duplicates))
             self.verdict_big.set_color(BAD if t.lost or t.duplicates else INK)
             run = f"completed {t.completed}" if path == "reliable" else f"popped {t.popped}"
             self.verdict.set_text(

@@ -36,8 +36,9 @@ from ....limits import check, whole
 from ....queue import Queue, Snapshot
 from ....worker import Worker, keyed_consumer
 from ...contrasts import naive_pop
-from .. import words
+from ..frames import Lit
 from ..model import GONE, LabModel, Said
+from . import words
 
 __all__ = ["FleetModel", "FleetWorker", "NaiveWorker", "Tally", "tally", "LOST_FIELD", "POPPED_FIELD", "PATHS"]
 
@@ -145,6 +146,7 @@ class FleetModel(LabModel):
     them; a producer; a pace slow enough to see a kill land mid-job."""
 
     kind = "fleet"
+    setting_words = words.SETTINGS
     settings = ("job_ms", "rate", "path", "lease_ms", "beat_ms")
     job_ms = Int(1_000, help="the pace: how long each job's work takes, in milliseconds (200..5000)")
     rate = Int(0, help="jobs the producer enqueues per second while the fleet runs, 0..10")
@@ -213,11 +215,11 @@ class FleetModel(LabModel):
         t = tally(snapshot, running_path)
         workers = state.get("workers", [])
         alive = sum(1 for w in workers if w["state"] == "working")
-        said = words.fleet_tally(snapshot, t, running_path, alive, len(workers), self.keys)
+        said = words.tally(snapshot, t, running_path, alive, len(workers), self.keys)
         chosen = str(state.get("path", running_path))
         if chosen != running_path:
             # Said in every frame until it is true, so a sample never hides it.
-            said += " " + words.fleet_path_pending(chosen, running_path, alive > 0)
+            said += " " + words.path_pending(chosen, running_path, alive > 0)
         return said
 
     @property
@@ -262,9 +264,9 @@ class FleetModel(LabModel):
 
         def run() -> Said:
             self._enqueue(count)
-            return words.fleet_added(count, self.keys("pending"))
+            return words.added(count, self.keys("pending"))
 
-        return self.act("add jobs", run, lit="enqueue")
+        return self.act("add jobs", run, lit=Lit.moved("enqueue"))
 
     def _enqueue(self, count: int) -> None:
         assert self.queue is not None
@@ -284,7 +286,7 @@ class FleetModel(LabModel):
                 self.running_path = self.path
                 self.fleet = [self._spawn(slot) for slot in range(1, workers + 1)]
             self._start_producer()
-            return words.fleet_started(workers, self.path, self.beat_ms, self.job_ms), "workers"
+            return words.started(workers, self.path, self.beat_ms, self.job_ms), Lit.moved("workers")
 
         return self.act("start", run)
 
@@ -295,7 +297,7 @@ class FleetModel(LabModel):
             assert self.queue is not None
             entry = self._entry(slot)
             if entry.state != "working":
-                return words.fleet_not_working(slot, entry.state), "kill?"
+                return words.not_working(slot, entry.state), Lit.probed("kill")
             before = entry.worker.in_flight
             lost = entry.worker.abandon()
             entry.stop_signal.set()
@@ -311,13 +313,13 @@ class FleetModel(LabModel):
                 job_id, attempt = before[0].job_id, before[0].attempt
             entry.killed_job = job_id  # the thread unwinds by itself: abandoned, it says nothing more
             if self.running_path == "naive" or job_id is None:
-                return words.fleet_killed(slot, job_id, attempt, self.keys("active"), self.running_path), "kill"
+                return words.killed(slot, job_id, attempt, self.keys("active"), self.running_path), Lit.moved("kill")
             # Where the killed worker's lease stands, in the frame's own read.
             snap = self.read()
             deadline = snap.active.get(job_id)
             left = None if deadline is None else deadline - snap.now_ms
-            said = words.fleet_killed(slot, job_id, attempt, self.keys("active"), self.running_path, left)
-            self.record(f"kill {slot}", said, lit="kill", snapshot=snap)
+            said = words.killed(slot, job_id, attempt, self.keys("active"), self.running_path, left)
+            self.record(f"kill {slot}", said, lit=Lit.moved("kill"), snapshot=snap)
             return None
 
         return self.act(f"kill {slot}", run)
@@ -326,11 +328,11 @@ class FleetModel(LabModel):
         def run() -> Said:
             entry = self._entry(slot)
             if entry.state == "working":
-                return words.fleet_still_working(slot), "workers?"
+                return words.still_working(slot), Lit.probed("workers")
             entry.thread.join(timeout=5)
             with self._lock:
                 self.fleet[self.fleet.index(entry)] = self._spawn(slot)
-            return words.fleet_restarted(slot), "workers"
+            return words.restarted(slot), Lit.moved("workers")
 
         return self.act(f"restart {slot}", run)
 
@@ -341,7 +343,7 @@ class FleetModel(LabModel):
             with self._lock:
                 n = sum(1 for entry in self.fleet if entry.state == "working")
             self.shutdown()
-            return words.fleet_stopped(n, len(self.fleet)), "workers?"
+            return words.stopped(n, len(self.fleet)), Lit.probed("workers")
 
         return self.act("stop all", run)
 
@@ -415,7 +417,7 @@ class FleetModel(LabModel):
         for entry in self.fleet:
             if entry.slot == slot:
                 return entry
-        raise InvalidArgument(words.fleet_no_worker(slot))
+        raise InvalidArgument(words.no_worker(slot))
 
     def shutdown(self) -> None:
         """Stop the producer and every worker and wait for their threads; records nothing."""

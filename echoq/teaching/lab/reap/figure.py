@@ -1,15 +1,16 @@
 """The Reap lab's picture: pending (oldest first), the active set on the server's clock
 (expired leases in their own zone, never stacked), the dead set; stall counts on every
-token; the race of two reapers."""
+marker; the race of two reapers."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import words
 from ..figure import GridPlace, QueueFigure, Spot, TimePlace
 from ..frames import Frame
 from ..style import FONT, MUTED
+from ..words import tag
+from . import words
 
 __all__ = ["ReapFigure"]
 
@@ -51,7 +52,7 @@ class ReapFigure(QueueFigure):
 
         def two_lines(job_id: str) -> str:
             extra = stalled(job_id)
-            return f"{words.tag(job_id)}\n{extra}" if extra else words.tag(job_id)
+            return f"{tag(job_id)}\n{extra}" if extra else tag(job_id)
 
         out = self.pending.spots([(j, two_lines(j)) for j in snap.pending], snap.counts["pending"])
         out.update(self.active.spots([(j, d - now_ms, stalled(j)) for j, d in snap.active.items()]))
@@ -61,7 +62,7 @@ class ReapFigure(QueueFigure):
     def annotate(self, frame: Frame, now_ms: int) -> bool:
         state: dict[str, Any] = dict(frame.state)
         max_stalled = int(state.get("max_stalled", 2))
-        self.title.set_text(words.reap_title(self.queue, max_stalled))
+        self.title.set_text(words.title(self.queue, max_stalled))
         snap = frame.snapshot
         for place in (self.pending, self.active, self.dead):
             place.show_count(snap.counts[place.name] if snap else 0)

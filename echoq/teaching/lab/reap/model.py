@@ -11,8 +11,10 @@ from ....limits import check, whole
 from ....queue import Claim, Queue
 from ...contrasts import overlapping_sweeps
 from ...fast_forward import fast_forward
-from .. import words
+from ..frames import Lit
 from ..model import LabModel, Said
+from ..words import fast_forwarded, seconds, where
+from . import words
 
 __all__ = ["ReapModel"]
 
@@ -21,6 +23,7 @@ class ReapModel(LabModel):
     """Crashed workers' jobs at their lease deadlines; step the reap; max_stalled; the race."""
 
     kind = "reap"
+    setting_words = words.SETTINGS
     settings = ("max_stalled", "lease_ms", "workers")
     max_stalled = Int(2, help="the stall count at which stalled_check.lua dead-letters a job (the N-th stall is fatal)")
     lease_ms = Int(3_000, help="lease of the first worker; the others get 2x, 3x ... of it")
@@ -54,7 +57,7 @@ class ReapModel(LabModel):
     def describe(self, snapshot: Any, state: dict[str, Any]) -> str:
         if snapshot is None:
             return ""
-        return words.where(self.keys, snapshot)
+        return where(self.keys, snapshot)
 
     def _claim_staggered(self, queue: Queue, count: int) -> list[Claim]:
         return [c for i in range(count) if (c := queue.claim(lease_ms=self.lease_ms * (i + 1))) is not None]
@@ -67,9 +70,9 @@ class ReapModel(LabModel):
         def run() -> Said:
             assert self.queue is not None
             self.queue.enqueue_many([f"job {i}" for i in range(self.workers)])
-            self.record("start workers", words.reap_started(self.workers, self.keys("pending")), lit="enqueue")
+            self.record("start workers", words.started(self.workers, self.keys("pending")), lit=Lit.moved("enqueue"))
             claims = self._claim_staggered(self.queue, self.workers)
-            return words.reap_workers_crashed(len(claims), self.keys("active")), "claim"
+            return words.workers_crashed(len(claims), self.keys("active")), Lit.moved("claim")
 
         return self.act("start workers", run)
 
@@ -81,8 +84,8 @@ class ReapModel(LabModel):
             pending = self.queue.snapshot(limit=1).counts["pending"]
             claims = self._claim_staggered(self.queue, pending)
             if not claims:
-                return words.reap_nothing_pending(self.keys("pending")), "claim?"
-            return words.reap_claimed_again(len(claims)), "claim"
+                return words.nothing_pending(self.keys("pending")), Lit.probed("claim")
+            return words.claimed_again(len(claims)), Lit.moved("claim")
 
         return self.act("claim again", run)
 
@@ -94,8 +97,8 @@ class ReapModel(LabModel):
             assert self.queue is not None
             report = self.queue.stalled_check(max_stalled=max_stalled)
             if not report.recovered and not report.dead:
-                return words.sweep_nothing(), "sweep?"
-            lit = "+".join(name for name, ids in (("reap", report.recovered), ("dead", report.dead)) if ids)
+                return words.sweep_nothing(), Lit.probed("sweep")
+            lit = Lit.moved(*(name for name, ids in (("reap", report.recovered), ("dead", report.dead)) if ids))
             said = words.sweep(report.recovered, report.dead, self.keys("pending"), self.keys("dead"), max_stalled)
             return said, lit
 
@@ -107,8 +110,8 @@ class ReapModel(LabModel):
         def run() -> Said:
             assert self.queue is not None
             _now, moved = fast_forward(self.queue, advance_ms)
-            how = "to the server's now" if advance_ms is None else f"{words.seconds(advance_ms)} earlier"
-            return words.fast_forwarded(moved, how), "fast-forward" if moved else "fast-forward?"
+            how = "to the server's now" if advance_ms is None else f"{seconds(advance_ms)} earlier"
+            return fast_forwarded(moved, how), Lit.moved("fast-forward") if moved else Lit.probed("fast-forward")
 
         return self.act("fast-forward", run)
 
@@ -128,6 +131,6 @@ class ReapModel(LabModel):
             said = words.race(
                 racy.deliveries, racy.duplicate_deliveries, atomic.deliveries, atomic.duplicate_deliveries
             )
-            return said, "race"
+            return said, Lit.moved("race")
 
         return self.act("race", run)

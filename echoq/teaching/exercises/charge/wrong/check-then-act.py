@@ -2,7 +2,7 @@ import echoq
 
 r = echoq.connect()
 
-def handle(claim, bank):
+def charge_order(claim, bank):
     done = f"charged:{claim.job_id}"
     if r.exists(done):
         return

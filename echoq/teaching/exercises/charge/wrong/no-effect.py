@@ -1,2 +1,2 @@
-def handle(claim, bank):
+def charge_order(claim, bank):
     pass

@@ -1,4 +1,4 @@
-def handle(claim, bank):
+def charge_order(claim, bank):
     card, cents = claim.payload.split()
     amount = int(cents)
     bank.charge(card, amount)

@@ -1,6 +1,6 @@
 seen = set()  # the jobs this worker has charged
 
-def handle(claim, bank):
+def charge_order(claim, bank):
     if claim.job_id in seen:
         return
     card, cents = claim.payload.split()

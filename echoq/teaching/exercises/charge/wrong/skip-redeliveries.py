@@ -1,4 +1,4 @@
-def handle(claim, bank):
+def charge_order(claim, bank):
     if claim.attempt > 1:
         return  # a redelivery: it was charged the first time
     card, cents = claim.payload.split()

@@ -1,5 +1,5 @@
 # expect: freshly started Python interpreters
-def handle(claim, bank) -> None:
+def charge_order(claim, bank) -> None:
     """Charge the order in claim.payload ("<card> <cents>") once, however often it is delivered."""
     card, cents = claim.payload.split()
     bank.charge(card, int(cents), idempotency_key=str(hash(claim.job_id)))

@@ -1,7 +1,7 @@
 # expect: freshly started Python interpreters
 import time
 
-def handle(claim, bank) -> None:
+def charge_order(claim, bank) -> None:
     """Charge the order in claim.payload ("<card> <cents>") once, however often it is delivered."""
     card, cents = claim.payload.split()
     bank.charge(card, int(cents), idempotency_key=f"{claim.job_id}-{int(time.time()) // 3600}")

@@ -2,7 +2,7 @@ import time
 
 LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2
 
-def worker_loop(q, handle, running):
+def worker_loop(q, work, running):
     last = None
     while running():
         if last is None or time.monotonic() - last > BEAT_MS / 1000:
@@ -13,7 +13,7 @@ def worker_loop(q, handle, running):
             time.sleep(BEAT_MS / 1000 / 4)
             continue
         try:
-            handle(job)
+            work(job)
         except Exception as failure:
             q.retry(job, error=f"{type(failure).__name__}: {failure}")  # back, with why
         else:

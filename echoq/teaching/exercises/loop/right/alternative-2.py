@@ -2,7 +2,7 @@ import threading, time
 
 LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2
 
-def worker_loop(q, handle, running):
+def worker_loop(q, work, running):
     def beat():
         while running():
             q.stalled_check(max_stalled=MAX_STALLED)
@@ -14,7 +14,7 @@ def worker_loop(q, handle, running):
             time.sleep(0.02)
         else:
             try:
-                handle(claim)
+                work(claim)
             except Exception as e:
                 q.retry(claim, error=repr(e), backoff_ms=50)
             else:

@@ -2,9 +2,9 @@ import time
 
 LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2
 
-def worker_loop(q, handle, running) -> None:
-    """Until running() is False: on a beat, bring back stalled jobs; in between, claim,
-    handle and complete jobs, one at a time."""
+def worker_loop(q, work, running) -> None:
+    """Until running() is False: on a beat, bring back stalled jobs; in between, claim a
+    job, run work(claim), and complete it, one job at a time."""
     q.stalled_check(max_stalled=MAX_STALLED)  # bring back what dead workers left
     while running():
         claim = q.claim(lease_ms=LEASE_MS)
@@ -12,7 +12,7 @@ def worker_loop(q, handle, running) -> None:
             time.sleep(0.01)
             continue
         try:
-            handle(claim)
+            work(claim)
         except Exception as exc:
             q.retry(claim, error=str(exc))  # give it back for another try
             continue

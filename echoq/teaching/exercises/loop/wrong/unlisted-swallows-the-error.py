@@ -3,7 +3,7 @@ import time
 
 LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2
 
-def worker_loop(q, handle, running):
+def worker_loop(q, work, running):
     last = None
     while running():
         if last is None or time.monotonic() - last > BEAT_MS / 1000:
@@ -14,7 +14,7 @@ def worker_loop(q, handle, running):
             time.sleep(BEAT_MS / 1000 / 4)
             continue
         try:
-            handle(job)
+            work(job)
             q.complete(job)
         except Exception:
             pass  # its lease runs out and the beat brings it back

@@ -1,6 +1,6 @@
-"""Lesson 06: keep a long job's lease alive -- and know when it was lost.
+"""Lesson 06: extend a long job's lease -- and know when it was lost.
 
-The learner writes ``keep_lease(q, claim, work_done)``: it runs in a thread beside a job
+The learner writes ``extend_lease(q, claim, work_done)``: it runs in a thread beside a job
 that takes longer than its lease, extends the lease with the fenced ``q.extend`` until
 ``work_done`` is set, and returns whether the worker still held the job at the end (a
 worker whose lease was lost must not do its effect). The check runs the job in a worker
@@ -8,10 +8,10 @@ PROCESS, while the parent plays a second worker that runs stalled checks every 5
 takes any job they bring back (doing its effect and completing it). Four scenes:
 
 1. **a long job** -- 2 leases and more of work: it must be delivered once;
-2. **a late heartbeat** -- the network holds one extend back a third of a lease: still once;
+2. **a late extension** -- the network holds one extend back a third of a lease: still once;
 3. **a killed worker** -- SIGKILLed mid-job: its job must come back within one lease;
 4. **a frozen worker** -- SIGSTOPped as its work ends, past its lease, while the other
-   worker takes the job and finishes it; resumed, it must not do the effect again.
+   worker takes the job and completes it; resumed, it must not do the effect again.
 
 The verdict: how many times the effect ran (the effects ledger in 'every' mode counts
 every run), the job's attempts, its lease deadline on the server.
@@ -40,88 +40,88 @@ WORK_MS = 1_000
 SPIN_EXTENDS = WORK_MS // 20  # more than one extension per 20 ms of work: a busy loop
 
 
-HEARTBEAT_MISCONCEPTIONS = [
+EXTEND_MISCONCEPTIONS = [
     Misconception(
         "never-extends",
-        "no heartbeat",
-        "The job takes {work_ms} ms under a {lease_ms} ms lease, and your heartbeat never extended it: the lease "
+        "never extended",
+        "The job takes {work_ms} ms under a {lease_ms} ms lease, and your extend_lease never extended it: the lease "
         "ran out and the other worker took the job over while yours was still working on it.",
-        "A lease is a promise: alive until the deadline. Who renews the promise?",
+        "A lease is a promise: alive until the deadline. Who extends the promise?",
         "Call q.extend(claim, lease_ms=LEASE_MS) again and again until work_done is set.",
     ),
     Misconception(
         "extends-too-rarely",
-        "heartbeats further apart than the lease",
-        "Your heartbeat extended the lease, but not before it ran out: the other worker took the job over while "
+        "extensions further apart than the lease",
+        "Your extend_lease extended the lease, but not before it ran out: the other worker took the job over while "
         "yours was still working on it. Between two extensions the lease must not expire.",
-        "How long after an extension does the lease end? Beat before that.",
+        "How long after an extension does the lease end? Extend before that.",
         "Extend at an interval well below LEASE_MS.",
     ),
     Misconception(
-        "no-room-for-a-late-beat",
-        "no room for a late beat",
+        "no-room-for-a-late-extension",
+        "no room for a late extension",
         "With one extension held up on the network for {late_ms} ms (a third of the lease), the lease ran out: "
-        "the other worker took the job over while yours was still working on it. Your beats leave too little of "
+        "the other worker took the job over while yours was still working on it. Your extensions leave too little of "
         "the lease as a margin.",
-        "A heartbeat can be late: a slow network, a busy CPU, a garbage-collection pause.",
-        "Beat often enough that one beat a third of a lease late still arrives before the deadline: every half "
-        "a lease or more often.",
+        "An extension can be late: a slow network, a busy CPU, a garbage-collection pause.",
+        "Extend often enough that one extension a third of a lease late still arrives before the deadline: every "
+        "half a lease or more often.",
     ),
     Misconception(
         "extends-too-far",
         "a lease nobody can wait out",
-        "Killed mid-job, your worker left its job leased for {ahead_s:.0f} s more: its last heartbeat asked for "
+        "Killed mid-job, your worker left its job leased for {ahead_s:.0f} s more: its last extension asked for "
         "that long. A dead worker's job waits that long before anyone may take it over.",
         "The lease is how long the others wait when you die. Make each extension short.",
-        "Extend by LEASE_MS each time, and beat more often instead.",
+        "Extend by LEASE_MS each time, and extend more often instead.",
     ),
     Misconception(
         "ignores-stale",
         "STALE ignored",
-        "Frozen past its lease while the other worker took the job and finished it, your worker woke up: its "
-        "heartbeat was refused ({outcome}) and still said the job was kept, so the effect ran {effects} times.",
+        "Frozen past its lease while the other worker took the job and completed it, your worker woke up: its "
+        "extension was refused ({outcome}) and still said the job was kept, so the effect ran {effects} times.",
         "What does an extension answer when someone else holds the job?",
         "Return False as soon as extend does not say EXTENDED.",
     ),
     Misconception(
         "no-final-check",
         "kept, without asking",
-        "Frozen as its work ended and past its lease, while the other worker took the job and finished it, your "
-        "worker woke up and its heartbeat said the job was kept without asking the server: the effect ran {effects} "
+        "Frozen as its work ended and past its lease, while the other worker took the job and completed it, your "
+        "worker woke up and its extend_lease said the job was kept without asking the server: the effect ran {effects} "
         "times.",
-        "The last beat may have been long ago. Does the worker still hold the job now?",
+        "The last extension may have been long ago. Does the worker still hold the job now?",
         "When work_done is set, extend once more and return whether that was EXTENDED.",
     ),
 ]
 
 
-HEARTBEAT = register(
+EXTEND = register(
     load(
         __file__,
-        key="heartbeat",
+        key="extend",
         lesson="06",
-        title="keep the lease, know when it is lost",
+        title="extend the lease, know when it is lost",
         kind="python",
-        names=("keep_lease",),
-        misconceptions=HEARTBEAT_MISCONCEPTIONS,
+        names=("extend_lease",),
+        misconceptions=EXTEND_MISCONCEPTIONS,
     )
 )
 
 
-KeepLease = Callable[[Queue, Claim, threading.Event], object]
+ExtendLease = Callable[[Queue, Claim, threading.Event], object]
 
 
 def long_job(
     queue: Queue,
-    keep_lease: KeepLease,
+    extend_lease: ExtendLease,
     *,
     work_ms: int = WORK_MS,
     hold_extend: int | None = None,
-    end_on_beat: bool = False,
+    end_on_extend: bool = False,
 ) -> dict[str, Any]:
-    """In a worker process: claim, run ``keep_lease`` in a thread beside ``work_ms`` of work,
+    """In a worker process: claim, run ``extend_lease`` in a thread beside ``work_ms`` of work,
     then -- only if it says the job was kept -- do the effect and complete. With
-    ``end_on_beat`` the work ends just after a heartbeat (so a freeze there is long before
+    ``end_on_extend`` the work ends just after an extension (so a freeze there is long before
     the next one)."""
     client = processes.counting_client(queue.client)
     if hold_extend is not None:
@@ -132,28 +132,28 @@ def long_job(
     said: list[object] = []
     failed: list[BaseException] = []
 
-    def beat() -> None:
+    def keeper() -> None:
         try:
-            said.append(keep_lease(q, claim, done))
+            said.append(extend_lease(q, claim, done))
         except BaseException as exc:
             failed.append(exc)
 
-    heart = threading.Thread(target=beat, name="heartbeat", daemon=True)
-    heart.start()
+    keeper_thread = threading.Thread(target=keeper, name="extend_lease", daemon=True)
+    keeper_thread.start()
     end = time.monotonic() + work_ms / 1000
-    while time.monotonic() < end and heart.is_alive():  # a heartbeat that ended early: the lease is lost
+    while time.monotonic() < end and keeper_thread.is_alive():  # an extend_lease that ended early: the lease is lost
         time.sleep(0.01)
-    if end_on_beat:
-        beats, give_up = processes.made("extend"), time.monotonic() + 2 * LEASE_MS / 1000
-        while processes.made("extend") == beats and heart.is_alive() and time.monotonic() < give_up:
+    if end_on_extend:
+        extends, give_up = processes.made("extend"), time.monotonic() + 2 * LEASE_MS / 1000
+        while processes.made("extend") == extends and keeper_thread.is_alive() and time.monotonic() < give_up:
             time.sleep(0.001)
     processes.mark("work-done")
     done.set()
-    heart.join(5)
+    keeper_thread.join(5)
     if failed:
         raise failed[0]
-    if heart.is_alive():
-        raise TimeoutError("keep_lease did not return within 5 s after work_done was set")
+    if keeper_thread.is_alive():
+        raise TimeoutError("extend_lease did not return within 5 s after work_done was set")
     kept = bool(said and said[0] is True)
     if not kept:
         return {"kept": False}
@@ -184,7 +184,7 @@ class _Scene:
 
     def play(self, child: processes.Child, seconds: float = 15, late_ms: int = 0) -> processes.Child:
         """Run the other worker beside ``child`` until it ends. A child frozen before an extend
-        (its heartbeat held up on the network) is let go ``late_ms`` later on the server's clock,
+        (its extension held up on the network) is let go ``late_ms`` later on the server's clock,
         after the other worker's sweep at that moment: it takes the job iff the lease ran out."""
         give_up = time.monotonic() + seconds
         while not child.ended:
@@ -197,25 +197,25 @@ class _Scene:
             child._pump(0.05)
             if time.monotonic() > give_up:
                 child.kill()
-                self.run.fail("runs", "too-slow", what="Your keep_lease", seconds=seconds)
+                self.run.fail("runs", "too-slow", what="Your extend_lease", seconds=seconds)
         self.other_worker()
         if child.error is not None:
-            self.run.code_failed("runs", "Your keep_lease", child)
+            self.run.code_failed("runs", "Your extend_lease", child)
         return child
 
     def ran(self) -> int:
         return self.effects.count(self.job)
 
 
-@check_runner(HEARTBEAT)
-def check_keep_lease(run: Run, keep_lease: KeepLease) -> None:
-    """A long job's lease kept by the learner's heartbeat, under a late beat, a kill, a freeze."""
-    if not callable(keep_lease):
-        run.fail("runs", "not-yet", what=f"Pass your function keep_lease, not {keep_lease!r}.")
+@check_runner(EXTEND)
+def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
+    """A long job's lease extended by the learner's extend_lease, under a late extension, a kill, a freeze."""
+    if not callable(extend_lease):
+        run.fail("runs", "not-yet", what=f"Pass your function extend_lease, not {extend_lease!r}.")
 
     # 1. A long job: more than two leases of work.
     scene = _Scene(run)
-    worker = scene.play(processes.spawn(long_job, scene.queue, keep_lease, name="your worker"))
+    worker = scene.play(processes.spawn(long_job, scene.queue, extend_lease, name="your worker"))
     if scene.ran() != 1 or scene.takeovers:
         extends = worker.steps.count("extend")
         name = "never-extends" if extends == 0 else "extends-too-rarely"
@@ -225,24 +225,24 @@ def check_keep_lease(run: Run, keep_lease: KeepLease) -> None:
         run.fail(
             "long",
             "not-yet",
-            what=f"Your heartbeat sent more than {SPIN_EXTENDS} extensions during a {WORK_MS} ms job (more than one "
+            what=f"Your extend_lease sent more than {SPIN_EXTENDS} extensions during a {WORK_MS} ms job (more than one "
             f"every {WORK_MS // SPIN_EXTENDS} ms): it spins, and every one of them is a command the server serves for "
-            f"nothing. A few beats per {LEASE_MS} ms lease keep it; wait between them.",
+            f"nothing. A few extensions per {LEASE_MS} ms lease keep it; wait between them.",
         )
     run.good(
         "long",
-        f"A {WORK_MS} ms job under a {LEASE_MS} ms lease was delivered once: the heartbeat kept it, with "
+        f"A {WORK_MS} ms job under a {LEASE_MS} ms lease was delivered once: extend_lease kept it, with "
         f"{extends} extensions (no busy loop).",
     )
 
     # 2. A killed worker: where is its lease?
     scene = _Scene(run)
     worker = processes.spawn(
-        long_job, scene.queue, keep_lease, kill_at=lambda n, label: label == "extend", name="your worker"
+        long_job, scene.queue, extend_lease, kill_at=lambda n, label: label == "extend", name="your worker"
     )
-    run.waited("runs", "Your keep_lease", worker, 15)
+    run.waited("runs", "Your extend_lease", worker, 15)
     if worker.error is not None:
-        run.code_failed("runs", "Your keep_lease", worker)
+        run.code_failed("runs", "Your extend_lease", worker)
     if not worker.killed:
         run.fail("killed", "never-extends", work_ms=WORK_MS, lease_ms=LEASE_MS, effects=scene.ran())
     snap = scene.queue.snapshot()
@@ -250,23 +250,24 @@ def check_keep_lease(run: Run, keep_lease: KeepLease) -> None:
     if ahead > LEASE_MS + 100:
         run.fail("killed", "extends-too-far", ahead_s=ahead / 1000)
     run.good(
-        "killed", f"Killed (SIGKILL) right after a heartbeat, the worker left its job leased for at most {LEASE_MS} ms."
+        "killed",
+        f"Killed (SIGKILL) right after an extension, the worker left its job leased for at most {LEASE_MS} ms.",
     )
 
-    # 3. A late heartbeat: the network holds the second extend back a third of a lease.
+    # 3. A late extension: the network holds the second extend back a third of a lease.
     late_ms = LEASE_MS // 3
     scene = _Scene(run)
-    worker = processes.spawn(partial(long_job, hold_extend=2), scene.queue, keep_lease, name="your worker")
+    worker = processes.spawn(partial(long_job, hold_extend=2), scene.queue, extend_lease, name="your worker")
     scene.play(worker, late_ms=late_ms)
     if scene.ran() != 1 or scene.takeovers:
-        run.fail("late", "no-room-for-a-late-beat", late_ms=late_ms, effects=scene.ran())
-    run.good("late", f"One heartbeat {late_ms} ms late (a third of the lease): the lease held, the job ran once.")
+        run.fail("late", "no-room-for-a-late-extension", late_ms=late_ms, effects=scene.ran())
+    run.good("late", f"One extension {late_ms} ms late (a third of the lease): the lease held, the job ran once.")
 
     # 4. A frozen worker: SIGSTOP as the work ends; the lease runs out; the other worker
-    #    takes the job and finishes it; then SIGCONT.
+    #    takes the job and completes it; then SIGCONT.
     scene = _Scene(run)
     worker = processes.spawn(
-        partial(long_job, end_on_beat=True), scene.queue, keep_lease, freeze_at="work-done", name="your worker"
+        partial(long_job, end_on_extend=True), scene.queue, extend_lease, freeze_at="work-done", name="your worker"
     )
     worker.wait_frozen(15)
     if worker.ended:
@@ -281,11 +282,11 @@ def check_keep_lease(run: Run, keep_lease: KeepLease) -> None:
         after = worker.steps[frozen_at:]
         if "extend" in after:
             run.fail(
-                "frozen", "ignores-stale", outcome="gone: the other worker had finished the job", effects=scene.ran()
+                "frozen", "ignores-stale", outcome="gone: the other worker had completed the job", effects=scene.ran()
             )
         run.fail("frozen", "no-final-check", effects=scene.ran())
     run.good(
         "frozen",
-        "Frozen (SIGSTOP) past its lease while the other worker took the job and finished it, your worker woke up, "
+        "Frozen (SIGSTOP) past its lease while the other worker took the job and completed it, your worker woke up, "
         "learned it had lost the job, and did not do the effect again.",
     )

@@ -58,12 +58,12 @@ def crash_and_restart(persistence: Persistence = "none", *, jobs: int = 100, cla
         raise InvalidArgument(f"persistence must be one of {sorted(_CONFIG)}, got {persistence!r}")
     if jobs < 2 or not 0 <= claimed <= jobs:
         raise InvalidArgument(f"need jobs >= 2 and 0 <= claimed <= jobs, got jobs={jobs}, claimed={claimed}")
-    workdir = Path(tempfile.mkdtemp(prefix="echoq-durability-"))
+    workdir = Path(tempfile.mkdtemp(prefix="echoq-persistence-"))
     config = _CONFIG[persistence]
     try:
         first = start_server(extra_config=config, workdir=workdir)
         try:
-            queue = Queue("durability", connect(first.url))
+            queue = Queue("persistence", connect(first.url))
             half = jobs // 2
             acknowledged = len(queue.enqueue_many([f"job {n}" for n in range(half)]))
             if persistence == "snapshot":
@@ -75,7 +75,7 @@ def crash_and_restart(persistence: Persistence = "none", *, jobs: int = 100, cla
             first.kill()
         second = start_server(extra_config=config, workdir=workdir, password=first.password)
         try:
-            snap = Queue("durability", connect(second.url)).snapshot()
+            snap = Queue("persistence", connect(second.url)).snapshot()
         finally:
             second.stop()
     finally:

@@ -2,11 +2,11 @@ from echoq import Extend
 
 LEASE_MS = 600
 
-def keep_lease(q, claim, work_done) -> bool:
-    """Beside the work, in a thread: keep the claim's lease alive until work_done is set.
+def extend_lease(q, claim, work_done) -> bool:
+    """Beside the work, in a thread: extend the claim's lease until work_done is set.
     Return True if this worker still held the job when the work was done, False if it
     lost the lease (then it must not do its effect)."""
-    every = LEASE_MS * 0.8 / 1000  # a third of the lease: one late heartbeat still arrives in time
+    every = 1.0  # once a second  # a third of the lease: one late extension still arrives in time
     while not work_done.wait(every):
         if q.extend(claim, lease_ms=LEASE_MS) is not Extend.EXTENDED:
             return False  # someone else holds the job now: stop

@@ -2,8 +2,8 @@ from echoq import Extend
 
 LEASE_MS = 600
 
-def keep_lease(q, claim, work_done) -> bool:
-    """Beside the work, in a thread: keep the claim's lease alive until work_done is set.
+def extend_lease(q, claim, work_done) -> bool:
+    """Beside the work, in a thread: extend the claim's lease until work_done is set.
     Return True if this worker still held the job when the work was done, False if it
     lost the lease (then it must not do its effect)."""
     work_done.wait()  # TODO: extend the lease while the work runs; say whether it was kept

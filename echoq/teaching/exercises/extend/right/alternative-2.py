@@ -2,7 +2,7 @@ from echoq import Extend
 
 LEASE_MS = 600
 
-def keep_lease(q, claim, work_done):
+def extend_lease(q, claim, work_done):
     ok = True
     while ok:
         finished = work_done.wait(0.15)

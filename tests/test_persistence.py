@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import echoq
-from echoq.teaching.durability import crash_and_restart
+from echoq.teaching.persistence import crash_and_restart
 
 
 def test_without_persistence_every_acknowledged_job_is_lost() -> None:
