@@ -23,9 +23,9 @@
 -- KEYS[1]  emq:{q}:pending     sorted set, score 0
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
--- KEYS[4]  emq:{q}:stats       hash of counters
--- KEYS[5]  emq:{q}:dead        sorted set, score = time of death (server ms)
--- KEYS[6]  emq:{q}:done        sorted set of recently completed ids
+-- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)
+-- KEYS[5]  emq:{q}:done        sorted set of recently completed ids
+-- KEYS[6]  emq:{q}:stats       hash of counters
 -- KEYS[7]  emq:{q}:effects     hash: the effects ledger (an evicted dead job's entry goes)
 -- ARGV[1]  lease               milliseconds, 1..86400000
 -- ARGV[2]  count               how many jobs to claim at most, 1..1000
@@ -44,7 +44,7 @@
 --- @include "includes/args"
 --- @include "includes/claim_jobs"
 
-local NAMES = {'pending', 'active', 'scheduled', 'stats', 'dead', 'done', 'effects'}
+local NAMES = {'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'}
 local prefix, refused = queue_prefix(NAMES)
 if not prefix then return refused end
 local lease_ms, count, keep_dead

@@ -22,9 +22,9 @@
 -- KEYS[1]  emq:{q}:pending     sorted set, score 0
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
--- KEYS[4]  emq:{q}:done        sorted set of recently completed ids
--- KEYS[5]  emq:{q}:stats       hash of counters
--- KEYS[6]  emq:{q}:dead        sorted set, score = time of death (server ms)
+-- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)
+-- KEYS[5]  emq:{q}:done        sorted set of recently completed ids
+-- KEYS[6]  emq:{q}:stats       hash of counters
 -- KEYS[7]  emq:{q}:effects     hash: the effects ledger
 -- KEYS[8..7+S+K]  emq:{q}:job:<id>   the row of each job confirmed started, then of each
 --                               job being completed, in ARGV's order
@@ -53,7 +53,7 @@
 --- @include "includes/complete_job"
 --- @include "includes/claim_jobs"
 
-local NAMES = {'pending', 'active', 'scheduled', 'done', 'stats', 'dead', 'effects'}
+local NAMES = {'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'}
 local prefix, refused = named_prefix(NAMES)
 if not prefix then return refused end
 local keep_done, lease_ms, count, keep_dead

@@ -37,8 +37,8 @@ local delay_ms
 delay_ms, refused = whole(ARGV[1], 'delay', 'delay_ms')
 if not delay_ms then return refused end
 local given = #ARGV - 1
-if given < 2 or given % 2 ~= 0 or given / 2 > 1000 then
-  return redis.error_reply('BADARG give 1..1000 (id, payload) pairs after the delay, got ' ..
+if given < 2 or given % 2 ~= 0 or given / 2 > BOUNDS.count[2] then
+  return redis.error_reply('BADARG give 1..' .. BOUNDS.count[2] .. ' (id, payload) pairs after the delay, got ' ..
     given .. ' values')
 end
 local now = server_now_ms()

@@ -9,8 +9,8 @@
 -- shortens a longer one). The row is the truth: if the active set had lost the id's
 -- entry, the move still happens, and the missing entry is counted in stats 'corrupt'.
 --
--- KEYS[1]  emq:{q}:active      sorted set
--- KEYS[2]  emq:{q}:pending     sorted set, score 0
+-- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[2]  emq:{q}:active      sorted set
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
 -- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)
 -- KEYS[5]  emq:{q}:stats       hash of counters ('retried' or 'dead' is bumped)
@@ -42,7 +42,7 @@
 --- @include "includes/dead_letter"
 --- @include "includes/wake"
 
-local NAMES = {'active', 'pending', 'scheduled', 'dead', 'stats', 'effects'}
+local NAMES = {'pending', 'active', 'scheduled', 'dead', 'stats', 'effects'}
 local row_key = KEYS[7]
 local id = ARGV[1]
 

@@ -134,7 +134,7 @@ def test_a_queue_that_ran_twice_as_many_jobs_holds_no_more(client: redis.Redis) 
             held = sizes(queue)
             # The Worker's two keys: wake tokens nobody waited for (at most WAKE_CAP), and the
             # stalled-check guard while it has not expired (at most one string).
-            assert held.pop("wake", 0) <= echoq.queue.WAKE_CAP and held.pop("stalled_guard", 0) <= 1, held
+            assert held.pop("wake", 0) <= echoq.limits.WAKE_CAP and held.pop("stalled_guard", 0) <= 1, held
             after.append({k: v for k, v in held.items() if k != "stats"})
         assert after[0] == after[1] == {"rows": 0, "done": 100, "effects": 100, "outbox": 100}
     finally:

@@ -45,6 +45,8 @@ from tests.conftest import fresh_name  # noqa: E402
 from tests.helpers import assert_one_place, expire  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The benchmark's round-trip ceiling (bench/ceiling.lua) is one of the scripts run here.
+scripts.register("bench", os.path.join(ROOT, "bench"))
 
 
 @pytest.fixture

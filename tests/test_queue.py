@@ -223,13 +223,13 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
             "does not belong",
         ),
         "fast_forward not a queue key": ("teaching/fast_forward", ["active"], [1_000], bad_keys, not_a_queue_key),
-        "reap B pending": ("reap", _keys(a, "reap", pending=b.pending), [100, 100], bad_keys, outside(2)),
+        "reap B pending": ("reap", _keys(a, "reap", pending=b.pending), [100, 100], bad_keys, outside(2, b)),
         "stalled_check B dead": (
             "stalled_check",
             _keys(a, "stalled_check", dead=b.dead),
             [1, 100, 100],
             bad_keys,
-            outside(3),
+            outside(4),
         ),
         "stalled_check B effects": (
             "stalled_check",

@@ -28,7 +28,7 @@ from redis.retry import Retry
 import echoq
 from echoq import Complete, Extend, Release, scripts
 from echoq.effects import Effects
-from echoq.queue import WAKE_CAP
+from echoq.limits import WAKE_CAP
 from echoq.teaching.faults import CrashMode, CrashPlan
 from echoq.worker import (
     LANES,

@@ -1,26 +1,14 @@
 -- includes/args.lua: check a script's arguments before any write, against the library's bounds.
 --
--- The bounds are echoq/limits.py's BOUNDS, written again here (tests/test_layers.py keeps
--- them equal). A script calls whole() for every number it takes and text() for every text
--- it stores, all before its first write, so a refused call changes nothing. whole()
+-- The bounds are echoq/limits.py's BOUNDS, the one source: the registry writes them in
+-- below (echoq/scripts/registry.py), so the script the server runs shows the table itself.
+-- A script calls whole() for every number it takes and text() for every text it stores,
+-- all before its first write, so a refused call changes nothing. whole()
 -- refuses what tonumber() would let through: NaN, +-inf, fractions, hexadecimal and
 -- exponent forms, empty strings, and anything outside the bound.
 --- @include "includes/text"
 
-local BOUNDS = {
-  lease_ms = {1, 86400000},
-  delay_ms = {0, 604800000},
-  count = {1, 1000},
-  limit = {1, 10000},
-  max_attempts = {1, 1000},
-  max_stalled = {1, 1000},
-  keep_done = {0, 1000000},
-  keep_dead = {0, 1000000},
-  keep_outbox = {1, 1000000},
-  attempt = {1, 2147483647},
-  payload_bytes = {0, 1048576},
-  text_bytes = {0, 4096},
-}
+local BOUNDS = {{BOUNDS}}
 
 -- Returns the number, or nil and a BADARG error reply naming the argument and its range.
 -- `bound` names a row of BOUNDS; `low` overrides its lower end (count 0 where "claim none"
@@ -57,8 +45,8 @@ end
 local function id_attempt_pairs(first, at_least, after, last)
   last = last or #ARGV
   local given = last - first + 1
-  if given < 2 * at_least or given % 2 ~= 0 or given / 2 > 1000 then
-    return nil, redis.error_reply('BADARG give ' .. at_least .. '..1000 (id, attempt) pairs' .. after ..
+  if given < 2 * at_least or given % 2 ~= 0 or given / 2 > BOUNDS.count[2] then
+    return nil, redis.error_reply('BADARG give ' .. at_least .. '..' .. BOUNDS.count[2] .. ' (id, attempt) pairs' .. after ..
       ', got ' .. given .. ' values')
   end
   local ids, attempts = {}, {}

@@ -8,7 +8,7 @@
 -- WAKE_CAP, so the key never grows and costs at most WAKE_CAP spare wake-ups later.
 -- The key is built from the caller's prefix (includes/queue_keys), like a row: same {q}
 -- tag, same slot. Needs nothing else.
-local WAKE_CAP = 64
+local WAKE_CAP = {{WAKE_CAP}}
 
 local function wake(prefix, n)
   if n <= 0 then return end
