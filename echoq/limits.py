@@ -17,7 +17,7 @@ bound              range               why this size
 ``max_stalled``    1 .. 1000           the stall count that dead-letters a job: the N-th is fatal
 ``keep_done``      0 .. 1000000        completed ids remembered for duplicate refusal
 ``keep_dead``      0 .. 1000000        dead jobs kept (rows and all); older ones are evicted
-``keep_outbox``    1 .. 1000000        effect records the stand-in outbox keeps
+``keep_outbox``    1 .. 1000000        effect records the outbox keeps
 ``attempt``        1 .. 2147483647     a fencing token (the row's attempts after a claim)
 ``payload_bytes``  0 .. 1048576        a job's payload: UTF-8 text of at most 1 MiB
 ``text_bytes``     0 .. 4096           an error kept on a row, an effect's record

@@ -125,7 +125,6 @@ __all__ = [
     "WorkerHooks",
     "WorkReport",
     "keyed_consumer",
-    "naive_consumer",
     "PREFETCH_PER_SLOT",
 ]
 
@@ -982,27 +981,17 @@ class Worker:
             raise
 
 
-# -- idempotent (and naive) consumers on the effects ledger ------------------------------------
-
-
-def _consumer(effects: Effects, once: bool, work: Callable[[Delivery], str | None] | None) -> Handler:
-    apply = effects.apply_once if once else effects.apply_every
-
-    def handle(delivery: Delivery) -> EffectResult:
-        record = work(delivery) if work is not None else None
-        delivery.checkpoint()  # the work is done, the effect is not
-        return apply(delivery.job_id, record if record is not None else f"attempt {delivery.attempt}")
-
-    handle.__name__ = "keyed_consumer" if once else "naive_consumer"
-    return handle
+# -- the idempotent consumer on the effects ledger ---------------------------------------------
 
 
 def keyed_consumer(effects: Effects, work: Callable[[Delivery], str | None] | None = None) -> Handler:
     """The idempotent consumer: run ``work``, then the effect once per JOB id (the ledger
     skips it on a redelivery). ``work`` may return the effect's record text."""
-    return _consumer(effects, True, work)
 
+    def handle(delivery: Delivery) -> EffectResult:
+        record = work(delivery) if work is not None else None
+        delivery.checkpoint()  # the work is done, the effect is not
+        return effects.apply_once(delivery.job_id, record if record is not None else f"attempt {delivery.attempt}")
 
-def naive_consumer(effects: Effects, work: Callable[[Delivery], str | None] | None = None) -> Handler:
-    """CONTRAST: the same consumer, but the effect runs on every delivery."""
-    return _consumer(effects, False, work)
+    handle.__name__ = "keyed_consumer"
+    return handle

@@ -211,14 +211,14 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
         "effect B outbox": (
             "effect",
             _keys(a, "effect", a.job(ha.job_id), outbox=b.outbox),
-            [ha.job_id, "once", "r", 10],
+            [ha.job_id, "r", 10],
             bad_keys,
             outside(2),
         ),
         "effect B row": (
             "effect",
             _keys(a, "effect", b.job(hb.job_id)),
-            [hb.job_id, "once", "r", 10],
+            [hb.job_id, "r", 10],
             bad_row,
             "does not belong",
         ),

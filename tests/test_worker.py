@@ -29,6 +29,7 @@ import echoq
 from echoq import Complete, Extend, Release, scripts
 from echoq.effects import Effects
 from echoq.limits import WAKE_CAP
+from echoq.teaching.contrasts import naive_consumer
 from echoq.teaching.faults import CrashMode, CrashPlan
 from echoq.worker import (
     LANES,
@@ -38,7 +39,6 @@ from echoq.worker import (
     Delivery,
     Worker,
     keyed_consumer,
-    naive_consumer,
 )
 from tests.conftest import fresh_name
 from tests.helpers import assert_one_place, expire, wait_for_server_time
