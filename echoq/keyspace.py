@@ -36,7 +36,7 @@ key                        type        holds                                    
 ``emq:{q}:stats``          hash        counters: enqueued, claimed, completed,    a fixed set of counter names
                                        retried, reaped, stalled, dead,
                                        dead_evicted, corrupt, bad_payload, ...
-``emq:{q}:wake``           list        wake-up tokens for idle workers: one per   at most 64 tokens of one byte
+``emq:{q}:wake``           list        wakes for idle workers: one per            at most 64 wakes of one byte
                                        job put into pending (lua/includes/wake)   (``WAKE_CAP``), trimmed by every
                                                                                   script that pushes
 ``emq:{q}:stalled_guard``  string      which worker ran the fleet's last stalled  one short string; expires by
@@ -131,7 +131,7 @@ class Keyspace:
 
     @property
     def wake(self) -> str:
-        """Wake-up tokens an idle worker blocks on; pushed by the scripts that fill pending."""
+        """The wakes an idle worker blocks on; pushed by the scripts that fill pending."""
         return self.prefix + "wake"
 
     @property

@@ -523,8 +523,8 @@ class Queue:
         return self.stalled_check(max_stalled, limit)
 
     def wait_for_work(self, timeout_ms: int) -> bool:
-        """Block until a script that fills pending pushes a wake token, or ``timeout_ms``
-        passes: True when a token came. A token is a hint (another worker may have taken
+        """Block until a script that fills pending pushes a wake, or ``timeout_ms``
+        passes: True when a wake came. A wake is a hint (another worker may have taken
         the job first); claim to find out. Uses a connection of its own from the pool."""
         whole("timeout_ms", timeout_ms, 1, 3_600_000, unit="of milliseconds")
         timeout_s = timeout_ms / 1000

@@ -39,7 +39,7 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   ``lease_lost``; if it had not started, it is dropped unstarted.
 * **Idle without polling.** When a claim comes back short, a listener thread blocks on
   ``emq:{q}:wake`` (the scripts that fill pending push to it) for up to ``idle_wait_ms``,
-  and the owner sleeps until a wake token, a finished job, a lease tick, a beat, or the due
+  and the owner sleeps until a wake, a finished job, a lease tick, a beat, or the due
   time of the earliest retry waiting out its backoff.
 * **The beat.** Every ``beat_ms`` the owner runs the count-thresholded stalled check --
   unless another worker of the fleet ran it within this beat (a guard key set with

@@ -47,13 +47,9 @@
 local NAMES = {'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'}
 local prefix, refused = queue_prefix(NAMES)
 if not prefix then return refused end
-local lease_ms, count, keep_dead
-lease_ms, refused = whole(ARGV[1], 'lease', 'lease_ms')
-if not lease_ms then return refused end
-count, refused = whole(ARGV[2], 'count', 'count')
-if not count then return refused end
-keep_dead, refused = whole(ARGV[3], 'keep dead', 'keep_dead')
-if not keep_dead then return refused end
+local argv, refused = checked_args({{'lease', 'lease_ms'}, {'count', 'count'}, {'keep dead', 'keep_dead'}})
+if not argv then return refused end
+local lease_ms, count, keep_dead = unpack(argv)
 
 local q = keys_by_name(prefix, NAMES)
 q.now, q.keep_dead = server_now_ms(), keep_dead

@@ -36,11 +36,9 @@
 local NAMES = {'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'}
 local prefix, refused = queue_prefix(NAMES)
 if not prefix then return refused end
-local limit, keep_dead
-limit, refused = whole(ARGV[1], 'limit', 'limit')
-if not limit then return refused end
-keep_dead, refused = whole(ARGV[2], 'keep dead', 'keep_dead')
-if not keep_dead then return refused end
+local argv, refused = checked_args({{'limit', 'limit'}, {'keep dead', 'keep_dead'}})
+if not argv then return refused end
+local limit, keep_dead = unpack(argv)
 
 local q = keys_by_name(prefix, NAMES)
 q.now, q.keep_dead = server_now_ms(), keep_dead

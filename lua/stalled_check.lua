@@ -53,13 +53,9 @@
 local NAMES = {'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'}
 local prefix, refused = queue_prefix(NAMES)
 if not prefix then return refused end
-local max_stalled, limit, keep_dead
-max_stalled, refused = whole(ARGV[1], 'max stalled', 'max_stalled')
-if not max_stalled then return refused end
-limit, refused = whole(ARGV[2], 'limit', 'limit')
-if not limit then return refused end
-keep_dead, refused = whole(ARGV[3], 'keep dead', 'keep_dead')
-if not keep_dead then return refused end
+local argv, refused = checked_args({{'max stalled', 'max_stalled'}, {'limit', 'limit'}, {'keep dead', 'keep_dead'}})
+if not argv then return refused end
+local max_stalled, limit, keep_dead = unpack(argv)
 
 -- Recoveries of a job whose claims were never confirmed started, before it is dead-lettered
 -- (echoq/limits.py UNSTARTED_MAX says why this many).

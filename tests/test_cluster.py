@@ -359,7 +359,7 @@ def _tour_queue(q: echoq.Queue) -> None:
     _deadline, renewed = q.extend_many(held, lease_ms=60_000)
     assert renewed == [Extend.EXTENDED] * 2
     assert q.release_many(held) == [echoq.Release.RELEASED] * 2 and q.released(ids[0]) == 1
-    assert q.wait_for_work(50) is True  # enqueue and release pushed wake tokens
+    assert q.wait_for_work(50) is True  # enqueue and release pushed wakes
     assert q.waiting().pending == 2
     assert q.stalled_check_guarded(every_ms=60_000, holder="tour") is not None
     assert q.stalled_check_guarded(every_ms=60_000, holder="tour") is None  # one check per guard

@@ -156,3 +156,13 @@ def test_every_key_a_python_caller_passes_is_the_one_the_header_names(
         tails = tuple(key.rsplit(":", 1)[1] for key in keys[: len(named)])
         assert tails == named, (name, keys)
         assert all(":job:" in key for key in keys[len(named) :]), (name, keys)
+
+
+@pytest.mark.parametrize("name", [n for n in scripts.names() if not n.startswith(("bench/", "teaching/bank"))])
+def test_every_script_checks_its_numbers_through_the_one_argument_helper(name: str) -> None:
+    """checked_args (lua/includes/args.lua) checks a script's arguments and returns the
+    refusal; no script checks an ARGV number by hand."""
+    code = _code(scripts.raw_source(name))
+    assert "whole(ARGV" not in code and "tonumber(ARGV" not in code, name
+    if re.search(r"^-- ARGV\[\d+\]\s+.*\d+\.\.\d+", scripts.raw_source(name), re.M):
+        assert "checked_args(" in code or "id_attempt_pairs(" in code, name

@@ -31,11 +31,9 @@ if not prefix then return refused end
 if not is_job_id(id) then
   return redis.error_reply('BADID ' .. printable(id) .. ' is not a JOB id')
 end
-local record, keep_outbox
-record, refused = text(ARGV[2], 'record', 'text_bytes')
-if not record then return refused end
-keep_outbox, refused = whole(ARGV[3], 'keep outbox', 'keep_outbox')
-if not keep_outbox then return refused end
+local argv, refused = checked_args({{'record', 'text_bytes', text = true}, {'keep outbox', 'keep_outbox'}}, 2)
+if not argv then return refused end
+local record, keep_outbox = unpack(argv)
 
 local count = redis.call('HINCRBY', effects_key, id, 1)
 redis.call('RPUSH', outbox_key, id .. ' ' .. record)
