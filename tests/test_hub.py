@@ -140,7 +140,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[Hub
         [
             sys.executable,
             "-m",
-            "echoq",
+            "echoq.teaching",
             "workshop",
             "up",
             "--dir",

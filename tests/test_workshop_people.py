@@ -352,7 +352,7 @@ def test_the_guides_commands_name_the_venv_interpreter_and_exist() -> None:
         )
         assert done.returncode == 0, (action, done.stderr)
     makefile = (ROOT / "Makefile").read_text()
-    assert "\nhub: setup" in makefile and "echoq workshop hub" in makefile and "hub-deps.sh" in makefile
+    assert "\nhub: setup" in makefile and "-m echoq.teaching workshop hub" in makefile and "hub-deps.sh" in makefile
 
 
 def test_the_heartbeat_records_when_the_kernel_connected_and_when_a_cell_last_ran(klass) -> None:
