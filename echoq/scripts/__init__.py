@@ -15,51 +15,20 @@ server by itself. One module per job:
 * :mod:`.learner` -- :func:`run_text`, Lua that is none of the registry's (a learner's answer).
 """
 
-from .learner import run_text
-from .pipelined import Pipelined
-from .registry import KEY_ORDER, expanded, lua_dir, lua_value, named_keys, names, raw_source, register, sha
-from .replicated import run_replicated
-from .runner import preload, run
-from .translation import (
-    busy,
-    cluster_refusal,
-    cross_slot,
-    denied,
-    doing,
-    first_line,
-    guard,
-    is_acl_refusal,
-    lost_server,
-    operation,
-    translate,
-    typed,
-)
+from . import learner, pipelined, registry, replicated, runner, translation
+from .learner import *  # noqa: F403
+from .pipelined import *  # noqa: F403
+from .registry import *  # noqa: F403
+from .replicated import *  # noqa: F403
+from .runner import *  # noqa: F403
+from .translation import *  # noqa: F403
 
+# Each module's public names are the package's (``from echoq import scripts; scripts.run(...)``).
 __all__ = [
-    "KEY_ORDER",
-    "lua_dir",
-    "register",
-    "names",
-    "raw_source",
-    "expanded",
-    "sha",
-    "named_keys",
-    "lua_value",
-    "run",
-    "run_replicated",
-    "run_text",
-    "Pipelined",
-    "preload",
-    "guard",
-    "doing",
-    "operation",
-    "translate",
-    "typed",
-    "busy",
-    "first_line",
-    "is_acl_refusal",
-    "denied",
-    "lost_server",
-    "cluster_refusal",
-    "cross_slot",
+    *registry.__all__,
+    *runner.__all__,
+    *pipelined.__all__,
+    *replicated.__all__,
+    *translation.__all__,
+    *learner.__all__,
 ]
