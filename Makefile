@@ -28,7 +28,7 @@ PRESENT_PORT ?= 8866
 present: setup
 	$(BIN)/voila notebooks/present.ipynb --no-browser --Voila.ip=$(HOST) --port=$(PRESENT_PORT)
 
-# The instructor's dashboard of a workshop (python -m echoq workshop up), with Voila on loopback.
+# The instructor's dashboard of a workshop (python -m echoq.teaching workshop up), with Voila on loopback.
 # ECHOQ_WORKSHOP is the folder `workshop up` wrote (default ./echoq-workshop). The page holds the
 # class's produce and kill buttons: Voila generates a token (--token) and prints the URL with it;
 # any other local user without it gets the login page.
@@ -44,7 +44,7 @@ dashboard: setup
 HUB_PORT ?= 8000
 hub: setup
 	@bash tools/hub-deps.sh
-	ECHOQ_WORKSHOP=$(abspath $(ECHOQ_WORKSHOP)) $(BIN)/python -m echoq workshop hub --port $(HUB_PORT)
+	ECHOQ_WORKSHOP=$(abspath $(ECHOQ_WORKSHOP)) $(BIN)/python -m echoq.teaching workshop hub --port $(HUB_PORT)
 
 # This repository's Binder link, from its git remote (REMOTE=... to use another address);
 # binder-badge also writes the badge into the README.

@@ -59,7 +59,6 @@ from .worker import (
     WorkerHooks,
     WorkReport,
     keyed_consumer,
-    naive_consumer,
 )
 
 __all__ = [
@@ -110,7 +109,6 @@ __all__ = [
     "is_cluster",
     "is_job_id",
     "keyed_consumer",
-    "naive_consumer",
     "new_job_id",
     "redact",
     "server_url",

@@ -1,21 +1,19 @@
 """The effects ledger: a side effect performed once per JOB id, however often a job is delivered.
 
 At-least-once delivery means a handler may run more than once for one job. ``Effects``
-runs the stand-in side effect (an append to ``emq:{q}:outbox``) through ``lua/effect.lua``,
-which writes the ledger entry in the same atomic step:
-
-* ``apply_once`` -- the idempotent consumer: keyed on the JOB id, later deliveries skip;
-  and only while the queue still holds the job (its row exists), so a stale worker that
-  wakes up after the job was completed runs nothing (``Effect.GONE``);
-* ``apply_every`` -- the naive consumer (a cautionary contrast): one effect per delivery.
+performs the effect -- a record appended to ``emq:{q}:outbox``, which whatever ships the
+records onward reads (a transactional outbox) -- through ``lua/effect.lua``, which writes
+the ledger entry in the same atomic step. :meth:`Effects.apply_once` is the idempotent
+consumer: keyed on the JOB id, later deliveries skip; and only while the queue still holds
+the job (its row exists), so a stale worker that wakes up after the job was completed runs
+nothing (``Effect.GONE``). (The naive consumer, one effect per delivery, is the teaching
+kit's contrast: :func:`echoq.teaching.contrasts.apply_every`.)
 
 **Bounds.** A ledger entry lives as long as the queue remembers its job: while the job
 is live or dead, and after completion while its id is among the newest ``keep_done`` in
 ``emq:{q}:done``; it goes when the job leaves done or is evicted from the dead set. That
 is safe because ``apply_once`` refuses a job with no row. The outbox keeps its newest
-``keep_outbox`` records (10,000 by default). The naive contrast's effects on jobs the
-naive pop already removed are the exception: nothing forgets them, so a contrast's queue
-is reset after use (every lesson and chaos run does).
+``keep_outbox`` records (10,000 by default).
 """
 
 from __future__ import annotations
@@ -50,25 +48,15 @@ class Effects:
         self.queue = queue
         self.keep_outbox = check("keep_outbox", keep_outbox)
 
-    def _apply(self, job_id: str, mode: str, record: str) -> EffectResult:
-        job_id = check_job_id(job_id)
-        record = text("record", record)
-        reply = scripts.run(
-            self.queue.client,
-            "effect",
-            self.queue.script_keys("effect", job_id),
-            [job_id, mode, record, self.keep_outbox],
-        )
-        return EffectResult(Effect(_text(reply[0])), int(reply[1]))
-
     def apply_once(self, job_id: str, record: str = "") -> EffectResult:
         """The idempotent consumer: run the effect unless this JOB id already ran it, and
         only while the queue still holds the job."""
-        return self._apply(job_id, "once", record)
-
-    def apply_every(self, job_id: str, record: str = "") -> EffectResult:
-        """The naive consumer: run the effect on every delivery (a cautionary contrast)."""
-        return self._apply(job_id, "every", record)
+        job_id = check_job_id(job_id)
+        record = text("record", record)
+        reply = scripts.run(
+            self.queue.client, "effect", self.queue.script_keys("effect", job_id), [job_id, record, self.keep_outbox]
+        )
+        return EffectResult(Effect(_text(reply[0])), int(reply[1]))
 
     def count(self, job_id: str) -> int:
         key = self.queue.keys.effects

@@ -31,14 +31,12 @@ key                        type        holds                                    
 ``emq:{q}:effects``        hash        the effects ledger: JOB id -> how many     one per job the queue remembers
                                        times its effect ran                       (live, dead, or in done); goes
                                                                                   with the job
-``emq:{q}:outbox``         list        the stand-in side effect: one record per   newest ``keep_outbox`` (10,000),
-                                       effect performed                           each <= 4 KiB
+``emq:{q}:outbox``         list        the effect's record (a transactional       newest ``keep_outbox`` (10,000),
+                                       outbox): one record per effect performed   each <= 4 KiB
 ``emq:{q}:stats``          hash        counters: enqueued, claimed, completed,    a fixed set of counter names
                                        retried, reaped, stalled, dead,
                                        dead_evicted, corrupt, bad_payload, ...
-``emq:{q}:progress``       hash        the teaching kit's record of a learner's   lessons x exercises (the kit's)
-                                       lessons and checks
-``emq:{q}:wake``           list        wake-up tokens for idle workers: one per   at most 64 tokens of one byte
+``emq:{q}:wake``           list        wakes for idle workers: one per            at most 64 wakes of one byte
                                        job put into pending (lua/includes/wake)   (``WAKE_CAP``), trimmed by every
                                                                                   script that pushes
 ``emq:{q}:stalled_guard``  string      which worker ran the fleet's last stalled  one short string; expires by
@@ -133,18 +131,13 @@ class Keyspace:
 
     @property
     def wake(self) -> str:
-        """Wake-up tokens an idle worker blocks on; pushed by the scripts that fill pending."""
+        """The wakes an idle worker blocks on; pushed by the scripts that fill pending."""
         return self.prefix + "wake"
 
     @property
     def stalled_guard(self) -> str:
         """Set with ``SET NX PX`` by the worker that runs this beat's stalled check."""
         return self.prefix + "stalled_guard"
-
-    @property
-    def progress(self) -> str:
-        """Used by the teaching kit only (echoq/teaching/progress.py), on its ``course`` queue."""
-        return self.prefix + "progress"
 
     def job(self, job_id: str) -> str:
         """The row key of one job; refuses anything that is not a branded JOB id."""

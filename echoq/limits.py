@@ -1,7 +1,8 @@
 """Every numeric bound of the library, and the one helper that checks a number against one.
 
-The same bounds are written into ``lua/includes/args.lua``, which every script uses to
-check its ARGV before its first write (``tests/test_layers.py`` keeps the two in step).
+The same bounds check every script's ARGV before its first write (``lua/includes/args.lua``):
+the registry writes this module's values into the scripts it sends (:data:`LUA_CONSTANTS`,
+named ``{{NAME}}`` in the Lua), so the two sides are one source.
 A bound is part of the contract: a lease longer than a day, say, is refused on both sides
 with a one-line error, so a typo can never park a job for years.
 
@@ -16,14 +17,17 @@ bound              range               why this size
 ``max_stalled``    1 .. 1000           the stall count that dead-letters a job: the N-th is fatal
 ``keep_done``      0 .. 1000000        completed ids remembered for duplicate refusal
 ``keep_dead``      0 .. 1000000        dead jobs kept (rows and all); older ones are evicted
-``keep_outbox``    1 .. 1000000        effect records the stand-in outbox keeps
+``keep_outbox``    1 .. 1000000        effect records the outbox keeps
 ``attempt``        1 .. 2147483647     a fencing token (the row's attempts after a claim)
 ``payload_bytes``  0 .. 1048576        a job's payload: UTF-8 text of at most 1 MiB
 ``text_bytes``     0 .. 4096           an error kept on a row, an effect's record
 =================  ==================  ==================================================
 
 :data:`CLOCK_AHEAD_MS` (60 s) is how far ahead of the server's clock a JOB id may have
-been minted (``lua/includes/job_id.lua`` holds the same number).
+been minted (``lua/includes/job_id.lua``). :data:`WAKE_CAP` is the most wakes
+``emq:{q}:wake`` holds (``lua/includes/wake.lua``); :data:`UNSTARTED_MAX` the recoveries of
+a job whose claims were never confirmed started before it is dead-lettered
+(``lua/stalled_check.lua``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,19 @@ from typing import Final
 
 from .errors import InvalidArgument, InvalidPayload
 
-__all__ = ["BOUNDS", "CLOCK_AHEAD_MS", "whole", "fraction", "check", "payload", "text"]
+__all__ = [
+    "BOUNDS",
+    "CLOCK_AHEAD_MS",
+    "WAKE_CAP",
+    "UNSTARTED_MAX",
+    "SWEEP_MAX",
+    "LUA_CONSTANTS",
+    "whole",
+    "fraction",
+    "check",
+    "payload",
+    "text",
+]
 
 BOUNDS: Final[dict[str, tuple[int, int]]] = {
     "lease_ms": (1, 86_400_000),
@@ -51,6 +67,27 @@ BOUNDS: Final[dict[str, tuple[int, int]]] = {
 }
 
 CLOCK_AHEAD_MS: Final[int] = 60_000
+
+# Each wake wakes one blocked worker; a burst of more jobs than this wakes this many.
+WAKE_CAP: Final[int] = 64
+
+# Enough recoveries to ride out about 25 s of lost claim replies under a 500 ms lease (a
+# claim every lease), and few enough that a job no worker ever starts does not loop forever.
+UNSTARTED_MAX: Final[int] = 50
+
+# Most entries a script moves in a sweep of its own in one call (due retries promoted, extra
+# ids popped past corrupt ones, done and dead ids forgotten): a long backlog takes a few calls,
+# and no call holds the server for long.
+SWEEP_MAX: Final[int] = 1_000
+
+# What the registry writes into a script where it names ``{{NAME}}`` (echoq.scripts.registry).
+LUA_CONSTANTS: Final[dict[str, int | dict[str, tuple[int, int]]]] = {
+    "BOUNDS": BOUNDS,
+    "CLOCK_AHEAD_MS": CLOCK_AHEAD_MS,
+    "WAKE_CAP": WAKE_CAP,
+    "UNSTARTED_MAX": UNSTARTED_MAX,
+    "SWEEP_MAX": SWEEP_MAX,
+}
 
 
 def whole(name: str, value: object, low: int, high: int | None = None, *, unit: str = "") -> int:

@@ -31,27 +31,11 @@ DEFAULT_KEEP_DONE = 10_000
 DEFAULT_KEEP_DEAD = 10_000
 DEFAULT_MAX_STALLED = 2  # the second stall is fatal: one stall is recovered
 BATCH = BOUNDS["count"][1]  # most jobs one batch script takes (enqueue_many, complete_many)
-WAKE_CAP = 64  # most tokens emq:{q}:wake holds (lua/includes/wake.lua)
 GUARD_MAX_MS = 3_600_000  # the longest a stalled-check guard may last: an hour
 
-# The named KEYS of each script, in its header's order (row keys, when a script takes
-# them, follow these). The one place the Python side spells a script's key list.
-SCRIPT_KEYS: dict[str, tuple[str, ...]] = {
-    "enqueue": ("pending", "scheduled", "done", "stats"),
-    "enqueue_many": ("pending", "scheduled", "done", "stats"),
-    "claim": ("pending", "active", "scheduled", "stats", "dead", "done", "effects"),
-    "complete": ("active", "done", "stats", "effects"),
-    "complete_many": ("pending", "active", "scheduled", "done", "stats", "dead", "effects"),
-    "retry": ("active", "pending", "scheduled", "dead", "stats", "effects"),
-    "extend": ("active", "stats"),
-    "reap": ("active", "pending", "stats", "scheduled", "dead", "done", "effects"),
-    "stalled_check": ("active", "pending", "dead", "stats", "scheduled", "done", "effects"),
-    "snapshot": ("pending", "active", "scheduled", "dead", "done", "stats", "effects"),
-    "effect": ("effects", "outbox"),
-    "extend_many": ("active", "stats"),
-    "release_many": ("pending", "active", "stats"),
-    "waiting": ("pending", "active", "scheduled"),
-}
+# The named KEYS of each of the library's scripts, read off the script's own header
+# (echoq.scripts.named_keys): the rows of the jobs it is handed follow them.
+SCRIPT_KEYS: dict[str, tuple[str, ...]] = {n: scripts.named_keys(n) for n in scripts.names() if "/" not in n}
 
 
 class JobState(StrEnum):
@@ -539,8 +523,8 @@ class Queue:
         return self.stalled_check(max_stalled, limit)
 
     def wait_for_work(self, timeout_ms: int) -> bool:
-        """Block until a script that fills pending pushes a wake token, or ``timeout_ms``
-        passes: True when a token came. A token is a hint (another worker may have taken
+        """Block until a script that fills pending pushes a wake, or ``timeout_ms``
+        passes: True when a wake came. A wake is a hint (another worker may have taken
         the job first); claim to find out. Uses a connection of its own from the pool."""
         whole("timeout_ms", timeout_ms, 1, 3_600_000, unit="of milliseconds")
         timeout_s = timeout_ms / 1000

@@ -244,7 +244,7 @@ def start_server(
     (and the same ``password``) to start again on the data files a previous server left
     there, e.g. after :meth:`EmbeddedValkey.kill`; such a folder is the caller's to remove.
 
-    A shared server (``python -m echoq workshop up``) may pass ``bind`` (one address, or
+    A shared server (``python -m echoq.teaching workshop up``) may pass ``bind`` (one address, or
     several separated by spaces; still password-protected), a fixed ``port``, and
     ``detach=True``: the server then outlives this interpreter, in a session of its own.
     """

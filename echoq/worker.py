@@ -39,7 +39,7 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   ``lease_lost``; if it had not started, it is dropped unstarted.
 * **Idle without polling.** When a claim comes back short, a listener thread blocks on
   ``emq:{q}:wake`` (the scripts that fill pending push to it) for up to ``idle_wait_ms``,
-  and the owner sleeps until a wake token, a finished job, a lease tick, a beat, or the due
+  and the owner sleeps until a wake, a finished job, a lease tick, a beat, or the due
   time of the earliest retry waiting out its backoff.
 * **The beat.** Every ``beat_ms`` the owner runs the count-thresholded stalled check --
   unless another worker of the fleet ran it within this beat (a guard key set with
@@ -125,7 +125,6 @@ __all__ = [
     "WorkerHooks",
     "WorkReport",
     "keyed_consumer",
-    "naive_consumer",
     "PREFETCH_PER_SLOT",
 ]
 
@@ -982,27 +981,17 @@ class Worker:
             raise
 
 
-# -- idempotent (and naive) consumers on the effects ledger ------------------------------------
-
-
-def _consumer(effects: Effects, once: bool, work: Callable[[Delivery], str | None] | None) -> Handler:
-    apply = effects.apply_once if once else effects.apply_every
-
-    def handle(delivery: Delivery) -> EffectResult:
-        record = work(delivery) if work is not None else None
-        delivery.checkpoint()  # the work is done, the effect is not
-        return apply(delivery.job_id, record if record is not None else f"attempt {delivery.attempt}")
-
-    handle.__name__ = "keyed_consumer" if once else "naive_consumer"
-    return handle
+# -- the idempotent consumer on the effects ledger ---------------------------------------------
 
 
 def keyed_consumer(effects: Effects, work: Callable[[Delivery], str | None] | None = None) -> Handler:
     """The idempotent consumer: run ``work``, then the effect once per JOB id (the ledger
     skips it on a redelivery). ``work`` may return the effect's record text."""
-    return _consumer(effects, True, work)
 
+    def handle(delivery: Delivery) -> EffectResult:
+        record = work(delivery) if work is not None else None
+        delivery.checkpoint()  # the work is done, the effect is not
+        return effects.apply_once(delivery.job_id, record if record is not None else f"attempt {delivery.attempt}")
 
-def naive_consumer(effects: Effects, work: Callable[[Delivery], str | None] | None = None) -> Handler:
-    """CONTRAST: the same consumer, but the effect runs on every delivery."""
-    return _consumer(effects, False, work)
+    handle.__name__ = "keyed_consumer"
+    return handle

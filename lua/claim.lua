@@ -23,9 +23,9 @@
 -- KEYS[1]  emq:{q}:pending     sorted set, score 0
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
--- KEYS[4]  emq:{q}:stats       hash of counters
--- KEYS[5]  emq:{q}:dead        sorted set, score = time of death (server ms)
--- KEYS[6]  emq:{q}:done        sorted set of recently completed ids
+-- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)
+-- KEYS[5]  emq:{q}:done        sorted set of recently completed ids
+-- KEYS[6]  emq:{q}:stats       hash of counters
 -- KEYS[7]  emq:{q}:effects     hash: the effects ledger (an evicted dead job's entry goes)
 -- ARGV[1]  lease               milliseconds, 1..86400000
 -- ARGV[2]  count               how many jobs to claim at most, 1..1000
@@ -44,16 +44,12 @@
 --- @include "includes/args"
 --- @include "includes/claim_jobs"
 
-local NAMES = {'pending', 'active', 'scheduled', 'stats', 'dead', 'done', 'effects'}
+local NAMES = {'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'}
 local prefix, refused = queue_prefix(NAMES)
 if not prefix then return refused end
-local lease_ms, count, keep_dead
-lease_ms, refused = whole(ARGV[1], 'lease', 'lease_ms')
-if not lease_ms then return refused end
-count, refused = whole(ARGV[2], 'count', 'count')
-if not count then return refused end
-keep_dead, refused = whole(ARGV[3], 'keep dead', 'keep_dead')
-if not keep_dead then return refused end
+local argv, refused = checked_args({{'lease', 'lease_ms'}, {'count', 'count'}, {'keep dead', 'keep_dead'}})
+if not argv then return refused end
+local lease_ms, count, keep_dead = unpack(argv)
 
 local q = keys_by_name(prefix, NAMES)
 q.now, q.keep_dead = server_now_ms(), keep_dead

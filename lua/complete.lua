@@ -37,11 +37,9 @@ local id = ARGV[1]
 
 local prefix, refused = queue_prefix(NAMES, id)
 if not prefix then return refused end
-local attempt, keep_done
-attempt, refused = whole(ARGV[2], 'attempt', 'attempt')
-if not attempt then return refused end
-keep_done, refused = whole(ARGV[3], 'keep done', 'keep_done')
-if not keep_done then return refused end
+local argv, refused = checked_args({{'attempt', 'attempt'}, {'keep done', 'keep_done'}}, 2)
+if not argv then return refused end
+local attempt, keep_done = unpack(argv)
 
 local q = keys_by_name(prefix, NAMES)
 q.now = server_now_ms()

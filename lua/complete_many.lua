@@ -22,9 +22,9 @@
 -- KEYS[1]  emq:{q}:pending     sorted set, score 0
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
--- KEYS[4]  emq:{q}:done        sorted set of recently completed ids
--- KEYS[5]  emq:{q}:stats       hash of counters
--- KEYS[6]  emq:{q}:dead        sorted set, score = time of death (server ms)
+-- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)
+-- KEYS[5]  emq:{q}:done        sorted set of recently completed ids
+-- KEYS[6]  emq:{q}:stats       hash of counters
 -- KEYS[7]  emq:{q}:effects     hash: the effects ledger
 -- KEYS[8..7+S+K]  emq:{q}:job:<id>   the row of each job confirmed started, then of each
 --                               job being completed, in ARGV's order
@@ -53,26 +53,13 @@
 --- @include "includes/complete_job"
 --- @include "includes/claim_jobs"
 
-local NAMES = {'pending', 'active', 'scheduled', 'done', 'stats', 'dead', 'effects'}
+local NAMES = {'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'}
 local prefix, refused = named_prefix(NAMES)
 if not prefix then return refused end
-local keep_done, lease_ms, count, keep_dead
-keep_done, refused = whole(ARGV[1], 'keep done', 'keep_done')
-if not keep_done then return refused end
-lease_ms, refused = whole(ARGV[2], 'lease', 'lease_ms')
-if not lease_ms then return refused end
-count, refused = whole(ARGV[3], 'count', 'count', 0)
-if not count then return refused end
-keep_dead, refused = whole(ARGV[4], 'keep dead', 'keep_dead')
-if not keep_dead then return refused end
-local confirm, started
-if ARGV[5] == '0' or ARGV[5] == '1' then
-  confirm = tonumber(ARGV[5])
-else
-  return redis.error_reply('BADARG confirm must be a whole number between 0 and 1, got ' .. printable(ARGV[5]))
-end
-started, refused = whole(ARGV[6], 'started', 'count', 0)
-if not started then return refused end
+local argv, refused = checked_args({{'keep done', 'keep_done'}, {'lease', 'lease_ms'}, {'count', 'count', 0},
+  {'keep dead', 'keep_dead'}, {'confirm', 'count', 0, 1}, {'started', 'count', 0}})
+if not argv then return refused end
+local keep_done, lease_ms, count, keep_dead, confirm, started = unpack(argv)
 if #ARGV < 6 + 2 * started then
   return redis.error_reply('BADARG started says ' .. started .. ' (id, attempt) pairs, but only ' ..
     (#ARGV - 6) .. ' values follow it')

@@ -40,11 +40,9 @@ if not prefix then return refused end
 if not is_job_id(id) then
   return redis.error_reply('BADID ' .. printable(id) .. ' is not a JOB id')
 end
-local payload, delay_ms
-payload, refused = text(ARGV[2], 'payload', 'payload_bytes', 'BADPAYLOAD')
-if not payload then return refused end
-delay_ms, refused = whole(ARGV[3], 'delay', 'delay_ms')
-if not delay_ms then return refused end
+local argv, refused = checked_args({{'payload', 'payload_bytes', text = true}, {'delay', 'delay_ms'}}, 2)
+if not argv then return refused end
+local payload, delay_ms = unpack(argv)
 local now = server_now_ms()
 refused = minted_in_time(id, now)
 if refused then return refused end

@@ -33,12 +33,12 @@ local pending_key, scheduled_key, done_key, stats_key = KEYS[1], KEYS[2], KEYS[3
 
 local prefix, refused = named_prefix({'pending', 'scheduled', 'done', 'stats'})
 if not prefix then return refused end
-local delay_ms
-delay_ms, refused = whole(ARGV[1], 'delay', 'delay_ms')
-if not delay_ms then return refused end
+local argv, refused = checked_args({{'delay', 'delay_ms'}})
+if not argv then return refused end
+local delay_ms = argv[1]
 local given = #ARGV - 1
-if given < 2 or given % 2 ~= 0 or given / 2 > 1000 then
-  return redis.error_reply('BADARG give 1..1000 (id, payload) pairs after the delay, got ' ..
+if given < 2 or given % 2 ~= 0 or given / 2 > BOUNDS.count[2] then
+  return redis.error_reply('BADARG give 1..' .. BOUNDS.count[2] .. ' (id, payload) pairs after the delay, got ' ..
     given .. ' values')
 end
 local now = server_now_ms()

@@ -31,11 +31,9 @@ local id = ARGV[1]
 
 local prefix, refused = queue_prefix({'active', 'stats'}, id)
 if not prefix then return refused end
-local attempt, lease_ms
-attempt, refused = whole(ARGV[2], 'attempt', 'attempt')
-if not attempt then return refused end
-lease_ms, refused = whole(ARGV[3], 'lease', 'lease_ms')
-if not lease_ms then return refused end
+local argv, refused = checked_args({{'attempt', 'attempt'}, {'lease', 'lease_ms'}}, 2)
+if not argv then return refused end
+local attempt, lease_ms = unpack(argv)
 refused = fence(row_key, attempt)
 if refused then return refused end
 

@@ -34,9 +34,9 @@ local active_key, stats_key = KEYS[1], KEYS[2]
 
 local prefix, refused = named_prefix({'active', 'stats'})
 if not prefix then return refused end
-local lease_ms
-lease_ms, refused = whole(ARGV[1], 'lease', 'lease_ms')
-if not lease_ms then return refused end
+local argv, refused = checked_args({{'lease', 'lease_ms'}})
+if not argv then return refused end
+local lease_ms = argv[1]
 local ids, attempts = id_attempt_pairs(2, 1, ' after the lease')
 if not ids then return attempts end
 local ok

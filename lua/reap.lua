@@ -11,12 +11,12 @@
 -- pending, and no row is ever written for it (includes/rows: counted in stats 'corrupt';
 -- dead-lettered, or dropped when it was a stray copy).
 --
--- KEYS[1]  emq:{q}:active      sorted set, score = lease deadline (server ms)
--- KEYS[2]  emq:{q}:pending     sorted set, score 0
--- KEYS[3]  emq:{q}:stats       hash of counters ('reaped' is bumped)
--- KEYS[4]  emq:{q}:scheduled   sorted set (read, to recognise a stray copy)
--- KEYS[5]  emq:{q}:dead        sorted set, score = time of death (server ms)
--- KEYS[6]  emq:{q}:done        sorted set of recently completed ids (read)
+-- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
+-- KEYS[3]  emq:{q}:scheduled   sorted set (read, to recognise a stray copy)
+-- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)
+-- KEYS[5]  emq:{q}:done        sorted set of recently completed ids (read)
+-- KEYS[6]  emq:{q}:stats       hash of counters ('reaped' is bumped)
 -- KEYS[7]  emq:{q}:effects     hash: the effects ledger (an evicted dead job's entry goes)
 -- ARGV[1]  limit               most expired entries to handle in this call, 1..10000
 -- ARGV[2]  keep dead           how many jobs emq:{q}:dead keeps, 0..1000000
@@ -33,14 +33,12 @@
 --- @include "includes/rows"
 --- @include "includes/wake"
 
-local NAMES = {'active', 'pending', 'stats', 'scheduled', 'dead', 'done', 'effects'}
+local NAMES = {'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'}
 local prefix, refused = queue_prefix(NAMES)
 if not prefix then return refused end
-local limit, keep_dead
-limit, refused = whole(ARGV[1], 'limit', 'limit')
-if not limit then return refused end
-keep_dead, refused = whole(ARGV[2], 'keep dead', 'keep_dead')
-if not keep_dead then return refused end
+local argv, refused = checked_args({{'limit', 'limit'}, {'keep dead', 'keep_dead'}})
+if not argv then return refused end
+local limit, keep_dead = unpack(argv)
 
 local q = keys_by_name(prefix, NAMES)
 q.now, q.keep_dead = server_now_ms(), keep_dead

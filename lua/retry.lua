@@ -9,8 +9,8 @@
 -- shortens a longer one). The row is the truth: if the active set had lost the id's
 -- entry, the move still happens, and the missing entry is counted in stats 'corrupt'.
 --
--- KEYS[1]  emq:{q}:active      sorted set
--- KEYS[2]  emq:{q}:pending     sorted set, score 0
+-- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[2]  emq:{q}:active      sorted set
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
 -- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)
 -- KEYS[5]  emq:{q}:stats       hash of counters ('retried' or 'dead' is bumped)
@@ -42,23 +42,16 @@
 --- @include "includes/dead_letter"
 --- @include "includes/wake"
 
-local NAMES = {'active', 'pending', 'scheduled', 'dead', 'stats', 'effects'}
+local NAMES = {'pending', 'active', 'scheduled', 'dead', 'stats', 'effects'}
 local row_key = KEYS[7]
 local id = ARGV[1]
 
 local prefix, refused = queue_prefix(NAMES, id)
 if not prefix then return refused end
-local attempt, err, backoff_ms, max_attempts, keep_dead
-attempt, refused = whole(ARGV[2], 'attempt', 'attempt')
-if not attempt then return refused end
-err, refused = text(ARGV[3], 'error', 'text_bytes')
-if not err then return refused end
-backoff_ms, refused = whole(ARGV[4], 'backoff', 'delay_ms')
-if not backoff_ms then return refused end
-max_attempts, refused = whole(ARGV[5], 'max attempts', 'max_attempts')
-if not max_attempts then return refused end
-keep_dead, refused = whole(ARGV[6], 'keep dead', 'keep_dead')
-if not keep_dead then return refused end
+local argv, refused = checked_args({{'attempt', 'attempt'}, {'error', 'text_bytes', text = true},
+  {'backoff', 'delay_ms'}, {'max attempts', 'max_attempts'}, {'keep dead', 'keep_dead'}}, 2)
+if not argv then return refused end
+local attempt, err, backoff_ms, max_attempts, keep_dead = unpack(argv)
 
 refused = fence(row_key, attempt)
 if refused then return refused end

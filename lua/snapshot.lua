@@ -35,9 +35,9 @@ local prefix, refused =
   queue_prefix({'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'})
 if not prefix then return refused end
 
-local limit
-limit, refused = whole(ARGV[1], 'limit', 'limit')
-if not limit then return refused end
+local argv, refused = checked_args({{'limit', 'limit'}})
+if not argv then return refused end
+local limit = argv[1]
 local now = server_now_ms()
 
 local pending = redis.call('ZRANGE', KEYS[1], 0, limit - 1)

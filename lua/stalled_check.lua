@@ -26,12 +26,12 @@
 -- does not say 'active' is corrupt: no stall is counted on it and no row is written for it
 -- (includes/rows: counted in stats 'corrupt'; dead-lettered, or dropped when a stray copy).
 --
--- KEYS[1]  emq:{q}:active      sorted set, score = lease deadline (server ms)
--- KEYS[2]  emq:{q}:pending     sorted set, score 0
--- KEYS[3]  emq:{q}:dead        sorted set, score = time of death (server ms)
--- KEYS[4]  emq:{q}:stats       hash of counters ('stalled', 'unstarted', 'dead' are bumped)
--- KEYS[5]  emq:{q}:scheduled   sorted set (read, to recognise a stray copy)
--- KEYS[6]  emq:{q}:done        sorted set of recently completed ids (read)
+-- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
+-- KEYS[3]  emq:{q}:scheduled   sorted set (read, to recognise a stray copy)
+-- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)
+-- KEYS[5]  emq:{q}:done        sorted set of recently completed ids (read)
+-- KEYS[6]  emq:{q}:stats       hash of counters ('stalled', 'unstarted', 'dead' are bumped)
 -- KEYS[7]  emq:{q}:effects     hash: the effects ledger (an evicted dead job's entry goes)
 -- ARGV[1]  max stalled         the stall count that is fatal, 1..1000
 -- ARGV[2]  limit               most expired entries to handle in this call, 1..10000
@@ -50,20 +50,16 @@
 --- @include "includes/rows"
 --- @include "includes/wake"
 
-local NAMES = {'active', 'pending', 'dead', 'stats', 'scheduled', 'done', 'effects'}
+local NAMES = {'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'}
 local prefix, refused = queue_prefix(NAMES)
 if not prefix then return refused end
-local max_stalled, limit, keep_dead
-max_stalled, refused = whole(ARGV[1], 'max stalled', 'max_stalled')
-if not max_stalled then return refused end
-limit, refused = whole(ARGV[2], 'limit', 'limit')
-if not limit then return refused end
-keep_dead, refused = whole(ARGV[3], 'keep dead', 'keep_dead')
-if not keep_dead then return refused end
+local argv, refused = checked_args({{'max stalled', 'max_stalled'}, {'limit', 'limit'}, {'keep dead', 'keep_dead'}})
+if not argv then return refused end
+local max_stalled, limit, keep_dead = unpack(argv)
 
--- Recoveries of a job whose claims were never confirmed started, before it is dead-lettered:
--- enough to ride out about 25 s of lost replies under a 500 ms lease (a claim every lease).
-local UNSTARTED_MAX = 50
+-- Recoveries of a job whose claims were never confirmed started, before it is dead-lettered
+-- (echoq/limits.py UNSTARTED_MAX says why this many).
+local UNSTARTED_MAX = {{UNSTARTED_MAX}}
 
 local q = keys_by_name(prefix, NAMES)
 q.now, q.keep_dead = server_now_ms(), keep_dead

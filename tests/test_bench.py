@@ -168,7 +168,7 @@ def test_soak_reports_used_memory_after_each_run_and_bytes_per_extra_job() -> No
     assert report["bytes_per_extra_job"] == run2["per_job"] and report["target_bytes_per_extra_job"] == 20
     # What the bench can vouch for without timing anything: each key kept its cap in both runs.
     for run in (run1, run2):
-        # No row left behind; the Worker's wake tokens and its beat's guard may be there too.
+        # No row left behind; the Worker's wakes and its beat's guard may be there too.
         assert {"done", "effects", "outbox", "stats"} <= set(run["keys"])
         assert set(run["keys"]) <= {"done", "effects", "outbox", "stats", "wake", "stalled_guard"}
 

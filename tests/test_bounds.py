@@ -50,7 +50,7 @@ def test_the_dead_set_keeps_its_newest_jobs_and_counts_the_evicted(queue: echoq.
     assert list(snap.dead) == ids[3:] and snap.stats["dead"] == 5 and snap.stats["dead_evicted"] == 3
     assert all(small.job(j) is None for j in ids[:3])  # evicted with their rows ...
     assert set(effects.counts()) == set(ids[3:])  # ... and their ledger entries
-    # wake: one token per job enqueued, nobody waited for them (at most 64, lua/includes/wake.lua)
+    # wake: one wake per job enqueued, nobody waited for them (at most 64, lua/includes/wake.lua)
     assert sizes(small) == {"rows": 2, "dead": 2, "effects": 2, "outbox": 5, "stats": 4, "wake": 5}
 
 
@@ -132,9 +132,9 @@ def test_a_queue_that_ran_twice_as_many_jobs_holds_no_more(client: redis.Redis) 
             report = Worker(queue, keyed_consumer(effects), concurrency=2, lease_ms=10_000).work(burst=True)
             assert report.completed == jobs
             held = sizes(queue)
-            # The Worker's two keys: wake tokens nobody waited for (at most WAKE_CAP), and the
+            # The Worker's two keys: wakes nobody waited for (at most WAKE_CAP), and the
             # stalled-check guard while it has not expired (at most one string).
-            assert held.pop("wake", 0) <= echoq.queue.WAKE_CAP and held.pop("stalled_guard", 0) <= 1, held
+            assert held.pop("wake", 0) <= echoq.limits.WAKE_CAP and held.pop("stalled_guard", 0) <= 1, held
             after.append({k: v for k, v in held.items() if k != "stats"})
         assert after[0] == after[1] == {"rows": 0, "done": 100, "effects": 100, "outbox": 100}
     finally:

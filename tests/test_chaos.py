@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import echoq
-from echoq.__main__ import main
+from echoq.teaching.__main__ import main
 from echoq.teaching.chaos import run_chaos
 from tests.conftest import fresh_name
 
@@ -79,7 +79,7 @@ def test_chaos_bad_options_are_one_line(capsys: pytest.CaptureFixture[str], argv
 def test_a_worker_process_killed_after_claim_leaves_its_job_leased(valkey_client) -> None:
     queue = echoq.Queue(fresh_name("kill"), valkey_client)
     job_id = queue.enqueue("x").job_id
-    argv = [sys.executable, "-m", "echoq", "worker", "--queue", queue.name, "--kill-rate", "1"]
+    argv = [sys.executable, "-m", "echoq.teaching", "worker", "--queue", queue.name, "--kill-rate", "1"]
     argv += ["--kill-at", "after_claim", "--burst", "--lease-ms", "30000"]
     env = dict(os.environ, VALKEY_URL=echoq.server_url())
     done = subprocess.run(argv, env=env, capture_output=True, timeout=60)

@@ -101,5 +101,5 @@ def test_python_and_lua_agree_on_the_tolerance() -> None:
 
     from echoq import scripts
 
-    text = (scripts.lua_dir() / "includes" / "job_id.lua").read_text()
+    text = scripts.expanded("enqueue")  # job_id.lua inlined, CLOCK_AHEAD_MS written in by the registry
     assert re.search(r"^local CLOCK_AHEAD_MS = (\d+)$", text, re.M)[1] == str(CLOCK_AHEAD_MS)

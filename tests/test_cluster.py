@@ -45,6 +45,8 @@ from tests.conftest import fresh_name  # noqa: E402
 from tests.helpers import assert_one_place, expire  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The benchmark's round-trip ceiling (bench/ceiling.lua) is one of the scripts run here.
+scripts.register("bench", os.path.join(ROOT, "bench"))
 
 
 @pytest.fixture
@@ -219,6 +221,12 @@ def _case_effect(q: echoq.Queue) -> None:
     assert effects.apply_once(job_id).outcome is Effect.SKIPPED
 
 
+def _case_naive_effect(q: echoq.Queue) -> None:
+    job_id = q.enqueue("a").job_id
+    effects = echoq.Effects(q)
+    assert contrasts.apply_every(effects, job_id).count == 1 and contrasts.apply_every(effects, job_id).count == 2
+
+
 def _case_naive_pop(q: echoq.Queue) -> None:
     job_id = q.enqueue("a").job_id
     assert contrasts.naive_pop(q) == (job_id, "a")
@@ -280,6 +288,7 @@ SCRIPT_CASES: dict[str, Callable[[echoq.Queue], None]] = {
     "snapshot": _case_snapshot,
     "effect": _case_effect,
     "teaching/naive_pop": _case_naive_pop,
+    "teaching/naive_effect": _case_naive_effect,
     "teaching/fast_forward": _case_fast_forward,
     "bench/ceiling": _case_ceiling,
     "extend_many": _case_extend_many,
@@ -350,7 +359,7 @@ def _tour_queue(q: echoq.Queue) -> None:
     _deadline, renewed = q.extend_many(held, lease_ms=60_000)
     assert renewed == [Extend.EXTENDED] * 2
     assert q.release_many(held) == [echoq.Release.RELEASED] * 2 and q.released(ids[0]) == 1
-    assert q.wait_for_work(50) is True  # enqueue and release pushed wake tokens
+    assert q.wait_for_work(50) is True  # enqueue and release pushed wakes
     assert q.waiting().pending == 2
     assert q.stalled_check_guarded(every_ms=60_000, holder="tour") is not None
     assert q.stalled_check_guarded(every_ms=60_000, holder="tour") is None  # one check per guard
@@ -368,7 +377,7 @@ def _tour_effects(q: echoq.Queue) -> None:
     job_id = q.enqueue("a").job_id
     assert effects.apply_once(job_id, "r").outcome is Effect.APPLIED
     assert effects.apply_once(job_id, "r").outcome is Effect.SKIPPED
-    assert effects.apply_every(job_id, "r").count == 2
+    assert contrasts.apply_every(effects, job_id, "r").count == 2
     assert effects.count(job_id) == 2 and effects.counts() == {job_id: 2}
     assert effects.total() == 2 and effects.duplicates() == 1 and effects.outbox() == [f"{job_id} r"] * 2
 
@@ -423,7 +432,7 @@ def test_every_public_move_has_a_cluster_tour() -> None:
         | {"enqueue", "enqueue_many", "extend", "job", "keys_in_use", "name", "reap", "reap_once", "reset", "retry"}
         | {"snapshot", "stalled_check", "extend_many", "release_many", "released", "stalled_check_guarded"}
         | {"wait_for_work", "waiting", "new_job_id", "new_job_ids", "script_keys"},
-        "Effects": {"apply_every", "apply_once", "count", "counts", "duplicates", "outbox", "total"},
+        "Effects": {"apply_once", "count", "counts", "duplicates", "outbox", "total"},
         "Worker": {"abandon", "beat", "held", "in_flight", "running", "stop", "work"},
     }
     toured = {f"{cls}.{name}" for cls, names in expected.items() for name in names}
@@ -593,11 +602,11 @@ def test_a_worker_with_durability_carries_on_when_no_replica_confirms(cluster: L
 # -- the CLI, the chaos lab and a lab panel on the cluster ---------------------------------------------
 
 
-def _echoq(*args: str, url: str) -> subprocess.CompletedProcess[str]:
+def _echoq(*args: str, url: str, module: str = "echoq") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
     env["VALKEY_URL"] = url
     return subprocess.run(
-        [sys.executable, "-m", "echoq", *args], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT
     )
 
 
@@ -607,7 +616,7 @@ def test_the_cli_checks_and_works_a_queue_on_the_cluster(cluster: LocalCluster, 
     assert "a cluster of 3 masters and 3 replicas" in checked.stdout and cluster.password not in checked.stdout
     q = queue_on(cluster, client, 2)
     q.enqueue_many(["a", "b", "c"])
-    worked = _echoq("worker", "--queue", q.name, "--burst", url=cluster.url)
+    worked = _echoq("worker", "--queue", q.name, "--burst", url=cluster.url, module="echoq.teaching")
     assert worked.returncode == 0, worked.stderr
     assert q.snapshot().counts["done"] == 3
     q.reset()
@@ -671,8 +680,8 @@ def test_chaos_on_one_node_of_a_cluster_is_one_line_not_a_traceback(
     cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The chaos lab once printed a 39-line MovedError when VALKEY_URL named one node."""
-    from echoq.__main__ import main
     from echoq.teaching import chaos
+    from echoq.teaching.__main__ import main
 
     node = cluster.masters()[0]
     away = next(f"chaos-away-{n}" for n in range(1000) if cluster.master_of(echoq.Keyspace(f"chaos-away-{n}")) != node)

@@ -29,10 +29,10 @@ def test_naive_loop_loses_the_job_a_crash_interrupts_and_the_claim_does_not(queu
     for n in range(2):
         job_id, _payload = contrasts.naive_pop(queue)
         if n == 0:
-            effects.apply_every(job_id)
+            contrasts.apply_every(effects, job_id)
     # A restarted worker drains what is left the naive way.
     while (popped := contrasts.naive_pop(queue)) is not None:
-        effects.apply_every(popped[0])
+        contrasts.apply_every(effects, popped[0])
     lost = [job_id for job_id in ids if effects.count(job_id) == 0]
     assert lost == [ids[1]]
     assert places(queue.snapshot()) == {}  # and nothing in Valkey remembers it

@@ -6,6 +6,7 @@ import pytest
 
 import echoq
 from echoq.effects import Effect, Effects
+from echoq.teaching.contrasts import apply_every
 from tests.helpers import expire
 
 
@@ -25,7 +26,7 @@ def redeliver(queue: echoq.Queue, deliveries: int, apply) -> str:
 @pytest.mark.parametrize("deliveries", [1, 3, 7])
 def test_naive_consumer_makes_one_effect_per_delivery(queue: echoq.Queue, deliveries: int) -> None:
     effects = Effects(queue)
-    job = redeliver(queue, deliveries, effects.apply_every)
+    job = redeliver(queue, deliveries, lambda job, record: apply_every(effects, job, record))
     assert effects.count(job) == deliveries and len(effects.outbox()) == deliveries
     assert effects.duplicates() == deliveries - 1
 
@@ -69,7 +70,7 @@ def test_a_stale_worker_that_wakes_after_its_job_was_completed_runs_no_effect(qu
 def test_the_naive_consumer_runs_whatever_the_queue_holds(queue: echoq.Queue) -> None:
     effects = Effects(queue)
     job = echoq.new_job_id()  # no row: the naive pop-and-process loop deleted it
-    assert effects.apply_every(job).outcome is Effect.APPLIED and effects.apply_every(job).count == 2
+    assert apply_every(effects, job).outcome is Effect.APPLIED and apply_every(effects, job).count == 2
 
 
 def test_the_outbox_keeps_its_newest_records(queue: echoq.Queue) -> None:
@@ -83,7 +84,7 @@ def test_the_outbox_keeps_its_newest_records(queue: echoq.Queue) -> None:
         Effects(queue, keep_outbox=0)
 
 
-def test_ledger_refuses_bad_ids_modes_and_records(queue: echoq.Queue) -> None:
+def test_ledger_refuses_bad_ids_and_records(queue: echoq.Queue) -> None:
     effects = Effects(queue)
     with pytest.raises(echoq.InvalidJobId):
         effects.apply_once("order-17")
@@ -94,9 +95,9 @@ def test_ledger_refuses_bad_ids_modes_and_records(queue: echoq.Queue) -> None:
     k = queue.keys
     job = echoq.new_job_id()
     with pytest.raises(echoq.InvalidJobId):
-        queue._run("effect", [k.effects, k.outbox, k.prefix + "job:order-17"], ["order-17", "once", "", 10])
-    with pytest.raises(echoq.InvalidArgument, match="mode"):
-        queue._run("effect", queue.script_keys("effect", job), [job, "twice", "", 10])
+        queue._run("effect", [k.effects, k.outbox, k.prefix + "job:order-17"], ["order-17", "", 10])
     with pytest.raises(echoq.InvalidArgument, match="record is not UTF-8 text"):
-        queue._run("effect", queue.script_keys("effect", job), [job, "every", b"\xff", 10])
+        queue._run("effect", queue.script_keys("effect", job), [job, b"\xff", 10])
+    with pytest.raises(echoq.InvalidArgument, match="record is not UTF-8 text"):
+        queue._run("teaching/naive_effect", [k.effects, k.outbox], [job, b"\xff", 10])
     assert effects.counts() == {} and effects.outbox() == []

@@ -1,6 +1,6 @@
 """A workshop in a real JupyterHub: two learners and the instructor, in Debian's Chromium.
 
-Everything is real and on 127.0.0.1: the class server from ``python -m echoq workshop up``
+Everything is real and on 127.0.0.1: the class server from ``python -m echoq.teaching workshop up``
 (its users, its roster and its JupyterHub snippet), JupyterHub from PyPI with
 configurable-http-proxy from npm (``tools/hub-deps.sh`` installs it into build/hub),
 DummyAuthenticator, and ``SimpleLocalProcessSpawner`` (a local process per user, no system
@@ -140,7 +140,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[Hub
         [
             sys.executable,
             "-m",
-            "echoq",
+            "echoq.teaching",
             "workshop",
             "up",
             "--dir",
@@ -199,7 +199,9 @@ def hub(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[Hub
                 os.kill(pid, signal.SIGKILL)
         process.wait()
         subprocess.run(
-            [sys.executable, "-m", "echoq", "workshop", "down", "--dir", str(workshop.dir)], env=env, timeout=60
+            [sys.executable, "-m", "echoq.teaching", "workshop", "down", "--dir", str(workshop.dir)],
+            env=env,
+            timeout=60,
         )
 
 

@@ -128,7 +128,7 @@ def test_a_worker_process_dead_letters_a_poison_payload_the_first_time_without_a
         queue.enqueue_many([f"job {n}" for n in range(20)])
         env = dict(os.environ, VALKEY_URL=server_url)
         result = subprocess.run(
-            [sys.executable, "-m", "echoq", "worker", "--queue", queue.name, "--burst", "--lease-ms", "10000"],
+            [sys.executable, "-m", "echoq.teaching", "worker", "--queue", queue.name, "--burst", "--lease-ms", "10000"],
             env=env,
             capture_output=True,
             text=True,

@@ -111,10 +111,10 @@ def test_a_learner_may_use_their_own_namespace(acl_user) -> None:
         q.reset()
 
 
-def run_cli(*args: str, url: str) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, url: str, module: str = "echoq") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
     env["VALKEY_URL"] = url
-    return subprocess.run([sys.executable, "-m", "echoq", *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, env=env, timeout=120)
 
 
 def test_the_cli_as_a_restricted_user_prints_one_line(acl_user, theirs) -> None:
@@ -132,7 +132,7 @@ def test_the_cli_as_a_restricted_user_prints_one_line(acl_user, theirs) -> None:
     assert "may not use the command PING" in refused.stderr and PASSWORD not in refused.stderr
 
     _client, url = acl_user()
-    worker = run_cli("worker", "--queue", "theirs.q", "--burst", url=url)
+    worker = run_cli("worker", "--queue", "theirs.q", "--burst", url=url, module="echoq.teaching")
     assert worker.returncode == 2 and worker.stdout == "", worker.stdout
     assert worker.stderr.count("\n") == 1 and "Traceback" not in worker.stderr
     # The Worker's first move is its beat's guard (SET NX PX on emq:{theirs.q}:stalled_guard).

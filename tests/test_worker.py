@@ -28,7 +28,8 @@ from redis.retry import Retry
 import echoq
 from echoq import Complete, Extend, Release, scripts
 from echoq.effects import Effects
-from echoq.queue import WAKE_CAP
+from echoq.limits import WAKE_CAP
+from echoq.teaching.contrasts import naive_consumer
 from echoq.teaching.faults import CrashMode, CrashPlan
 from echoq.worker import (
     LANES,
@@ -38,7 +39,6 @@ from echoq.worker import (
     Delivery,
     Worker,
     keyed_consumer,
-    naive_consumer,
 )
 from tests.conftest import fresh_name
 from tests.helpers import assert_one_place, expire, wait_for_server_time
@@ -330,31 +330,31 @@ def test_a_refused_batch_call_changes_nothing(queue: echoq.Queue) -> None:
 def test_every_script_that_fills_pending_pushes_a_bounded_wake(queue: echoq.Queue) -> None:
     wake = queue.keys.wake
 
-    def tokens() -> int:
+    def wakes() -> int:
         n = queue.client.llen(wake)
         queue.client.delete(wake)
         return n
 
     queue.enqueue("now")
-    assert tokens() == 1
+    assert wakes() == 1
     queue.enqueue("later", delay_ms=60_000)
-    assert tokens() == 0  # nothing claimable yet: no one is woken for it
+    assert wakes() == 0  # nothing claimable yet: no one is woken for it
     queue.enqueue_many(["x"] * 3)
-    assert tokens() == 3
+    assert wakes() == 3
     queue.enqueue_many(["y"] * 200)
-    assert tokens() == WAKE_CAP  # one per job, up to the bound
+    assert wakes() == WAKE_CAP  # one per job, up to the bound
     queue.enqueue_many(["z"] * 100)
     queue.enqueue_many(["z"] * 100)
-    assert tokens() == WAKE_CAP  # tokens nobody took never pile up past it
+    assert wakes() == WAKE_CAP  # wakes nobody took never pile up past it
     first, second = queue.claim_many(2, lease_ms=5_000)
     assert queue.retry(first, backoff_ms=0).outcome is echoq.Retry.RETRIED
-    assert tokens() == 1
+    assert wakes() == 1
     assert queue.retry(second, backoff_ms=60_000).outcome is echoq.Retry.SCHEDULED
-    assert tokens() == 0
+    assert wakes() == 0
     expire(queue, *queue.claim_many(3, lease_ms=5))
-    assert len(queue.reap()) == 3 and tokens() == 3
+    assert len(queue.reap()) == 3 and wakes() == 3
     expire(queue, *queue.claim_many(2, lease_ms=5))
-    assert len(queue.stalled_check(max_stalled=5).recovered) == 2 and tokens() == 2
+    assert len(queue.stalled_check(max_stalled=5).recovered) == 2 and wakes() == 2
 
 
 def test_wait_for_work_returns_on_a_token_or_at_its_timeout(queue: echoq.Queue) -> None:

@@ -149,7 +149,7 @@ def test_the_hub_snippet_gives_each_user_their_url_and_learner_id_and_holds_no_p
 
 def test_the_cli_prints_no_password_unless_asked(started: Workshop) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_WORKSHOP")}
-    run = [sys.executable, "-m", "echoq", "workshop"]
+    run = [sys.executable, "-m", "echoq.teaching", "workshop"]
     out = subprocess.run([*run, "status", "--dir", str(started.dir)], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     assert "ada" in out.stdout and "bob" in out.stdout
@@ -173,7 +173,7 @@ def test_the_cli_prints_no_password_unless_asked(started: Workshop) -> None:
 
 def test_a_password_in_argv_is_refused(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "echoq", "workshop", "up", "--dir", str(tmp_path / "w"), "--count", "2"]
+        [sys.executable, "-m", "echoq.teaching", "workshop", "up", "--dir", str(tmp_path / "w"), "--count", "2"]
         + ["--url", "redis://:hunter2@127.0.0.1:6379"],
         capture_output=True,
         text=True,

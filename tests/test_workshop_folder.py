@@ -27,7 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_WORKSHOP")}
     return subprocess.run(
-        [sys.executable, "-m", "echoq", "workshop", *args], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "echoq.teaching", "workshop", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
 
 

@@ -1,6 +1,6 @@
 """docs/WORKSHOP.md, literally: the guide's commands to a class of two in Chromium, and back.
 
-The instructor's commands as the guide gives them (``.venv/bin/python -m echoq workshop up``,
+The instructor's commands as the guide gives them (``.venv/bin/python -m echoq.teaching workshop up``,
 ``... workshop hub``, ``... workshop export --csv``, ``... workshop down``), a roster with a
 name in capitals (``Katherine.Johnson@nasa.gov``: the hub lowercases it at login), both
 learners logged in with the class password and running class chaos's notebook, copied into
@@ -38,7 +38,7 @@ READY_S = 90.0
 
 def guide(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [PYTHON, "-m", "echoq", "workshop", *args], capture_output=True, text=True, env=env, timeout=60
+        [PYTHON, "-m", "echoq.teaching", "workshop", *args], capture_output=True, text=True, env=env, timeout=60
     )
     assert done.returncode == 0, done.stderr
     return done
@@ -67,7 +67,7 @@ def test_the_guide_runs_a_class_of_two_and_tears_it_down_with_nothing_left(tmp_p
     port = _free_port()
     log = (tmp_path / "hub.log").open("wb")
     hub = subprocess.Popen(
-        [PYTHON, "-m", "echoq", "workshop", "hub", "--dir", str(folder), "--port", str(port)],
+        [PYTHON, "-m", "echoq.teaching", "workshop", "hub", "--dir", str(folder), "--port", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -156,4 +156,6 @@ def test_the_guide_runs_a_class_of_two_and_tears_it_down_with_nothing_left(tmp_p
         hub.wait()
         log.close()
         if (folder / "workshop.json").exists():
-            subprocess.run([PYTHON, "-m", "echoq", "workshop", "down", "--dir", str(folder)], env=env, timeout=60)
+            subprocess.run(
+                [PYTHON, "-m", "echoq.teaching", "workshop", "down", "--dir", str(folder)], env=env, timeout=60
+            )

@@ -86,7 +86,7 @@ def test_workshop_status_reads_bad_data_without_a_traceback(klass: Workshop) -> 
     raw_learner(klass, "bob").set(progress.key("bob"), "a string where a hash belongs")
     env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_WORKSHOP")}
     done = subprocess.run(
-        [sys.executable, "-m", "echoq", "workshop", "status", "--dir", str(klass.dir)],
+        [sys.executable, "-m", "echoq.teaching", "workshop", "status", "--dir", str(klass.dir)],
         capture_output=True,
         text=True,
         env=env,

@@ -243,7 +243,7 @@ def test_every_attempt_is_in_the_dashboard_one_click_from_its_code_and_in_the_cs
         dash.close()
     out = Path(klass.dir) / "attempts.csv"
     done = subprocess.run(
-        [sys.executable, "-m", "echoq", "workshop", "export", "--dir", str(klass.dir), "--csv", str(out)],
+        [sys.executable, "-m", "echoq.teaching", "workshop", "export", "--dir", str(klass.dir), "--csv", str(out)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -336,18 +336,23 @@ def test_practising_alone_stops_the_worker_the_first_cell_started(monkeypatch, v
 def test_the_guides_commands_name_the_venv_interpreter_and_exist() -> None:
     text = (ROOT / "docs" / "WORKSHOP.md").read_text()
     blocks = [b.split("```", 1)[0] for b in text.split("```bash")[1:]]
-    commands = [ln.strip() for b in blocks for ln in b.splitlines() if "-m echoq workshop" in ln]
+    commands = [ln.strip() for b in blocks for ln in b.splitlines() if "-m echoq.teaching workshop" in ln]
     plain = [c for c in commands if c.startswith("python ")]
     assert plain == [], plain  # a plain `python` has no echoq: ModuleNotFoundError
-    actions = {c.split("-m echoq workshop ", 1)[1].split()[0] for c in commands if c.startswith(".venv/bin/python")}
+    actions = {
+        c.split("-m echoq.teaching workshop ", 1)[1].split()[0] for c in commands if c.startswith(".venv/bin/python")
+    }
     assert {"up", "export", "down"} <= actions, actions
     for action in sorted(actions | {"hub", "status"}):
         done = subprocess.run(
-            [sys.executable, "-m", "echoq", "workshop", action, "--help"], capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "echoq.teaching", "workshop", action, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert done.returncode == 0, (action, done.stderr)
     makefile = (ROOT / "Makefile").read_text()
-    assert "\nhub: setup" in makefile and "echoq workshop hub" in makefile and "hub-deps.sh" in makefile
+    assert "\nhub: setup" in makefile and "-m echoq.teaching workshop hub" in makefile and "hub-deps.sh" in makefile
 
 
 def test_the_heartbeat_records_when_the_kernel_connected_and_when_a_cell_last_ran(klass) -> None:

@@ -15,7 +15,18 @@
 * :mod:`~echoq.teaching.chaos` -- real worker processes, real SIGKILLs, an audit;
 * :mod:`~echoq.teaching.persistence` -- what survives when Valkey itself dies.
 
+Its own Lua scripts (``echoq/teaching/lua/``: the naive pop, fast-forward, the bank) are
+registered with the library's registry here, as ``teaching/<name>``. Its commands are
+``python -m echoq.teaching chaos|worker|workshop``.
+
 It depends on the library and never the other way round: ``import echoq`` loads none of
-this. Its extra dependencies (ipywidgets, matplotlib, ipympl, traitlets, tqdm) come with
-``pip install 'echoq[teaching]'``.
+this, and the library's wheel does not carry it (the kit runs from a checkout: ``make
+setup`` installs it editable). Its extra dependencies (ipywidgets, matplotlib, ipympl,
+traitlets, tqdm) come with ``pip install -e '.[teaching]'``.
 """
+
+from pathlib import Path
+
+from .. import scripts
+
+scripts.register("teaching", Path(__file__).resolve().parent / "lua")

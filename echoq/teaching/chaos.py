@@ -1,7 +1,7 @@
 """The chaos lab: real worker processes, real SIGKILLs, and an audit of every job.
 
-:func:`run_chaos` (and ``python -m echoq chaos``) enqueues ``jobs`` jobs, starts
-``workers`` worker processes (``python -m echoq worker``), and kills them two ways until
+:func:`run_chaos` (and ``python -m echoq.teaching chaos``) enqueues ``jobs`` jobs, starts
+``workers`` worker processes (``python -m echoq.teaching worker``), and kills them two ways until
 every job is settled (completed or dead-lettered):
 
 * from inside: on a ``kill_rate`` fraction of deliveries a worker SIGKILLs itself at a
@@ -44,6 +44,7 @@ from ..queue import Queue, _text
 from ..server import describe_client
 from ..worker import Backoff, Checkpoint, Delivery, Worker, keyed_consumer
 from . import learner
+from .contrasts import apply_every
 from .faults import CrashMode, CrashPlan, checkpoints
 
 __all__ = ["ChaosReport", "run_chaos", "worker_main"]
@@ -222,7 +223,7 @@ class _Supervisor:
         c, r = self.config, self.report
         seed = r.seed * 1_000_003 + self.spawned
         self.spawned += 1
-        argv = [sys.executable, "-m", "echoq", "worker", "--queue", r.queue, "--lease-ms", str(r.lease_ms)]
+        argv = [sys.executable, "-m", "echoq.teaching", "worker", "--queue", r.queue, "--lease-ms", str(r.lease_ms)]
         argv += ["--max-stalled", str(r.max_stalled), "--kill-rate", str(r.kill_rate), "--seed", str(seed)]
         argv += ["--work-ms", str(c["work_ms"]), "--beat-ms", str(c["beat_ms"]), "--quiet"]
         argv += ["--kill-at", ",".join(p.value for p in c["kill_at"])]
@@ -594,7 +595,7 @@ def _naive_loop(queue, effects, rng, kill_rate, kill_at, work, note_kill, burst,
         die_at(Checkpoint.AFTER_CLAIM)  # popped: the job is now only in this process
         record = work()
         die_at(Checkpoint.MID_JOB)
-        effects.apply_every(job_id, record)
+        apply_every(effects, job_id, record)
         processed += 1
         die_at(Checkpoint.AFTER_EFFECT)  # nothing to complete: the pop already removed it
     return {"processed": processed}

@@ -2,10 +2,13 @@
 
 Nothing in the library (``echoq``) uses this module. Each
 function here is the plausible-looking shortcut the pattern warns against, written so that
-a lesson, a test or ``python -m echoq chaos --naive`` can show the damage on a real server:
+a lesson, a test or ``python -m echoq.teaching chaos --naive`` can show the damage on a real server:
 
 * :func:`naive_pop` -- pop-and-process. The job leaves Valkey the moment it is taken, so a
-  worker that dies before finishing loses it (``lua/naive_pop.lua``).
+  worker that dies before finishing loses it (``echoq/teaching/lua/naive_pop.lua``).
+* :func:`apply_every` and :func:`naive_consumer` -- the effect on every delivery, never
+  keyed on the JOB id: a redelivered job has its effect twice
+  (``echoq/teaching/lua/naive_effect.lua``; the library's is ``Effects.apply_once``).
 * :func:`racy_reap` -- a two-step check-then-move reaper. Read the expired ids, then move
   each one with separate commands. Two sweeps that overlap both move the same job, and the
   second move yanks it away from the worker that claimed it in between: one crash, two
@@ -13,24 +16,31 @@ a lesson, a test or ``python -m echoq chaos --naive`` can show the damage on a r
 * :func:`unfenced_complete` -- completion without the token check. A worker whose lease
   expired completes a job that another worker now holds (:func:`stale_completion` stages it).
 
-The real counterparts are ``lua/claim.lua``, ``lua/reap.lua`` and ``lua/complete.lua``.
+The real counterparts are ``lua/claim.lua``, ``lua/effect.lua``, ``lua/reap.lua`` and
+``lua/complete.lua``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 
 from .. import scripts
 from ..clock import server_now_ms, wait_until_expired
+from ..effects import Effect, EffectResult, Effects
 from ..ids import check_job_id
+from ..limits import text
 from ..queue import Claim, Complete, JobState, Queue, _text
 from ..scripts import lost_server
+from ..worker import Delivery
 
 __all__ = [
     "naive_pop",
+    "apply_every",
+    "naive_consumer",
     "racy_reap_read",
     "racy_reap_move",
     "racy_reap",
@@ -40,6 +50,31 @@ __all__ = [
     "StaleCompletionReport",
     "stale_completion",
 ]
+
+
+# -- the naive consumer: one effect per delivery -----------------------------------------------
+
+
+def apply_every(effects: Effects, job_id: str, record: str = "") -> EffectResult:
+    """CONTRAST. The naive consumer's effect: run it on every delivery (``effects``' ledger
+    counts each run, and is never asked first). Compare :meth:`echoq.Effects.apply_once`."""
+    job_id = check_job_id(job_id)
+    record = text("record", record)
+    keys = [effects.queue.keys.effects, effects.queue.keys.outbox]
+    reply = scripts.run(effects.queue.client, "teaching/naive_effect", keys, [job_id, record, effects.keep_outbox])
+    return EffectResult(Effect(_text(reply[0])), int(reply[1]))
+
+
+def naive_consumer(effects: Effects, work: Callable[[Delivery], str | None] | None = None) -> Callable[[Delivery], Any]:
+    """CONTRAST. :func:`echoq.keyed_consumer`'s handler, but the effect runs on every delivery."""
+
+    def handle(delivery: Delivery) -> EffectResult:
+        record = work(delivery) if work is not None else None
+        delivery.checkpoint()  # the work is done, the effect is not
+        return apply_every(effects, delivery.job_id, record if record is not None else f"attempt {delivery.attempt}")
+
+    handle.__name__ = "naive_consumer"
+    return handle
 
 
 # -- contrast 1: the naive pop-and-process loop ----------------------------------------------

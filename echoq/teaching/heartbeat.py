@@ -31,6 +31,7 @@ import redis
 from ..clock import ServerClock
 from ..keyspace import Keyspace, check_namespace
 from . import learner as learners
+from .progress import key as progress_key
 
 __all__ = ["BEAT_S", "TTL_MS", "Alive", "alive_key", "parse", "start", "running", "gone_notice"]
 
@@ -70,7 +71,7 @@ class _Beat:
         self.client = client
         self.learner = learner
         self.key = alive_key(learner)
-        self.progress = Keyspace(f"{learner}.{COURSE}").progress
+        self.progress = progress_key(learner)
         self.clock = ServerClock(refresh_s=60.0)
         self.lesson: str | None = None
         self.cells = 0

@@ -1,6 +1,6 @@
 """Who the learner is, and the one place the kit names a learner's queues.
 
-On a shared server (a workshop: see ``python -m echoq workshop``) each learner has a
+On a shared server (a workshop: see ``python -m echoq.teaching workshop``) each learner has a
 namespace, and every queue the kit makes for them -- lessons, labs, exercises, their
 progress -- is named ``<learner>.<queue>``: its keys all match ``emq:{<learner>.*``, the one
 pattern their ACL user may touch. Alone (no learner id), names are left as they are.

@@ -60,10 +60,11 @@ _PART = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 def key(learner: str | None = None) -> str:
-    """The progress hash of ``learner`` (default: this process's learner, or solo)."""
+    """The progress hash of ``learner`` (default: this process's learner, or solo):
+    ``emq:{<learner>.course}:progress``, beside the keys of the learner's ``course`` queue."""
     if learner is None:
-        return Keyspace(learners.queue_name(COURSE)).progress
-    return Keyspace(f"{check_namespace(learner)}.{COURSE}").progress
+        return Keyspace(learners.queue_name(COURSE)).prefix + "progress"
+    return Keyspace(f"{check_namespace(learner)}.{COURSE}").prefix + "progress"
 
 
 def attempts_key(lesson: str, exercise: str, learner: str | None = None) -> str:

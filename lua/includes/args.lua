@@ -1,34 +1,23 @@
 -- includes/args.lua: check a script's arguments before any write, against the library's bounds.
 --
--- The bounds are echoq/limits.py's BOUNDS, written again here (tests/test_layers.py keeps
--- them equal). A script calls whole() for every number it takes and text() for every text
--- it stores, all before its first write, so a refused call changes nothing. whole()
+-- The bounds are echoq/limits.py's BOUNDS, the one source: the registry writes them in
+-- below (echoq/scripts/registry.py), so the script the server runs shows the table itself.
+-- A script checks every argument it takes with ONE call of checked_args() (or, for a list
+-- of (id, attempt) pairs, id_attempt_pairs()), before its first write, so a refused call
+-- changes nothing; each returns the values, or nil and the refusal to return. whole()
 -- refuses what tonumber() would let through: NaN, +-inf, fractions, hexadecimal and
 -- exponent forms, empty strings, and anything outside the bound.
 --- @include "includes/text"
 
-local BOUNDS = {
-  lease_ms = {1, 86400000},
-  delay_ms = {0, 604800000},
-  count = {1, 1000},
-  limit = {1, 10000},
-  max_attempts = {1, 1000},
-  max_stalled = {1, 1000},
-  keep_done = {0, 1000000},
-  keep_dead = {0, 1000000},
-  keep_outbox = {1, 1000000},
-  attempt = {1, 2147483647},
-  payload_bytes = {0, 1048576},
-  text_bytes = {0, 4096},
-}
+local BOUNDS = {{BOUNDS}}
 
 -- Returns the number, or nil and a BADARG error reply naming the argument and its range.
--- `bound` names a row of BOUNDS; `low` overrides its lower end (count 0 where "claim none"
--- makes sense).
-local function whole(value, name, bound, low)
+-- `bound` names a row of BOUNDS; `low` and `high` override its ends (count 0 where "claim
+-- none" makes sense, 0..1 for a flag).
+local function whole(value, name, bound, low, high)
   local range = BOUNDS[bound]
   low = low or range[1]
-  local high = range[2]
+  high = high or range[2]
   local n = nil
   if type(value) == 'string' and #value <= 20 and string.match(value, '^%-?%d+$') then n = tonumber(value) end
   if n == nil or n < low or n > high then
@@ -49,6 +38,28 @@ local function text(value, name, bound, code)
   return value
 end
 
+-- The arguments of a script, checked in one call: spec[i] describes ARGV[first + i - 1]
+-- (first: 1 unless given) as {name, bound, low, high} -- a whole number within BOUNDS[bound],
+-- low and high overriding its ends when given -- or, with text = true, {name, bound, text =
+-- true}: UTF-8 text of at most BOUNDS[bound][2] bytes (refused as BADPAYLOAD for a payload,
+-- else BADARG). `name` is the argument's name in the refusal. Returns the values as a
+-- table in spec's order (unpack it), or nil and the refusal of the first bad one.
+local function checked_args(spec, first)
+  first = first or 1
+  local values = {}
+  for i, arg in ipairs(spec) do
+    local value, refused
+    if arg.text then
+      value, refused = text(ARGV[first + i - 1], arg[1], arg[2], arg[2] == 'payload_bytes' and 'BADPAYLOAD' or nil)
+    else
+      value, refused = whole(ARGV[first + i - 1], arg[1], arg[2], arg[3], arg[4])
+    end
+    if value == nil then return nil, refused end
+    values[i] = value
+  end
+  return values
+end
+
 -- ARGV[first..last] (last: the final ARGV unless given) read as (id, attempt) pairs, as the
 -- batch moves take them: at_least..1000 pairs, each attempt a whole number in its bound
 -- (the ids are checked by rows_match).
@@ -57,9 +68,9 @@ end
 local function id_attempt_pairs(first, at_least, after, last)
   last = last or #ARGV
   local given = last - first + 1
-  if given < 2 * at_least or given % 2 ~= 0 or given / 2 > 1000 then
-    return nil, redis.error_reply('BADARG give ' .. at_least .. '..1000 (id, attempt) pairs' .. after ..
-      ', got ' .. given .. ' values')
+  if given < 2 * at_least or given % 2 ~= 0 or given / 2 > BOUNDS.count[2] then
+    return nil, redis.error_reply('BADARG give ' .. at_least .. '..' .. BOUNDS.count[2] .. ' (id, attempt) pairs' ..
+      after .. ', got ' .. given .. ' values')
   end
   local ids, attempts = {}, {}
   for i = first, last, 2 do

@@ -17,7 +17,7 @@ end
 -- Move retries whose backoff has run out (scheduled score <= now) into pending, at most
 -- 1000 per call. An entry whose row does not say 'scheduled' is corrupt (includes/rows).
 local function promote_due(q)
-  local due = redis.call('ZRANGEBYSCORE', q.scheduled, '-inf', q.now, 'LIMIT', 0, 1000)
+  local due = redis.call('ZRANGEBYSCORE', q.scheduled, '-inf', q.now, 'LIMIT', 0, SWEEP_MAX)
   for _, id in ipairs(due) do
     redis.call('ZREM', q.scheduled, id)
     local row = take_row(q, id, 'scheduled')
@@ -47,8 +47,8 @@ local function claim_jobs(q, lease_ms, count, reply, confirm)
   local claimed, popped_ids = 0, 0
   local deadline = q.now + lease_ms
   local leased = {}  -- ZADD's arguments: deadline, id, deadline, id, ...
-  while claimed < count and popped_ids < count + 1000 do
-    local popped = redis.call('ZPOPMIN', q.pending, math.min(count - claimed, count + 1000 - popped_ids))
+  while claimed < count and popped_ids < count + SWEEP_MAX do
+    local popped = redis.call('ZPOPMIN', q.pending, math.min(count - claimed, count + SWEEP_MAX - popped_ids))
     if #popped == 0 then break end
     for i = 1, #popped, 2 do
       popped_ids = popped_ids + 1

@@ -4,6 +4,9 @@
 -- `q` (includes/queue_keys keys_by_name) holds active, done, stats and effects, plus q.now.
 --- @include "includes/fence"
 
+-- Most ids one call forgets (echoq/limits.py SWEEP_MAX).
+local SWEEP_MAX = {{SWEEP_MAX}}
+
 -- Fence each job on its own (row_keys[i] is ids[i]'s row, attempts[i] its caller's
 -- attempt); then retire every job that passed with one command per key, not per job: one
 -- ZREM from active, one DEL of the rows, one ZADD into done. Returns outcomes[i] --
@@ -48,7 +51,7 @@ end
 local function trim_done(q, keep_done)
   local excess = redis.call('ZCARD', q.done) - keep_done
   if excess <= 0 then return end
-  if excess > 1000 then excess = 1000 end
+  if excess > SWEEP_MAX then excess = SWEEP_MAX end
   local forgotten = redis.call('ZRANGE', q.done, 0, excess - 1)
   local rows = {}
   for i, id in ipairs(forgotten) do rows[i] = q.prefix .. 'job:' .. id end

@@ -4,6 +4,9 @@
 -- dead, stats and effects, plus q.now (the server's ms) and q.keep_dead (how many jobs the
 -- dead set keeps, 0..1000000).
 
+-- Most dead jobs one call evicts (echoq/limits.py SWEEP_MAX).
+local SWEEP_MAX = {{SWEEP_MAX}}
+
 -- Send `id` to the dead set. When it has a row (`has_row`), the row says dead, why
 -- (`reason`) and what went wrong (`err`), and keeps its payload, so a person can read it
 -- and enqueue it again. An id with no row gets no row: a row holding only a reason would
@@ -25,7 +28,7 @@ end
 local function trim_dead(q)
   local excess = redis.call('ZCARD', q.dead) - q.keep_dead
   if excess <= 0 then return 0 end
-  if excess > 1000 then excess = 1000 end
+  if excess > SWEEP_MAX then excess = SWEEP_MAX end
   for _, id in ipairs(redis.call('ZRANGE', q.dead, 0, excess - 1)) do
     local row = q.prefix .. 'job:' .. id
     local state = redis.pcall('HGET', row, 'state')

@@ -5,7 +5,7 @@ local JOB_ID_DIGITS = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
 -- How far ahead of the server's clock an id may have been minted (echoq/limits.py
 -- CLOCK_AHEAD_MS). Pending ids sort by mint time, so an id from the future would wait
 -- behind every job minted before that future moment: its producer would starve itself.
-local CLOCK_AHEAD_MS = 60000
+local CLOCK_AHEAD_MS = {{CLOCK_AHEAD_MS}}
 
 local function is_job_id(id)
   return type(id) == 'string' and #id == 29 and string.match(id, '^JOB[0-9A-HJKMNP-TV-Z]+$') ~= nil

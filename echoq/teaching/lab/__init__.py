@@ -24,7 +24,7 @@ _missing = [m for m in ("ipywidgets", "matplotlib", "traitlets") if importlib.ut
 if _missing:
     raise ImportError(
         f"the lab panels need {', '.join(_missing)}, which the library alone does not install: "
-        "pip install 'echoq[teaching]'"
+        "in the checkout, make setup (or pip install -e '.[teaching]')"
     )
 
 from ..fast_forward import fast_forward  # noqa: E402

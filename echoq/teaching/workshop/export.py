@@ -7,7 +7,7 @@ all the learner's attempts at that exercise, counted even when older ones were d
 ``time_utc`` (ISO 8601, server time), ``verdict`` (``passed`` / ``not yet``),
 ``misconception``, ``code``, ``code_truncated``.
 
-``python -m echoq workshop export --csv FILE`` writes it; the dashboard offers the same
+``python -m echoq.teaching workshop export --csv FILE`` writes it; the dashboard offers the same
 file as a download link.
 """
 

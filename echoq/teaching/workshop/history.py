@@ -66,7 +66,7 @@ def csv_link(text: str, attempts: int, filename: str = "echoq-attempts.csv") -> 
     if len(data) > MAX_LINK_BYTES:
         return (
             f"<p>The CSV is {len(data) / 1e6:.1f} MB, too big for a link: run "
-            "<code>python -m echoq workshop export --csv FILE</code>.</p>"
+            "<code>python -m echoq.teaching workshop export --csv FILE</code>.</p>"
         )
     encoded = base64.b64encode(data).decode()
     return (

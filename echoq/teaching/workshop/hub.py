@@ -1,4 +1,4 @@
-"""``python -m echoq workshop hub``: JupyterHub for the class on this one machine, offline.
+"""``python -m echoq.teaching workshop hub``: JupyterHub for the class on this one machine, offline.
 
 What it runs, all on the machine and nothing fetched from the internet:
 
@@ -75,7 +75,8 @@ def config_text(workshop: Workshop, folder: Path, *, ip: str, port: int, proxy: 
     users = sorted(ln.hub_user for ln in workshop.learners.values())
     notebooks = [str(p) for p in lesson_notebooks()]
     root_flag = ["--allow-root"] if os.geteuid() == 0 else []
-    return f"""# JupyterHub for echoq workshop {workshop.class_name!r}, written by `python -m echoq workshop hub`.
+    return f"""# JupyterHub for echoq workshop {workshop.class_name!r},
+# written by `python -m echoq.teaching workshop hub`.
 import shutil as _shutil
 from pathlib import Path as _Path
 

@@ -2,7 +2,7 @@
 
 Valkey lets any user who may run EVAL stall the whole server, and lets any user open as
 many connections as the server allows. ACL rules cannot stop either. The watchdog (``python
--m echoq workshop watch``, started in the background by ``workshop up``) holds one admin
+-m echoq.teaching workshop watch``, started in the background by ``workshop up``) holds one admin
 connection to the class server, PINGs it every ``tick_s`` (0.1 s) and looks at its clients
 and its Lua heap every ``look_s`` (1 s):
 
@@ -320,7 +320,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def main(folder: str | None = None, *, tick_s: float = 0.1) -> int:
-    """``python -m echoq workshop watch``: watch until interrupted, printing each event."""
+    """``python -m echoq.teaching workshop watch``: watch until interrupted, printing each event."""
     try:
         workshop = Workshop.load(folder)
     except EchoqError as exc:

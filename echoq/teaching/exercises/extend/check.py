@@ -30,6 +30,7 @@ from echoq.effects import Effects
 from echoq.ids import new_job_id
 from echoq.queue import Claim, Queue
 from echoq.teaching import processes
+from echoq.teaching.contrasts import apply_every
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
 from echoq.teaching.fast_forward import fast_forward
 
@@ -157,7 +158,7 @@ def long_job(
     kept = bool(said and said[0] is True)
     if not kept:
         return {"kept": False}
-    Effects(q).apply_every(claim.job_id, "the report")
+    apply_every(Effects(q), claim.job_id, "the report")
     processes.mark("effect")
     return {"kept": True, "complete": q.complete(claim).value}
 
@@ -179,7 +180,7 @@ class _Scene:
         b = self.queue.claim(lease_ms=30_000)
         if b is not None:
             self.takeovers += 1
-            self.effects.apply_every(b.job_id, "the report (other worker)")
+            apply_every(self.effects, b.job_id, "the report (other worker)")
             self.queue.complete(b)
 
     def play(self, child: processes.Child, seconds: float = 15, late_ms: int = 0) -> processes.Child:

@@ -12,7 +12,7 @@ from collections.abc import Collection
 from echoq.effects import Effects
 from echoq.queue import Queue
 from echoq.teaching import processes
-from echoq.teaching.contrasts import naive_pop
+from echoq.teaching.contrasts import apply_every, naive_pop
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
 
 PAYLOADS = [f"job {n}" for n in range(1, 6)]
@@ -89,7 +89,7 @@ def _naive_worker(queue: Queue, effects: Effects) -> None:
         if popped is None:
             return
         processes.mark("popped")
-        effects.apply_every(popped[0], popped[1])  # the work: its effect on the server
+        apply_every(effects, popped[0], popped[1])  # the work: its effect on the server
 
 
 @check_runner(EXERCISE)

@@ -4,6 +4,7 @@ ledger (naive vs keyed on the JOB id); and the fence, one real step at a time.""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from traitlets import Int, Unicode, validate
@@ -13,6 +14,7 @@ from ....effects import Effect, Effects
 from ....errors import EchoqError, InvalidArgument
 from ....limits import whole
 from ....queue import Claim, Queue
+from ...contrasts import apply_every
 from ..frames import Lit
 from ..model import LabModel, Said
 from ..words import refused
@@ -118,7 +120,7 @@ class DeliveryModel(LabModel):
             queue = self.queue
             queue.reset()
             effects = Effects(queue)
-            apply = effects.apply_once if how == "keyed" else effects.apply_every
+            apply = effects.apply_once if how == "keyed" else partial(apply_every, effects)
             job_id = queue.enqueue("charge card 4242 once").job_id
             result = DeliveryRun(how, job_id, [], [])
             scene: dict[str, Any] = {"scene": "delivery", "queue": self.name, "job": job_id, "of": n, "workers": []}

@@ -19,7 +19,7 @@ Every number the panel shows comes from one atomic snapshot:
 
 The workers are threads in this kernel and a kill is simulated: :meth:`echoq.Worker.abandon`
 (the job in hand is neither completed nor given back, exactly as a killed process leaves
-it). Real process kills are the chaos runner's (``python -m echoq chaos``).
+it). Real process kills are the chaos runner's (``python -m echoq.teaching chaos``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ....errors import InvalidArgument
 from ....limits import check, whole
 from ....queue import Queue, Snapshot
 from ....worker import Worker, keyed_consumer
-from ...contrasts import naive_pop
+from ...contrasts import apply_every, naive_pop
 from ..frames import Lit
 from ..model import GONE, LabModel, Said
 from . import words
@@ -125,7 +125,7 @@ class NaiveWorker:
             with self._lock:
                 if self._killed.is_set():
                     return  # the job died with the worker: abandon() handed it to the lab
-                self.effects.apply_every(popped[0], "naive")
+                apply_every(self.effects, popped[0], "naive")
                 self._held = None
 
 

@@ -23,9 +23,9 @@ local active_key = KEYS[1]
 
 local prefix, refused = queue_prefix({'active'})
 if not prefix then return refused end
-local advance
-advance, refused = whole(ARGV[1], 'advance', 'lease_ms', 0)
-if not advance then return refused end
+local argv, refused = checked_args({{'advance', 'lease_ms', 0}})
+if not argv then return refused end
+local advance = argv[1]
 
 local now = server_now_ms()
 local live = redis.call('ZRANGEBYSCORE', active_key, '(' .. now, '+inf', 'WITHSCORES')

@@ -1,4 +1,5 @@
--- bench/ceiling.lua: a script that does nothing, for bench/throughput.py.
+-- bench/ceiling.lua: a script that does nothing, for bench/throughput.py (registered by it
+-- with the echoq registry as bench/ceiling; the library does not ship it).
 --
 -- Run through the same registry call (EVALSHA) with the keys and arguments a claim or a
 -- complete carries, it costs what any move costs minus the move's own work on the server:

@@ -1,0 +1,51 @@
+"""Running the registry's scripts: EVALSHA, and the source once on NOSCRIPT.
+
+:func:`run` sends ``EVALSHA``; on ``NOSCRIPT`` (a restarted or flushed server) it sends the
+source once with ``EVAL``, which also caches it, so a client never needs ``SCRIPT LOAD``
+rights. Errors come back typed (:mod:`.translation`). On a cluster (a
+``redis.cluster.RedisCluster`` from :func:`echoq.connect`) the client sends each call to
+the master serving the slot of its KEYS, which all carry one queue's hash tag; keys of two
+slots are refused before anything is sent. :func:`preload` loads every registered script
+for clients that may not (a workshop's learners).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from redis.exceptions import RedisClusterException
+
+from ..errors import ScriptFailed
+from .registry import expanded, names, sha
+from .translation import cluster_refusal, doing, lost_server, translate
+
+__all__ = ["run", "preload"]
+
+
+def run(client: Any, name: str, keys: list[str], args: list[Any]) -> Any:
+    """Run script ``name`` on ``client`` (EVALSHA, then EVAL once on NOSCRIPT)."""
+    digest = sha(name)
+    try:
+        with doing(f"{name}.lua", keys):
+            try:
+                return client.evalsha(digest, len(keys), *keys, *args)
+            except redis.exceptions.NoScriptError:
+                return client.eval(expanded(name), len(keys), *keys, *args)
+    except redis.ResponseError as exc:
+        raise translate(exc, name, client=client, keys=keys) from None
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise lost_server(client, exc) from None
+    except RedisClusterException as exc:
+        raise cluster_refusal(client, exc, name, keys) from None
+
+
+def preload(client: Any) -> list[str]:
+    """Load every script into the server's cache (SCRIPT LOAD, as an admin): clients whose
+    users may not load scripts (a workshop's learners) then always hit with EVALSHA."""
+    loaded = []
+    for name in names():
+        if client.script_load(expanded(name)) != sha(name):
+            raise ScriptFailed(f"the server loaded {name}.lua under another SHA1 than the registry's")
+        loaded.append(name)
+    return loaded
