@@ -219,6 +219,7 @@ def stage(dest: Path) -> None:
     (dest / "docs").mkdir(parents=True)
     for picture in (ROOT / "docs").glob("*.png"):
         shutil.copy2(picture, dest / "docs" / picture.name)
+    shutil.copytree(ROOT / "docs" / "assets", dest / "assets", ignore=shutil.ignore_patterns("*.md"))
     for lesson in lessons():
         stage_lesson(lesson, dest / "notebooks" / lesson.name)
     pages = {Path("README.md"): Path("index.md")}
