@@ -9,14 +9,14 @@ PORT   ?= 8888
 # JupyterLab refuses to run as root unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup lab test lint bench clean present dashboard hub binder-link binder-badge
+.PHONY: setup lab test docs lint bench clean present dashboard hub binder-link binder-badge
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[teaching,test]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[teaching,test,docs]'
 	@touch $@
 
 lab: setup
@@ -53,10 +53,19 @@ binder-link:
 binder-badge:
 	@$(PYTHON) tools/binder_link.py --write-readme $(if $(REMOTE),--remote $(REMOTE),)
 
+# The course and the manual as a static site in build/site (open build/site/index.html; no server
+# needed, search included), built offline and strictly: a broken link or a missing page fails.
+# mkdocs.yml says how; tools/site_hooks.py assembles the pages into build/site-src first.
+docs: setup
+	@mkdir -p build/site-src
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 test: setup
 	@bash tools/system-deps.sh
 	@bash tools/hub-deps.sh
 	$(BIN)/ruff check echoq tests bench tools
+	@# The site, strictly: a broken link, a missing page or any warning fails here.
+	@$(MAKE) --no-print-directory docs
 	@# Most tests wait on servers, leases and kernels rather than compute: four processes
 	@# share the cores, one test file (one notebook) each at a time.
 	$(BIN)/python -m pytest -n 4 --dist loadfile -m "not browser"

@@ -260,12 +260,12 @@ def test_every_prediction_explains_every_option(lesson: str) -> None:
         assert not any(why in repr(p) for why in explanations), "the static form must not give the answer away"
 
 
-def test_the_readme_lists_what_each_lesson_catches() -> None:
+def test_the_course_page_lists_what_each_lesson_catches() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert exercises.catalogue_markdown() in readme, (
-        "README's table of misconceptions is stale: paste exercises.catalogue_markdown() into § The course"
+    page = (Path(__file__).resolve().parent.parent / "docs" / "course.md").read_text()
+    assert exercises.catalogue_markdown() in page, (
+        "docs/course.md's table of misconceptions is stale: paste exercises.catalogue_markdown() into it"
     )
 
 

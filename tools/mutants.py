@@ -15,7 +15,7 @@ clock for the server's ``TIME``
 compile is not counted. Each survivor is either listed in :data:`EQUIVALENT` with why it
 behaves the same under the contract, or reported as a GAP (exit status 1).
 
-The score is in README.md (§ The course); tests/test_exercises.py keeps a sample killed.
+The score is in docs/course.md; tests/test_exercises.py keeps a sample killed.
 """
 
 from __future__ import annotations

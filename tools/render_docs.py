@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/render_docs.py
 
-Writes docs/lab-<panel>.png (the figure at rest) for the README. Every state is reached by
+Writes docs/lab-<panel>.png (the figure at rest) for docs/lab.md. Every state is reached by
 real moves on the embedded Valkey (no drawing of made-up data); each picture is the panel's
 own static fallback, the PNG a notebook stores for readers without a kernel.
 """

@@ -1,0 +1,197 @@
+"""The frontends learners open, through Chromium (JupyterLab and Voila are in tests/test_browser.py).
+
+- Jupyter Notebook 7 (the `notebook` package): a lesson runs up to its lab, and one move in the lab
+  paints at least 10 distinct pictures, as tests/test_browser.py counts them in JupyterLab.
+- A frontend with no widget manager (Colab without its custom widget manager, VS Code without the
+  Jupyter extension's widget support, GitHub's viewer), played by JupyterLab with its widget manager
+  disabled: a lab shows its picture, its readout and the one-line note, from the stored notebook and
+  when run there, never a blank output, a widget's repr or a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.browser_support import (  # noqa: F401  (fixtures)
+    _launch,
+    _root_flag,
+    browser,
+    chromium,
+    kernel_env,
+    lab_root,
+    lab_url,
+    open_in_lab,
+    page,
+    poll,
+    save_screenshot,
+    valkey_for_kernels,
+)
+from tests.test_browser import SAMPLER, button, quiet, words
+
+pytestmark = pytest.mark.browser
+LESSON = "notebooks/02_recoverable_claim.ipynb"
+
+
+def start_notebook7(root_dir: Path, env: dict[str, str]):
+    def argv(port: int, workdir: Path) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "notebook",
+            *_root_flag(),
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            f"--ServerApp.root_dir={root_dir}",
+            "--JupyterNotebookApp.expose_app_in_browser=True",
+            f"--JupyterNotebookApp.workspaces_dir={workdir / 'workspaces'}",
+            f"--JupyterNotebookApp.user_settings_dir={workdir / 'settings'}",
+        ]
+
+    return _launch("notebook7", argv, env, "/api/status", kernels_api=True)
+
+
+def test_a_lesson_lab_animates_in_notebook_7(page, lab_root, valkey_for_kernels) -> None:  # noqa: F811
+    server = start_notebook7(lab_root, kernel_env(valkey_for_kernels))
+    try:
+        page.goto(f"{server.url}/notebooks/{LESSON}")
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=60_000)
+        assert page.evaluate("() => window.jupyterapp.name") == "Jupyter Notebook"
+        page.wait_for_function(
+            """() => {
+                const ctx = window.jupyterapp.shell.currentWidget.sessionContext;
+                return ctx && ctx.isReady && ctx.session && ctx.session.kernel
+                    && ctx.session.kernel.status === 'idle';
+            }""",
+            timeout=60_000,
+        )
+        # The lesson up to its lab (the exercise after it would keep the kernel busy, and a busy
+        # kernel answers no click): select the cell below the lab, run everything above it.
+        page.evaluate(
+            """() => {
+                const notebook = window.jupyterapp.shell.currentWidget.content;
+                const lab = notebook.widgets.findIndex(c => c.model.sharedModel.getSource().includes('ClaimLab('));
+                notebook.activeCellIndex = lab + 1;
+                window.jupyterapp.commands.execute('notebook:run-all-above');
+            }"""
+        )
+        panel = page.locator(".jp-OutputArea-output").filter(has=page.get_by_text("crash mid-job", exact=True)).first
+        panel.wait_for(timeout=180_000)
+        panel.scroll_into_view_if_needed()
+        readout = panel.locator("[role=status]").first
+        canvas = panel.locator(".jupyter-matplotlib-figure canvas").first
+        canvas.wait_for(timeout=60_000)
+        poll(lambda: (box := canvas.bounding_box()) and box["width"] > 400, what="the canvas to get its size")
+        poll(lambda: "live" in readout.inner_text() and "animating" not in readout.inner_text(), what="a settled lab")
+        quiet(page, canvas)
+        seen = []
+        for _try in range(2):  # as in test_browser: a page busy elsewhere may paint fewer frames once
+            before = words(readout)
+            canvas.evaluate(SAMPLER)
+            button(panel, "enqueue").click()
+            poll(lambda was=before: words(readout) != was, what="the readout after enqueue")
+            poll(lambda: "animating" not in readout.inner_text(), timeout_s=60, what="the move's animation to end")
+            time.sleep(0.3)  # a few settled frames after the last one
+            frames = page.evaluate("() => { window.__sampling = false; return window.__frames; }")
+            distinct = len(set(frames[1:]) - {frames[0]})
+            seen.append(f"{distinct} distinct pictures in {len(frames) - 1} paints")
+            if distinct >= 10:
+                break
+        assert distinct >= 10, f"the Claim lab did not animate in Notebook 7: {seen}"
+        save_screenshot(panel.screenshot(), "lab-notebook7.png")
+    finally:
+        server.stop()
+
+
+def start_lab_without_widgets(root_dir: Path, env: dict[str, str]):
+    """JupyterLab with the ipywidgets manager switched off: no renderer for a widget view."""
+
+    def argv(port: int, workdir: Path) -> list[str]:
+        labconfig = workdir / "config" / "labconfig"
+        labconfig.mkdir(parents=True, exist_ok=True)
+        (labconfig / "page_config.json").write_text(
+            json.dumps({"disabledExtensions": {"@jupyter-widgets/jupyterlab-manager": True}})
+        )
+        return [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            *_root_flag(),
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            f"--ServerApp.root_dir={root_dir}",
+            "--LabApp.expose_app_in_browser=True",
+            f"--LabApp.workspaces_dir={workdir / 'workspaces'}",
+            f"--LabApp.user_settings_dir={workdir / 'settings'}",
+            "--LabApp.news_url=None",
+        ]
+
+    return _launch("lab-no-widgets", argv, env, "/api/status", kernels_api=True)
+
+
+def _outputs(scope) -> list[str]:
+    return [o.inner_text() for o in scope.locator(".jp-OutputArea-output").all()]
+
+
+def test_without_a_widget_manager_a_lab_is_its_picture_readout_and_note(page, lab_root, valkey_for_kernels) -> None:  # noqa: F811
+    from echoq.teaching.lab.view import STILL
+
+    live = lab_root / "notebooks" / "no_widgets.ipynb"
+    live.write_text(
+        json.dumps(
+            {
+                "cells": [
+                    {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": src}
+                    for src in (
+                        "%matplotlib widget\nfrom echoq.teaching.lab import ClaimLab\nlab = ClaimLab()\nlab",
+                        "lab.model.enqueue()",
+                    )
+                ],
+                "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            }
+        )
+    )
+    server = start_lab_without_widgets(lab_root, kernel_env(valkey_for_kernels))
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        # 1. the stored lesson, as GitHub or a reader without the extension sees it
+        page.goto(lab_url(server, LESSON))
+        scope = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+        lab = scope.locator(".jp-OutputArea-output").filter(has_text=STILL).first
+        lab.wait_for(timeout=60_000)
+        lab.scroll_into_view_if_needed()  # Lab draws only the cells in view
+        poll(lambda: "readout" in lab.inner_text(), what="the stored lab's readout")
+        img = lab.locator("img").first
+        poll(lambda: img.evaluate("i => i.complete && i.naturalWidth > 0"), what="the stored lab picture to load")
+        assert len(img.get_attribute("alt") or "") >= 20
+        assert not any("Error displaying widget" in text for text in _outputs(scope))
+
+        # 2. a lab run there: its picture, readout and note; after the next cell, that cell's move
+        scope = open_in_lab(page, server, "notebooks/no_widgets.ipynb")
+        shown = scope.locator(".jp-OutputArea-output").filter(has_text=STILL).first
+        shown.wait_for(timeout=120_000)
+        shown.scroll_into_view_if_needed()
+        poll(lambda: "enqueue" in shown.inner_text(), what="the picture's readout after the enqueue cell")
+        poll(lambda: shown.locator("img").first.evaluate("i => i.complete && i.naturalWidth > 0"), what="a picture")
+        texts = _outputs(scope)
+        assert not any("Traceback" in t or "Error" in t or t.startswith("ClaimLab(") for t in texts), texts
+        save_screenshot(shown.screenshot(), "lab-no-widget-manager.png")
+        assert not errors, errors
+    finally:
+        server.stop()
+        live.unlink()
