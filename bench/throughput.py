@@ -1,6 +1,6 @@
 """How many no-op jobs per second each way of working a queue reaches, side by side on ONE server.
 
-    python bench/throughput.py              # the README's tables (about 2 minutes)
+    python bench/throughput.py              # docs/benchmarks.md's tables (about 2 minutes)
     python bench/throughput.py --quick      # a rough look in a few seconds
     python bench/throughput.py --json       # the same figures as JSON
 
