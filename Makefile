@@ -58,7 +58,8 @@ binder-badge:
 # mkdocs.yml says how; tools/site_hooks.py assembles the pages into build/site-src first.
 docs: setup
 	@mkdir -p build/site-src
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@# Not --quiet: it drops mkdocs' warnings before --strict counts them, so a broken link would pass.
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 test: setup
 	@bash tools/system-deps.sh

@@ -82,7 +82,7 @@ def median(values: Sequence[float]) -> float:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:
-    """A plain text table (Markdown-compatible, so it pastes into the README as it is)."""
+    """A plain text table (Markdown-compatible, so it pastes into docs/benchmarks.md or docs/cluster.md as it is)."""
     right = right or [False] * len(headers)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 

@@ -1,6 +1,6 @@
 """Failover: what a killed master costs, with plain asynchronous replication and with WAIT.
 
-    python bench/cluster_failover.py            # the README's tables (about two minutes)
+    python bench/cluster_failover.py            # docs/cluster.md's tables (about two minutes)
     python bench/cluster_failover.py --quick    # one trial each, fewer jobs
     python bench/cluster_failover.py --json
 

@@ -1,6 +1,6 @@
 """Scale-out: N queues drained by worker processes on ONE master, then on THREE, in one run.
 
-    python bench/cluster_scale.py             # the README's table (about a minute)
+    python bench/cluster_scale.py             # docs/cluster.md's table (about a minute)
     python bench/cluster_scale.py --quick     # a rough look
     python bench/cluster_scale.py --json      # the same figures as JSON
 

@@ -2,12 +2,12 @@
 Worker with the keyed consumer, on one private server; the server's ``used_memory`` after
 each run, and the bytes retained per extra job.
 
-    python bench/soak.py                 # the README's figures (about a minute)
+    python bench/soak.py                 # docs/benchmarks.md's figures (about a minute)
     python bench/soak.py --quick         # 1,000 then 2,000 jobs, with the caps at 500
     python bench/soak.py --json          # the same figures as JSON
     python bench/soak.py --binary /usr/bin/redis-server    # on Redis 7 instead
 
-What a finished job leaves behind is bounded (README, Limits and guarantees): its id in
+What a completed job leaves behind is bounded (docs/limits.md): its id in
 ``emq:{q}:done`` (newest ``keep_done``), its effects-ledger entry (as long as done keeps
 the id) and its outbox record (newest ``keep_outbox``). Run 1 fills those caps; run 2
 pushes twice as many jobs through, so anything that grows with the job count shows as

@@ -1,6 +1,6 @@
 """How many no-op jobs per second each way of working a queue reaches, side by side on ONE server.
 
-    python bench/throughput.py              # the README's tables (about 2 minutes)
+    python bench/throughput.py              # docs/benchmarks.md's tables (about 2 minutes)
     python bench/throughput.py --quick      # a rough look in a few seconds
     python bench/throughput.py --json       # the same figures as JSON
 
@@ -17,7 +17,7 @@ round is reported, and each ratio is taken within a round):
 * claim_many(N) + complete_many: N jobs per call, each leased and fenced on its own, with
   redis-py's hiredis parser and again with its pure-Python one (is hiredis worth it?);
 * each of those loops again with 4 worker processes, each with its own connection;
-* the scaling table: ``echoq.Worker`` (default settings but concurrency: lease renewal on,
+* the scaling table: ``echoq.Worker`` (default settings but concurrency: lease extension on,
   beat on, adaptive prefetch) at concurrency 1, 2, 4 and 8 in one process, and as 2 and 4
   processes; BullMQ 5's Worker at concurrency 1 and 8 against the same server in the same
   rounds (when ``node`` is on PATH: the bench installs ``bullmq`` from npm into
@@ -103,7 +103,7 @@ def batch_loop(queue: Queue, batch: int) -> int:
 
 
 def worker_loop(queue: Queue, concurrency: int) -> int:
-    """The Worker with its defaults but concurrency (lease renewal on), in burst mode."""
+    """The Worker with its defaults but concurrency (lease extension on), in burst mode."""
     return Worker(queue, lambda delivery: noop(), concurrency=concurrency).work(burst=True).completed
 
 
@@ -598,7 +598,7 @@ def render(report: dict[str, Any]) -> str:
         f"load average {facts['load_before']} before, {facts['load_after']} after",
         "Absolute rates move with the machine's load; compare the ratios, measured side by side in this run.",
         "",
-        "The Worker scaling table (default settings but concurrency: lease renewal on):",
+        "The Worker scaling table (default settings but concurrency: lease extension on):",
         "",
         _rate_table([Row(**r) for r in report["scaling"]], "consumer"),
         "",

@@ -21,8 +21,8 @@ master, a lost extend or reap at worst re-runs the job). Nor the effects ledger
 WAIT that confirms a job's completion -- written after its effect -- confirms the effect
 too, and a handler is not made to fail on a replica's silence.
 
-The price is a round trip to a replica on every acknowledged move (see README § Valkey
-Cluster for the measured latency against loss). ``WAIT`` is not consensus: a replica that
+The price is a round trip to a replica on every acknowledged move (see docs/cluster.md,
+Durability, for the measured latency against loss). ``WAIT`` is not consensus: a replica that
 acknowledged and is then not the one promoted, or a failover forced by hand, can still lose
 a write, and a write that timed out may still have reached the replica.
 """

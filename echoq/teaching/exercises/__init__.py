@@ -118,7 +118,7 @@ def solution(key: str):  # -> IPython.display.HTML
 
 
 def catalogue_markdown() -> str:
-    """The misconceptions each exercise catches, as the README's Markdown table."""
+    """The misconceptions each exercise catches, as docs/course.md's Markdown table."""
     rows = ["| lesson | exercise | misconceptions its check catches |", "|---|---|---|"]
     for ex in EXERCISES.values():
         caught = "; ".join(f"*{m.title}*" for m in ex.misconceptions)
