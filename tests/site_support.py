@@ -43,7 +43,7 @@ def built_site() -> Path:
         (ROOT / "build" / "site-src").mkdir(parents=True, exist_ok=True)
         mkdocs = Path(sys.executable).parent / "mkdocs"
         result = subprocess.run(
-            [str(mkdocs), "build", "--strict", "--quiet"],
+            [str(mkdocs), "build", "--strict"],
             cwd=ROOT,
             capture_output=True,
             text=True,
