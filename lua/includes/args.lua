@@ -17,7 +17,7 @@ local BOUNDS = {
   keep_done = {0, 1000000},
   keep_dead = {0, 1000000},
   keep_outbox = {1, 1000000},
-  attempt = {1, 2147483647},
+  token = {1, 2147483647},
   payload_bytes = {0, 1048576},
   text_bytes = {0, 4096},
 }
@@ -49,24 +49,24 @@ local function text(value, name, bound, code)
   return value
 end
 
--- ARGV[first..last] (last: the final ARGV unless given) read as (id, attempt) pairs, as the
--- batch moves take them: at_least..1000 pairs, each attempt a whole number in its bound
--- (the ids are checked by rows_match).
--- Returns ids, attempts; or nil and the BADARG refusal. `after` says what comes before the
+-- ARGV[first..last] (last: the final ARGV unless given) read as (id, token) pairs, as the
+-- batch moves take them: at_least..1000 pairs, each fencing token a whole number in its
+-- bound (the ids are checked by rows_match).
+-- Returns ids, tokens; or nil and the BADARG refusal. `after` says what comes before the
 -- pairs, for the message.
-local function id_attempt_pairs(first, at_least, after, last)
+local function id_token_pairs(first, at_least, after, last)
   last = last or #ARGV
   local given = last - first + 1
   if given < 2 * at_least or given % 2 ~= 0 or given / 2 > 1000 then
-    return nil, redis.error_reply('BADARG give ' .. at_least .. '..1000 (id, attempt) pairs' .. after ..
+    return nil, redis.error_reply('BADARG give ' .. at_least .. '..1000 (id, token) pairs' .. after ..
       ', got ' .. given .. ' values')
   end
-  local ids, attempts = {}, {}
+  local ids, tokens = {}, {}
   for i = first, last, 2 do
-    local attempt, refused = whole(ARGV[i + 1], 'attempt', 'attempt')
-    if not attempt then return nil, refused end
+    local token, refused = whole(ARGV[i + 1], 'token', 'token')
+    if not token then return nil, refused end
     ids[#ids + 1] = ARGV[i]
-    attempts[#attempts + 1] = attempt
+    tokens[#tokens + 1] = token
   end
-  return ids, attempts
+  return ids, tokens
 end

@@ -1,19 +1,19 @@
--- includes/complete_job.lua: retire fenced jobs. Shared by complete.lua (one job) and
+-- includes/complete_job.lua: complete fenced jobs. Shared by complete.lua (one job) and
 -- complete_many.lua (K jobs). The caller bumps the 'completed' counter and trims
 -- emq:{q}:done once per call (trim_done), not once per job.
 -- `q` (includes/queue_keys keys_by_name) holds active, done, stats and effects, plus q.now.
 --- @include "includes/fence"
 
--- Fence each job on its own (row_keys[i] is ids[i]'s row, attempts[i] its caller's
--- attempt); then retire every job that passed with one command per key, not per job: one
+-- Fence each job on its own (row_keys[i] is ids[i]'s row, tokens[i] its caller's
+-- fencing token); then complete every job that passed with one command per key, not per job: one
 -- ZREM from active, one DEL of the rows, one ZADD into done. Returns outcomes[i] --
 -- 'completed', or the fence's refusal reply ({'stale', ...} or {'gone'}) -- and how many
 -- completed. An id given twice is retired once; the second copy is 'gone', as it would
 -- be after the first had deleted its row.
-local function complete_jobs(q, row_keys, ids, attempts)
+local function complete_jobs(q, row_keys, ids, tokens)
   local outcomes, retired_rows, retired_ids, into_done = {}, {}, {}, {}
   for i, id in ipairs(ids) do
-    local refused = into_done[id] and {'gone'} or fence(row_keys[i], attempts[i])
+    local refused = into_done[id] and {'gone'} or fence(row_keys[i], tokens[i])
     if refused then
       outcomes[i] = refused
     else

@@ -213,7 +213,7 @@ def claim_empty(pending_key: str) -> str:
 def claim_claimed(job_id: str, active_key: str, lease_ms: int, deadline_ms: int, attempt: int) -> str:
     return (
         f"claim.lua moved {short(job_id)} from pending to {active_key} under a {seconds(lease_ms)} lease "
-        f"(deadline {deadline_ms} on the server's clock); attempt (the fencing token) = {attempt}."
+        f"(deadline {deadline_ms} on the server's clock); its fencing token = {attempt}."
     )
 
 
@@ -239,14 +239,14 @@ def claim_crashed(job_id: str, active_key: str, ms_left: int | None) -> str:
 
 def claim_completed(job_id: str, attempt: int, active_key: str, done_key: str) -> str:
     return (
-        f"complete.lua (attempt {attempt}) took {short(job_id)} out of {active_key}: the row is retired, "
+        f"complete.lua (token {attempt}) took {short(job_id)} out of {active_key}: the row is retired, "
         f"the id remembered in {done_key}."
     )
 
 
 def claim_stale(job_id: str, attempt: int, outcome: str) -> str:
     return (
-        f"complete.lua refused {short(job_id)} as {outcome}: attempt {attempt} no longer holds it (the lease "
+        f"complete.lua refused {short(job_id)} as {outcome}: token {attempt} no longer holds it (the lease "
         "ran out and it was reaped). Nothing changed."
     )
 
@@ -275,7 +275,7 @@ def fast_forwarded(moved: int, how: str) -> str:
 
 def claim_worker(worker: str, held: Mapping[str, Any] | None) -> str:
     if worker == "holding" and held:
-        return f"worker: holds {short(held['job_id'])} · attempt {held['attempt']}"
+        return f"worker: holds {short(held['job_id'])} · token {held['attempt']}"
     if worker == "crashed":
         return "worker: crashed mid-job (a new one claims next)"
     return "worker: idle"
@@ -313,7 +313,7 @@ def delivery_claimed(k: int, n: int, job_id: str, attempt: int, effects: int, ef
             f"the ledger already held this JOB id, so effect.lua SKIPPED the effect: {effects_key} "
             f"still counts {effects} for it."
         )
-    return f"Delivery {k} of {n}: claim.lua leased {short(job_id)} (attempt {attempt}); {did}"
+    return f"Delivery {k} of {n}: claim.lua leased {short(job_id)} (token {attempt}); {did}"
 
 
 def delivery_hand(ran: bool) -> str:
@@ -350,22 +350,22 @@ def delivery_none() -> str:
 
 
 DELIVERY_NONE_CARD = "No delivery yet: set how many,\npick a consumer, press 'deliver'."
-FENCE_RULE = "complete(attempt) finishes the job\nonly if attempt = the row's attempts"
+FENCE_RULE = "complete(token) completes the job\nonly if token = the row's token"
 
 
 def fence_step(step: int, **f: Any) -> str:
     if step == 1:
-        return f"1. Worker A claims {short(f['job_id'])}: attempt {f['attempt']}, a {f['lease_ms']} ms lease. A stalls."
+        return f"1. Worker A claims {short(f['job_id'])}: token {f['attempt']}, a {f['lease_ms']} ms lease. A stalls."
     if step == 2:
         return f"2. A's lease runs out on the server's clock; reap.lua moves {f['moved']} job back to pending."
     if step == 3:
-        return f"3. Worker B claims it: attempt {f['attempt']}; the row's attempts is now {f['attempt']}. B holds it."
+        return f"3. Worker B claims it: token {f['attempt']}; the row's token is now {f['attempt']}. B holds it."
     if step == 4:
         return (
-            f"4. A wakes up and completes with attempt {f['attempt']}: {f['outcome']}. Refused at the row "
-            f"(attempts = {f['row_attempts']}), nothing changed: the job is still in {f['place_key']}."
+            f"4. A wakes up and completes with token {f['attempt']}: {f['outcome']}. Refused at the row "
+            f"(token = {f['row_token']}), nothing changed: the job is still in {f['place_key']}."
         )
-    return f"5. B completes with attempt {f['attempt']}: {f['outcome']}. One finish, by the holder."
+    return f"5. B completes with token {f['attempt']}: {f['outcome']}. One completion, by the holder."
 
 
 def fence_idle() -> str:
@@ -473,9 +473,7 @@ def fleet_killed(
             "That job is LOST: no set holds it, no row is left. (Valkey cannot know; the lab counts it because "
             "the lab did the killing.)"
         )
-    killed = (
-        f"killed worker {slot} mid-job (worker.abandon(), as a killed process): {short(job_id)} (attempt {attempt})"
-    )
+    killed = f"killed worker {slot} mid-job (worker.abandon(), as a killed process): {short(job_id)} (token {attempt})"
     if ms_left is None:
         return f"{killed}: by the time of this read it is no longer in {active_key}."
     if ms_left <= 0:
@@ -531,9 +529,7 @@ def fleet_worker(
     mark = {"working": "●", "killed": "✕", "stopped": "○", "failed": "!"}.get(state, "?")
     if state == "working" and job_id:
         hand = (
-            f"holds {tag(job_id)} (popped: only copy)"
-            if path == "naive"
-            else f"holds {tag(job_id)} · attempt {attempt}"
+            f"holds {tag(job_id)} (popped: only copy)" if path == "naive" else f"holds {tag(job_id)} · token {attempt}"
         )
     elif state == "working":
         hand = "idle, waiting for a job"

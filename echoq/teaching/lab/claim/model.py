@@ -62,7 +62,7 @@ class ClaimModel(LabModel):
         held = self.held
         return {
             "worker": self.worker,
-            "held": {"job_id": held.job_id, "attempt": held.attempt, "deadline_ms": held.deadline_ms} if held else None,
+            "held": {"job_id": held.job_id, "attempt": held.token, "deadline_ms": held.deadline_ms} if held else None,
         }
 
     def step_source(self, step: str | None = None) -> str:
@@ -94,9 +94,7 @@ class ClaimModel(LabModel):
             if claim is None:
                 return words.claim_empty(self.keys("pending")), "claim?"
             self.held, self.worker = claim, "holding"
-            return words.claim_claimed(
-                claim.job_id, self.keys("active"), self.lease_ms, claim.deadline_ms, claim.attempt
-            )
+            return words.claim_claimed(claim.job_id, self.keys("active"), self.lease_ms, claim.deadline_ms, claim.token)
 
         return self.act("claim", run)
 
@@ -123,10 +121,8 @@ class ClaimModel(LabModel):
             self.worker = "idle"
             outcome = self.queue.complete(held)
             if outcome is Complete.COMPLETED:
-                return words.claim_completed(
-                    held.job_id, held.attempt, self.keys("active"), self.keys("done")
-                ), "finish"
-            return words.claim_stale(held.job_id, held.attempt, outcome.value.upper()), "finish?"
+                return words.claim_completed(held.job_id, held.token, self.keys("active"), self.keys("done")), "finish"
+            return words.claim_stale(held.job_id, held.token, outcome.value.upper()), "finish?"
 
         return self.act("crash" if self.crash else "finish", run)
 

@@ -1,5 +1,5 @@
 """The Delivery lab's picture: the job's sets (pending, active at its lease deadline, done),
-the workers each with its attempt, the job's row (its ``attempts``: the fence) and the
+the workers each with its fencing token, the job's row (its ``token``: the fence) and the
 effects ledger. The fence's refused complete is drawn where it is refused: at the row."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class DeliveryFigure(QueueFigure):
         self.arrow("reap", [(0.36, 0.345), (0.11, 0.345)], rad=-0.15)
         self.ax.text(0.235, 0.298, "lease ran out → reap", fontsize=FONT, ha="center", va="top", color=MUTED)
         self.paths["enqueue"] = [(0.0, top - 0.03), (0.04, top - 0.03)]
-        self.workers = self.card((0.02, 0.02, 0.30, 0.25), "workers (attempt = token)")
+        self.workers = self.card((0.02, 0.02, 0.30, 0.25), "workers (fencing tokens)")
         self.workers.set_linespacing(1.2)  # two workers, two lines each, fit the card
         self.arrow("fence", [(0.305, 0.17), (0.415, 0.17)], "complete", label_dy=17)
         self.row = self.card((0.42, 0.02, 0.64, 0.25), "the job's row")
@@ -58,15 +58,15 @@ class DeliveryFigure(QueueFigure):
         job = state.get("job")
         workers = state.get("workers") or []
         if isinstance(workers, dict):  # the fence: A and B by name
-            lines = [f"{name} · attempt {w['attempt']}\n  {w['status']}" for name, w in workers.items()]
+            lines = [f"{name} · token {w['attempt']}\n  {w['status']}" for name, w in workers.items()]
         else:
-            lines = [f"{w['name']} · attempt {w['attempt']}\n  {w['status']}" for w in workers]
+            lines = [f"{w['name']} · token {w['attempt']}\n  {w['status']}" for w in workers]
         self.workers.set_text("\n".join(lines) if lines else "none yet")
         row = snap.rows.get(job) if (snap and job) else None
         if job is None:
             self.row.set_text("no job yet")
         elif row is not None:
-            self.row.set_text(f"{words.short(job)}\nattempts = {row.attempts} · {row.state}")
+            self.row.set_text(f"{words.short(job)}\ntoken = {row.token} · {row.state}")
         elif snap is not None and job in snap.done:
             self.row.set_text(f"{words.short(job)}\nretired: the id is\nin done")
         else:
@@ -74,7 +74,7 @@ class DeliveryFigure(QueueFigure):
         refused = state.get("refused")
         if refused and row is not None:
             self.refusal.set_text("✕")
-            self.refusal_words.set_text(f"refused {refused['worker']}: {refused['attempt']} ≠ {row.attempts}")
+            self.refusal_words.set_text(f"refused {refused['worker']}: {refused['attempt']} ≠ {row.token}")
         else:
             self.refusal.set_text("")
             self.refusal_words.set_text("")

@@ -79,7 +79,7 @@ class Held:
     """A naive worker's job in hand (the only copy, in memory)."""
 
     job_id: str
-    attempt: int | None = None
+    token: int | None = None
 
 
 class NaiveWorker:
@@ -194,7 +194,7 @@ class FleetModel(LabModel):
         for entry in self.fleet:
             hand = entry.worker.in_flight if entry.state == "working" else []
             job = hand[0].job_id if hand else None
-            attempt = getattr(hand[0], "attempt", None) if hand else None
+            attempt = getattr(hand[0], "token", None) if hand else None
             workers.append(
                 {
                     "slot": entry.slot,
@@ -308,7 +308,7 @@ class FleetModel(LabModel):
                     # The only copy was in the worker's memory: the lab records what it destroyed.
                     self.queue.client.hincrby(self.queue.keys.stats, LOST_FIELD, 1)
             elif before:
-                job_id, attempt = before[0].job_id, before[0].attempt
+                job_id, attempt = before[0].job_id, before[0].token
             entry.killed_job = job_id  # the thread unwinds by itself: abandoned, it says nothing more
             if self.running_path == "naive" or job_id is None:
                 return words.fleet_killed(slot, job_id, attempt, self.keys("active"), self.running_path), "kill"
