@@ -31,7 +31,7 @@ DEFAULT_KEEP_DONE = 10_000
 DEFAULT_KEEP_DEAD = 10_000
 DEFAULT_MAX_STALLED = 2  # the second stall is fatal: one stall is recovered
 BATCH = BOUNDS["count"][1]  # most jobs one batch script takes (enqueue_many, complete_many)
-WAKE_CAP = 64  # most tokens emq:{q}:wake holds (lua/includes/wake.lua)
+WAKE_CAP = 64  # most wakes emq:{q}:wake holds (lua/includes/wake.lua)
 GUARD_MAX_MS = 3_600_000  # the longest a stalled-check guard may last: an hour
 
 # The named KEYS of each script, in its header's order (row keys, when a script takes
@@ -545,7 +545,7 @@ class Queue:
         return self.stalled_check(max_stalled, limit)
 
     def wait_for_work(self, timeout_ms: int) -> bool:
-        """Block until a script that fills pending pushes a wake token, or ``timeout_ms``
+        """Block until a script that fills pending pushes a wake, or ``timeout_ms``
         passes: True when a token came. A token is a hint (another worker may have taken
         the job first); claim to find out. Uses a connection of its own from the pool."""
         whole("timeout_ms", timeout_ms, 1, 3_600_000, unit="of milliseconds")
@@ -645,7 +645,7 @@ class Queue:
         )
 
     def job(self, job_id: str) -> Job | None:
-        """The row of one job, or None if it is retired or unknown (a dead job with no
+        """The row of one job, or None if it is completed or unknown (a dead job with no
         row is a corrupt entry: see README, Limits and guarantees)."""
         key = self.keys.job(job_id)
         with scripts.guard(self.client, "Queue.job", [key]):

@@ -1,6 +1,6 @@
 """The consumer on a real server: drain, retry, dead-letter, extend, stop, crash; and the
 guarantees of its design -- one I/O owner feeding handler threads from a prefetch buffer,
-every held lease renewed in one call, idle workers woken instead of polling, one stalled
+every held lease extended in one call, idle workers woken instead of polling, one stalled
 check per beat across the fleet, nothing held past stop(), nothing lost to a SIGKILL.
 
 Crashes come from the teaching kit's CrashPlan through the Worker's public hooks; the
@@ -139,7 +139,7 @@ def test_a_long_job_keeps_its_lease_while_alive(queue: echoq.Queue) -> None:
     assert queue.snapshot().place_of(job_id) is echoq.JobState.DONE
 
 
-def test_without_extension_a_long_job_is_reaped_and_its_finish_refused(queue: echoq.Queue) -> None:
+def test_without_extension_a_long_job_is_reaped_and_its_complete_refused(queue: echoq.Queue) -> None:
     job_id = queue.enqueue("long").job_id
     reaped: list[list[str]] = []
 
@@ -151,7 +151,7 @@ def test_without_extension_a_long_job_is_reaped_and_its_finish_refused(queue: ec
     # A slow beat, so the only reaper in play is the handler's own sweep.
     worker = Worker(queue, long_on_first_try, lease_ms=30, extend_every_ms=0, beat_ms=60_000, idle_wait_ms=5)
     report = worker.work(burst=True)
-    # The fence refuses the first finish; the job, pending again, is delivered once more.
+    # The fence refuses the first complete; the job, pending again, is delivered once more.
     assert reaped == [[job_id]]
     assert (report.claimed, report.stale, report.completed, report.extended) == (2, 1, 1, 0)
 
@@ -279,7 +279,7 @@ def test_kill_mode_is_a_crash_mode() -> None:
 # -- the scripts the worker runs on -----------------------------------------------------------
 
 
-def test_extend_many_renews_each_held_lease_and_refuses_a_lost_one_alone(queue: echoq.Queue) -> None:
+def test_extend_many_extends_each_held_lease_and_refuses_a_lost_one_alone(queue: echoq.Queue) -> None:
     queue.enqueue_many(["a", "b", "c"])
     a, b, c = queue.claim_many(3, lease_ms=5_000)
     queue.client.zadd(queue.keys.active, {b.job_id: 0})  # b's lease ran out ...
@@ -332,31 +332,31 @@ def test_a_refused_batch_call_changes_nothing(queue: echoq.Queue) -> None:
 def test_every_script_that_fills_pending_pushes_a_bounded_wake(queue: echoq.Queue) -> None:
     wake = queue.keys.wake
 
-    def tokens() -> int:
+    def wakes() -> int:
         n = queue.client.llen(wake)
         queue.client.delete(wake)
         return n
 
     queue.enqueue("now")
-    assert tokens() == 1
+    assert wakes() == 1
     queue.enqueue("later", delay_ms=60_000)
-    assert tokens() == 0  # nothing claimable yet: no one is woken for it
+    assert wakes() == 0  # nothing claimable yet: no one is woken for it
     queue.enqueue_many(["x"] * 3)
-    assert tokens() == 3
+    assert wakes() == 3
     queue.enqueue_many(["y"] * 200)
-    assert tokens() == WAKE_CAP  # one per job, up to the bound
+    assert wakes() == WAKE_CAP  # one per job, up to the bound
     queue.enqueue_many(["z"] * 100)
     queue.enqueue_many(["z"] * 100)
-    assert tokens() == WAKE_CAP  # tokens nobody took never pile up past it
+    assert wakes() == WAKE_CAP  # wakes nobody took never pile up past it
     first, second = queue.claim_many(2, lease_ms=5_000)
     assert queue.retry(first, backoff_ms=0).outcome is echoq.Retry.RETRIED
-    assert tokens() == 1
+    assert wakes() == 1
     assert queue.retry(second, backoff_ms=60_000).outcome is echoq.Retry.SCHEDULED
-    assert tokens() == 0
+    assert wakes() == 0
     expire(queue, *queue.claim_many(3, lease_ms=5))
-    assert len(queue.reap()) == 3 and tokens() == 3
+    assert len(queue.reap()) == 3 and wakes() == 3
     expire(queue, *queue.claim_many(2, lease_ms=5))
-    assert len(queue.stalled_check(max_stalled=5).recovered) == 2 and tokens() == 2
+    assert len(queue.stalled_check(max_stalled=5).recovered) == 2 and wakes() == 2
 
 
 def test_wait_for_work_returns_on_a_token_or_at_its_timeout(queue: echoq.Queue) -> None:
@@ -419,9 +419,9 @@ def test_quick_jobs_are_batched_and_slow_ones_are_not_hoarded(queue: echoq.Queue
 
     queue.enqueue_many(["slow"] * 6)
     most_held: list[int] = []
-    no_renewal = Worker(queue, lambda d: most_held.append(len(no_renewal.held)), concurrency=2, extend_every_ms=0)
-    assert no_renewal.work(burst=True).completed == 6
-    assert max(most_held) <= 2  # without renewal nothing waits in a buffer: claims are for free slots
+    no_extension = Worker(queue, lambda d: most_held.append(len(no_extension.held)), concurrency=2, extend_every_ms=0)
+    assert no_extension.work(burst=True).completed == 6
+    assert max(most_held) <= 2  # without extension nothing waits in a buffer: claims are for free slots
 
 
 def test_a_job_that_blocks_after_quick_ones_does_not_hold_back_the_jobs_behind_it(queue: echoq.Queue) -> None:
@@ -509,8 +509,8 @@ def test_a_give_back_at_stop_never_costs_a_job_one_of_its_tries(queue: echoq.Que
 
 def test_a_lost_lease_is_reported_for_that_delivery_alone(queue: echoq.Queue) -> None:
     # The worker holds the job as delivery 1; its lease is lost (swept while a long pause
-    # stops renewal, say) and the SAME worker claims it again as delivery 2. The refused
-    # renewal marks delivery 1 only; delivery 2 completes, delivery 1's finish is refused.
+    # stops extension, say) and the SAME worker claims it again as delivery 2. The refused
+    # extension marks delivery 1 only; delivery 2 completes, delivery 1's complete is refused.
     job_id = queue.enqueue("x").job_id
     deliveries: dict[int, Delivery] = {}
     second_done = threading.Event()
@@ -524,11 +524,11 @@ def test_a_lost_lease_is_reported_for_that_delivery_alone(queue: echoq.Queue) ->
             while (row := queue.job(job_id)).state is echoq.JobState.ACTIVE and row.token == 1:
                 assert time.monotonic() < give_up, "the lease was never swept"
                 queue.client.zadd(queue.keys.active, {job_id: 0}, xx=True)  # the lease runs out ...
-                queue.reap()  # ... and a reaper returns the job (retried if a renewal got between)
+                queue.reap()  # ... and a reaper returns the job (retried if an extension got between)
             assert second_done.wait(10), "the job was not delivered again"
         else:
             give_up = time.monotonic() + 10
-            while not deliveries[1].lease_lost and time.monotonic() < give_up:  # the next renewal tick
+            while not deliveries[1].lease_lost and time.monotonic() < give_up:  # the next extension
                 time.sleep(0.005)  # a poll with a deadline
             second_done.set()
 
@@ -624,7 +624,7 @@ def test_a_worker_sigkilled_with_a_full_buffer_loses_nothing(valkey_client) -> N
             child.wait(10)
         assert child.returncode == -signal.SIGKILL and len(held) == 10  # two running, eight prefetched
         snap = assert_one_place(queue, set(ids))
-        assert set(snap.active) == held  # leased, renewed by nobody now
+        assert set(snap.active) == held  # leased, extended by nobody now
         expire(queue, *(echoq.Claim(j, "", 0, 0, deadline) for j, deadline in snap.active.items()))
         effects = Effects(queue)
         report = Worker(queue, keyed_consumer(effects), concurrency=4, **FAST).work(burst=True)
@@ -867,7 +867,7 @@ def test_a_confirmed_start_still_counts_its_stall(queue: echoq.Queue) -> None:
     while queue.client.hexists(row, "confirm"):  # the start is confirmed on the owner's next call
         assert time.monotonic() < deadline, "the start was never confirmed"
         time.sleep(0.005)
-    worker.abandon()  # as a SIGKILL: the lease is no longer renewed
+    worker.abandon()  # as a SIGKILL: the lease is no longer extended
     release.set()
     runner.join(10)
     lease = queue.snapshot().active[job_id]

@@ -14,7 +14,7 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   call the handler with a :class:`Delivery` (JOB id, payload, token, attempts) and hand the
   finished job back. The owner sends its call once the buffer is down to half its
   prefetch (its low mark), so the handlers work through the other half while the call is
-  on the wire, and whatever they finish meanwhile goes into the next call: a busy worker
+  on the wire, and whatever they run meanwhile goes into the next call: a busy worker
   sends big batches, a quiet one small ones. A handler that raised gives its job back
   through ``retry`` with an exponential :class:`Backoff`, which dead-letters it after
   ``max_attempts``.
