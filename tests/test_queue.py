@@ -490,6 +490,25 @@ def test_retry_dead_letters_at_max_attempts(queue: echoq.Queue) -> None:
     assert job in snap.dead and snap.counts["pending"] == 0 and snap.stats["dead"] == 1
 
 
+def test_retry_counts_tries_not_tokens_a_release_gives_its_try_back(queue: echoq.Queue) -> None:
+    """The token fences; attempts count toward max_attempts. A claim given back unstarted
+    leaves the token bumped (never handed out twice) and gives its try back."""
+    job = queue.enqueue("given back twice, then fails").job_id
+    for _ in range(2):
+        assert queue.release_many(queue.claim_many(1)) == [echoq.Release.RELEASED]
+    held = queue.claim()
+    assert (held.job_id, held.token, held.attempts) == (job, 3, 1)
+    assert queue.complete(job, token=2) is Complete.STALE  # an older claim's token is refused
+    first = queue.retry(held, error="fail 1", max_attempts=2)
+    assert (first.outcome, first.attempts) == (Retry.RETRIED, 1)  # the first of two tries, not the third
+    again = queue.claim()
+    assert (again.token, again.attempts) == (4, 2)
+    last = queue.retry(again, error="fail 2", max_attempts=2)
+    assert (last.outcome, last.attempts) == (Retry.DEAD, 2)
+    row = queue.job(job)
+    assert (row.state, row.token, row.attempts) == (JobState.DEAD, 4, 2)
+
+
 def test_a_stale_token_cannot_retry(queue: echoq.Queue) -> None:
     queue.enqueue("x")
     old = queue.claim(lease_ms=5)

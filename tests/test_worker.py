@@ -10,6 +10,7 @@ deadline that only turns a hang into a failure."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import signal
@@ -706,6 +707,20 @@ def most_in_flight(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     monkeypatch.setattr(scripts.Pipelined, "send", counting)
     monkeypatch.setattr(scripts.Pipelined, "receive", reading)
     return most
+
+
+def test_the_workers_state_is_a_read_only_view_of_what_it_holds(queue: echoq.Queue) -> None:
+    queue.enqueue_many(["a", "b", "c"])
+    seen: list[echoq.worker.WorkerState] = []
+    worker = Worker(queue, lambda d: seen.append(worker.state), prefetch=2, **FAST)
+    worker.work(burst=True)
+    # Inside a handler: running, one job handled, and the rest of the claim in the buffer.
+    assert seen[0].running and seen[0].handling == 1 and seen[0].prefetched == 2
+    after = worker.state
+    assert not after.running and (after.handling, after.prefetched, after.finished, after.calls_in_flight) == (0,) * 4
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        after.prefetched = 5  # type: ignore[misc]
+    assert worker.state == after  # a copy: changing it could change nothing anyway
 
 
 def test_only_a_worker_that_may_hold_two_calls_worth_of_jobs_pipelines(queue: echoq.Queue) -> None:
