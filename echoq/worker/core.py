@@ -212,6 +212,10 @@ class Worker:
     # -- the I/O owner -----------------------------------------------------------------------
 
     def _conduct(self, burst: bool) -> None:
+        """The owner's loop. Each turn: the beat if due; what to send, read under the lock;
+        give back the unstarted (stopping), extend the leases (due), retry the failed; then
+        one exchange of calls -- or, with nothing to send, return (stopped, or drained in a
+        burst) or sleep until something is due."""
         life, pool, calls, leases, beat = self._life, self._pool, self._calls, self._leases, self._beat
         pace = ClaimPace(self.idle_wait_ms / 1000)
         beat.start(time.monotonic())
