@@ -21,7 +21,7 @@ key                        type        holds                                    
 ``emq:{q}:active``         sorted set  JOB ids scored by lease deadline (ms)      as many as are leased (idem)
 ``emq:{q}:scheduled``      sorted set  JOB ids waiting out a retry backoff or a   idem; a backoff or delay is at
                                        delay, scored by due time (ms)             most a week
-``emq:{q}:job:<id>``       hash        the row: state, attempts, stalled,         one per live or dead job; payload
+``emq:{q}:job:<id>``       hash        the row: state, token, attempts, stalled,  one per live or dead job; payload
                                        payload, error, reason, timestamps         <= 1 MiB, error <= 4 KiB
 ``emq:{q}:dead``           sorted set  dead-lettered ids scored by time of death  newest ``keep_dead`` (10,000);
                                                                                   older ones evicted with their rows,

@@ -13,12 +13,12 @@ bound              range               why this size
 ``delay_ms``       0 .. 604800000      a week of delay or retry backoff
 ``count``          1 .. 1000           jobs claimed or finished in one call: keeps a call short
 ``limit``          1 .. 10000          jobs one sweep or read may touch in one call
-``max_attempts``   1 .. 1000           deliveries before a failing job is dead-lettered
+``max_attempts``   1 .. 1000           tries before a failing job is dead-lettered
 ``max_stalled``    1 .. 1000           the stall count that dead-letters a job: the N-th is fatal
 ``keep_done``      0 .. 1000000        completed ids remembered for duplicate refusal
 ``keep_dead``      0 .. 1000000        dead jobs kept (rows and all); older ones are evicted
 ``keep_outbox``    1 .. 1000000        effect records the outbox keeps
-``attempt``        1 .. 2147483647     a fencing token (the row's attempts after a claim)
+``token``          1 .. 2147483647     a fencing token (the row's token after a claim)
 ``payload_bytes``  0 .. 1048576        a job's payload: UTF-8 text of at most 1 MiB
 ``text_bytes``     0 .. 4096           an error kept on a row, an effect's record
 =================  ==================  ==================================================
@@ -61,7 +61,7 @@ BOUNDS: Final[dict[str, tuple[int, int]]] = {
     "keep_done": (0, 1_000_000),
     "keep_dead": (0, 1_000_000),
     "keep_outbox": (1, 1_000_000),
-    "attempt": (1, 2_147_483_647),
+    "token": (1, 2_147_483_647),
     "payload_bytes": (0, 1_048_576),
     "text_bytes": (0, 4_096),
 }

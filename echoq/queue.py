@@ -4,7 +4,7 @@
 >>> q.enqueue("ship #1").outcome
 <Enqueue.ENQUEUED: 'enqueued'>
 >>> claim = q.claim(lease_ms=30_000)        # pending -> active, under a lease
->>> q.complete(claim)                       # fenced by claim.attempt
+>>> q.complete(claim)                       # fenced by claim.token
 <Complete.COMPLETED: 'completed'>
 """
 
@@ -58,7 +58,7 @@ class Enqueue(StrEnum):
 
 class Complete(StrEnum):
     COMPLETED = "completed"
-    STALE = "stale"  # the caller's attempt no longer holds the job (its lease was lost); nothing changed
+    STALE = "stale"  # the caller's token no longer holds the job (its lease was lost); nothing changed
     GONE = "gone"  # no such row; nothing changed
 
 
@@ -77,7 +77,7 @@ class Extend(StrEnum):
 
 
 class Release(StrEnum):
-    RELEASED = "released"  # back in pending, unstarted; the row's 'released' count went up
+    RELEASED = "released"  # back in pending, unstarted; the row's attempts gave this try back
     STALE = "stale"
     GONE = "gone"
 
@@ -91,11 +91,18 @@ class Enqueued:
 
 @dataclass(frozen=True)
 class Claim:
-    """A job this worker holds until ``deadline_ms`` (server clock), fenced by ``attempt``."""
+    """A job this worker holds until ``deadline_ms`` (server clock), fenced by ``token``.
+
+    ``token`` is the fencing token: the row's token after this claim, bumped by every claim
+    and never handed out twice; complete, extend, retry and release present it. ``attempts``
+    counts the tries toward ``max_attempts``, this one included (1 on the first delivery); a
+    claim given back unstarted (:meth:`Queue.release_many`) gave its try back, so it may be
+    lower than ``token``."""
 
     job_id: str
     payload: str
-    attempt: int  # the row's attempts after this claim, 1 on the first delivery: the fencing token
+    token: int
+    attempts: int
     deadline_ms: int
 
 
@@ -135,20 +142,22 @@ class Job:
 
     job_id: str
     state: JobState | None
-    attempts: int
+    attempts: int  # tries counted toward max_attempts
     stalled: int
     payload: str | bytes | None
     error: str | None = None
     reason: str | None = None
     unstarted: int = 0  # recoveries of a claim never confirmed started (lua/stalled_check.lua)
+    token: int = 0  # the fencing token of the latest claim (0: never claimed)
 
 
 @dataclass(frozen=True)
 class Row:
     state: str
-    attempts: int
+    attempts: int  # tries counted toward max_attempts
     stalled: int
     reason: str
+    token: int = 0  # the fencing token of the latest claim (0: never claimed)
 
 
 @dataclass
@@ -326,20 +335,21 @@ class Queue:
         return claims[0] if claims else None
 
     def claim_many(self, count: int, lease_ms: int = DEFAULT_LEASE_MS) -> list[Claim]:
-        """Claim up to ``count`` jobs in one call, each under its own lease and attempt."""
+        """Claim up to ``count`` jobs in one call, each under its own lease and token."""
         check("lease_ms", lease_ms)
         check("count", count)
         reply = self._run("claim", self.script_keys("claim"), [lease_ms, count, self.keep_dead])
         return _claims(reply)
 
-    def complete(self, claim: Claim | str, attempt: int | None = None) -> Complete:
-        """Finish a job you hold. Refused (STALE) if your lease was lost; GONE if no row."""
-        job_id, attempt = _holder(claim, attempt)
-        reply = self._run("complete", self.script_keys("complete", job_id), [job_id, attempt, self.keep_done])
+    def complete(self, claim: Claim | str, token: int | None = None) -> Complete:
+        """Complete a job you hold: the Claim, or a job id with its fencing ``token``.
+        Refused (STALE) if your lease was lost; GONE if no row."""
+        job_id, token = _holder(claim, token)
+        reply = self._run("complete", self.script_keys("complete", job_id), [job_id, token, self.keep_done])
         return Complete(_text(reply[0]))
 
     def complete_many(self, claims: Sequence[Claim]) -> list[Complete]:
-        """Complete held jobs, each fenced by its own attempt: one script call per 1000.
+        """Complete held jobs, each fenced by its own token: one script call per 1000.
 
         The completions are independent: one stale claim is refused on its own and does
         not hold back the others. The outcomes come back in the order of ``claims``.
@@ -355,12 +365,12 @@ class Queue:
         confirm: bool = False,
         started: Sequence[Claim] = (),
     ) -> tuple[list[Complete], list[Claim]]:
-        """Complete held jobs (each fenced by its own attempt) and claim up to ``count`` more,
+        """Complete held jobs (each fenced by its own token) and claim up to ``count`` more,
         in one script call (``complete_many.lua``) per 1000 jobs: a busy worker's round trip.
         Returns the outcomes in the order of ``claims``, and the new claims.
 
         With ``confirm``, the new claims count as unstarted until a later call names them in
-        ``started`` (held jobs whose handler started, each fenced by its attempt): a claim
+        ``started`` (held jobs whose handler started, each fenced by its token): a claim
         whose reply was lost then stalls without spending its stall budget (see
         ``lua/stalled_check.lua``). Without it, a claim counts as started at once."""
         _only_claims(claims, "complete_many")
@@ -397,9 +407,9 @@ class Queue:
         rows = self.keys.prefix + "job:"  # + an id _only_claims checked
         args: list[Any] = [self.keep_done, lease_ms, count, self.keep_dead, 1 if confirm else 0, len(started)]
         for held in started:
-            args += (held.job_id, held.attempt)
+            args += (held.job_id, held.token)
         for held in claims:
-            args += (held.job_id, held.attempt)
+            args += (held.job_id, held.token)
         return (
             self.script_keys("complete_many") + [rows + h.job_id for h in started] + [rows + h.job_id for h in claims],
             args,
@@ -411,26 +421,27 @@ class Queue:
         return [_COMPLETES.get(x) or Complete(_text(x)) for x in done], _claims(claimed)
 
     def complete_and_claim(
-        self, claim: Claim | str, attempt: int | None = None, *, lease_ms: int = DEFAULT_LEASE_MS, count: int = 1
+        self, claim: Claim | str, token: int | None = None, *, lease_ms: int = DEFAULT_LEASE_MS, count: int = 1
     ) -> tuple[Complete, list[Claim]]:
         """Complete one job and claim up to ``count`` more in ONE round trip."""
-        job_id, attempt = _holder(claim, attempt)
-        held = Claim(job_id, "", attempt, 0)
+        job_id, token = _holder(claim, token)
+        held = Claim(job_id, "", token, 1, 0)
         outcomes, claims = self.complete_many_and_claim([held], count=count, lease_ms=lease_ms)
         return outcomes[0], claims
 
     def retry(
         self,
         claim: Claim | str,
-        attempt: int | None = None,
+        token: int | None = None,
         *,
         error: str = "",
         backoff_ms: int = 0,
         max_attempts: int = 3,
     ) -> RetryResult:
-        """Give a failed job back: pending now, scheduled after ``backoff_ms``, or dead.
+        """Give a failed job back: pending now, scheduled after ``backoff_ms``, or dead once
+        the row's attempts (its tries) reached ``max_attempts``. Fenced by the claim's token.
         ``error`` is kept on the row, cut to 4096 bytes of UTF-8 if longer."""
-        job_id, attempt = _holder(claim, attempt)
+        job_id, token = _holder(claim, token)
         if not isinstance(error, str):
             raise InvalidArgument(f"error must be str, got {type(error).__name__}")
         error = limits.text("error", error, shorten=True)
@@ -439,27 +450,28 @@ class Queue:
         reply = self._run(
             "retry",
             self.script_keys("retry", job_id),
-            [job_id, attempt, error, backoff_ms, max_attempts, self.keep_dead],
+            [job_id, token, error, backoff_ms, max_attempts, self.keep_dead],
         )
         outcome = Retry(_text(reply[0]))
         if outcome in (Retry.RETRIED, Retry.SCHEDULED, Retry.DEAD):
             return RetryResult(outcome, int(reply[1]), int(reply[2]) if len(reply) > 2 else None)
         return RetryResult(outcome)
 
-    def extend(self, claim: Claim | str, attempt: int | None = None, *, lease_ms: int = DEFAULT_LEASE_MS) -> Extend:
-        """Push your lease to server now + ``lease_ms``; refused if you no longer hold it."""
-        job_id, attempt = _holder(claim, attempt)
+    def extend(self, claim: Claim | str, token: int | None = None, *, lease_ms: int = DEFAULT_LEASE_MS) -> Extend:
+        """Push your lease to server now + ``lease_ms``; refused if you no longer hold it.
+        Takes the Claim, or a job id with its fencing ``token``."""
+        job_id, token = _holder(claim, token)
         check("lease_ms", lease_ms)
-        reply = self._run("extend", self.script_keys("extend", job_id), [job_id, attempt, lease_ms])
+        reply = self._run("extend", self.script_keys("extend", job_id), [job_id, token, lease_ms])
         return Extend(_text(reply[0]))
 
     def extend_many(
         self, claims: Sequence[Claim], *, lease_ms: int = DEFAULT_LEASE_MS
     ) -> tuple[int | None, list[Extend]]:
-        """Renew the leases of held jobs, each fenced by its own attempt: one script call
+        """Extend the leases of held jobs, each fenced by its own token: one script call
         (``extend_many.lua``) per 1000. Returns the new deadline (server ms; None when
         ``claims`` is empty) and one outcome per claim, in order: a refused one is refused on
-        its own and the others are renewed."""
+        its own and the others are extended."""
         _only_claims(claims, "extend_many")
         check("lease_ms", lease_ms)
         deadline: int | None = None
@@ -468,7 +480,7 @@ class Queue:
             chunk = claims[start : start + BATCH]
             args: list[Any] = [lease_ms]
             for held in chunk:
-                args += [held.job_id, held.attempt]
+                args += [held.job_id, held.token]
             new_deadline, done = self._run(
                 "extend_many", self.script_keys("extend_many", *(h.job_id for h in chunk)), args
             )
@@ -478,25 +490,19 @@ class Queue:
 
     def release_many(self, claims: Sequence[Claim]) -> list[Release]:
         """Give held jobs back to pending before they were started, each fenced by its own
-        attempt (``release_many.lua``, one call per 1000): what a stopping worker does with
-        the jobs it prefetched. The row's attempts is not lowered; its ``released`` count
-        goes up instead (see :meth:`released`). One outcome per claim, in order."""
+        token (``release_many.lua``, one call per 1000): what a stopping worker does with
+        the jobs it prefetched. Each gets its try back (the row's attempts goes down by one;
+        its token stays). One outcome per claim, in order."""
         _only_claims(claims, "release_many")
         outcomes: list[Release] = []
         for start in range(0, len(claims), BATCH):
             chunk = claims[start : start + BATCH]
             args: list[Any] = []
             for held in chunk:
-                args += [held.job_id, held.attempt]
+                args += [held.job_id, held.token]
             done = self._run("release_many", self.script_keys("release_many", *(h.job_id for h in chunk)), args)
             outcomes += [Release(_text(x)) for x in done]
         return outcomes
-
-    def released(self, job_id: str) -> int:
-        """How many of a job's claims were given back unstarted (:meth:`release_many`)."""
-        key = self.keys.job(job_id)
-        with scripts.guard(self.client, "Queue.released", [key]):
-            return int(self.client.hget(key, "released") or 0)
 
     def stalled_check_guarded(
         self, max_stalled: int = DEFAULT_MAX_STALLED, *, every_ms: int, holder: str = "", limit: int = 100
@@ -614,14 +620,16 @@ class Queue:
             },
             stats={_text(stats[i]): int(stats[i + 1]) for i in range(0, len(stats), 2)},
             rows={
-                _text(rows[i]): Row(_text(rows[i + 1]), int(rows[i + 2]), int(rows[i + 3]), _text(rows[i + 4]))
-                for i in range(0, len(rows), 5)
+                _text(rows[i]): Row(
+                    _text(rows[i + 1]), int(rows[i + 2]), int(rows[i + 3]), _text(rows[i + 4]), int(rows[i + 5])
+                )
+                for i in range(0, len(rows), 6)
             },
             effects={_text(effects[i]): int(effects[i + 1]) for i in range(0, len(effects), 2)},
         )
 
     def job(self, job_id: str) -> Job | None:
-        """The row of one job, or None if it is retired or unknown (a dead job with no
+        """The row of one job, or None if it is completed or unknown (a dead job with no
         row is a corrupt entry: see README, Limits and guarantees)."""
         key = self.keys.job(job_id)
         with scripts.guard(self.client, "Queue.job", [key]):
@@ -657,6 +665,7 @@ class Queue:
             error=field("error"),
             reason=field("reason"),
             unstarted=number("unstarted"),
+            token=number("token"),
         )
 
     def keys_in_use(self) -> Iterator[str]:
@@ -674,24 +683,24 @@ class Queue:
         return len(keys)
 
 
-def _holder(claim: Claim | str, attempt: int | None) -> tuple[str, int]:
+def _holder(claim: Claim | str, token: int | None) -> tuple[str, int]:
     if isinstance(claim, Claim):
-        job_id, attempt = claim.job_id, claim.attempt if attempt is None else attempt
-    elif attempt is None:
-        raise InvalidArgument("pass the Claim, or a job id together with its attempt number")
+        job_id, token = claim.job_id, claim.token if token is None else token
+    elif token is None:
+        raise InvalidArgument("pass the Claim, or a job id together with its fencing token (token=...)")
     else:
         job_id = claim
-    return check_job_id(job_id), check("attempt", attempt)
+    return check_job_id(job_id), check("token", token)
 
 
-_ATTEMPT_LOW, _ATTEMPT_HIGH = BOUNDS["attempt"]
+_TOKEN_LOW, _TOKEN_HIGH = BOUNDS["token"]
 _is_job_id_text = JOB_ID_RE.fullmatch
 # Outcomes as a decoding client (str) or a plain one (bytes) reads them.
 _COMPLETES: dict[str | bytes, Complete] = {c.value: c for c in Complete} | {c.value.encode(): c for c in Complete}
 
 
 def _only_claims(claims: Sequence[Claim], method: str) -> None:
-    """Every item a Claim with a JOB id and an attempt in range: checked before any call.
+    """Every item a Claim with a JOB id and a token in range: checked before any call.
 
     The usual case costs two type tests, a match and a comparison per claim (a busy
     Worker sends every job through here); anything else goes through the checks that
@@ -699,17 +708,21 @@ def _only_claims(claims: Sequence[Claim], method: str) -> None:
     for held in claims:
         if not isinstance(held, Claim):
             raise InvalidArgument(f"{method} takes the Claims that claim_many returned, got {held!r}")
-        job_id, attempt = held.job_id, held.attempt
+        job_id, token = held.job_id, held.token
         if type(job_id) is not str or _is_job_id_text(job_id) is None:
             check_job_id(job_id)
-        if type(attempt) is not int or not _ATTEMPT_LOW <= attempt <= _ATTEMPT_HIGH:
-            check("attempt", attempt)
+        if type(token) is not int or not _TOKEN_LOW <= token <= _TOKEN_HIGH:
+            check("token", token)
 
 
 def _claims(reply: list[Any]) -> list[Claim]:
+    # Five values per job: id, payload, token, attempts, deadline (lua/claim.lua).
     if reply and type(reply[0]) is str:  # a decoding client: every text of the reply is str
-        return [Claim(reply[i], reply[i + 1], int(reply[i + 2]), int(reply[i + 3])) for i in range(0, len(reply), 4)]
+        return [
+            Claim(reply[i], reply[i + 1], int(reply[i + 2]), int(reply[i + 3]), int(reply[i + 4]))
+            for i in range(0, len(reply), 5)
+        ]
     return [
-        Claim(_text(reply[i]), _text(reply[i + 1]), int(reply[i + 2]), int(reply[i + 3]))
-        for i in range(0, len(reply), 4)
+        Claim(_text(reply[i]), _text(reply[i + 1]), int(reply[i + 2]), int(reply[i + 3]), int(reply[i + 4]))
+        for i in range(0, len(reply), 5)
     ]

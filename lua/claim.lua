@@ -2,8 +2,10 @@
 -- under a lease, never out of the queue.
 --
 -- ZPOPMIN takes the byte-smallest id from the all-score-0 pending set, which is the
--- oldest (JOB ids sort in mint order). HINCRBY bumps the row's attempts: the new value is
--- the job's attempt number, the fencing token that complete/retry/extend must present.
+-- oldest (JOB ids sort in mint order). HINCRBY bumps the row's token: the new value is the
+-- fencing token that complete/retry/extend/release must present, never handed out twice.
+-- It also bumps the row's attempts, the tries counted toward max attempts (a release gives
+-- its try back, so attempts may lag the token).
 -- The lease deadline is the server's TIME plus the lease, so a reap judges it on the same
 -- clock. A worker that dies now leaves the job in the active set, where a reap finds it
 -- once the lease runs out.
@@ -14,7 +16,7 @@
 -- entry whose row is missing or disagrees with its set is corrupt (counted in stats
 -- 'corrupt'; dead-lettered with reason 'corrupt', or dropped when it was a stray copy),
 -- and a payload that is not UTF-8 text of at most 1 MiB is dead-lettered with reason
--- 'bad_payload' the first time (a row whose attempts field is not a count, with reason
+-- 'bad_payload' the first time (a row whose token or attempts field is not a count, with reason
 -- 'corrupt'); the claim goes on to the jobs behind it. After any
 -- dead-letter the dead set is trimmed to `keep dead` (includes/dead_letter).
 -- The one key not in KEYS, a popped id's row emq:{q}:job:<id>, is built from KEYS[1]'s own
@@ -33,9 +35,10 @@
 --
 -- Replies
 --   {}                                     nothing pending
---   {id, payload, attempt, deadline, ...}  four values per claimed job; attempt is the
---                                          row's attempts (the fencing token), deadline
---                                          is server ms
+--   {id, payload, token, attempts, deadline, ...}
+--                                          five values per claimed job: the row's token
+--                                          (the fencing token), its attempts (tries,
+--                                          this one included), deadline in server ms
 -- Errors
 --   BADARG  lease, count or keep dead out of range, or KEYS not the seven keys above of
 --           one queue

@@ -1,4 +1,4 @@
--- complete_many.lua: finish K held jobs, each fenced by its own attempt, and claim up to
+-- complete_many.lua: complete K held jobs, each fenced by its own token, and claim up to
 -- `count` more -- all in ONE call.
 --
 -- The busy worker's round trip (BullMQ's moveToFinished does the same for one job): each
@@ -14,7 +14,7 @@
 --
 -- Confirmed starts. A claim's reply can be lost on the way back (a cut connection): the
 -- job is then leased to nobody who knows it, and it stalls without ever being started.
--- With `confirm` 1 the claimed rows carry 'confirm' = their attempt until the holder
+-- With `confirm` 1 the claimed rows carry 'confirm' = their token until the holder
 -- confirms the start, fenced, in a later call's `started` pairs (the field goes); a
 -- stalled check recovers a job whose current claim is unconfirmed without counting a
 -- stall on it (lua/stalled_check.lua), so a lost reply spends none of the stall budget.
@@ -34,17 +34,18 @@
 -- ARGV[4]  keep dead           how many jobs emq:{q}:dead keeps, 0..1000000
 -- ARGV[5]  confirm             1: the caller will confirm each claimed job's start (below);
 --                               0: its claims count as started at once, as claim.lua's, 0..1
--- ARGV[6]  started             S, how many (id, attempt) pairs of held jobs whose handler
+-- ARGV[6]  started             S, how many (id, token) pairs of held jobs whose handler
 --                               started follow, 0..1000
--- ARGV[7..]  id, attempt, ...  the S jobs confirmed started, then the K jobs to complete,
---                               0..1000 of each; each attempt 1..2147483647
+-- ARGV[7..]  id, token, ...    the S jobs confirmed started, then the K jobs to complete,
+--                               0..1000 of each; each token (the fencing token the claim
+--                               returned) 1..2147483647
 --
 -- Replies
---   {{outcome, ...}, {id, payload, attempt, deadline, ...}}
---       one outcome per completed job, in order: 'completed', 'stale' or 'gone'; then four
+--   {{outcome, ...}, {id, payload, token, attempts, deadline, ...}}
+--       one outcome per completed job, in order: 'completed', 'stale' or 'gone'; then five
 --       values per claimed job, as claim.lua
 -- Errors
---   BADARG  an argument out of range, an odd number of id/attempt values, or KEYS not the
+--   BADARG  an argument out of range, an odd number of id/token values, or KEYS not the
 --           keys above of one queue
 --   BADID   a row key that is not the row of its id in that queue
 --- @include "includes/server_now"
@@ -61,13 +62,13 @@ local argv, refused = checked_args({{'keep done', 'keep_done'}, {'lease', 'lease
 if not argv then return refused end
 local keep_done, lease_ms, count, keep_dead, confirm, started = unpack(argv)
 if #ARGV < 6 + 2 * started then
-  return redis.error_reply('BADARG started says ' .. started .. ' (id, attempt) pairs, but only ' ..
+  return redis.error_reply('BADARG started says ' .. started .. ' (id, token) pairs, but only ' ..
     (#ARGV - 6) .. ' values follow it')
 end
-local started_ids, started_attempts = id_attempt_pairs(7, 0, ' of started jobs', 6 + 2 * started)
-if not started_ids then return started_attempts end
-local ids, attempts = id_attempt_pairs(7 + 2 * started, 0, ' to complete after the started ones')
-if not ids then return attempts end
+local started_ids, started_tokens = id_token_pairs(7, 0, ' of started jobs', 6 + 2 * started)
+if not started_ids then return started_tokens end
+local ids, tokens = id_token_pairs(7 + 2 * started, 0, ' to complete after the started ones')
+if not ids then return tokens end
 local all_ids = {}
 for _, id in ipairs(started_ids) do all_ids[#all_ids + 1] = id end
 for _, id in ipairs(ids) do all_ids[#all_ids + 1] = id end
@@ -80,11 +81,11 @@ q.now, q.keep_dead = server_now_ms(), keep_dead
 -- A start confirmed by the job's holder (the fence): its stalls count from now on.
 for i = 1, #started_ids do
   local row_key = KEYS[#NAMES + i]
-  if not fence(row_key, started_attempts[i]) then redis.call('HDEL', row_key, 'confirm') end
+  if not fence(row_key, started_tokens[i]) then redis.call('HDEL', row_key, 'confirm') end
 end
 local row_keys = {}
 for i = 1, #ids do row_keys[i] = KEYS[#NAMES + #started_ids + i] end
-local outcomes, completed = complete_jobs(q, row_keys, ids, attempts)
+local outcomes, completed = complete_jobs(q, row_keys, ids, tokens)
 for i, outcome in ipairs(outcomes) do
   if outcome ~= 'completed' then outcomes[i] = outcome[1] end
 end

@@ -1,4 +1,4 @@
--- extend.lua: the lease heartbeat of a long job, fenced.
+-- extend.lua: extend the lease of a long job, fenced by its token.
 --
 -- The holder pushes its lease deadline to server now + lease, so a job that is still
 -- being worked is not reaped. A worker that lost the job (reaped, or claimed by another)
@@ -10,16 +10,16 @@
 -- KEYS[2]  emq:{q}:stats       hash of counters ('corrupt' is bumped, rarely)
 -- KEYS[3]  emq:{q}:job:<id>    the row
 -- ARGV[1]  job id
--- ARGV[2]  attempt             the attempt number (fencing token) the claim returned,
---                               1..2147483647
+-- ARGV[2]  token               the fencing token the claim returned, 1..2147483647
 -- ARGV[3]  lease               milliseconds from the server's now, 1..86400000
 --
 -- Replies
 --   {'extended', deadline}      new deadline in server ms
---   {'stale', state, attempts}  refused: the caller no longer holds the job
+--   {'stale', state, token}     refused: the caller no longer holds the job (the row's
+--                               state and token)
 --   {'gone'}                    refused: no such row
 -- Errors
---   BADARG  attempt or lease out of range, or KEYS[1..2] not the keys above of one queue
+--   BADARG  token or lease out of range, or KEYS[1..2] not the keys above of one queue
 --   BADID   KEYS[3] is not the row of ARGV[1] in that queue
 --- @include "includes/server_now"
 --- @include "includes/queue_keys"
@@ -31,10 +31,10 @@ local id = ARGV[1]
 
 local prefix, refused = queue_prefix({'active', 'stats'}, id)
 if not prefix then return refused end
-local argv, refused = checked_args({{'attempt', 'attempt'}, {'lease', 'lease_ms'}}, 2)
+local argv, refused = checked_args({{'token', 'token'}, {'lease', 'lease_ms'}}, 2)
 if not argv then return refused end
-local attempt, lease_ms = unpack(argv)
-refused = fence(row_key, attempt)
+local token, lease_ms = unpack(argv)
+refused = fence(row_key, token)
 if refused then return refused end
 
 note_missing_lease(active_key, stats_key, id)

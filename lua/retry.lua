@@ -1,6 +1,7 @@
 -- retry.lua: a handler failed; give the job back for another try, or dead-letter it.
 --
--- Fenced like complete. If the attempts so far have reached max attempts, the job goes
+-- Fenced like complete, by the token. If the row's attempts (the tries so far, this one
+-- included; a released claim gave its try back) have reached max attempts, the job goes
 -- to the dead set with the error kept on its row (the durable floor: nothing is lost, a
 -- person can look at it), and the dead set is trimmed to its newest `keep dead` jobs
 -- (includes/dead_letter). Otherwise it waits out a backoff measured on the server's clock
@@ -17,22 +18,22 @@
 -- KEYS[6]  emq:{q}:effects     hash: the effects ledger (an evicted dead job's entry goes)
 -- KEYS[7]  emq:{q}:job:<id>    the row
 -- ARGV[1]  job id
--- ARGV[2]  attempt             the attempt number (fencing token) the claim returned,
---                               1..2147483647
+-- ARGV[2]  token               the fencing token the claim returned, 1..2147483647
 -- ARGV[3]  error               text kept on the row as 'error', UTF-8, 0..4096 bytes
 -- ARGV[4]  backoff             milliseconds before the job may be claimed again,
 --                               0..604800000
--- ARGV[5]  max attempts        dead-letter once attempts >= this, 1..1000
+-- ARGV[5]  max attempts        dead-letter once the row's attempts >= this, 1..1000
 -- ARGV[6]  keep dead           how many jobs emq:{q}:dead keeps, 0..1000000
 --
 -- Replies
---   {'retried', attempts}          back in pending now
+--   {'retried', attempts}          back in pending now; attempts: the row's tries so far
 --   {'scheduled', attempts, due}   in scheduled until `due` (server ms)
 --   {'dead', attempts}             in the dead set, row state 'dead', reason 'max_attempts'
---   {'stale', state, attempts}     refused: the caller no longer holds the job
+--   {'stale', state, token}        refused: the caller no longer holds the job (the row's
+--                                  state and token)
 --   {'gone'}                       refused: no such row
 -- Errors
---   BADARG  attempt, error, backoff, max attempts or keep dead out of range, or KEYS[1..6]
+--   BADARG  token, error, backoff, max attempts or keep dead out of range, or KEYS[1..6]
 --           not the keys above of one queue
 --   BADID   KEYS[7] is not the row of ARGV[1] in that queue
 --- @include "includes/server_now"
@@ -48,30 +49,31 @@ local id = ARGV[1]
 
 local prefix, refused = queue_prefix(NAMES, id)
 if not prefix then return refused end
-local argv, refused = checked_args({{'attempt', 'attempt'}, {'error', 'text_bytes', text = true},
+local argv, refused = checked_args({{'token', 'token'}, {'error', 'text_bytes', text = true},
   {'backoff', 'delay_ms'}, {'max attempts', 'max_attempts'}, {'keep dead', 'keep_dead'}}, 2)
 if not argv then return refused end
-local attempt, err, backoff_ms, max_attempts, keep_dead = unpack(argv)
+local token, err, backoff_ms, max_attempts, keep_dead = unpack(argv)
 
-refused = fence(row_key, attempt)
+refused = fence(row_key, token)
 if refused then return refused end
+local attempts = tonumber(redis.call('HGET', row_key, 'attempts')) or 0
 
 local q = keys_by_name(prefix, NAMES)
 q.now, q.keep_dead = server_now_ms(), keep_dead
 note_missing_lease(q.active, q.stats, id)
 redis.call('ZREM', q.active, id)
-if attempt >= max_attempts then
+if attempts >= max_attempts then
   dead_letter(q, id, true, 'max_attempts', err)
   trim_dead(q)
-  return {'dead', attempt}
+  return {'dead', attempts}
 end
 redis.call('HINCRBY', q.stats, 'retried', 1)
 if backoff_ms == 0 then
   redis.call('HSET', row_key, 'state', 'pending', 'error', err)
   redis.call('ZADD', q.pending, 0, id)
   wake(prefix, 1)
-  return {'retried', attempt}
+  return {'retried', attempts}
 end
 redis.call('HSET', row_key, 'state', 'scheduled', 'error', err)
 redis.call('ZADD', q.scheduled, q.now + backoff_ms, id)
-return {'scheduled', attempt, q.now + backoff_ms}
+return {'scheduled', attempts, q.now + backoff_ms}

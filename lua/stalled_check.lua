@@ -11,7 +11,7 @@
 -- thus lands on the durable floor instead of looping forever; the dead set then keeps its
 -- newest `keep dead` jobs (includes/dead_letter).
 -- A stall is counted only on a claim whose start was confirmed. A claim made with
--- complete_many.lua's `confirm` 1 (the Worker's) carries 'confirm' = its attempt until its
+-- complete_many.lua's `confirm` 1 (the Worker's) carries 'confirm' = its token until its
 -- holder confirms the handler started it; should it expire before that -- its reply was
 -- lost on the way back, or the worker died before its next call -- the job never ran
 -- here as far as anyone knows: it goes back to pending with no stall counted, and the
@@ -79,7 +79,7 @@ end
 local expired = redis.call('ZRANGEBYSCORE', q.active, '-inf', q.now, 'LIMIT', 0, limit)
 for _, id in ipairs(expired) do
   redis.call('ZREM', q.active, id)
-  local row, values = take_row(q, id, 'active', 'confirm', 'attempts')
+  local row, values = take_row(q, id, 'active', 'confirm', 'token')
   if not row then
     corrupt = corrupt + 1
   elseif values[2] and values[2] == values[3] then

@@ -53,7 +53,7 @@ def test_complete_many_and_claim_finishes_and_claims_in_one_call(queue: echoq.Qu
     held = queue.claim_many(2)
     outcomes, fresh = queue.complete_many_and_claim(held, count=3, lease_ms=60_000)
     assert outcomes == [Complete.COMPLETED] * 2 and [c.job_id for c in fresh] == ids[2:5]
-    assert all(c.attempt == 1 for c in fresh)
+    assert all((c.token, c.attempts) == (1, 1) for c in fresh)
     snap = assert_one_place(queue, set(ids))
     assert snap.counts["done"] == 2 and snap.counts["active"] == 3 and snap.counts["pending"] == 1
     assert snap.stats["completed"] == 2 and snap.stats["claimed"] == 5
@@ -118,10 +118,10 @@ def test_enqueue_many_with_a_delay_schedules_every_job(queue: echoq.Queue) -> No
 
 def test_a_job_given_twice_in_one_batch_is_completed_once(queue: echoq.Queue) -> None:
     """The script retires the batch's jobs together; a second copy of an id finds its row
-    already retired ('gone'), whatever attempt it carries -- as if they ran one by one."""
+    already completed ('gone'), whatever token it carries -- as if they ran one by one."""
     queue.enqueue_many(["a", "b"])
     first, second = queue.claim_many(2, lease_ms=60_000)
-    later = Claim(first.job_id, first.payload, first.attempt + 1, first.deadline_ms)
+    later = Claim(first.job_id, first.payload, first.token + 1, first.attempts + 1, first.deadline_ms)
     outcomes = queue.complete_many([first, first, second, later])
     assert outcomes == [Complete.COMPLETED, Complete.GONE, Complete.COMPLETED, Complete.GONE]
     snap = assert_one_place(queue, {first.job_id, second.job_id})

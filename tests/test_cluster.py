@@ -248,7 +248,8 @@ def _case_extend_many(q: echoq.Queue) -> None:
 def _case_release_many(q: echoq.Queue) -> None:
     ids = q.enqueue_many(["a", "b"])
     assert q.release_many(q.claim_many(2)) == [echoq.Release.RELEASED] * 2
-    assert q.snapshot().counts["pending"] == 2 and q.released(ids[0]) == 1
+    snap = q.snapshot()
+    assert snap.counts["pending"] == 2 and (snap.rows[ids[0]].token, snap.rows[ids[0]].attempts) == (1, 0)
 
 
 def _case_waiting(q: echoq.Queue) -> None:
@@ -358,7 +359,7 @@ def _tour_queue(q: echoq.Queue) -> None:
     held = q.claim_many(2, lease_ms=60_000)
     _deadline, renewed = q.extend_many(held, lease_ms=60_000)
     assert renewed == [Extend.EXTENDED] * 2
-    assert q.release_many(held) == [echoq.Release.RELEASED] * 2 and q.released(ids[0]) == 1
+    assert q.release_many(held) == [echoq.Release.RELEASED] * 2 and q.job(ids[0]).attempts == 0
     assert q.wait_for_work(50) is True  # enqueue and release pushed wakes
     assert q.waiting().pending == 2
     assert q.stalled_check_guarded(every_ms=60_000, holder="tour") is not None
@@ -430,10 +431,10 @@ def test_every_public_move_has_a_cluster_tour() -> None:
     expected = {
         "Queue": {"claim", "claim_many", "complete", "complete_and_claim", "complete_many", "complete_many_and_claim"}
         | {"enqueue", "enqueue_many", "extend", "job", "keys_in_use", "name", "reap", "reap_once", "reset", "retry"}
-        | {"snapshot", "stalled_check", "extend_many", "release_many", "released", "stalled_check_guarded"}
+        | {"snapshot", "stalled_check", "extend_many", "release_many", "stalled_check_guarded"}
         | {"wait_for_work", "waiting", "new_job_id", "new_job_ids", "script_keys"},
         "Effects": {"apply_once", "count", "counts", "duplicates", "outbox", "total"},
-        "Worker": {"abandon", "beat", "held", "in_flight", "running", "stop", "work"},
+        "Worker": {"abandon", "beat", "held", "in_flight", "report", "running", "state", "stop", "work"},
     }
     toured = {f"{cls}.{name}" for cls, names in expected.items() for name in names}
     assert public <= toured, f"public moves with no cluster tour: {sorted(public - toured)}"

@@ -58,7 +58,7 @@ def test_overlapping_racy_sweeps_deliver_one_crashed_job_twice(queue: echoq.Queu
     assert [c.job_id for c in report.claims] == [job, job, job]
     assert report.deliveries == 3 and report.duplicate_deliveries == 1
     b, c = report.live_holders
-    assert (b.attempt, c.attempt) == (2, 3)
+    assert (b.token, c.token) == (2, 3)
     # B was working the job when sweep 1 took it away; its finish is refused, so B's work
     # is wasted and the job is done again by C.
     assert queue.complete(b) is echoq.Complete.STALE
@@ -103,7 +103,7 @@ def test_unfenced_stale_completion_retires_a_job_another_worker_holds(queue: ech
     assert report.corrupted
     assert report.place_while_held is echoq.JobState.DONE  # gone while B still works it
     assert report.holder_outcome is echoq.Complete.GONE  # B's real finish is refused
-    assert report.holder.attempt == 2
+    assert report.holder.token == 2
 
 
 def test_fenced_stale_completion_is_refused_and_changes_nothing(queue: echoq.Queue) -> None:

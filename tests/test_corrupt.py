@@ -67,7 +67,7 @@ def test_a_due_retry_whose_row_was_deleted_is_not_promoted(queue: echoq.Queue) -
     result = queue.retry(queue.claim(), error="boom", backoff_ms=1)
     (scheduled,) = queue.snapshot().scheduled
     queue.client.delete(queue.keys.job(scheduled))
-    expire(queue, echoq.Claim(scheduled, "", 1, result.due_ms))
+    expire(queue, echoq.Claim(scheduled, "", 1, 1, result.due_ms))
     assert queue.claim() is None
     assert partial_rows(queue) == [] and list(queue.snapshot().dead) == [scheduled]
 
@@ -123,7 +123,7 @@ def test_a_stray_active_copy_of_a_pending_job_is_dropped_by_the_reaper(queue: ec
     queue.client.zadd(queue.keys.active, {job: 1})  # an expired lease nobody holds
     assert queue.reap() == []
     claims = queue.claim_many(5, lease_ms=60_000)
-    assert [(c.job_id, c.attempt) for c in claims] == [(job, 1)]  # delivered once, as its first attempt
+    assert [(c.job_id, c.token, c.attempts) for c in claims] == [(job, 1, 1)]  # delivered once, its first try
     assert stats(queue)["corrupt"] == 1 and queue.snapshot().dead == {}
     assert_one_place(queue, {job})
 
@@ -161,20 +161,22 @@ def test_a_pending_entry_whose_row_says_otherwise_is_dead_lettered_with_its_payl
     assert_one_place(queue, {job, behind})
 
 
-@pytest.mark.parametrize("attempts", ["x", "1.5", "-1", "007", "99999999999999999999"])
-def test_a_pending_row_whose_attempts_is_not_a_count_is_dead_lettered_and_the_next_job_delivered(
-    queue: echoq.Queue, attempts: str
+@pytest.mark.parametrize("field", ["attempts", "token"])
+@pytest.mark.parametrize("value", ["x", "1.5", "-1", "007", "99999999999999999999"])
+def test_a_pending_row_whose_token_or_attempts_is_not_a_count_is_dead_lettered_and_the_next_job_delivered(
+    queue: echoq.Queue, field: str, value: str
 ) -> None:
-    """The claim mints the attempt with HINCRBY, which would fail the call half-way on a
-    field that is not a count: such a row is dead-lettered before it, the batch goes on."""
+    """The claim mints the token and counts the try with HINCRBY, which would fail the call
+    half-way on a field that is not a count: such a row is dead-lettered before it, the
+    batch goes on."""
     ahead = queue.enqueue("ahead").job_id
     job = queue.enqueue("the payload survives").job_id
-    queue.client.hset(queue.keys.job(job), "attempts", attempts)
+    queue.client.hset(queue.keys.job(job), field, value)
     behind = queue.enqueue("behind").job_id
     assert [c.job_id for c in queue.claim_many(5, lease_ms=60_000)] == [ahead, behind]
     dead = queue.client.hgetall(queue.keys.job(job))
     assert dead["state"] == "dead" and dead["reason"] == "corrupt" and dead["payload"] == "the payload survives"
-    assert dead["error"] == "its attempts field is not a count: not delivered" and dead["attempts"] == attempts
+    assert dead["error"] == "its token or attempts field is not a count: not delivered" and dead[field] == value
     assert stats(queue)["corrupt"] == 1
     assert_one_place(queue, {ahead, job, behind})
 
@@ -205,7 +207,7 @@ def test_an_active_entry_whose_row_says_pending_is_not_recovered_twice(queue: ec
 
 
 def test_a_holder_whose_lease_entry_vanished_still_completes_and_extends(queue: echoq.Queue) -> None:
-    """The fenced moves trust the row (state active, attempt matching): a lost active entry
+    """The fenced moves trust the row (state active, token matching): a lost active entry
     is written again by extend (a lease nobody can see would never be reaped) and counted."""
     queue.enqueue_many(["a", "b"])
     first, second = queue.claim_many(2, lease_ms=60_000)

@@ -16,7 +16,7 @@ def redeliver(queue: echoq.Queue, deliveries: int, apply) -> str:
     job = queue.enqueue("charge card").job_id
     for n in range(1, deliveries + 1):
         claim = queue.claim(lease_ms=5)
-        assert claim.job_id == job and claim.attempt == n
+        assert claim.job_id == job and claim.token == n
         apply(job, f"delivery {n}")
         expire(queue, claim)  # the worker is gone: no complete
         assert queue.reap() == [job]

@@ -180,8 +180,8 @@ def test_a_script_that_writes_then_never_ends_is_reported_as_the_servers_state_n
     from echoq.server import start_server
 
     stuck = EXERCISES["claim"].solution.replace(
-        "local attempt = redis.call('HINCRBY', row, 'attempts', 1)",
-        "local attempt = redis.call('HINCRBY', row, 'attempts', 1)\nwhile true do end",
+        "local token = redis.call('HINCRBY', row, 'token', 1)",
+        "local token = redis.call('HINCRBY', row, 'token', 1)\nwhile true do end",
     )
     assert stuck != EXERCISES["claim"].solution
     server = start_server()  # a private one: this answer leaves it unusable

@@ -137,7 +137,7 @@ def test_complete_without_crash_completes_the_job(name: str, valkey_client: redi
 
     assert valkey_client.zcard(key(name, "active")) == 0
     assert valkey_client.zcard(key(name, "done")) == 1
-    assert "complete.lua (attempt 1)" in shown(lab)
+    assert "complete.lua (token 1)" in shown(lab)
     assert place_of_marker(lab, job_id) == "done"
 
 
@@ -239,13 +239,13 @@ def test_the_fence_refuses_the_stale_worker_and_draws_it(name: str, valkey_clien
     for _ in range(4):
         lab.fence_button.click()
     [job_id] = valkey_client.zrange(key(fence, "active"), 0, -1)
-    assert valkey_client.hget(key(fence, "job:" + job_id), "attempts") == "2"  # B's token
+    assert valkey_client.hget(key(fence, "job:" + job_id), "token") == "2"  # B's token
     assert "STALE" in shown(lab) and "Refused" in shown(lab)
     assert "STALE" in lab.fence_log.value
-    # The picture: both workers with their tokens, the row's attempts, the refusal at the row.
+    # The picture: both workers with their tokens, the row's token, the refusal at the row.
     figure = lab.figure
-    assert "A · attempt 1" in figure.workers.get_text() and "B · attempt 2" in figure.workers.get_text()
-    assert "attempts = 2" in figure.row.get_text()
+    assert "A · token 1" in figure.workers.get_text() and "B · token 2" in figure.workers.get_text()
+    assert "token = 2" in figure.row.get_text()
     assert figure.refusal.get_text() == "✕" and "1 ≠ 2" in figure.refusal_words.get_text()
     assert figure.arrows["fence"].get_linewidth() > figure.arrows["claim"].get_linewidth()
     assert place_of_marker(lab, job_id) == "active"
@@ -471,7 +471,7 @@ def test_killing_a_worker_mid_job_loses_nothing_and_duplicates_no_effect(name: s
             time.sleep(0.002)
         lab.kill_buttons[0].click()
         killed_job = model.fleet[0].killed_job
-        assert killed_job is not None and f"{short(killed_job)} (attempt 1) stays leased" in shown(lab)
+        assert killed_job is not None and f"{short(killed_job)} (token 1) stays leased" in shown(lab)
         assert place_of_marker(lab, killed_job) == "active"
 
         give_up = time.monotonic() + 20

@@ -71,10 +71,10 @@ def check_common(lab: LabPanel, frame: Frame) -> None:
 def check_claim(lab: ClaimLab, frame: Frame, _previous: Frame | None) -> None:
     snap = frame.snapshot
     text = lab.figure.worker.get_text()
-    held = re.search(r"holds JOB…(\w{4}) · attempt (\d+)", text)
+    held = re.search(r"holds JOB…(\w{4}) · token (\d+)", text)
     if held:
         [job_id] = [j for j in snap.active if j.endswith(held.group(1))]
-        assert snap.rows[job_id].attempts == int(held.group(2))
+        assert snap.rows[job_id].token == int(held.group(2))
     if frame.move == "crash":
         [(job_id, deadline)] = snap.active.items()
         expired = deadline <= snap.now_ms
@@ -93,8 +93,13 @@ def check_delivery(lab: DeliveryLab, frame: Frame, previous: Frame | None) -> No
     assert f"effect ran {ran} · skipped {snap.stats.get('claimed', 0) - ran}" in ledger
     row = snap.rows.get(job)
     if row is not None:
+<<<<<<< HEAD
         assert f"attempts = {row.attempts}" in lab.figure.row.get_text()
     if frame.lit == Lit.moved("claim"):
+=======
+        assert f"token = {row.token}" in lab.figure.row.get_text()
+    if frame.lit == "claim":
+>>>>>>> worker
         assert previous is not None and previous.state.get("job") == job
         did_run = ran > previous.snapshot.effects.get(job, 0)  # the effect ran at this delivery
         worker = lab.figure.workers.get_text().splitlines()[-1]
@@ -127,7 +132,7 @@ def check_fleet(lab: FleetLab, frame: Frame, _previous: Frame | None) -> None:
     assert f"active {c['active']}, done {c['done']}, dead {c['dead']}." in text, text
     assert f"{lab.model.keys('pending')} {c['pending']}," in text
     assert run in text, text
-    killed = re.search(r"JOB…(\w{4}) \(attempt \d+\) (stays leased|is in \S+ past its lease deadline)", text)
+    killed = re.search(r"JOB…(\w{4}) \(token \d+\) (stays leased|is in \S+ past its lease deadline)", text)
     if frame.move.startswith("kill") and killed:
         [deadline] = [d for j, d in snap.active.items() if j.endswith(killed.group(1))]
         assert (killed.group(2) == "stays leased") == (deadline > snap.now_ms), text  # the lease's state, as read
@@ -189,7 +194,7 @@ def test_a_fleet_worker_is_drawn_holding_only_a_job_its_frames_read_puts_in_its_
         lab.model.add_jobs(3)
         frame = lab.model.frame
         [first, *_] = frame.snapshot.pending
-        worker = {"slot": 1, "state": "working", "job": first, "attempt": 1, "killed_job": None}
+        worker = {"slot": 1, "state": "working", "job": first, "token": 1, "killed_job": None}
         for path in ("reliable", "naive"):
             raced = dataclasses.replace(frame, state={**frame.state, "running_path": path, "workers": [worker]})
             spots = lab.figure.spots(raced, raced.snapshot.now_ms)

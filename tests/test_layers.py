@@ -29,6 +29,7 @@ from echoq import scripts
 from echoq.limits import BOUNDS
 from echoq.teaching.faults import CrashMode, CrashPlan
 from echoq.worker import Checkpoint, Worker, keyed_consumer
+from echoq.worker.delivery import Life
 from tests.conftest import IN_CI, fresh_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,9 +174,15 @@ def test_includes_are_expanded_recursively_each_once_needs_first() -> None:
 
 def test_the_expanded_claim_reads_from_the_top_as_lesson_02_says() -> None:
     text = scripts.expanded("claim")
-    calls = ("'TIME'", "'ZPOPMIN', q.pending", "'HINCRBY', row, 'attempts'", "'ZADD', q.active")
+    calls = (
+        "'TIME'",
+        "'ZPOPMIN', q.pending",
+        "'HINCRBY', row, 'token'",
+        "'HINCRBY', row, 'attempts'",
+        "'ZADD', q.active",
+    )
     at = [text.index(f"redis.call({call}") for call in calls]
-    assert at == sorted(at), "read from the top: TIME (server_now_ms), then ZPOPMIN, HINCRBY, ZADD"
+    assert at == sorted(at), "read from the top: TIME (server_now_ms), then ZPOPMIN, HINCRBY token and attempts, ZADD"
     # The file alone has none of those calls: without the expansion a learner could not read them.
     assert "redis.call('ZPOPMIN'" not in scripts.raw_source("claim")
 
@@ -242,8 +249,9 @@ def test_python_and_lua_bounds_are_the_same() -> None:
 # -- fault injection is the kit's, through a public hook --------------------------------------
 
 
-def test_the_worker_module_has_no_kill_code() -> None:
-    tree = ast.parse((ROOT / "echoq" / "worker.py").read_text())
+@pytest.mark.parametrize("module", sorted(p.name for p in (ROOT / "echoq" / "worker").glob("*.py")))
+def test_the_worker_package_has_no_kill_code(module: str) -> None:
+    tree = ast.parse((ROOT / "echoq" / "worker" / module).read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not imported & {"os", "signal", "subprocess"}, imported
@@ -258,7 +266,7 @@ def test_a_worker_without_hooks_never_calls_os_kill_nor_a_hook(monkeypatch, queu
     ids = queue.enqueue_many([f"job {n}" for n in range(20)])
     effects = echoq.Effects(queue)
     worker = Worker(queue, keyed_consumer(effects), concurrency=2, beat_ms=20, idle_wait_ms=5)
-    monkeypatch.setattr(worker, "_reached", lambda *a: (_ for _ in ()).throw(AssertionError("hook path taken")))
+    monkeypatch.setattr(Life, "reached", lambda *a: (_ for _ in ()).throw(AssertionError("hook path taken")))
     report = worker.work(burst=True)
     assert report.completed == 20 and not report.abandoned
     assert effects.counts() == {job_id: 1 for job_id in ids}

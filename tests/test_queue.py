@@ -183,21 +183,21 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
         "complete_many B scheduled": (
             "complete_many",
             _keys(a, "complete_many", a.job(ha.job_id), scheduled=b.scheduled),
-            [100, 60_000, 10, 100, 0, 0, ha.job_id, ha.attempt],
+            [100, 60_000, 10, 100, 0, 0, ha.job_id, ha.token],
             bad_keys,
             outside(3),
         ),
         "complete_many B row": (
             "complete_many",
             _keys(a, "complete_many", b.job(hb.job_id)),
-            [100, 60_000, 10, 100, 0, 0, hb.job_id, hb.attempt],
+            [100, 60_000, 10, 100, 0, 0, hb.job_id, hb.token],
             bad_row,
             "does not belong",
         ),
         "complete_many a row too many": (
             "complete_many",
             _keys(a, "complete_many", a.job(ha.job_id), a.job(new)),
-            [100, 60_000, 10, 100, 0, 0, ha.job_id, ha.attempt],
+            [100, 60_000, 10, 100, 0, 0, ha.job_id, ha.token],
             bad_keys,
             "expected 8 KEYS",
         ),
@@ -257,7 +257,7 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
         "complete B row": (
             "complete",
             _keys(a, "complete", b.job(hb.job_id)),
-            [hb.job_id, hb.attempt, 100],
+            [hb.job_id, hb.token, 100],
             bad_row,
             "does not belong",
         ),
@@ -265,42 +265,42 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
         "complete row of another id": (
             "complete",
             _keys(a, "complete", a.job(ha.job_id)),
-            [new, ha.attempt, 100],
+            [new, ha.token, 100],
             bad_row,
             "does not belong",
         ),
         "complete B done": (
             "complete",
             _keys(a, "complete", a.job(ha.job_id), done=b.done),
-            [ha.job_id, ha.attempt, 100],
+            [ha.job_id, ha.token, 100],
             bad_keys,
             outside(2),
         ),
         "retry B row": (
             "retry",
             _keys(a, "retry", b.job(hb.job_id)),
-            [hb.job_id, hb.attempt, "e", 0, 1, 100],
+            [hb.job_id, hb.token, "e", 0, 1, 100],
             bad_row,
             "does not belong",
         ),
         "retry B dead": (
             "retry",
             _keys(a, "retry", a.job(ha.job_id), dead=b.dead),
-            [ha.job_id, ha.attempt, "e", 0, 1, 100],
+            [ha.job_id, ha.token, "e", 0, 1, 100],
             bad_keys,
             outside(4),
         ),
         "extend B row": (
             "extend",
             _keys(a, "extend", b.job(hb.job_id)),
-            [hb.job_id, hb.attempt, 60_000],
+            [hb.job_id, hb.token, 60_000],
             bad_row,
             "does not belong",
         ),
     }
 
 
-_placeholder = echoq.Claim(echoq.new_job_id(), "", 1, 0)
+_placeholder = echoq.Claim(echoq.new_job_id(), "", 1, 1, 0)
 MISMATCHED = list(_mismatched_calls(Keyspace("a"), Keyspace("b"), _placeholder, _placeholder, _placeholder.job_id))
 
 
@@ -363,7 +363,7 @@ def test_claim_takes_the_oldest_and_leases_on_the_server_clock(queue: echoq.Queu
     before = server_now_ms(queue.client)
     claim = queue.claim(lease_ms=30_000)
     after = server_now_ms(queue.client)
-    assert claim.job_id == ids[0] and claim.payload == "job 0" and claim.attempt == 1
+    assert claim.job_id == ids[0] and claim.payload == "job 0" and (claim.token, claim.attempts) == (1, 1)
     assert before + 30_000 <= claim.deadline_ms <= after + 30_000
     assert queue.client.zscore(queue.keys.active, claim.job_id) == claim.deadline_ms
     assert queue.job(claim.job_id).state is JobState.ACTIVE
@@ -380,7 +380,7 @@ def test_each_claim_bumps_the_token(queue: echoq.Queue) -> None:
     tokens = []
     for _ in range(3):
         claim = queue.claim(lease_ms=5)
-        tokens.append(claim.attempt)
+        tokens.append(claim.token)
         expire(queue, claim)
         assert queue.reap() == [claim.job_id]
     assert tokens == [1, 2, 3]
@@ -389,7 +389,7 @@ def test_each_claim_bumps_the_token(queue: echoq.Queue) -> None:
 def test_claim_many_leases_each_job_with_its_own_token(queue: echoq.Queue) -> None:
     queue.enqueue_many(["a", "b", "c"])
     claims = queue.claim_many(2, lease_ms=10_000)
-    assert [c.payload for c in claims] == ["a", "b"] and all(c.attempt == 1 for c in claims)
+    assert [c.payload for c in claims] == ["a", "b"] and all((c.token, c.attempts) == (1, 1) for c in claims)
     assert queue.snapshot().counts == {"pending": 1, "active": 2, "scheduled": 0, "dead": 0, "done": 0}
 
 
@@ -417,7 +417,7 @@ def test_a_stale_token_cannot_complete(queue: echoq.Queue) -> None:
     expire(queue, old)
     queue.reap()
     new = queue.claim(lease_ms=60_000)
-    assert new.attempt == old.attempt + 1
+    assert new.token == old.token + 1
     before = queue.snapshot()
     assert queue.complete(old) is Complete.STALE
     after = queue.snapshot()
@@ -436,9 +436,9 @@ def test_a_worker_whose_job_was_reaped_cannot_complete_it(queue: echoq.Queue) ->
     assert queue.job(claim.job_id).state is JobState.PENDING
 
 
-def test_complete_needs_an_attempt(queue: echoq.Queue) -> None:
+def test_complete_needs_a_token(queue: echoq.Queue) -> None:
     job = queue.enqueue("x").job_id
-    with pytest.raises(echoq.InvalidArgument, match="attempt number"):
+    with pytest.raises(echoq.InvalidArgument, match="fencing token"):
         queue.complete(job)
     with pytest.raises(echoq.InvalidJobId):
         queue.complete("not-an-id", 1)
@@ -465,7 +465,7 @@ def test_retry_without_backoff_goes_straight_back(queue: echoq.Queue) -> None:
     assert result.outcome is Retry.RETRIED and result.attempts == 1
     row = queue.job(job)
     assert row.state is JobState.PENDING and row.error == "boom"
-    assert queue.claim().attempt == 2
+    assert queue.claim().token == 2
 
 
 def test_retry_with_backoff_waits_on_the_server_clock(queue: echoq.Queue) -> None:
@@ -477,7 +477,7 @@ def test_retry_with_backoff_waits_on_the_server_clock(queue: echoq.Queue) -> Non
     assert queue.claim() is None  # not due yet
     wait_for_server_time(queue.client, result.due_ms)
     again = queue.claim()
-    assert again.job_id == job and again.attempt == 2
+    assert again.job_id == job and again.token == 2
 
 
 def test_retry_dead_letters_at_max_attempts(queue: echoq.Queue) -> None:
@@ -488,6 +488,25 @@ def test_retry_dead_letters_at_max_attempts(queue: echoq.Queue) -> None:
     assert row.state is JobState.DEAD and row.reason == "max_attempts" and row.error == "fail 3"
     snap = queue.snapshot()
     assert job in snap.dead and snap.counts["pending"] == 0 and snap.stats["dead"] == 1
+
+
+def test_retry_counts_tries_not_tokens_a_release_gives_its_try_back(queue: echoq.Queue) -> None:
+    """The token fences; attempts count toward max_attempts. A claim given back unstarted
+    leaves the token bumped (never handed out twice) and gives its try back."""
+    job = queue.enqueue("given back twice, then fails").job_id
+    for _ in range(2):
+        assert queue.release_many(queue.claim_many(1)) == [echoq.Release.RELEASED]
+    held = queue.claim()
+    assert (held.job_id, held.token, held.attempts) == (job, 3, 1)
+    assert queue.complete(job, token=2) is Complete.STALE  # an older claim's token is refused
+    first = queue.retry(held, error="fail 1", max_attempts=2)
+    assert (first.outcome, first.attempts) == (Retry.RETRIED, 1)  # the first of two tries, not the third
+    again = queue.claim()
+    assert (again.token, again.attempts) == (4, 2)
+    last = queue.retry(again, error="fail 2", max_attempts=2)
+    assert (last.outcome, last.attempts) == (Retry.DEAD, 2)
+    row = queue.job(job)
+    assert (row.state, row.token, row.attempts) == (JobState.DEAD, 4, 2)
 
 
 def test_a_stale_token_cannot_retry(queue: echoq.Queue) -> None:
@@ -697,8 +716,8 @@ def test_the_invariant_holds_after_a_random_mix_of_moves(queue: echoq.Queue) -> 
             elif move == "extend":
                 queue.extend(claim, lease_ms=5)
                 held.append(claim)
-            elif claim.attempt > 1:  # a token from an earlier delivery (0 is no token at all)
-                queue.complete(claim.job_id, claim.attempt - 1)
+            elif claim.token > 1:  # a token from an earlier delivery (0 is no token at all)
+                queue.complete(claim.job_id, claim.token - 1)
         elif move == "expire":
             short = [c for c in held if c.deadline_ms - server_now_ms(queue.client) < 1_000]
             if short:
@@ -731,9 +750,8 @@ def test_pipelined_calls_run_in_order_through_a_script_cache_flush(queue: echoq.
     queue.client.script_flush()
     for _ in ids:
         pipe.send(*queue._complete_many_call([], 1, 60_000))
-    assert pipe.pending == 3
     claimed = [echoq.Queue._complete_many_reply(pipe.receive())[1] for _ in ids]
-    assert [c.job_id for (c,) in claimed] == ids and pipe.pending == 0
+    assert [c.job_id for (c,) in claimed] == ids
     keys, args = queue._complete_many_call([], 1, 60_000)
     pipe.send(keys, [args[0], 0, *args[2:]])  # a lease of 0 ms
     pipe.send(keys, args)
@@ -744,7 +762,9 @@ def test_pipelined_calls_run_in_order_through_a_script_cache_flush(queue: echoq.
     assert held == [Complete.COMPLETED] * 3
     pipe.send(keys, args)
     pipe.close()  # a reply left unread: the connection is dropped, not handed back mid-reply
-    assert pipe.pending == 0 and queue.snapshot().counts["done"] == 3
+    assert queue.snapshot().counts["done"] == 3
+    pipe.send(keys, args)  # on a new connection: its reply is this call's, not the one left unread
+    assert pipe.receive() == [[], []]
 
 
 @pytest.mark.parametrize("suffix", ["\n", " ", "x"])

@@ -55,7 +55,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.queue = echoq.Queue(fresh_name("sm"), client)
         self.effects = Effects(self.queue)
         self.place: dict[str, str] = {}  # job id -> where the model says it is
-        self.attempts: dict[str, int] = {}
+        self.attempts: dict[str, int] = {}  # tries; no release here, so each claim's token too
         self.stalled: dict[str, int] = {}
         self.deadline: dict[str, int] = {}  # active ids -> lease deadline (server ms)
         self.due: dict[str, int] = {}  # scheduled ids -> when claim may promote them
@@ -70,7 +70,7 @@ class QueueMachine(RuleBasedStateMachine):
         return sorted(job_id for job_id, where in self.place.items() if where == place)
 
     def is_current(self, claim: Claim) -> bool:
-        return self.place.get(claim.job_id) == "active" and self.attempts[claim.job_id] == claim.attempt
+        return self.place.get(claim.job_id) == "active" and self.attempts[claim.job_id] == claim.token
 
     def move(self, job_id: str, place: str) -> None:
         self.place[job_id] = place
@@ -86,7 +86,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert [c.job_id for c in claims] == expected, (claims, expected)
         for claim in claims:
             self.attempts[claim.job_id] += 1
-            assert claim.attempt == self.attempts[claim.job_id]
+            assert claim.token == claim.attempts == self.attempts[claim.job_id]
             self.move(claim.job_id, "active")
             self.deadline[claim.job_id] = claim.deadline_ms
             self.held[claim.job_id] = claim
@@ -189,8 +189,8 @@ class QueueMachine(RuleBasedStateMachine):
     def retry(self, data: st.DataObject, backoff: int, max_attempts: int) -> None:
         claim = self.held[data.draw(st.sampled_from(sorted(self.held)))]
         result = self.queue.retry(claim, error="boom", backoff_ms=backoff, max_attempts=max_attempts)
-        assert result.attempts == claim.attempt
-        if claim.attempt >= max_attempts:
+        assert result.attempts == claim.attempts
+        if claim.attempts >= max_attempts:
             assert result.outcome is Retry.DEAD
             self.move(claim.job_id, "dead")
         elif backoff == 0:
@@ -251,7 +251,11 @@ class QueueMachine(RuleBasedStateMachine):
         assert sorted(snap.dead) == self.ids_in("dead")
         assert sorted(snap.done) == self.ids_in("done")
         for job_id, row in snap.rows.items():
-            assert (row.attempts, row.stalled) == (self.attempts[job_id], self.stalled[job_id]), job_id
+            assert (row.attempts, row.token, row.stalled) == (
+                self.attempts[job_id],
+                self.attempts[job_id],
+                self.stalled[job_id],
+            ), job_id
         assert snap.stats.get("completed", 0) == self.completed
         assert all(n == 1 for n in snap.effects.values()), snap.effects
         assert set(snap.effects) == self.effected

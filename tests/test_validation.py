@@ -38,10 +38,10 @@ _RANGE = re.compile(r"(-?\d+)\.\.(\d+)( bytes)?")
 # A variadic entry (ARGV[n..]) holds several values; which one of them, in a valid call
 # below, its documented range is about.
 _VARIADIC = {
-    ("complete_many", 7): (8, "attempt"),
+    ("complete_many", 7): (8, "token"),
     ("enqueue_many", 2): (3, "payload"),
-    ("extend_many", 2): (3, "attempt"),
-    ("release_many", 1): (2, "attempt"),
+    ("extend_many", 2): (3, "token"),
+    ("release_many", 1): (2, "token"),
 }
 
 
@@ -90,19 +90,19 @@ def valid_calls(q: echoq.Queue, held: echoq.Claim) -> dict[str, tuple[list[str],
     k = q.keys
     return {
         "claim": (q.script_keys("claim"), [60_000, 10, 100]),
-        "complete": (q.script_keys("complete", held.job_id), [held.job_id, held.attempt, 100]),
+        "complete": (q.script_keys("complete", held.job_id), [held.job_id, held.token, 100]),
         "complete_many": (
             q.script_keys("complete_many", held.job_id),
-            [100, 60_000, 10, 100, 0, 0, held.job_id, held.attempt],
+            [100, 60_000, 10, 100, 0, 0, held.job_id, held.token],
         ),
         "effect": (q.script_keys("effect", held.job_id), [held.job_id, "charged", 100]),
         "enqueue": (q.script_keys("enqueue", new), [new, "payload", 0]),
         "enqueue_many": (q.script_keys("enqueue_many", new), [0, new, "payload"]),
-        "extend": (q.script_keys("extend", held.job_id), [held.job_id, held.attempt, 60_000]),
-        "extend_many": (q.script_keys("extend_many", held.job_id), [60_000, held.job_id, held.attempt]),
-        "release_many": (q.script_keys("release_many", held.job_id), [held.job_id, held.attempt]),
+        "extend": (q.script_keys("extend", held.job_id), [held.job_id, held.token, 60_000]),
+        "extend_many": (q.script_keys("extend_many", held.job_id), [60_000, held.job_id, held.token]),
+        "release_many": (q.script_keys("release_many", held.job_id), [held.job_id, held.token]),
         "reap": (q.script_keys("reap"), [100, 100]),
-        "retry": (q.script_keys("retry", held.job_id), [held.job_id, held.attempt, "boom", 0, 3, 100]),
+        "retry": (q.script_keys("retry", held.job_id), [held.job_id, held.token, "boom", 0, 3, 100]),
         "snapshot": (q.script_keys("snapshot"), [100]),
         "stalled_check": (q.script_keys("stalled_check"), [2, 100, 100]),
         "waiting": (q.script_keys("waiting"), []),
@@ -149,7 +149,7 @@ TABLE = [
 
 def test_the_table_covers_every_script_and_every_documented_number() -> None:
     q = echoq.Queue("table-shape", echoq.connect())
-    calls = valid_calls(q, echoq.Claim(echoq.new_job_id(), "", 1, 0))
+    calls = valid_calls(q, echoq.Claim(echoq.new_job_id(), "", 1, 1, 0))
     assert sorted(calls) == sorted(RUNNABLE), "a runnable script has no valid call in tests/test_validation.py"
     numbers = {name: documented_numbers(name) for name in RUNNABLE}
     # Every script that takes a number documents its range; naive_pop and waiting take none.
@@ -226,10 +226,10 @@ def _api_calls(q: echoq.Queue, held: echoq.Claim) -> dict[str, tuple[str, Callab
         "claim(lease_ms)": ("lease_ms", lambda v: q.claim(lease_ms=v)),
         "claim_many(count)": ("count", lambda v: q.claim_many(v)),
         "claim_many(lease_ms)": ("lease_ms", lambda v: q.claim_many(1, lease_ms=v)),
-        "complete(attempt)": ("attempt", lambda v: q.complete(held.job_id, v)),
-        "complete_many(attempt)": (
-            "attempt",
-            lambda v: q.complete_many([echoq.Claim(held.job_id, "", v, 0)]),
+        "complete(token)": ("token", lambda v: q.complete(held.job_id, v)),
+        "complete_many(token)": (
+            "token",
+            lambda v: q.complete_many([echoq.Claim(held.job_id, "", v, 1, 0)]),
         ),
         "complete_many_and_claim(count)": ("count from 0", lambda v: q.complete_many_and_claim([held], count=v)),
         "complete_many_and_claim(lease_ms)": (
@@ -238,14 +238,14 @@ def _api_calls(q: echoq.Queue, held: echoq.Claim) -> dict[str, tuple[str, Callab
         ),
         "complete_and_claim(lease_ms)": ("lease_ms", lambda v: q.complete_and_claim(held, lease_ms=v)),
         "complete_and_claim(count)": ("count from 0", lambda v: q.complete_and_claim(held, count=v)),
-        "retry(attempt)": ("attempt", lambda v: q.retry(held.job_id, v)),
+        "retry(token)": ("token", lambda v: q.retry(held.job_id, v)),
         "retry(backoff_ms)": ("delay_ms", lambda v: q.retry(held, backoff_ms=v)),
         "retry(max_attempts)": ("max_attempts", lambda v: q.retry(held, max_attempts=v)),
-        "extend(attempt)": ("attempt", lambda v: q.extend(held.job_id, v)),
+        "extend(token)": ("token", lambda v: q.extend(held.job_id, v)),
         "extend(lease_ms)": ("lease_ms", lambda v: q.extend(held, lease_ms=v)),
-        "extend_many(attempt)": ("attempt", lambda v: q.extend_many([echoq.Claim(held.job_id, "", v, 0)])),
+        "extend_many(token)": ("token", lambda v: q.extend_many([echoq.Claim(held.job_id, "", v, 1, 0)])),
         "extend_many(lease_ms)": ("lease_ms", lambda v: q.extend_many([held], lease_ms=v)),
-        "release_many(attempt)": ("attempt", lambda v: q.release_many([echoq.Claim(held.job_id, "", v, 0)])),
+        "release_many(token)": ("token", lambda v: q.release_many([echoq.Claim(held.job_id, "", v, 1, 0)])),
         "reap_once(limit)": ("limit", lambda v: q.reap_once(limit=v)),
         "reap(limit)": ("limit", lambda v: q.reap(limit=v)),
         "stalled_check(max_stalled)": ("max_stalled", lambda v: q.stalled_check(max_stalled=v)),
@@ -265,7 +265,7 @@ def _api_calls(q: echoq.Queue, held: echoq.Claim) -> dict[str, tuple[str, Callab
     }
 
 
-API = sorted(_api_calls(echoq.Queue("api-shape", echoq.connect()), echoq.Claim(echoq.new_job_id(), "", 1, 0)))
+API = sorted(_api_calls(echoq.Queue("api-shape", echoq.connect()), echoq.Claim(echoq.new_job_id(), "", 1, 1, 0)))
 
 
 @pytest.mark.parametrize("call", API)
@@ -300,7 +300,7 @@ def test_huge_leases_delays_and_backoffs_are_refused_not_parked_forever(queue: e
     claim = queue.claim(lease_ms=60_000)
     for backoff in (10**19, "nan", "inf"):
         with pytest.raises(echoq.InvalidArgument):
-            queue._run("retry", queue.script_keys("retry", job), [job, claim.attempt, "e", backoff, 3, 10])
+            queue._run("retry", queue.script_keys("retry", job), [job, claim.token, "e", backoff, 3, 10])
     assert queue.snapshot().active == {job: claim.deadline_ms}
 
 

@@ -50,8 +50,9 @@ _INTERVAL = (
 # (exercise, mutant name) -> why the mutant behaves the same under the contract.
 EQUIVALENT: dict[tuple[str, str], str] = {
     ("claim", "line 7: 1 -> 0 (number 1)"): _SUB0,
-    ("claim", "line 12: 1000 -> 1001 (number 2)"): _MICROS,
-    ("claim", "line 12: 1000 -> 999 (number 2)"): _MICROS,
+    ("claim", "line 13: 1000 -> 1001 (number 2)"): _MICROS,
+    ("claim", "line 13: 1000 -> 999 (number 2)"): _MICROS,
+    ("claim", "swap lines 9 and 10"): _ATOMIC,
     ("complete", "line 11: 1000 -> 1001 (number 2)"): _MICROS,
     ("complete", "line 11: 1000 -> 999 (number 2)"): _MICROS,
     ("complete", "swap lines 9 and 10"): _ATOMIC,

@@ -31,11 +31,6 @@ class Pipelined:
         self._connection: Any = None
         self._sent: deque[tuple[list[str], list[Any]]] = deque()
 
-    @property
-    def pending(self) -> int:
-        """Calls sent whose replies are not read yet."""
-        return len(self._sent)
-
     def send(self, keys: list[str], args: list[Any]) -> None:
         try:
             if self._connection is None:  # connects: the server may be gone already

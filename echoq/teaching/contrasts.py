@@ -71,7 +71,7 @@ def naive_consumer(effects: Effects, work: Callable[[Delivery], str | None] | No
     def handle(delivery: Delivery) -> EffectResult:
         record = work(delivery) if work is not None else None
         delivery.checkpoint()  # the work is done, the effect is not
-        return apply_every(effects, delivery.job_id, record if record is not None else f"attempt {delivery.attempt}")
+        return apply_every(effects, delivery.job_id, record if record is not None else f"attempt {delivery.attempts}")
 
     handle.__name__ = "naive_consumer"
     return handle

@@ -125,7 +125,7 @@ question(
     "02",
     "again",
     "The 300 ms have run out on the server's clock. The reaper runs, then another worker claims. "
-    "What attempt number does that claim carry?",
+    "What fencing token does that claim carry?",
     [
         (
             "None: the job died with its worker.",
@@ -134,11 +134,11 @@ question(
         ("1: the first worker never finished, so it does not count.", "The claim counts deliveries, finished or not."),
         (
             "2: every claim adds one.",
-            "HINCRBY bumped attempts at each claim: this is the second delivery, and 2 is its token.",
+            "HINCRBY bumped the row's token at each claim: this is the second delivery, and 2 is its token.",
         ),
         (
             "0: the reaper resets it.",
-            "The reaper only moves the id and marks the row pending; attempts keeps counting.",
+            "The reaper only moves the id and marks the row pending; the token keeps counting.",
         ),
     ],
     2,
@@ -170,15 +170,15 @@ question(
     "03",
     "stale-complete",
     "Worker A's lease ran out while it stalled; the reaper took the job back and worker B claimed it "
-    "(attempt 2). Now A calls complete with its attempt, 1. What happens?",
+    "(token 2). Now A calls complete with its token, 1. What happens?",
     [
         (
             "COMPLETED: A did the work, after all.",
-            "The fence compares A's token with the row's attempts, which B's claim made 2.",
+            "The fence compares A's token with the row's token, which B's claim made 2.",
         ),
         (
             "STALE: refused, and nothing changes.",
-            "A no longer holds the job: the row says attempt 2. B's lease and work go on untouched.",
+            "A no longer holds the job: the row says token 2. B's lease and work go on untouched.",
         ),
         (
             "GONE: the job no longer exists.",

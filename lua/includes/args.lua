@@ -3,7 +3,7 @@
 -- The bounds are echoq/limits.py's BOUNDS, the one source: the registry writes them in
 -- below (echoq/scripts/registry.py), so the script the server runs shows the table itself.
 -- A script checks every argument it takes with ONE call of checked_args() (or, for a list
--- of (id, attempt) pairs, id_attempt_pairs()), before its first write, so a refused call
+-- of (id, token) pairs, id_token_pairs()), before its first write, so a refused call
 -- changes nothing; each returns the values, or nil and the refusal to return. whole()
 -- refuses what tonumber() would let through: NaN, +-inf, fractions, hexadecimal and
 -- exponent forms, empty strings, and anything outside the bound.
@@ -60,24 +60,24 @@ local function checked_args(spec, first)
   return values
 end
 
--- ARGV[first..last] (last: the final ARGV unless given) read as (id, attempt) pairs, as the
--- batch moves take them: at_least..1000 pairs, each attempt a whole number in its bound
--- (the ids are checked by rows_match).
--- Returns ids, attempts; or nil and the BADARG refusal. `after` says what comes before the
+-- ARGV[first..last] (last: the final ARGV unless given) read as (id, token) pairs, as the
+-- batch moves take them: at_least..1000 pairs, each fencing token a whole number in its
+-- bound (the ids are checked by rows_match).
+-- Returns ids, tokens; or nil and the BADARG refusal. `after` says what comes before the
 -- pairs, for the message.
-local function id_attempt_pairs(first, at_least, after, last)
+local function id_token_pairs(first, at_least, after, last)
   last = last or #ARGV
   local given = last - first + 1
   if given < 2 * at_least or given % 2 ~= 0 or given / 2 > BOUNDS.count[2] then
-    return nil, redis.error_reply('BADARG give ' .. at_least .. '..' .. BOUNDS.count[2] .. ' (id, attempt) pairs' ..
+    return nil, redis.error_reply('BADARG give ' .. at_least .. '..' .. BOUNDS.count[2] .. ' (id, token) pairs' ..
       after .. ', got ' .. given .. ' values')
   end
-  local ids, attempts = {}, {}
+  local ids, tokens = {}, {}
   for i = first, last, 2 do
-    local attempt, refused = whole(ARGV[i + 1], 'attempt', 'attempt')
-    if not attempt then return nil, refused end
+    local token, refused = whole(ARGV[i + 1], 'token', 'token')
+    if not token then return nil, refused end
     ids[#ids + 1] = ARGV[i]
-    attempts[#attempts + 1] = attempt
+    tokens[#tokens + 1] = token
   end
-  return ids, attempts
+  return ids, tokens
 end

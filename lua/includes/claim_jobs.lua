@@ -7,8 +7,8 @@
 --- @include "includes/args"
 --- @include "includes/rows"
 
--- A row's attempts field as echoq writes it: no field yet, or a count of at most 9 digits.
--- HINCRBY would refuse anything else that is not an integer and fail the whole call
+-- A row's token or attempts field as echoq writes it: no field yet, or a count of at most 9
+-- digits. HINCRBY would refuse anything else that is not an integer and fail the whole call
 -- half-way; such a row was written by something else, and is not delivered.
 local function plain_count(value)
   return value == false or value == '0' or string.match(value, '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?$') ~= nil
@@ -28,8 +28,8 @@ local function promote_due(q)
   end
 end
 
--- Pop the oldest pending ids into active. Appends id, payload, attempt, deadline per job
--- to `reply`. The id moves pending -> active inside this one script: it is never in
+-- Pop the oldest pending ids into active. Appends id, payload, token, attempts, deadline
+-- per job to `reply`: the row's fencing token and its tries, both bumped by this claim. The id moves pending -> active inside this one script: it is never in
 -- neither. A popped entry whose row does not say 'pending' is never delivered
 -- (includes/rows); a row with no payload is dead-lettered with reason 'corrupt', and one
 -- whose payload is not UTF-8 text of at most 1 MiB (written by something other than
@@ -39,9 +39,9 @@ end
 -- hold the server for long.
 -- The server's cost is mostly per command, so a batch moves with few of them: one ZPOPMIN
 -- pops as many ids as are still wanted, and one ZADD parks every claimed id in active;
--- per job, one HMGET reads the row's state, payload and attempts, HINCRBY mints the
--- attempt, one HSET writes the row.
--- With `confirm`, each claimed row also gets 'confirm' = its attempt, until the holder
+-- per job, one HMGET reads the row's state, payload, token and attempts, one HINCRBY mints
+-- the token and one counts the try, one HSET writes the row.
+-- With `confirm`, each claimed row also gets 'confirm' = its token, until the holder
 -- confirms the start (complete_many.lua): a stall of an unconfirmed claim is counted apart.
 local function claim_jobs(q, lease_ms, count, reply, confirm)
   local claimed, popped_ids = 0, 0
@@ -53,7 +53,7 @@ local function claim_jobs(q, lease_ms, count, reply, confirm)
     for i = 1, #popped, 2 do
       popped_ids = popped_ids + 1
       local id = popped[i]
-      local row, values = take_row(q, id, 'pending', 'payload', 'attempts')
+      local row, values = take_row(q, id, 'pending', 'payload', 'token', 'attempts')
       if row then
         local payload = values[2]
         local bad = text_problem(payload, BOUNDS.payload_bytes[2])
@@ -63,13 +63,14 @@ local function claim_jobs(q, lease_ms, count, reply, confirm)
         elseif bad then
           redis.call('HINCRBY', q.stats, 'bad_payload', 1)
           dead_letter(q, id, true, 'bad_payload', 'payload ' .. bad .. ': not delivered')
-        elseif not plain_count(values[3]) then
+        elseif not (plain_count(values[3]) and plain_count(values[4])) then
           redis.call('HINCRBY', q.stats, 'corrupt', 1)
-          dead_letter(q, id, true, 'corrupt', 'its attempts field is not a count: not delivered')
+          dead_letter(q, id, true, 'corrupt', 'its token or attempts field is not a count: not delivered')
         else
-          local attempt = redis.call('HINCRBY', row, 'attempts', 1)
+          local token = redis.call('HINCRBY', row, 'token', 1)
+          local attempts = redis.call('HINCRBY', row, 'attempts', 1)
           if confirm then
-            redis.call('HSET', row, 'state', 'active', 'claimed_ms', q.now, 'confirm', attempt)
+            redis.call('HSET', row, 'state', 'active', 'claimed_ms', q.now, 'confirm', token)
           else
             redis.call('HSET', row, 'state', 'active', 'claimed_ms', q.now)
           end
@@ -77,7 +78,8 @@ local function claim_jobs(q, lease_ms, count, reply, confirm)
           leased[#leased + 1] = id
           reply[#reply + 1] = id
           reply[#reply + 1] = payload
-          reply[#reply + 1] = attempt
+          reply[#reply + 1] = token
+          reply[#reply + 1] = attempts
           reply[#reply + 1] = deadline
           claimed = claimed + 1
         end

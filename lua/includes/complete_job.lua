@@ -1,4 +1,4 @@
--- includes/complete_job.lua: retire fenced jobs. Shared by complete.lua (one job) and
+-- includes/complete_job.lua: complete fenced jobs. Shared by complete.lua (one job) and
 -- complete_many.lua (K jobs). The caller bumps the 'completed' counter and trims
 -- emq:{q}:done once per call (trim_done), not once per job.
 -- `q` (includes/queue_keys keys_by_name) holds active, done, stats and effects, plus q.now.
@@ -7,35 +7,35 @@
 -- Most ids one call forgets (echoq/limits.py SWEEP_MAX).
 local SWEEP_MAX = {{SWEEP_MAX}}
 
--- Fence each job on its own (row_keys[i] is ids[i]'s row, attempts[i] its caller's
--- attempt); then retire every job that passed with one command per key, not per job: one
+-- Fence each job on its own (row_keys[i] is ids[i]'s row, tokens[i] its caller's
+-- fencing token); then complete every job that passed with one command per key, not per job: one
 -- ZREM from active, one DEL of the rows, one ZADD into done. Returns outcomes[i] --
 -- 'completed', or the fence's refusal reply ({'stale', ...} or {'gone'}) -- and how many
--- completed. An id given twice is retired once; the second copy is 'gone', as it would
+-- completed. An id given twice is completed once; the second copy is 'gone', as it would
 -- be after the first had deleted its row.
-local function complete_jobs(q, row_keys, ids, attempts)
-  local outcomes, retired_rows, retired_ids, into_done = {}, {}, {}, {}
+local function complete_jobs(q, row_keys, ids, tokens)
+  local outcomes, done_rows, done_ids, into_done = {}, {}, {}, {}
   for i, id in ipairs(ids) do
-    local refused = into_done[id] and {'gone'} or fence(row_keys[i], attempts[i])
+    local refused = into_done[id] and {'gone'} or fence(row_keys[i], tokens[i])
     if refused then
       outcomes[i] = refused
     else
       outcomes[i] = 'completed'
-      retired_rows[#retired_rows + 1] = row_keys[i]
-      retired_ids[#retired_ids + 1] = id
+      done_rows[#done_rows + 1] = row_keys[i]
+      done_ids[#done_ids + 1] = id
       into_done[id] = true
     end
   end
-  local n = #retired_ids
+  local n = #done_ids
   if n == 0 then return outcomes, 0 end
   -- The rows, which are the truth, said every one of these jobs was held; an active entry
   -- that had gone missing (something else removed it) is counted in stats 'corrupt'.
-  local removed = redis.call('ZREM', q.active, unpack(retired_ids))
+  local removed = redis.call('ZREM', q.active, unpack(done_ids))
   if removed < n then redis.call('HINCRBY', q.stats, 'corrupt', n - removed) end
-  redis.call('DEL', unpack(retired_rows))
+  redis.call('DEL', unpack(done_rows))
   -- Remember recent completions so a late duplicate enqueue of the same id is refused.
   local scored = {}
-  for i, id in ipairs(retired_ids) do
+  for i, id in ipairs(done_ids) do
     scored[2 * i - 1] = q.now
     scored[2 * i] = id
   end

@@ -18,9 +18,9 @@ local SET_OF_STATE = {pending = 'pending', active = 'active', scheduled = 'sched
 
 -- A row's state, and what the key holds: 'hash' (a row; state false if it has none),
 -- 'none' (no row), or 'other' (not a hash: something else wrote it). The fields named in
--- `...` are read in the same HMGET (one call where a claim needs state, payload and
--- attempts) and come back third, as a table: values[1] is the state, values[2] the first
--- extra field, and so on (nil unless the key is a hash).
+-- `...` are read in the same HMGET (one call where a claim needs state, payload, token
+-- and attempts) and come back third, as a table: values[1] is the state, values[2] the
+-- first extra field, and so on (nil unless the key is a hash).
 local function row_state(row, ...)
   local values = redis.pcall('HMGET', row, 'state', ...)
   if values.err then return false, 'other' end

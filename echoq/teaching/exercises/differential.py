@@ -66,7 +66,8 @@ WHY = {
     "dead": "a dead job's score is its time of death, by which the dead set is kept bounded",
     "done": "the done set remembers finished ids so that enqueue refuses them again",
     "state": "the row is the truth: reaper, complete, retry and extend act only on a row whose state matches its set",
-    "attempts": "attempts is the fencing token: each claim adds one, and complete and extend refuse any other",
+    "token": "the token is the fencing token: each claim adds one, and complete and extend refuse any other",
+    "attempts": "attempts counts the tries toward max_attempts: each claim adds one, a release gives one back",
     "stalled": "the stall count decides when a job that keeps killing workers is dead-lettered",
     "payload": "the payload is the work the job asks for",
     "enqueued_ms": "enqueued_ms records when the job entered the queue",
@@ -78,10 +79,11 @@ WHY = {
 class Job:
     id: str
     place: str  # one of PLACES
-    attempts: int = 0
+    attempts: int = 0  # tries counted toward max_attempts
     stalled: int = 0
     expired: bool = False  # for an active job: its lease has run out
     payload: str = "work"
+    token: int = 0  # the fencing token: at least attempts (a release gives a try back, never a token)
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ class State:
     tail: str
     jobs: tuple[Job, ...]
     params: tuple[tuple[str, int], ...] = ()  # e.g. (('max_stalled', 3),): the move's ARGV inputs
-    caller: tuple[str, int] = ("", 0)  # a (job id, attempt) the move is called for, where it takes one
+    caller: tuple[str, int] = ("", 0)  # a (job id, token) the move is called for, where it takes one
 
     def param(self, name: str) -> int:
         return dict(self.params)[name]
@@ -101,7 +103,7 @@ class State:
             places = [f"{p} ({expired} with its lease run out)" if p.endswith(" active") else p for p in places]
         jobs = ", ".join(places) or "no jobs"
         extra = "".join(f", {k} {v}" for k, v in self.params)
-        call = f", called for {self.caller[0]} attempt {self.caller[1]}" if self.caller[0] else ""
+        call = f", called for {self.caller[0]} with token {self.caller[1]}" if self.caller[0] else ""
         return f"a queue named like '…{self.tail}' holding {jobs}{extra}{call}"
 
 
@@ -160,6 +162,7 @@ def states(rng: random.Random, size: int, *, places: Sequence[str] = PLACES) -> 
             id=_job_id(rng),
             place=place,
             attempts=attempts,
+            token=attempts + rng.choice((0, 0, 0, 1, 2)),
             stalled=rng.choice((0, 0, 1, 2, 3)),
             expired=place == "active" and rng.random() < 0.5,
             payload=rng.choice(("work", "", "card-7 2500", "pending", '{"n": 1}')),
@@ -185,6 +188,7 @@ def _build(queue: Queue, state: State, now: int) -> None:
             continue  # a finished job has no row
         row = {
             "state": job.place,
+            "token": job.token,
             "attempts": job.attempts,
             "stalled": job.stalled,
             "payload": job.payload,

@@ -166,12 +166,12 @@ class ClassWorker:
         k, who = self.keys, self.learner
         pipe = self.client.pipeline(transaction=True)
         pipe.hincrby(k.score, f"{who}:delivered", 1)
-        if delivery.attempt > 1:
+        if delivery.token > 1:
             pipe.hincrby(k.score, f"{who}:redelivered", 1)
         pipe.hset(k.holder, delivery.job_id, who)
         pipe.execute()
         self.mine["delivered"] += 1
-        self.mine["redelivered"] += delivery.attempt > 1
+        self.mine["redelivered"] += delivery.token > 1
         time.sleep(self._random.uniform(*self.work_ms) / 1000)  # the job's work (simulated)
         delivery.checkpoint()  # a kill during the work unwinds here: no effect, no complete
         result = self.effects.apply_once(delivery.job_id, who)

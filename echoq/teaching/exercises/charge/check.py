@@ -69,11 +69,11 @@ CHARGE_MISCONCEPTIONS = [
     Misconception(
         "skip-redeliveries",
         "a redelivery is a duplicate",
-        "A worker was killed right after its claim, before it charged anything; the job came back as attempt "
+        "A worker was killed right after its claim, before it charged anything; the job came back as try "
         "{attempt} and your charge_order skipped it, so the card was charged {charges} times. A redelivery may "
         "be the first time the work gets done.",
         "Why was the job delivered again? Not always because it was done.",
-        "Do not decide from the attempt number; let the bank decide from a key.",
+        "Do not decide from the try count (claim.attempts); let the bank decide from a key.",
     ),
     Misconception(
         "key-changes-per-delivery",
@@ -81,7 +81,7 @@ CHARGE_MISCONCEPTIONS = [
         "Your idempotency keys differed between two deliveries of one job ({keys}), so the bank saw two "
         "payments and charged {charges} times. A key must name the job, not the delivery.",
         "What is the same on every delivery of one job?",
-        "The attempt number and a freshly minted id change each time; the job's own id does not.",
+        "The fencing token and a freshly minted id change each time; the job's own id does not.",
     ),
     Misconception(
         "dedupe-by-content",
@@ -129,7 +129,7 @@ def deliver(queue: Queue, bank: Bank, charge_order: ChargeOrder, *, lease_ms: in
         return None
     charge_order(claim, b)
     processes.mark("returned")
-    return {"job": claim.job_id, "attempt": claim.attempt, "complete": q.complete(claim).value}
+    return {"job": claim.job_id, "attempt": claim.attempts, "complete": q.complete(claim).value}
 
 
 def _deliver_twice_here(queue: Queue, bank: Bank, charge_order: ChargeOrder) -> None:
@@ -360,9 +360,9 @@ bank = Recorder()
 now = [1_800_000_000.0]  # a fixed wall clock, so that a key read from it is the same every run
 time.time = lambda: now[0]
 time.time_ns = lambda: int(now[0] * 1e9)
-charge_order(Claim(job_id=sys.argv[2], payload="card-fresh 2500", attempt=1, deadline_ms=0), bank)
+charge_order(Claim(job_id=sys.argv[2], payload="card-fresh 2500", token=1, attempts=1, deadline_ms=0), bank)
 now[0] += 86_400  # a day later
-charge_order(Claim(job_id=sys.argv[2], payload="card-fresh 2500", attempt=2, deadline_ms=0), bank)
+charge_order(Claim(job_id=sys.argv[2], payload="card-fresh 2500", token=2, attempts=2, deadline_ms=0), bank)
 print(json.dumps(bank.keys))
 """
 

@@ -1,7 +1,8 @@
 """Lesson 02: write the claim.
 
 The learner's Lua claim takes KEYS pending and active, ARGV the lease in ms, and returns
-``{id, attempt, deadline}`` (or ``{}`` when nothing is pending). The check lives one job's
+``{id, token, deadline}`` (or ``{}`` when nothing is pending): the row's fencing token, bumped
+by every claim, as the library's claim does (which also counts the try in ``attempts``). The check lives one job's
 life with it, on the real server, next to the library's own moves:
 
 1. on an empty queue it must return nothing and change nothing;
@@ -81,17 +82,17 @@ MISCONCEPTIONS = [
         "TIME's second value is MICROseconds: divide it by 1000; do not multiply the seconds by a million.",
     ),
     Misconception(
-        "attempts-not-bumped",
-        "attempts not bumped",
-        "After two claims of {job} the row's attempts still said {row}: the token never changed, so the fenced "
+        "token-not-bumped",
+        "token not bumped",
+        "After two claims of {job} the row's token still said {row}: the token never changed, so the fenced "
         "complete cannot tell the worker that lost the job from the one that holds it now.",
         "Each claim must mint a new token, on the row, where complete can compare it.",
-        "HINCRBY the row's attempts by 1 and return the value it gives back.",
+        "HINCRBY the row's token by 1 and return the value it gives back.",
     ),
     Misconception(
         "token-not-returned",
         "the token it returned is not the row's",
-        "Your claim returned attempt {returned}, but the row's attempts says {row}: the worker will show a token "
+        "Your claim returned token {returned}, but the row's token says {row}: the worker will show a token "
         "the fence does not know, and its complete will be refused.",
         "The token the worker keeps must be the one on the row.",
         "Return the value HINCRBY returned.",
@@ -126,13 +127,13 @@ def _claim_with(source: str, queue: Queue) -> Any:
     return scripts.run_text(processes.counting_client(queue.client), source, [k.pending, k.active], [LEASE_MS])
 
 
-def _complete(queue: Queue, job_id: str, attempt: Any) -> str:
-    """In a child: complete with the library's fenced complete."""
+def _complete(queue: Queue, job_id: str, token: Any) -> str:
+    """In a child: complete with the library's complete, fenced by ``token``."""
     q = Queue(queue.name, processes.counting_client(queue.client))
     try:
-        return q.complete(job_id, int(attempt)).value
+        return q.complete(job_id, token=int(token)).value
     except (TypeError, ValueError):
-        return f"no usable attempt ({attempt!r})"
+        return f"no usable token ({token!r})"
 
 
 def _reply(run: Run, child: processes.Child, who: str) -> list[Any] | None:
@@ -142,7 +143,7 @@ def _reply(run: Run, child: processes.Child, who: str) -> list[Any] | None:
     if value in (None, [], {}):
         return None
     if not isinstance(value, list) or len(value) < 3:
-        run.fail("reply", "not-yet", what=f"Your claim returned {value!r}; return {{id, attempt, deadline}} (or {{}}).")
+        run.fail("reply", "not-yet", what=f"Your claim returned {value!r}; return {{id, token, deadline}} (or {{}}).")
     return value
 
 
@@ -187,7 +188,7 @@ def check_claim_script(run: Run, source: str) -> None:
         run.fail("claim", "not-the-oldest", got=job, oldest=ids[0])
     if ids[0] in snap.pending and ids[0] in snap.active:
         run.fail("claim", "left-in-pending", job=ids[0])
-    first_attempts = int(queue.client.hget(k.job(job), "attempts") or 0)
+    first_token = int(queue.client.hget(k.job(job), "token") or 0)
     claimed_state = _text(queue.client.hget(k.job(job), "state") or "")  # what your claim left on the row
     run.good("claim", "Worker A was killed (SIGKILL) right after your claim: the oldest job was in the active set.")
 
@@ -230,12 +231,12 @@ def check_claim_script(run: Run, source: str) -> None:
     if again is None or _text(again[0]) != job:
         run.fail("redeliver", "popped-into-nowhere", job=job)
     returned = again[1]
-    row_attempts = int(queue.client.hget(k.job(job), "attempts") or 0)
-    if row_attempts == first_attempts:
-        run.fail("redeliver", "attempts-not-bumped", job=job, row=row_attempts)
-    if str(returned) != str(row_attempts):
-        run.fail("redeliver", "token-not-returned", returned=returned, row=row_attempts)
-    run.good("redeliver", f"The reaped job was claimed again with attempt {returned}: a new fencing token.")
+    row_token = int(queue.client.hget(k.job(job), "token") or 0)
+    if row_token == first_token:
+        run.fail("redeliver", "token-not-bumped", job=job, row=row_token)
+    if str(returned) != str(row_token):
+        run.fail("redeliver", "token-not-returned", returned=returned, row=row_token)
+    run.good("redeliver", f"The reaped job was claimed again with token {returned}: a new fencing token.")
     state = _text(queue.client.hget(k.job(job), "state") or "")
     done = run.waited("complete", "The complete", processes.spawn(_complete, queue, job, returned, name="worker B"), 10)
     outcome = done.value

@@ -6,8 +6,9 @@ local id = popped[1]
 -- the row's key is built from KEYS[1] ('emq:{q}:pending' minus 'pending'): same queue, same {q}
 local row = string.sub(KEYS[1], 1, -8) .. 'job:' .. id
 
--- TODO 1: bump the row's attempts by 1; the new value is the attempt number, the fencing token
-local attempt = 0
+-- TODO 1: bump the row's token by 1; the new value is the fencing token, new on every claim
+local token = 0
+redis.call('HINCRBY', row, 'attempts', 1)  -- one more try, counted toward max_attempts (not the fence)
 
 -- TODO 2: read the server's clock, in milliseconds (hint: TIME gives seconds and microseconds)
 local now = 0
@@ -15,4 +16,4 @@ local now = 0
 -- TODO 3: park the id in the active set, scored by its lease deadline (now + lease)
 
 redis.call('HSET', row, 'state', 'active')
-return {id, attempt, now + tonumber(ARGV[1])}
+return {id, token, now + tonumber(ARGV[1])}

@@ -1,7 +1,7 @@
 """Lesson 03: the fenced complete.
 
-The learner's Lua complete (KEYS active, done, row; ARGV id,
-attempt) is called by a live holder, by a holder frozen past its lease while the job was
+The learner's Lua complete (KEYS active, done, row; ARGV id, the
+fencing token) is called by a live holder, by a holder frozen past its lease while the job was
 reaped (and, in another run, claimed again by B). The verdict is where the job is, what
 its row says, and what the real reaper and enqueue then do with it.
 """
@@ -28,7 +28,7 @@ COMPLETE_MISCONCEPTIONS = [
         "Worker A, frozen past its lease, woke up and completed {job} while worker B held it: the job left "
         "the active set under B ({after}). If B now crashes, nothing will ever redo its work.",
         "A caller's claim came with a token. What does the row say about who holds the job now?",
-        "Compare the row's state and attempts with what the caller holds, and reply {'stale'} before any write.",
+        "Compare the row's state and token with what the caller holds, and reply {'stale'} before any write.",
     ),
     Misconception(
         "fence-on-state-only",
@@ -36,14 +36,14 @@ COMPLETE_MISCONCEPTIONS = [
         "Worker A, frozen past its lease, completed {job} while worker B held it: the row said 'active' -- "
         "but for B's claim, not A's ({after}).",
         "The state says the job is held; does it say by whom?",
-        "The attempts field changes with every claim: compare it with the caller's attempt too.",
+        "The token field changes with every claim: compare it with the caller's token too.",
     ),
     Misconception(
-        "fence-on-attempts-only",
-        "fenced on the attempt alone",
+        "fence-on-token-only",
+        "fenced on the token alone",
         "Worker A, frozen past its lease, completed {job} after the reaper had put it back in pending: "
         "its token still matched, since nobody had claimed it since ({after}).",
-        "Between the reap and the next claim the attempts field has not moved. What has?",
+        "Between the reap and the next claim the token has not moved. What has?",
         "Check the row's state is 'active' as well.",
     ),
     Misconception(
@@ -57,7 +57,7 @@ COMPLETE_MISCONCEPTIONS = [
     Misconception(
         "fence-refuses-the-holder",
         "the holder is refused too",
-        "A worker that held {job} (attempt {attempt}; the row said state={state!r}, attempts={attempts!r}) "
+        "A worker that held {job} (token {token}; the row said state={state!r}, token={row_token!r}) "
         "was refused ({reply}): your fence turns away the very worker that holds the job.",
         "Compare like with like: Lua says a number and a string differ, always.",
         "HGET returns a string and ARGV[2] is a string: compare them as they are, or tonumber() both.",
@@ -107,15 +107,15 @@ def _claim_then_complete(queue: Queue, source: str) -> dict[str, Any]:
     q = Queue(queue.name, client)
     claim = q.claim(lease_ms=LEASE_MS)
     k = q.keys
-    reply = scripts.run_text(client, source, [k.active, k.done, k.job(claim.job_id)], [claim.job_id, claim.attempt])
-    return {"job": claim.job_id, "attempt": claim.attempt, "reply": _reply_text(reply)}
+    reply = scripts.run_text(client, source, [k.active, k.done, k.job(claim.job_id)], [claim.job_id, claim.token])
+    return {"job": claim.job_id, "token": claim.token, "reply": _reply_text(reply)}
 
 
-def _complete_as(queue: Queue, source: str, job: str, attempt: int) -> str:
-    """In a child: complete ``job`` with the learner's script, as the holder of ``attempt``."""
+def _complete_as(queue: Queue, source: str, job: str, token: int) -> str:
+    """In a child: complete ``job`` with the learner's script, as the holder of ``token``."""
     k = queue.keys
     client = processes.counting_client(queue.client)
-    return _reply_text(scripts.run_text(client, source, [k.active, k.done, k.job(job)], [job, attempt]))
+    return _reply_text(scripts.run_text(client, source, [k.active, k.done, k.job(job)], [job, token]))
 
 
 def _reply_text(reply: Any) -> str:
@@ -186,15 +186,15 @@ def check_fenced_complete(run: Run, source: str) -> None:
     reply = child.value["reply"]
     if reply != "completed":
         row = queue.job(job)
-        state, attempts = (row.state.value, row.attempts) if row else (None, None)
+        state, row_token = (row.state.value, row.token) if row else (None, None)
         run.fail(
             "holder",
             "fence-refuses-the-holder",
             job=job,
-            attempt=child.value["attempt"],
+            token=child.value["token"],
             reply=reply,
             state=state,
-            attempts=attempts,
+            row_token=row_token,
         )
     snap = queue.snapshot()
     if job in snap.active:
@@ -236,7 +236,7 @@ def check_fenced_complete(run: Run, source: str) -> None:
     if took_b:
         run.fail("stale", "fence-on-state-only", job=reclaimed["job"], after=reclaimed["after"])
     if took_pending:
-        run.fail("stale", "fence-on-attempts-only", job=reaped["job"], after=reaped["after"])
+        run.fail("stale", "fence-on-token-only", job=reaped["job"], after=reaped["after"])
     run.good(
         "stale",
         "Worker A, frozen (SIGSTOP) past its lease, was refused when it woke -- after the reap, and after B's "
@@ -245,19 +245,19 @@ def check_fenced_complete(run: Run, source: str) -> None:
 
     # 3. B, the holder, still completes with your script.
     q, b = reclaimed["queue"], reclaimed["b"]
-    child = run.waited("runs", "Your complete", processes.spawn(_complete_as, q, source, b.job_id, b.attempt), 15)
+    child = run.waited("runs", "Your complete", processes.spawn(_complete_as, q, source, b.job_id, b.token), 15)
     final = child.value
     if final != "completed" or q.snapshot().place_of(b.job_id) != "done":
         row = q.job(b.job_id)
-        state, attempts = (row.state.value, row.attempts) if row else (None, None)
+        state, row_token = (row.state.value, row.token) if row else (None, None)
         run.fail(
             "holder-b",
             "fence-refuses-the-holder",
             job=b.job_id,
-            attempt=b.attempt,
+            token=b.token,
             reply=final,
             state=state,
-            attempts=attempts,
+            row_token=row_token,
         )
     run.good("holder-b", "Then worker B, the job's real holder, completed it.")
 
@@ -273,7 +273,8 @@ def _complete_states(rng: random.Random, size: int) -> State:
             Job(
                 id="JOB" + "".join(rng.choice("0123456789ABCDEFGH") for _ in range(26)),
                 place="active",
-                attempts=rng.randint(1, 4),
+                attempts=(tries := rng.randint(1, 4)),
+                token=tries + rng.choice((0, 0, 1)),
             )
         )
     roll = rng.random()
@@ -281,10 +282,10 @@ def _complete_states(rng: random.Random, size: int) -> State:
         job = rng.choice([j for j in jobs if j.place == "active"])
     else:
         job = rng.choice(jobs)
-    attempt = max(0, job.attempts + rng.choice((0, 0, -1, 1)))
+    token = max(0, job.token + rng.choice((0, 0, -1, 1)))
     if roll > 0.93:
         return replace(state, jobs=tuple(sorted(jobs, key=lambda j: j.id)), caller=("JOB" + "1" * 26, 1))
-    return replace(state, jobs=tuple(sorted(jobs, key=lambda j: j.id)), caller=(job.id, attempt))
+    return replace(state, jobs=tuple(sorted(jobs, key=lambda j: j.id)), caller=(job.id, token))
 
 
 def _first(reply: object) -> object:

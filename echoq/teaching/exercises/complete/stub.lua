@@ -1,8 +1,8 @@
 -- KEYS[1] = emq:{q}:active   KEYS[2] = emq:{q}:done   KEYS[3] = emq:{q}:job:<id>
--- ARGV[1] = the job id       ARGV[2] = the attempt (the token) the caller's claim returned
-local id, attempt = ARGV[1], ARGV[2]
+-- ARGV[1] = the job id       ARGV[2] = the fencing token the caller's claim returned
+local id, token = ARGV[1], ARGV[2]
 -- TODO: refuse, changing nothing, unless the caller still holds the job:
---       reply {'stale'} when the row's state is not 'active' or its attempts is not the caller's attempt
+--       reply {'stale'} when the row's state is not 'active' or its token is not the caller's token
 local t = redis.call('TIME')
 redis.call('ZREM', KEYS[1], id)
 redis.call('DEL', KEYS[3])

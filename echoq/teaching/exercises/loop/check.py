@@ -134,9 +134,9 @@ def _work(queue: Queue, work_ms: float) -> Callable[[Claim], None]:
 
     def work(claim: Claim) -> None:
         processes.mark("work")
-        if claim.payload == "poison" or (claim.payload == DIES_ONCE and claim.attempt == 1):
+        if claim.payload == "poison" or (claim.payload == DIES_ONCE and claim.attempts == 1):
             os.kill(os.getpid(), signal.SIGKILL)  # this job kills whoever works on it (once, or always)
-        if claim.payload == "flaky" and claim.attempt == 1:
+        if claim.payload == "flaky" and claim.attempts == 1:
             raise FlakyError("the payment API timed out")
         time.sleep(work_ms / 1000)
         effects.apply_once(claim.job_id, claim.payload)

@@ -92,10 +92,10 @@ MISCONCEPTIONS = [
     Misconception(
         "token-reset",
         "the fencing token reset",
-        "The script set {job}'s attempts back to {attempts}. Attempts is the fencing token: the next claim "
-        "hands out attempt {next}, which a stale worker already holds -- and its complete was accepted.",
-        "Attempts only ever grows: it is how a stale worker is told apart from the current one.",
-        "Reset 'stalled' only; leave 'attempts' as it is.",
+        "The script set {job}'s token back to {token}. The token fences: the next claim hands out token "
+        "{next}, which a stale worker already holds -- and its complete was accepted.",
+        "The token only ever grows: it is how a stale worker is told apart from the current one.",
+        "Reset 'stalled' only; leave 'token' as it is.",
     ),
 ]
 
@@ -234,9 +234,9 @@ def check_requeue_script(run: Run, source: str) -> None:
     run.good("row", "Each row says state = pending, with its stall count back to 0.")
     for queue, _ids, stale in scenes:
         fresh = queue.claim(lease_ms=LEASE_MS)
-        late = queue.complete(stale)  # the worker that held attempt 1 wakes up and completes
-        if fresh is not None and fresh.attempt <= stale.attempt and late is Complete.COMPLETED:
-            run.fail("token", "token-reset", job=stale.job_id, attempts=fresh.attempt - 1, next=fresh.attempt)
+        late = queue.complete(stale)  # the worker that held token 1 wakes up and completes
+        if fresh is not None and fresh.token <= stale.token and late is Complete.COMPLETED:
+            run.fail("token", "token-reset", job=stale.job_id, token=fresh.token - 1, next=fresh.token)
         if late is Complete.COMPLETED:
             raise RuntimeError("a stale claim was accepted by the real complete: the check's scene is wrong")
     run.good("token", "The fencing token kept growing: a stale worker's complete of a requeued job is refused.")

@@ -65,7 +65,7 @@ class ClaimModel(LabModel):
         held = self.held
         return {
             "worker": self.worker,
-            "held": {"job_id": held.job_id, "attempt": held.attempt, "deadline_ms": held.deadline_ms} if held else None,
+            "held": {"job_id": held.job_id, "token": held.token, "deadline_ms": held.deadline_ms} if held else None,
         }
 
     def step_source(self, step: str | None = None) -> str:
@@ -97,7 +97,7 @@ class ClaimModel(LabModel):
             if claim is None:
                 return words.empty(self.keys("pending")), Lit.probed("claim")
             self.held, self.worker = claim, "holding"
-            return words.claimed(claim.job_id, self.keys("active"), self.lease_ms, claim.deadline_ms, claim.attempt)
+            return words.claimed(claim.job_id, self.keys("active"), self.lease_ms, claim.deadline_ms, claim.token)
 
         return self.act("claim", run)
 
@@ -124,9 +124,9 @@ class ClaimModel(LabModel):
             self.worker = "idle"
             outcome = self.queue.complete(held)
             if outcome is Complete.COMPLETED:
-                said = words.completed(held.job_id, held.attempt, self.keys("active"), self.keys("done"))
+                said = words.completed(held.job_id, held.token, self.keys("active"), self.keys("done"))
                 return said, Lit.moved("complete")
-            return words.stale(held.job_id, held.attempt, outcome.value.upper()), Lit.probed("complete")
+            return words.stale(held.job_id, held.token, outcome.value.upper()), Lit.probed("complete")
 
         return self.act("crash" if self.crash else "complete", run)
 

@@ -38,10 +38,10 @@ def empty(pending_key: str) -> str:
     return f"claim.lua found {pending_key} empty: enqueue a job first. Nothing changed."
 
 
-def claimed(job_id: str, active_key: str, lease_ms: int, deadline_ms: int, attempt: int) -> str:
+def claimed(job_id: str, active_key: str, lease_ms: int, deadline_ms: int, token: int) -> str:
     return (
         f"claim.lua moved {short(job_id)} from pending to {active_key} under a {seconds(lease_ms)} lease "
-        f"(deadline {deadline_ms} on the server's clock); attempt (the fencing token) = {attempt}."
+        f"(deadline {deadline_ms} on the server's clock); its fencing token = {token}."
     )
 
 
@@ -65,16 +65,16 @@ def crashed(job_id: str, active_key: str, ms_left: int | None) -> str:
     )
 
 
-def completed(job_id: str, attempt: int, active_key: str, done_key: str) -> str:
+def completed(job_id: str, token: int, active_key: str, done_key: str) -> str:
     return (
-        f"complete.lua (attempt {attempt}) took {short(job_id)} out of {active_key}: the row is deleted, "
+        f"complete.lua (token {token}) took {short(job_id)} out of {active_key}: the row is deleted, "
         f"the id remembered in {done_key}."
     )
 
 
-def stale(job_id: str, attempt: int, outcome: str) -> str:
+def stale(job_id: str, token: int, outcome: str) -> str:
     return (
-        f"complete.lua refused {short(job_id)} as {outcome}: attempt {attempt} no longer holds it (the lease "
+        f"complete.lua refused {short(job_id)} as {outcome}: token {token} no longer holds it (the lease "
         "ran out and it was reaped). Nothing changed."
     )
 
@@ -99,7 +99,7 @@ def reap_too_early(job_id: str, ms_left: int) -> str:
 
 def worker(worker: str, held: Mapping[str, Any] | None) -> str:
     if worker == "holding" and held:
-        return f"worker: holds {short(held['job_id'])} · attempt {held['attempt']}"
+        return f"worker: holds {short(held['job_id'])} · token {held['token']}"
     if worker == "crashed":
         return "worker: crashed mid-job (a new one claims next)"
     return "worker: idle"

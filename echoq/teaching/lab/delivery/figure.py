@@ -1,5 +1,5 @@
 """The Delivery lab's picture: the job's sets (pending, active at its lease deadline, done),
-the workers each with its attempt, the job's row (its ``attempts``: the fence) and the
+the workers each with its fencing token, the job's row (its ``token``: the fence) and the
 effects ledger. The fence's refused complete is drawn where it is refused: at the row."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class DeliveryFigure(QueueFigure):
         self.arrow("reap", [(0.36, 0.345), (0.11, 0.345)], rad=-0.15)
         self.ax.text(0.235, 0.298, "lease ran out → reap", fontsize=FONT, ha="center", va="top", color=MUTED)
         self.paths["enqueue"] = [(0.0, top - 0.03), (0.04, top - 0.03)]
-        self.workers = self.card((0.02, 0.02, 0.30, 0.25), "workers (attempt = token)")
+        self.workers = self.card((0.02, 0.02, 0.30, 0.25), "workers (fencing tokens)")
         self.workers.set_linespacing(1.2)  # two workers, two lines each, fit the card
         self.arrow("fence", [(0.305, 0.17), (0.415, 0.17)], "complete", label_dy=17)
         self.row = self.card((0.42, 0.02, 0.64, 0.25), "the job's row")
@@ -59,14 +59,14 @@ class DeliveryFigure(QueueFigure):
         job = state.get("job")
         workers = state.get("workers") or []
         named = workers.items() if isinstance(workers, dict) else ((w["name"], w) for w in workers)  # the fence: A, B
-        self.workers.set_text(words.workers_card([(name, w["attempt"], w["status"]) for name, w in named]))
+        self.workers.set_text(words.workers_card([(name, w["token"], w["status"]) for name, w in named]))
         row = snap.rows.get(job) if (snap and job) else None
         in_done = snap is not None and job is not None and job in snap.done
         self.row.set_text(words.row_card(job, row, in_done))
         refused = state.get("refused")
         if refused and row is not None:
             self.refusal.set_text("✕")
-            self.refusal_words.set_text(words.refusal(refused["worker"], refused["attempt"], row.attempts))
+            self.refusal_words.set_text(words.refusal(refused["worker"], refused["token"], row.token))
         else:
             self.refusal.set_text("")
             self.refusal_words.set_text("")

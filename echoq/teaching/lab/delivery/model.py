@@ -28,7 +28,7 @@ CRASH_LEASE_MS = 3  # the leases of deliveries that crash: short, so the demo ne
 
 @dataclass
 class DeliveryRun:
-    """One finished run: who consumed, which job, each delivery's attempt and the effects after it."""
+    """One finished run: who consumed, which job, each delivery's try and the effects after it."""
 
     consumer: str
     job_id: str
@@ -134,18 +134,18 @@ class DeliveryModel(LabModel):
                 effect = apply(claim.job_id, f"charge, delivery {k}")
                 ran = effect.outcome == Effect.APPLIED  # keyed: the ledger skips a JOB id it holds
                 count = effect.count
-                result.attempts.append(claim.attempt)
+                result.attempts.append(claim.attempts)
                 result.effects_after.append(count)
-                worker = {"name": f"worker {k}", "attempt": claim.attempt, "status": words.hand(ran)}
+                worker = {"name": f"worker {k}", "token": claim.token, "status": words.hand(ran)}
                 self._scene = scene = {**scene, "delivery": k, "workers": [*scene["workers"][-1:], worker]}
                 self.record(
                     "deliver",
-                    words.claimed(k, n, job_id, claim.attempt, count, self.keys("effects"), ran),
+                    words.claimed(k, n, job_id, claim.token, count, self.keys("effects"), ran),
                     lit=Lit.moved("claim"),
                 )
                 if last:
                     queue.complete(claim)
-                    worker = {**worker, "status": "completed (attempt matches)"}
+                    worker = {**worker, "status": "completed (token matches)"}
                     self._scene = scene = {**scene, "workers": [*scene["workers"][:-1], worker]}
                     self.run = result
                     self.record(
@@ -185,14 +185,14 @@ class DeliveryModel(LabModel):
                 claims.clear()
                 claims["A"] = a
                 scene = {"scene": "fence", "queue": fq.name, "job": job_id}
-                workers = {"A": {"attempt": a.attempt, "status": "holds it (3 ms lease), stalls"}}
-                line = words.fence_step(1, job_id=job_id, attempt=a.attempt, lease_ms=CRASH_LEASE_MS)
+                workers = {"A": {"token": a.token, "status": "holds it (3 ms lease), stalls"}}
+                line = words.fence_step(1, job_id=job_id, token=a.token, lease_ms=CRASH_LEASE_MS)
                 lit = Lit.moved("claim")
             elif step == 2:
                 a = claims["A"]
                 wait_until_expired(fq.client, a.deadline_ms)
                 moved = fq.reap()
-                workers = {"A": {"attempt": a.attempt, "status": "stalled: thinks it holds it"}}
+                workers = {"A": {"token": a.token, "status": "stalled: thinks it holds it"}}
                 line = words.fence_step(2, moved=len(moved))
                 lit = Lit.moved("reap")
             elif step == 3:
@@ -200,10 +200,10 @@ class DeliveryModel(LabModel):
                 assert b is not None
                 claims["B"] = b
                 workers = {
-                    "A": {"attempt": claims["A"].attempt, "status": "stalled: thinks it holds it"},
-                    "B": {"attempt": b.attempt, "status": "holds it now"},
+                    "A": {"token": claims["A"].token, "status": "stalled: thinks it holds it"},
+                    "B": {"token": b.token, "status": "holds it now"},
                 }
-                line = words.fence_step(3, attempt=b.attempt)
+                line = words.fence_step(3, token=b.token)
                 lit = Lit.moved("claim")
             elif step == 4:
                 a, b = claims["A"], claims["B"]
@@ -211,16 +211,16 @@ class DeliveryModel(LabModel):
                 snap = fq.snapshot(limit=10)
                 place = snap.place_of(a.job_id)
                 row = snap.rows.get(a.job_id)
-                refused = {"worker": "A", "attempt": a.attempt, "outcome": outcome.value.upper()}
+                refused = {"worker": "A", "token": a.token, "outcome": outcome.value.upper()}
                 workers = {
-                    "A": {"attempt": a.attempt, "status": f"woke up, completed: {outcome.value.upper()}"},
-                    "B": {"attempt": b.attempt, "status": "holds it now"},
+                    "A": {"token": a.token, "status": f"woke up, completed: {outcome.value.upper()}"},
+                    "B": {"token": b.token, "status": "holds it now"},
                 }
                 line = words.fence_step(
                     4,
-                    attempt=a.attempt,
+                    token=a.token,
                     outcome=outcome.value.upper(),
-                    row_attempts=row.attempts if row else "?",
+                    row_token=row.token if row else "?",
                     place_key=f"emq:{{{fq.name}}}:{place.value if place else '?'}",
                 )
                 lit = Lit.moved("fence")
@@ -228,10 +228,10 @@ class DeliveryModel(LabModel):
                 b = claims["B"]
                 outcome = fq.complete(b)
                 workers = {
-                    "A": {"attempt": claims["A"].attempt, "status": "refused: changed nothing"},
-                    "B": {"attempt": b.attempt, "status": f"completed: {outcome.value.upper()}"},
+                    "A": {"token": claims["A"].token, "status": "refused: changed nothing"},
+                    "B": {"token": b.token, "status": f"completed: {outcome.value.upper()}"},
                 }
-                line = words.fence_step(5, attempt=b.attempt, outcome=outcome.value.upper())
+                line = words.fence_step(5, token=b.token, outcome=outcome.value.upper())
                 lit = Lit.moved("complete")
             self._scene = {**scene, "fence_step": step, "workers": workers, "refused": refused}
             self.fence_log = [*self.fence_log, line]

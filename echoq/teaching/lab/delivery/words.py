@@ -35,7 +35,7 @@ def start(job_id: str, n: int, consumer: str) -> str:
     return f"Delivering {short(job_id)} {n} time(s), consumer {how}: enqueue.lua put it in pending."
 
 
-def claimed(k: int, n: int, job_id: str, attempt: int, effects: int, effects_key: str, ran: bool) -> str:
+def claimed(k: int, n: int, job_id: str, token: int, effects: int, effects_key: str, ran: bool) -> str:
     if ran:
         did = f"the worker ran the effect: {effects_key} now counts {effects} for it."
     else:
@@ -43,7 +43,7 @@ def claimed(k: int, n: int, job_id: str, attempt: int, effects: int, effects_key
             f"the ledger already held this JOB id, so effect.lua SKIPPED the effect: {effects_key} "
             f"still counts {effects} for it."
         )
-    return f"Delivery {k} of {n}: claim.lua leased {short(job_id)} (attempt {attempt}); {did}"
+    return f"Delivery {k} of {n}: claim.lua leased {short(job_id)} (token {token}); {did}"
 
 
 def hand(ran: bool) -> str:
@@ -61,8 +61,8 @@ def ledger(effects: int, deliveries: int) -> str:
 
 
 def workers_card(workers: Sequence[tuple[str, int, str]]) -> str:
-    """The workers card: each worker's name, the attempt it holds, what it did."""
-    return "\n".join(f"{name} · attempt {attempt}\n  {status}" for name, attempt, status in workers) or "none yet"
+    """The workers card: each worker's name, the token it holds, what it did."""
+    return "\n".join(f"{name} · token {token}\n  {status}" for name, token, status in workers) or "none yet"
 
 
 def row_card(job_id: str | None, row: Row | None, in_done: bool) -> str:
@@ -70,14 +70,14 @@ def row_card(job_id: str | None, row: Row | None, in_done: bool) -> str:
     if job_id is None:
         return "no job yet"
     if row is not None:
-        return f"{short(job_id)}\nattempts = {row.attempts} · {row.state}"
+        return f"{short(job_id)}\ntoken = {row.token} · {row.state}"
     if in_done:
         return f"{short(job_id)}\ncompleted: the id is\nin done"
     return f"{short(job_id)}\n(not listed)"
 
 
-def refusal(worker: str, attempt: int, row_attempts: int) -> str:
-    return f"refused {worker}: {attempt} ≠ {row_attempts}"
+def refusal(worker: str, token: int, row_token: int) -> str:
+    return f"refused {worker}: {token} ≠ {row_token}"
 
 
 def fence_card(step: int) -> str:
@@ -110,22 +110,22 @@ def none_yet() -> str:
 NONE_CARD = "No delivery yet: set how many,\npick a consumer, press 'deliver'."
 
 
-FENCE_RULE = "complete(attempt) ends the job\nonly if attempt = the row's attempts"
+FENCE_RULE = "complete(token) ends the job\nonly if token = the row's token"
 
 
 def fence_step(step: int, **f: Any) -> str:
     if step == 1:
-        return f"1. Worker A claims {short(f['job_id'])}: attempt {f['attempt']}, a {f['lease_ms']} ms lease. A stalls."
+        return f"1. Worker A claims {short(f['job_id'])}: token {f['token']}, a {f['lease_ms']} ms lease. A stalls."
     if step == 2:
         return f"2. A's lease runs out on the server's clock; reap.lua moves {f['moved']} job back to pending."
     if step == 3:
-        return f"3. Worker B claims it: attempt {f['attempt']}; the row's attempts is now {f['attempt']}. B holds it."
+        return f"3. Worker B claims it: token {f['token']}; the row's token is now {f['token']}. B holds it."
     if step == 4:
         return (
-            f"4. A wakes up and completes with attempt {f['attempt']}: {f['outcome']}. Refused at the row "
-            f"(attempts = {f['row_attempts']}), nothing changed: the job is still in {f['place_key']}."
+            f"4. A wakes up and completes with token {f['token']}: {f['outcome']}. Refused at the row "
+            f"(token = {f['row_token']}), nothing changed: the job is still in {f['place_key']}."
         )
-    return f"5. B completes with attempt {f['attempt']}: {f['outcome']}. One completion, by the holder."
+    return f"5. B completes with token {f['token']}: {f['outcome']}. One completion, by the holder."
 
 
 def fence_idle() -> str:

@@ -60,7 +60,7 @@ class FleetFigure(QueueFigure):
             if job and snap is not None:
                 placed = job in snap.pending or job in snap.done or job in snap.dead
                 if (path == "naive" and (placed or job in snap.active)) or (path != "naive" and job not in snap.active):
-                    w = {**w, "job": None, "attempt": None}
+                    w = {**w, "job": None, "token": None}
             out.append(w)
         return out
 
@@ -105,7 +105,7 @@ class FleetFigure(QueueFigure):
             place.show_count(snap.counts[place.name] if snap else 0)
         workers = self._workers(frame)
         lines = [
-            words.worker(w["slot"], w["state"], w.get("job"), w.get("attempt"), path, w.get("killed_job"))
+            words.worker(w["slot"], w["state"], w.get("job"), w.get("token"), path, w.get("killed_job"))
             for w in workers
         ]
         self.workers.set_text("\n".join(lines) if lines else words.NO_WORKERS)

@@ -80,7 +80,7 @@ class Held:
     """A naive worker's job in hand (the only copy, in memory)."""
 
     job_id: str
-    attempt: int | None = None
+    token: int | None = None
 
 
 class NaiveWorker:
@@ -196,13 +196,13 @@ class FleetModel(LabModel):
         for entry in self.fleet:
             hand = entry.worker.in_flight if entry.state == "working" else []
             job = hand[0].job_id if hand else None
-            attempt = getattr(hand[0], "attempt", None) if hand else None
+            token = getattr(hand[0], "token", None) if hand else None
             workers.append(
                 {
                     "slot": entry.slot,
                     "state": entry.state,
                     "job": job,
-                    "attempt": attempt,
+                    "token": token,
                     "killed_job": entry.killed_job,
                 }
             )
@@ -303,22 +303,22 @@ class FleetModel(LabModel):
             entry.stop_signal.set()
             with self._lock:
                 entry.state = "killed"
-            job_id = attempt = None
+            job_id = token = None
             if self.running_path == "naive":
                 job_id = lost
                 if lost is not None:
                     # The only copy was in the worker's memory: the lab records what it destroyed.
                     self.queue.client.hincrby(self.queue.keys.stats, LOST_FIELD, 1)
             elif before:
-                job_id, attempt = before[0].job_id, before[0].attempt
+                job_id, token = before[0].job_id, before[0].token
             entry.killed_job = job_id  # the thread unwinds by itself: abandoned, it says nothing more
             if self.running_path == "naive" or job_id is None:
-                return words.killed(slot, job_id, attempt, self.keys("active"), self.running_path), Lit.moved("kill")
+                return words.killed(slot, job_id, token, self.keys("active"), self.running_path), Lit.moved("kill")
             # Where the killed worker's lease stands, in the frame's own read.
             snap = self.read()
             deadline = snap.active.get(job_id)
             left = None if deadline is None else deadline - snap.now_ms
-            said = words.killed(slot, job_id, attempt, self.keys("active"), self.running_path, left)
+            said = words.killed(slot, job_id, token, self.keys("active"), self.running_path, left)
             self.record(f"kill {slot}", said, lit=Lit.moved("kill"), snapshot=snap)
             return None
 

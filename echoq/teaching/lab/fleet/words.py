@@ -59,7 +59,7 @@ def not_working(slot: int, state: str) -> str:
 
 
 def killed(
-    slot: int, job_id: str | None, attempt: int | None, active_key: str, path: str, ms_left: int | None = None
+    slot: int, job_id: str | None, token: int | None, active_key: str, path: str, ms_left: int | None = None
 ) -> str:
     """``ms_left``: on the reliable path, the killed worker's lease left at the frame's read
     (None: the job is no longer in the active set)."""
@@ -72,7 +72,7 @@ def killed(
             "the lab did the killing.)"
         )
     killed = (
-        f"killed worker {slot} mid-job (worker.abandon(), as a killed process): {short(job_id)} (attempt {attempt})"
+        f"killed worker {slot} mid-job (worker.abandon(), as a killed process): {short(job_id)} (token {token})"
     )
     if ms_left is None:
         return f"{killed}: by the time of this read it is no longer in {active_key}."
@@ -124,14 +124,14 @@ def tally(snap: Snapshot, t: Any, path: str, alive: int, workers: int, keys: Cal
 
 
 def worker(
-    slot: int, state: str, job_id: str | None, attempt: int | None, path: str, killed_job: str | None = None
+    slot: int, state: str, job_id: str | None, token: int | None, path: str, killed_job: str | None = None
 ) -> str:
     mark = {"working": "●", "killed": "✕", "stopped": "○", "failed": "!"}.get(state, "?")
     if state == "working" and job_id:
         hand = (
             f"holds {tag(job_id)} (popped: only copy)"
             if path == "naive"
-            else f"holds {tag(job_id)} · attempt {attempt}"
+            else f"holds {tag(job_id)} · token {token}"
         )
     elif state == "working":
         hand = "idle, waiting for a job"

@@ -6,6 +6,7 @@ local row = string.gsub(KEYS[1], 'pending$', 'job:') .. id
 local t = redis.call('TIME')
 local deadline = t[1] * 1000 + t[2] / 1000 + ARGV[1]
 redis.call('ZADD', KEYS[2], deadline, id)
-local attempt = redis.call('HINCRBY', row, 'attempts', 1)
+local token = redis.call('HINCRBY', row, 'token', 1)
+redis.call('HINCRBY', row, 'attempts', 1)
 redis.call('HSET', row, 'state', 'active')
-return {id, attempt, math.floor(deadline)}
+return {id, token, math.floor(deadline)}

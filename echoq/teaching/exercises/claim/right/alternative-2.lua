@@ -4,7 +4,8 @@ local pop = redis.call('ZPOPMIN', KEYS[1], 1)
 if not pop[1] then return {} end
 local prefix = KEYS[1]:sub(1, #KEYS[1] - #'pending')
 local job = pop[1]
-local n = redis.call('HINCRBY', prefix .. 'job:' .. job, 'attempts', 1)
+local n = redis.call('HINCRBY', prefix .. 'job:' .. job, 'token', 1)
+local tries = redis.call('HINCRBY', prefix .. 'job:' .. job, 'attempts', 1)
 redis.call('HSET', prefix .. 'job:' .. job, 'state', 'active', 'claimed_ms', now_ms)
 redis.call('ZADD', KEYS[2], now_ms + ARGV[1], job)
 return {job, n, now_ms + ARGV[1]}

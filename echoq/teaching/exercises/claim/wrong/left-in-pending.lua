@@ -6,7 +6,8 @@ local id = popped[1]
 -- the row's key is built from KEYS[1] ('emq:{q}:pending' minus 'pending'): same queue, same {q}
 local row = string.sub(KEYS[1], 1, -8) .. 'job:' .. id
 
-local attempt = redis.call('HINCRBY', row, 'attempts', 1)
+local token = redis.call('HINCRBY', row, 'token', 1)
+redis.call('HINCRBY', row, 'attempts', 1)  -- one more try, counted toward max_attempts
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -14,4 +15,4 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]), id)
 
 redis.call('HSET', row, 'state', 'active')
-return {id, attempt, now + tonumber(ARGV[1])}
+return {id, token, now + tonumber(ARGV[1])}

@@ -6,7 +6,8 @@ local id = popped[1]
 -- the row's key is built from KEYS[1] ('emq:{q}:pending' minus 'pending'): same queue, same {q}
 local row = string.sub(KEYS[1], 1, -8) .. 'job:' .. id
 
-local attempt = redis.call('HINCRBY', row, 'attempts', 1)
+local token = redis.call('HINCRBY', row, 'token', 1)
+redis.call('HINCRBY', row, 'attempts', 1)  -- one more try, counted toward max_attempts
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

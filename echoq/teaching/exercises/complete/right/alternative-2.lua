@@ -1,7 +1,7 @@
 local fields = redis.call('HGETALL', KEYS[3])
 local row = {}
 for i = 1, #fields, 2 do row[fields[i]] = fields[i + 1] end
-local holds = row.state == 'active' and row.attempts == ARGV[2]
+local holds = row.state == 'active' and row.token == ARGV[2]
 if not holds then
   return {'stale', row.state or 'gone'}
 end

@@ -1,8 +1,8 @@
 -- KEYS[1] = emq:{q}:active   KEYS[2] = emq:{q}:done   KEYS[3] = emq:{q}:job:<id>
--- ARGV[1] = the job id       ARGV[2] = the attempt (the token) the caller's claim returned
-local id, attempt = ARGV[1], ARGV[2]
-local state, attempts = unpack(redis.call('HMGET', KEYS[3], 'state', 'attempts'))
-if state ~= 'active' or attempts ~= attempt then
+-- ARGV[1] = the job id       ARGV[2] = the fencing token the caller's claim returned
+local id, token = ARGV[1], ARGV[2]
+local state, held = unpack(redis.call('HMGET', KEYS[3], 'state', 'token'))
+if state ~= 'active' or held ~= token then
   return {'stale'}
 end
 local t = redis.call('TIME')

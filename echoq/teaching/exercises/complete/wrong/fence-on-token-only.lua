@@ -1,7 +1,7 @@
 -- KEYS[1] = emq:{q}:active   KEYS[2] = emq:{q}:done   KEYS[3] = emq:{q}:job:<id>
--- ARGV[1] = the job id       ARGV[2] = the attempt (the token) the caller's claim returned
-local id, attempt = ARGV[1], ARGV[2]
-if redis.call('HGET', KEYS[3], 'attempts') ~= attempt then return {'stale'} end
+-- ARGV[1] = the job id       ARGV[2] = the fencing token the caller's claim returned
+local id, token = ARGV[1], ARGV[2]
+if redis.call('HGET', KEYS[3], 'token') ~= token then return {'stale'} end
 local t = redis.call('TIME')
 redis.call('ZREM', KEYS[1], id)
 redis.call('DEL', KEYS[3])

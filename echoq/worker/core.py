@@ -1,0 +1,357 @@
+"""The Worker: the I/O owner's loop, which puts the named parts together."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import redis
+
+from .. import scripts
+from ..errors import InvalidArgument
+from ..limits import check, whole
+from ..queue import BATCH, DEFAULT_LEASE_MS, DEFAULT_MAX_STALLED, Claim, Complete, Queue, StalledReport
+from .beat import Beat
+from .calls import LANES, SPLIT_MIN, OneCall, PipelinedCalls
+from .delivery import Abandon, Delivery, Handler, Life, WorkerHooks, WorkReport
+from .leases import Backoff, LeaseKeeper
+from .outage import Outages
+from .pacing import ClaimPace, PrefetchPolicy
+from .pool import Finished, HandlerPool
+from .wake import WakeListener
+
+MAX_CONCURRENCY = 256
+_worker_numbers = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class WorkerState:
+    """What a worker is doing, read at one instant (:attr:`Worker.state`)."""
+
+    running: bool  # inside work()
+    idle: bool  # its last claim came back short: it listens for a wake
+    pipelined: bool  # its calls go ahead of their replies (LANES in flight); False: one at a time
+    calls_in_flight: int  # complete-and-claim calls sent whose replies are not read yet
+    prefetched: int  # claimed jobs waiting in the buffer
+    handling: int  # jobs a handler is running
+    finished: int  # jobs run and not yet completed
+    quick_jobs: bool  # handler time per job is under QUICK_JOB_S (no thread is woken per job)
+
+
+class _Step(NamedTuple):
+    """What the owner does in one turn of its loop, read under the lock."""
+
+    stopping: bool
+    capacity: int  # the most jobs to hold now
+    room: int  # how many more to claim
+    finished: list[Finished]  # to complete or retry
+    unstarted: list[Delivery]  # to give back (stopping)
+    woken: bool  # work may be pending
+    holding: bool  # jobs claimed and not finished, or calls in flight
+    starting: list[Delivery]  # starts to confirm
+    confirm_in: float  # seconds until the next start is due to be confirmed
+
+
+class Worker:
+    """Consumes one queue: an I/O owner (the thread in :meth:`work`), ``concurrency``
+    handler threads fed from a prefetch buffer, a wake listener, and the beat."""
+
+    def __init__(
+        self,
+        queue: Queue,
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        extend_every_ms: int | None = None,
+        max_stalled: int = DEFAULT_MAX_STALLED,
+        max_attempts: int = 3,
+        backoff: Backoff | None = None,
+        beat_ms: int = 1_000,
+        idle_wait_ms: int = 1_000,
+        hooks: WorkerHooks | None = None,
+        prefetch: int | None = None,
+    ) -> None:
+        self.queue = queue
+        self.handler = handler
+        self.concurrency = whole("concurrency", concurrency, 1, MAX_CONCURRENCY)
+        self.lease_ms = check("lease_ms", lease_ms)
+        self.extend_every_ms = _extend_every(self.lease_ms, extend_every_ms)
+        self.max_stalled = check("max_stalled", max_stalled)
+        self.max_attempts = check("max_attempts", max_attempts)
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise InvalidArgument(f"backoff must be an echoq.Backoff, got {backoff!r}")
+        self.backoff = backoff if backoff is not None else Backoff()
+        self.beat_ms = whole("beat_ms", beat_ms, 1, 3_600_000, unit="of milliseconds")
+        self.idle_wait_ms = whole("idle_wait_ms", idle_wait_ms, 1, 3_600_000, unit="of milliseconds")
+        if hooks is not None and not callable(getattr(hooks, "reached", None)):
+            raise InvalidArgument(f"hooks must have a reached(delivery, checkpoint) method, got {hooks!r}")
+        self.hooks = hooks
+        self.prefetch = _prefetch(prefetch, self.concurrency, self.extend_every_ms)
+        self.name = f"worker-{next(_worker_numbers)}@{queue.name}"
+        # Claims count as unstarted until the handler's start is confirmed (CONFIRM_S). A worker
+        # with hooks (fault injection) claims them as started at once: a hook that abandons it
+        # plays a process killed inside the handler, whose stall must count at once.
+        self._confirm = hooks is None
+        self._running = False
+
+        life = self._life = Life(hooks)
+        # A lost server is waited for one lease time (at least a second) before work() gives up.
+        outages = self._outages = Outages(life, queue.client, max(self.lease_ms, 1_000) / 1000)
+        self._policy = PrefetchPolicy(self.concurrency, self.prefetch, extends=bool(self.extend_every_ms))
+        self._pool = HandlerPool(life, handler, self.concurrency)
+        self._leases = LeaseKeeper(
+            queue,
+            life,
+            outages,
+            lease_ms=self.lease_ms,
+            extend_every_ms=self.extend_every_ms,
+            backoff=self.backoff,
+            max_attempts=self.max_attempts,
+        )
+        self._beat = Beat(queue, life, outages, beat_ms=self.beat_ms, max_stalled=self.max_stalled, holder=self.name)
+        self._listener = WakeListener(queue, life, self.idle_wait_ms)
+        self._calls = self._transport()
+
+    # -- control and what may be read ---------------------------------------------------------
+
+    def stop(self) -> None:
+        """Graceful stop: claim nothing new, give back the prefetched jobs not started, let
+        the running ones finish and complete. ``work`` returns holding nothing."""
+        self._pool.stopping = True
+        self._life.rouse()
+
+    def abandon(self) -> None:
+        """Die now, as a SIGKILLed process would, from any thread: the jobs held are neither
+        completed nor given back and their leases are no longer extended, so they stay in
+        the active set until a stalled check finds them expired. ``work`` returns with
+        ``report.abandoned`` set."""
+        self._life.die()
+
+    @property
+    def report(self) -> WorkReport:
+        """What the current (or last) ``work()`` call did."""
+        return self._life.report
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def in_flight(self) -> list[Delivery]:
+        """The deliveries a handler is running now."""
+        with self._life.lock:
+            return list(self._pool.busy)
+
+    @property
+    def held(self) -> list[Delivery]:
+        """Every delivery whose lease this worker holds: running, prefetched, or finished
+        and about to be completed."""
+        with self._life.lock:
+            return self._pool.held()
+
+    @property
+    def state(self) -> WorkerState:
+        """What this worker is doing now, read under its lock (a copy: changing it changes
+        nothing)."""
+        pool, calls = self._pool, self._calls
+        with self._life.lock:
+            return WorkerState(
+                running=self._running,
+                idle=self._listener.listening.is_set(),
+                pipelined=calls.pipelined,
+                calls_in_flight=calls.in_flight,
+                prefetched=len(pool.buffer),
+                handling=len(pool.busy),
+                finished=len(pool.finished),
+                quick_jobs=pool.quick(),
+            )
+
+    def work(self, burst: bool = False) -> WorkReport:
+        """Run until :meth:`stop` (or, with ``burst``, until nothing is pending or waiting
+        out a backoff and this worker holds nothing). Returns what this call did."""
+        if self._running:
+            raise InvalidArgument("this worker is already working; call stop() first or start another Worker")
+        self._running = True
+        life = self._life
+        life.report = WorkReport()
+        life.woken = False
+        life.crashed.clear()
+        self._listener.begin()
+        self._calls = self._transport()
+        failure: BaseException | None = None
+        try:
+            self._pool.start()
+            self._conduct(burst)
+        except Abandon:
+            pass
+        except BaseException as exc:  # the server went away, or the owner was interrupted
+            failure = exc
+        finally:
+            self._listener.end()
+            self._pool.close()
+            self._calls.close()
+            self._running = False
+        failure = failure or self._pool.failure
+        if failure is not None:
+            # Every error out of work() is typed: a client error that escaped a move's own
+            # translation (a connection lost outside one) becomes the EchoqError it means.
+            typed = scripts.typed(self.queue.client, failure, f"Worker.work on {self.queue.name!r}")
+            if typed is not failure:
+                raise typed from None
+            raise failure
+        return life.report
+
+    def beat(self) -> StalledReport | None:
+        """One stalled check -- recover expired leases, dead-letter repeat stallers -- unless
+        another worker of the fleet ran one within this beat (then None)."""
+        return self._beat.run()
+
+    # -- the I/O owner -----------------------------------------------------------------------
+
+    def _conduct(self, burst: bool) -> None:
+        """The owner's loop. Each turn: the beat if due; what to send, read under the lock;
+        give back the unstarted (stopping), extend the leases (due), retry the failed; then
+        one exchange of calls -- or, with nothing to send, return (stopped, or drained in a
+        burst) or sleep until something is due."""
+        life, pool, calls, leases, beat = self._life, self._pool, self._calls, self._leases, self._beat
+        pace = ClaimPace(self.idle_wait_ms / 1000)
+        beat.start(time.monotonic())
+        leases.start(time.monotonic())
+        while not life.crashed.is_set():
+            beat.tick(time.monotonic())
+            now = time.monotonic()
+            with life.lock:
+                step = self._next_step(now)
+            life.check()
+            if step.unstarted:
+                leases.release(step.unstarted)
+            if leases.due(now) and leases.extend(self.held):
+                with life.lock:
+                    pool.drop_lost()
+            done = self._settle(step.finished, pace)
+            pace.refresh(step.woken, now)
+            ask = calls.shape(pace.ask(step.room, bool(done)), bool(done), step.capacity)
+            if done or ask or calls.in_flight or step.starting:
+                pace.answered(*calls.exchange(done, ask, step.starting))
+                continue
+            if step.stopping and not step.holding:
+                return
+            if pace.dry and step.room and not step.holding:
+                waiting = self._outages.ride_out(self.queue.waiting)
+                if waiting.pending:
+                    pace.dry = False
+                    continue
+                if burst and not waiting.scheduled:
+                    if not waiting.expired:
+                        return  # drained
+                    # Jobs of a dead worker wait for a stalled check (another worker ran
+                    # this beat's): drain them too, after the next beat.
+                    pace.look_at(beat.next_at)
+                if waiting.next_due_in_ms is not None:
+                    pace.look_at(time.monotonic() + waiting.next_due_in_ms / 1000)
+            self._listener.listen(pace.dry and step.room > 0)
+            self._sleep(min(beat.next_at, leases.next_at, pace.look_again, time.monotonic() + step.confirm_in), step)
+
+    def _next_step(self, now: float) -> _Step:
+        """Under the lock: what this turn of the owner's loop sends."""
+        pool, calls = self._pool, self._calls
+        stopping = pool.stopping
+        capacity, pool.low_mark = self._policy.plan(pool.job_s)
+        room = 0 if stopping else max(0, capacity - pool.holding() - calls.asked)
+        # Completions wait until the buffer is down to its low mark (pool.take_finished).
+        # Pipelined, they go as soon as they fill a call with the room to claim: the server
+        # runs it while the handlers work through the buffer.
+        flush = (
+            stopping or self._leases.due(now) or (calls.pipelining(capacity) and len(pool.finished) + room >= SPLIT_MIN)
+        )
+        finished = pool.take_finished(flush)
+        unstarted = pool.take_unstarted() if stopping and pool.buffer else []
+        woken, self._life.woken = self._life.woken, False
+        holding = bool(pool.buffer or pool.busy or calls.in_flight)
+        starting, confirm_in = pool.to_confirm() if self._confirm else ([], float("inf"))
+        return _Step(stopping, capacity, room, finished, unstarted, woken, holding, starting, confirm_in)
+
+    def _settle(self, finished: list[Finished], pace: ClaimPace) -> list[Delivery]:
+        """Retry the jobs whose handler raised; the others are to be completed."""
+        done: list[Delivery] = []
+        for delivery, error in finished:
+            if error is None:
+                done.append(delivery)
+                continue
+            backoff_s = self._leases.retry(delivery, error)
+            if backoff_s is None:
+                pace.dry = False  # back in pending now: claim it
+            else:
+                pace.look_at(time.monotonic() + backoff_s)
+        return done
+
+    def _sleep(self, deadline: float, step: _Step) -> None:
+        """Wait for a finished job, a wake, a stop or death, at most until ``deadline``."""
+        life, pool = self._life, self._pool
+        with life.lock:
+            if pool.drained() or life.woken or pool.stopping != step.stopping or life.crashed.is_set():
+                return
+            wait_s = pool.nudge(max(0.0, deadline - time.monotonic()))
+            life.owner_waiting = True
+            life.io_wake.wait(wait_s)
+            life.owner_waiting = False
+
+    def _on_reply(self, outcomes: list[Complete], claims: list[Claim], took_s: float) -> None:
+        """Count a call's outcomes and put the jobs it claimed into the buffer."""
+        life = self._life
+        fresh = [Delivery(life, claim) for claim in claims]
+        completed = outcomes.count(Complete.COMPLETED)
+        with life.lock:
+            report = life.report
+            self._policy.observe_trip(took_s, first=not report.round_trips)
+            report.round_trips += 1
+            report.completed += completed
+            report.stale += len(outcomes) - completed
+            report.claimed += len(claims)
+            if fresh and not life.crashed.is_set():
+                self._pool.feed(fresh)
+
+    def _transport(self) -> OneCall:
+        """Pipelined calls for a worker that may hold enough jobs for LANES calls in flight
+        (SPLIT_MIN each), on one connection to one server (a plain client); else one call
+        at a time (a cluster client, or a write that waits for replicas on its connection)."""
+        kinds = {"lease_ms": self.lease_ms, "confirm": self._confirm, "on_reply": self._on_reply}
+        plain = isinstance(self.queue.client, redis.Redis) and self.queue.durability is None
+        if plain and self._policy.most() >= LANES * SPLIT_MIN:
+            return PipelinedCalls(self.queue, self._life, self._outages, **kinds)
+        return OneCall(self.queue, self._life, self._outages, **kinds)
+
+
+def _extend_every(lease_ms: int, extend_every_ms: int | None) -> int:
+    """0 turns extension off; by default a lease is extended three times per lease length
+    (a lease under 3 ms is too short to extend and is left to run out)."""
+    every = (
+        lease_ms // 3
+        if extend_every_ms is None
+        else whole("extend_every_ms", extend_every_ms, 0, unit="of milliseconds")
+    )
+    if every >= lease_ms:
+        raise InvalidArgument(
+            f"extend_every_ms ({every}) must be shorter than lease_ms ({lease_ms}), or the lease runs out "
+            "between extensions; use about lease_ms // 3, or 0 to turn extension off"
+        )
+    return every
+
+
+def _prefetch(prefetch: int | None, concurrency: int, extend_every_ms: int) -> int | None:
+    """A prefetched job waits under a lease only extension keeps alive: without extension,
+    claim for free slots only."""
+    if prefetch is not None:
+        whole("prefetch", prefetch, 0, BATCH - concurrency)
+        if prefetch and not extend_every_ms:
+            raise InvalidArgument(
+                f"prefetch={prefetch} needs lease extension (extend_every_ms > 0): a prefetched job waits "
+                "under its lease and would be reaped; use prefetch=0, or leave extend_every_ms at its default"
+            )
+    return prefetch
+
+
+__all__ = ["MAX_CONCURRENCY", "Worker", "WorkerState"]
