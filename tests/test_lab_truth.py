@@ -93,13 +93,8 @@ def check_delivery(lab: DeliveryLab, frame: Frame, previous: Frame | None) -> No
     assert f"effect ran {ran} · skipped {snap.stats.get('claimed', 0) - ran}" in ledger
     row = snap.rows.get(job)
     if row is not None:
-<<<<<<< HEAD
-        assert f"attempts = {row.attempts}" in lab.figure.row.get_text()
-    if frame.lit == Lit.moved("claim"):
-=======
         assert f"token = {row.token}" in lab.figure.row.get_text()
-    if frame.lit == "claim":
->>>>>>> worker
+    if frame.lit == Lit.moved("claim"):
         assert previous is not None and previous.state.get("job") == job
         did_run = ran > previous.snapshot.effects.get(job, 0)  # the effect ran at this delivery
         worker = lab.figure.workers.get_text().splitlines()[-1]
