@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+import redis
+
 import echoq
 from echoq.effects import Effects
 from echoq.teaching import contrasts
-from tests.helpers import assert_one_place, expire, places
+from tests.support.helpers import assert_one_place, expire, places
+from tests.support.servers import fresh_name
 
 
 def test_naive_pop_takes_the_job_out_of_valkey(queue: echoq.Queue) -> None:
@@ -18,6 +22,33 @@ def test_naive_pop_takes_the_job_out_of_valkey(queue: echoq.Queue) -> None:
     snap = queue.snapshot()
     assert snap.place_of(first) is None and queue.job(first) is None
     assert snap.counts["pending"] == 1 and snap.stats["naive_popped"] == 1
+
+
+def test_naive_pop_of_an_id_whose_row_is_in_another_queue_reads_and_changes_nothing_there(
+    client: redis.Redis,
+) -> None:
+    mine, theirs = echoq.Queue(fresh_name(), client), echoq.Queue(fresh_name("other"), client)
+    try:
+        stray = theirs.enqueue("elsewhere").job_id
+        mine.client.zadd(mine.keys.pending, {stray: 0})
+        assert mine.claim() is None  # the stray id is dead-lettered here, its row left alone
+        before = {key: client.dump(key) for key in theirs.keys_in_use()}
+        assert contrasts.naive_pop(mine) is None
+        assert {key: client.dump(key) for key in theirs.keys_in_use()} == before and theirs.job(stray) is not None
+    finally:
+        mine.reset()
+        theirs.reset()
+
+
+@pytest.mark.parametrize("name", ["a", "Lesson_02-b", "9" * 64])
+def test_naive_pop_passes_the_scripts_key_check_for_every_valid_queue_name(client: redis.Redis, name: str) -> None:
+    q = echoq.Queue(name, client)
+    q.reset()
+    try:
+        q.enqueue("one")
+        assert contrasts.naive_pop(q) is not None
+    finally:
+        q.reset()
 
 
 def test_naive_loop_loses_the_job_a_crash_interrupts_and_the_claim_does_not(queue: echoq.Queue) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 import echoq
 from echoq.effects import Effect, Effects
-from tests.helpers import expire
+from tests.support.helpers import expire
 
 
 def redeliver(queue: echoq.Queue, deliveries: int, apply) -> str:

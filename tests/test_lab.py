@@ -36,8 +36,8 @@ from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab, fast_fo
 from echoq.teaching.lab.fleet.model import LOST_FIELD, FleetModel  # noqa: E402
 from echoq.teaching.lab.view import LabPanel  # noqa: E402
 from echoq.teaching.lab.words import short  # noqa: E402
-from tests.conftest import fresh_name  # noqa: E402
-from tests.helpers import wait_for_server_time  # noqa: E402
+from tests.support.helpers import wait_for_server_time  # noqa: E402
+from tests.support.servers import fresh_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PANELS = [ClaimLab, DeliveryLab, ReapLab, FleetLab]
@@ -424,6 +424,7 @@ def test_constructors_and_settings_do_no_io(panel: type[LabPanel], name: str) ->
     lab.close()
 
 
+@pytest.mark.server
 def test_models_import_no_widget_or_plot_library() -> None:
     probe = (
         "import sys\n"
@@ -1002,6 +1003,7 @@ def test_a_panel_carries_its_picture_and_readout_for_readers_without_a_kernel(pa
         lab.close()
 
 
+@pytest.mark.server
 def test_a_saved_notebook_shows_each_labs_last_state(tmp_path: Path) -> None:
     """Executed like Run All (nbclient), a lab displayed in one cell and driven in the next is
     stored with the LAST state's picture and readout, not the first, nor a widget repr."""

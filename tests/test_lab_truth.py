@@ -21,8 +21,8 @@ import echoq  # noqa: E402
 from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab, words  # noqa: E402
 from echoq.teaching.lab.frames import Frame  # noqa: E402
 from echoq.teaching.lab.view import LabPanel  # noqa: E402
-from tests.conftest import fresh_name  # noqa: E402
-from tests.lab_tour import TOURS, tour  # noqa: E402
+from tests.support.lab_tour import TOURS, tour  # noqa: E402
+from tests.support.servers import fresh_name  # noqa: E402
 
 PLACES = ("pending", "active", "done", "dead")
 
