@@ -58,8 +58,9 @@ test: setup
 	@bash tools/hub-deps.sh
 	$(BIN)/ruff check echoq tests bench tools
 	@# Most tests wait on servers, leases and kernels rather than compute: four processes
-	@# share the cores, one test file (one notebook) each at a time.
-	$(BIN)/python -m pytest -n 4 --dist loadfile -m "not browser"
+	@# share the cores, one test file (one notebook) each at a time, the longest files first
+	@# (tests/conftest.py orders them; xdist must keep that order).
+	$(BIN)/python -m pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not browser"
 	@# Then the tests that judge what Chromium paints, alone, so no frame is starved of CPU.
 	$(BIN)/python -m pytest -m browser
 

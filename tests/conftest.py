@@ -146,12 +146,43 @@ def needs_server(item: pytest.Item) -> bool:
     return not SERVER_FIXTURES.isdisjoint(item.fixturenames)
 
 
+# ---------------------------------------------------------------- order
+
+# About how many seconds each long file takes in `make test` (2 cores, 4 workers), from
+# `--durations`. `make test` hands whole files to the workers in collection order
+# (`--dist loadfile --no-loadscope-reorder`), so the longest start first and the last
+# ones to start are short: no worker is left running a long file alone at the end.
+# A file not listed counts 0.05 s a test.
+SECONDS = {
+    "test_bench.py": 60, "test_rerun_later.py": 55, "test_lab.py": 50, "test_lab_truth.py": 45,
+    "test_worker.py": 45, "test_cluster.py": 40, "test_rerun.py": 30, "test_chaos.py": 30,
+    "test_lab_pictures.py": 25, "test_validation.py": 25, "test_exercises.py": 25, "test_workshop.py": 25,
+    "test_workshop_people.py": 20, "test_habits.py": 20, "test_queue.py": 20, "test_server.py": 20,
+    "test_workshop_browser.py": 15, "test_stateful.py": 15, "test_workshop_bench.py": 15,
+    "07_beyond_one_server.ipynb": 20, "05_worker_path.ipynb": 12, "04_stalled_recovery.ipynb": 10,
+    "06_beyond.ipynb": 10, "03_at_least_once.ipynb": 8,
+}  # fmt: skip
+
+
+def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    by_file: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_file.setdefault(str(item.path), []).append(item)
+
+    def seconds(path: str) -> float:
+        tests = by_file[path]
+        return SECONDS.get(tests[0].path.name, 0.05 * len(tests))
+
+    return [item for path in sorted(by_file, key=seconds, reverse=True) for item in by_file[path]]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in BROWSER_MODULES:
             item.add_marker(pytest.mark.browser)
         if needs_server(item) and item.get_closest_marker("server") is None:
             item.add_marker(pytest.mark.server)
+    items[:] = _longest_first(items)
 
 
 class _Touched(Exception):
