@@ -148,32 +148,64 @@ def needs_server(item: pytest.Item) -> bool:
 
 # ---------------------------------------------------------------- order
 
-# About how many seconds each long file takes in `make test` (2 cores, 4 workers), from
-# `--durations`. `make test` hands whole files to the workers in collection order
-# (`--dist loadfile --no-loadscope-reorder`), so the longest start first and the last
-# ones to start are short: no worker is left running a long file alone at the end.
-# A file not listed counts 0.05 s a test.
+# About how many seconds each long file takes on its own (2 cores, loaded), from
+# `--durations`. `make test` hands units of work (a file, or a test function of a
+# BY_FUNCTION file) to its workers in the order the workers collect them
+# (`--dist loadfile --no-loadscope-reorder`): the longest first, so the last ones to start
+# are short and no worker is left running a long one alone at the end. A file not listed
+# counts 0.05 s a test; a unit of a BY_FUNCTION file, its share of the file's tests.
 SECONDS = {
-    "test_bench.py": 60, "test_rerun_later.py": 55, "test_lab.py": 50, "test_lab_truth.py": 45,
-    "test_worker.py": 45, "test_cluster.py": 40, "test_rerun.py": 30, "test_chaos.py": 30,
-    "test_lab_pictures.py": 25, "test_validation.py": 25, "test_exercises.py": 25, "test_workshop.py": 25,
+    "test_exercises.py": 200, "test_lab.py": 130, "test_bench.py": 60, "test_lab_truth.py": 60,
+    "test_rerun_later.py": 55, "test_chaos.py": 50, "test_workshop_browser.py": 40,
+    "test_validation.py": 35, "test_worker.py": 35, "test_cluster.py": 30, "test_rerun.py": 30,
+    "test_lab_pictures.py": 25, "test_stateful.py": 20, "test_workshop.py": 18,
     "test_workshop_people.py": 20, "test_habits.py": 20, "test_queue.py": 20, "test_server.py": 20,
-    "test_workshop_browser.py": 15, "test_stateful.py": 15, "test_workshop_bench.py": 15,
+    "test_workshop_bench.py": 12,
     "07_beyond_one_server.ipynb": 20, "05_worker_path.ipynb": 12, "04_stalled_recovery.ipynb": 10,
     "06_beyond.ipynb": 10, "03_at_least_once.ipynb": 8,
 }  # fmt: skip
 
 
+# Files whose tests share no module-scoped start-up and are long enough that one worker
+# running the whole file would be the last one still busy: `make test` hands out each of
+# their test functions (with all its cases) as a unit of its own.
+BY_FUNCTION = {"test_exercises.py", "test_lab.py"}
+
+
+def unit_of(nodeid: str) -> str:
+    """What `make test` hands to one worker: a file, or one test function of a BY_FUNCTION file."""
+    path, _, test = nodeid.partition("::")
+    if path.rpartition("/")[2] in BY_FUNCTION:
+        return f"{path}::{test.split('[', 1)[0]}"
+    return path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ByFileOrFunction(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return ByFileOrFunction(config, log)
+
+
 def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    by_file: dict[str, list[pytest.Item]] = {}
+    """The units of work, longest first (each unit's tests in their own order)."""
+    units: dict[str, list[pytest.Item]] = {}
+    in_file: dict[str, int] = {}
     for item in items:
-        by_file.setdefault(str(item.path), []).append(item)
+        units.setdefault(unit_of(item.nodeid), []).append(item)
+        in_file[item.path.name] = in_file.get(item.path.name, 0) + 1
 
-    def seconds(path: str) -> float:
-        tests = by_file[path]
-        return SECONDS.get(tests[0].path.name, 0.05 * len(tests))
+    def seconds(unit: str) -> float:
+        tests = units[unit]
+        name = tests[0].path.name
+        return SECONDS.get(name, 0.05 * in_file[name]) * len(tests) / in_file[name]
 
-    return [item for path in sorted(by_file, key=seconds, reverse=True) for item in by_file[path]]
+    return [item for unit in sorted(units, key=seconds, reverse=True) for item in units[unit]]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -182,7 +214,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.browser)
         if needs_server(item) and item.get_closest_marker("server") is None:
             item.add_marker(pytest.mark.server)
-    items[:] = _longest_first(items)
+    if hasattr(config, "workerinput"):  # an xdist worker: the order is the order of hand-out
+        items[:] = _longest_first(items)
 
 
 class _Touched(Exception):

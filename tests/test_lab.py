@@ -648,7 +648,7 @@ def test_the_fleet_never_shows_a_loss_that_did_not_happen(valkey_client: redis.R
     fleets = {path: FleetModel(fresh_name(f"truth-{path}"), client=valkey_client) for path in ("reliable", "naive")}
     try:
         for path, model in fleets.items():
-            model.path, model.job_ms, model.rate, model.lease_ms, model.beat_ms = path, 50, 10, 300, 50
+            model.path, model.job_ms, model.rate, model.lease_ms, model.beat_ms = path, 120, 8, 600, 100
             assert model.start(3)
         shown_lost: dict[str, list[int]] = {path: [] for path in fleets}
         started = time.monotonic()
