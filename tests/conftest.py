@@ -150,10 +150,10 @@ def needs_server(item: pytest.Item) -> bool:
 
 # About how many seconds each long file takes on its own (2 cores, loaded), from
 # `--durations`. `make test` hands units of work (a file, or a test function of a
-# BY_FUNCTION file) to its workers in the order the workers collect them
+# SPLIT file) to its workers in the order the workers collect them
 # (`--dist loadfile --no-loadscope-reorder`): the longest first, so the last ones to start
 # are short and no worker is left running a long one alone at the end. A file not listed
-# counts 0.05 s a test; a unit of a BY_FUNCTION file, its share of the file's tests.
+# counts 0.05 s a test; a unit of a SPLIT file, its share of the file's tests.
 SECONDS = {
     "test_exercises.py": 200, "test_lab.py": 130, "test_bench.py": 60, "test_lab_truth.py": 60,
     "test_rerun_later.py": 55, "test_chaos.py": 50, "test_workshop_browser.py": 40,
@@ -168,14 +168,20 @@ SECONDS = {
 
 # Files whose tests share no module-scoped start-up and are long enough that one worker
 # running the whole file would be the last one still busy: `make test` hands out each of
-# their test functions (with all its cases) as a unit of its own.
-BY_FUNCTION = {"test_exercises.py", "test_lab.py"}
+# their test functions (with all its cases), or each case, as a unit of its own.
+SPLIT = {
+    "test_exercises.py": "function", "test_lab.py": "function",
+    "test_lab_truth.py": "case", "test_lab_pictures.py": "case", "test_rerun.py": "case", "test_rerun_later.py": "case",
+}  # fmt: skip
 
 
 def unit_of(nodeid: str) -> str:
-    """What `make test` hands to one worker: a file, or one test function of a BY_FUNCTION file."""
+    """What `make test` hands to one worker: a file, or a test function or a case of a SPLIT file."""
     path, _, test = nodeid.partition("::")
-    if path.rpartition("/")[2] in BY_FUNCTION:
+    split = SPLIT.get(path.rpartition("/")[2])
+    if split == "case":
+        return nodeid
+    if split == "function":
         return f"{path}::{test.split('[', 1)[0]}"
     return path
 
