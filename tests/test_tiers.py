@@ -111,3 +111,20 @@ def test_the_unit_tier_gives_sockets_and_processes_back() -> None:
     with conftest._unit_tier([]):
         assert socket.socket.connect is not before[0]
     assert (socket.socket.connect, subprocess.Popen.__init__) == before
+
+
+def test_every_file_the_order_tables_name_exists() -> None:
+    root = TESTS.parent
+    files = {p.name for p in TESTS.glob("test_*.py")} | {p.name for p in (root / "notebooks").glob("*.ipynb")}
+    named = set(conftest.SECONDS) | set(conftest.SPLIT) | conftest.BROWSER_MODULES
+    assert named <= files, sorted(named - files)
+
+
+def test_a_notebook_is_one_unit_and_a_split_file_goes_by_function_or_case() -> None:
+    unit = conftest.unit_of
+    lesson = "notebooks/07_beyond_one_server.ipynb"
+    assert unit(f"{lesson}::Cell 3") == unit(f"{lesson}::Cell 9")
+    assert unit("tests/test_queue.py::test_a[valkey]") == unit("tests/test_queue.py::test_b[redis7]")
+    assert unit("tests/test_lab.py::test_a[ClaimLab]") == unit("tests/test_lab.py::test_a[FleetLab]")
+    assert unit("tests/test_lab.py::test_a[ClaimLab]") != unit("tests/test_lab.py::test_b")
+    assert unit("tests/test_rerun.py::test_a[00]") != unit("tests/test_rerun.py::test_a[01]")
