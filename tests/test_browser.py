@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_support import (  # noqa: F401  (fixtures)
+from tests.support.browser import (  # noqa: F401  (fixtures)
     browser,
     chromium,
     kernel_env,

@@ -13,11 +13,12 @@ import pytest
 import echoq
 from echoq.teaching.__main__ import main
 from echoq.teaching.chaos import run_chaos
-from tests.conftest import fresh_name
+from tests.support.servers import fresh_name
 
 QUICK = {"lease_ms": 200, "beat_ms": 50, "work_ms": 1, "timeout_s": 60}
 
 
+@pytest.mark.server
 def test_reliable_path_loses_nothing_and_duplicates_no_effect_under_kills() -> None:
     report = run_chaos(workers=2, jobs=150, kill_rate=0.04, kill_every_s=0.5, seed=11, **QUICK)
     assert report.ok, report.format()
@@ -33,6 +34,7 @@ def test_reliable_path_loses_nothing_and_duplicates_no_effect_under_kills() -> N
     assert report.settle_p50_ms is not None and report.settle_p50_ms <= report.settle_p99_ms
 
 
+@pytest.mark.server
 def test_after_effect_kills_redeliver_but_the_keyed_effect_runs_once() -> None:
     report = run_chaos(workers=2, jobs=60, kill_rate=0.2, kill_every_s=0, kill_at=("after_effect",), seed=3, **QUICK)
     killed = report.kills_by_point.get("after_effect", 0)
@@ -42,6 +44,7 @@ def test_after_effect_kills_redeliver_but_the_keyed_effect_runs_once() -> None:
     assert report.effects == 60 and report.duplicate_effects == 0 and report.lost == 0, report.format()
 
 
+@pytest.mark.server
 def test_chaos_cli_exit_zero_when_nothing_is_lost(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["chaos", "--workers", "2", "--jobs", "100", "--kill-rate", "0.05", "--seed", "5", "--lease-ms", "200"]
     assert main(argv + ["--no-progress"]) == 0
@@ -53,6 +56,7 @@ def test_chaos_cli_exit_zero_when_nothing_is_lost(capsys: pytest.CaptureFixture[
     )
 
 
+@pytest.mark.server
 def test_naive_chaos_loses_jobs_and_exits_non_zero(capsys: pytest.CaptureFixture[str]) -> None:
     # A kill between the pop and the effect loses the job: 1 in 10 deliveries here.
     argv = ["chaos", "--workers", "2", "--jobs", "100", "--kill-rate", "0.1", "--kill-at", "after_claim,mid_job"]
@@ -176,6 +180,7 @@ def test_a_run_whose_workers_keep_failing_gives_up_with_a_full_report_and_remove
     assert not list(valkey_client.scan_iter(match=f"emq:{{{name}}}:*"))
 
 
+@pytest.mark.server
 def test_above_the_per_id_limit_the_report_says_what_was_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     from echoq.teaching import chaos
 

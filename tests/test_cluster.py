@@ -41,8 +41,8 @@ from echoq.teaching import contrasts  # noqa: E402
 from echoq.teaching.chaos import run_chaos  # noqa: E402
 from echoq.teaching.cluster import LocalCluster, slot_of  # noqa: E402
 from echoq.teaching.fast_forward import fast_forward  # noqa: E402
-from tests.conftest import fresh_name  # noqa: E402
-from tests.helpers import assert_one_place, expire  # noqa: E402
+from tests.support.helpers import assert_one_place, expire  # noqa: E402
+from tests.support.servers import fresh_name  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The benchmark's round-trip ceiling (bench/ceiling.lua) is one of the scripts run here.
@@ -139,6 +139,16 @@ def test_queues_spread_over_the_three_masters_by_their_hash_tags(cluster: LocalC
     k = echoq.Keyspace("alice.lesson-02")
     keys = [k.pending, k.active, k.scheduled, k.dead, k.done, k.stats, k.effects, k.job(echoq.new_job_id())]
     assert len({slot_of(key) for key in keys}) == 1 and keys[0].startswith("emq:{alice.lesson-02}:")
+
+
+def test_the_kits_slot_rule_is_crc16_and_agrees_with_the_cluster(client) -> None:  # type: ignore[no-untyped-def]
+    from echoq.teaching.cluster import _crc16
+
+    assert _crc16(b"123456789") == 0x31C3  # the reference vector of CRC16/XMODEM
+    k = echoq.Keyspace(fresh_name())
+    keys = [k.pending, k.active, k.scheduled, k.dead, k.done, k.stats, k.effects, k.outbox, k.job(echoq.new_job_id())]
+    local = {slot_of(key) for key in keys}
+    assert len(local) == 1 and local == {client.keyslot(key) for key in keys}
 
 
 def test_a_plain_client_on_one_node_is_told_to_use_the_cluster_form(cluster: LocalCluster, client) -> None:  # type: ignore[no-untyped-def]

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+import redis
+
 import echoq
-from echoq.effects import Effects
+from echoq.effects import Effect, Effects
 from echoq.teaching import contrasts
-from tests.helpers import assert_one_place, expire, places
+from tests.support.helpers import assert_one_place, expire, places
+from tests.support.servers import fresh_name
+from tests.test_effects import redeliver
 
 
 def test_naive_pop_takes_the_job_out_of_valkey(queue: echoq.Queue) -> None:
@@ -18,6 +23,33 @@ def test_naive_pop_takes_the_job_out_of_valkey(queue: echoq.Queue) -> None:
     snap = queue.snapshot()
     assert snap.place_of(first) is None and queue.job(first) is None
     assert snap.counts["pending"] == 1 and snap.stats["naive_popped"] == 1
+
+
+def test_naive_pop_of_an_id_whose_row_is_in_another_queue_reads_and_changes_nothing_there(
+    client: redis.Redis,
+) -> None:
+    mine, theirs = echoq.Queue(fresh_name(), client), echoq.Queue(fresh_name("other"), client)
+    try:
+        stray = theirs.enqueue("elsewhere").job_id
+        mine.client.zadd(mine.keys.pending, {stray: 0})
+        assert mine.claim() is None  # the stray id is dead-lettered here, its row left alone
+        before = {key: client.dump(key) for key in theirs.keys_in_use()}
+        assert contrasts.naive_pop(mine) is None
+        assert {key: client.dump(key) for key in theirs.keys_in_use()} == before and theirs.job(stray) is not None
+    finally:
+        mine.reset()
+        theirs.reset()
+
+
+@pytest.mark.parametrize("name", ["a", "Lesson_02-b", "9" * 64])
+def test_naive_pop_passes_the_scripts_key_check_for_every_valid_queue_name(client: redis.Redis, name: str) -> None:
+    q = echoq.Queue(name, client)
+    q.reset()
+    try:
+        q.enqueue("one")
+        assert contrasts.naive_pop(q) is not None
+    finally:
+        q.reset()
 
 
 def test_naive_loop_loses_the_job_a_crash_interrupts_and_the_claim_does_not(queue: echoq.Queue) -> None:
@@ -112,3 +144,21 @@ def test_fenced_stale_completion_is_refused_and_changes_nothing(queue: echoq.Que
     assert report.stale_outcome is echoq.Complete.STALE
     assert report.place_while_held is echoq.JobState.ACTIVE
     assert report.holder_outcome is echoq.Complete.COMPLETED
+
+
+# The effect on every delivery: the contrast to the ledger's apply_once (tests/test_effects.py).
+
+
+@pytest.mark.parametrize("deliveries", [1, 3, 7])
+def test_naive_consumer_makes_one_effect_per_delivery(queue: echoq.Queue, deliveries: int) -> None:
+    effects = Effects(queue)
+    job = redeliver(queue, deliveries, lambda job, record: contrasts.apply_every(effects, job, record))
+    assert effects.count(job) == deliveries and len(effects.outbox()) == deliveries
+    assert effects.duplicates() == deliveries - 1
+
+
+def test_the_naive_consumer_runs_whatever_the_queue_holds(queue: echoq.Queue) -> None:
+    effects = Effects(queue)
+    job = echoq.new_job_id()  # no row: the naive pop-and-process loop deleted it
+    first, second = contrasts.apply_every(effects, job), contrasts.apply_every(effects, job)
+    assert first.outcome is Effect.APPLIED and second.count == 2

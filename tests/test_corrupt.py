@@ -13,7 +13,7 @@ import pytest
 
 import echoq
 from echoq import Complete, Extend, JobState
-from tests.helpers import assert_one_place, expire
+from tests.support.helpers import assert_one_place, expire
 
 
 def stats(queue: echoq.Queue) -> dict[str, int]:

@@ -6,8 +6,7 @@ import pytest
 
 import echoq
 from echoq.effects import Effect, Effects
-from echoq.teaching.contrasts import apply_every
-from tests.helpers import expire
+from tests.support.helpers import expire
 
 
 def redeliver(queue: echoq.Queue, deliveries: int, apply) -> str:
@@ -21,14 +20,6 @@ def redeliver(queue: echoq.Queue, deliveries: int, apply) -> str:
         expire(queue, claim)  # the worker is gone: no complete
         assert queue.reap() == [job]
     return job
-
-
-@pytest.mark.parametrize("deliveries", [1, 3, 7])
-def test_naive_consumer_makes_one_effect_per_delivery(queue: echoq.Queue, deliveries: int) -> None:
-    effects = Effects(queue)
-    job = redeliver(queue, deliveries, lambda job, record: apply_every(effects, job, record))
-    assert effects.count(job) == deliveries and len(effects.outbox()) == deliveries
-    assert effects.duplicates() == deliveries - 1
 
 
 @pytest.mark.parametrize("deliveries", [1, 3, 7])
@@ -65,12 +56,6 @@ def test_a_stale_worker_that_wakes_after_its_job_was_completed_runs_no_effect(qu
     late = effects.apply_once(stale.job_id, "A, late")
     assert late.outcome is Effect.GONE and late.count == 0
     assert effects.outbox() == [f"{job} B"] and effects.counts() == {}
-
-
-def test_the_naive_consumer_runs_whatever_the_queue_holds(queue: echoq.Queue) -> None:
-    effects = Effects(queue)
-    job = echoq.new_job_id()  # no row: the naive pop-and-process loop deleted it
-    assert apply_every(effects, job).outcome is Effect.APPLIED and apply_every(effects, job).count == 2
 
 
 def test_the_outbox_keeps_its_newest_records(queue: echoq.Queue) -> None:

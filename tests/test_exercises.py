@@ -59,6 +59,7 @@ def test_every_exercise_has_its_catalogue() -> None:
         assert all(alt.strip() != ex.solution.strip() for alt in ex.alternatives)
 
 
+@pytest.mark.server
 @pytest.mark.parametrize(("key", "misconception"), WRONG, ids=[f"{k}-{m.name}" for k, m in WRONG])
 def test_a_named_wrong_answer_is_rejected_with_its_line(key: str, misconception) -> None:
     ex = EXERCISES[key]
@@ -72,6 +73,7 @@ def test_a_named_wrong_answer_is_rejected_with_its_line(key: str, misconception)
     assert ex.solution.strip() not in str(fb), "feedback must not give the solution away"
 
 
+@pytest.mark.server
 @pytest.mark.parametrize(("key", "label", "source"), RIGHT, ids=[f"{k}-{label}" for k, label, _ in RIGHT])
 def test_a_right_answer_passes(key: str, label: str, source: str) -> None:
     fb = EXERCISES[key].judge(source)
@@ -80,6 +82,7 @@ def test_a_right_answer_passes(key: str, label: str, source: str) -> None:
     assert fb.misconception is None and fb.hint is None
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("key", list(EXERCISES))
 def test_the_untouched_stub_is_no_answer_yet_and_nothing_else_is(key: str) -> None:
     """ "No answer yet" is said of the stub as the lesson gives it (or None), and of nothing
@@ -95,6 +98,7 @@ def test_the_untouched_stub_is_no_answer_yet_and_nothing_else_is(key: str) -> No
         assert not core.untouched(ex, ex.answer_from(source))
 
 
+@pytest.mark.server
 def test_hints_grow_stronger_and_the_solution_waits_to_be_asked_for() -> None:
     ex = EXERCISES["claim"]
     wrong = next(m for m in ex.misconceptions if m.name == "popped-into-nowhere")
@@ -142,6 +146,7 @@ def test_the_right_answers_of_the_predictions_are_spread_over_the_positions() ->
     assert max(where.values()) <= total / 3 + 1, f"too many right answers at one position: {where}"
 
 
+@pytest.mark.server
 def test_code_that_does_not_run_is_reported_in_one_line_not_raised() -> None:
     fb = exercises.check_claim_script("this is not lua")
     assert fb.misconception.name == "code-error" and "Error compiling script" in fb.failed[1]
@@ -151,6 +156,7 @@ def test_code_that_does_not_run_is_reported_in_one_line_not_raised() -> None:
     assert_well_formed(boom)
 
 
+@pytest.mark.server
 def test_code_that_fails_after_a_verified_property_does_not_unsay_it() -> None:
     # A key cut to the id's first 10 characters: JOB ids minted in one millisecond share them,
     # so the bank refuses the second order's charge -- after the first trial passed.
@@ -164,6 +170,7 @@ def test_code_that_fails_after_a_verified_property_does_not_unsay_it() -> None:
     assert exercises.check_charge_once(charge_order).lines == fb.lines  # the same answer, the same verdict
 
 
+@pytest.mark.server
 def test_a_loop_that_never_ends_is_killed_and_reported() -> None:
     def stuck(q, work, running):
         while True:
@@ -173,6 +180,7 @@ def test_a_loop_that_never_ends_is_killed_and_reported() -> None:
     assert fb.misconception.name == "too-slow", str(fb)
 
 
+@pytest.mark.server
 def test_a_script_that_writes_then_never_ends_is_reported_as_the_servers_state_not_a_traceback() -> None:
     """Valkey does not stop a script that has written (UNKILLABLE): the server answers nothing
     else until it is restarted. The learner is told so, and why; the check does not crash on
@@ -230,6 +238,7 @@ def test_feedback_refuses_to_claim_anything_after_a_failure() -> None:
         fb.fail("a", "left-in-pending", job="JOB1")
 
 
+@pytest.mark.server
 def test_feedback_renders_as_text_and_html() -> None:
     ex = EXERCISES["stall"]
     fb = ex.judge(next(m for m in ex.misconceptions if m.name == "stall-never-counted").example)
@@ -303,6 +312,7 @@ def test_a_prediction_names_the_learners_own_keys(monkeypatch) -> None:
 UNLISTED = [(key, name, source) for key, ex in EXERCISES.items() for name, source in ex.unlisted]
 
 
+@pytest.mark.server
 @pytest.mark.parametrize(("key", "name", "answer"), UNLISTED, ids=[f"{k}-{n}" for k, n, _ in UNLISTED])
 def test_a_wrong_answer_nobody_listed_fails_on_the_difference_it_makes(key: str, name: str, answer: str) -> None:
     """The learner's move and the reference move on the same generated states: the first
@@ -324,6 +334,7 @@ def test_a_wrong_answer_nobody_listed_fails_on_the_difference_it_makes(key: str,
     assert ex.solution.strip() not in str(first)
 
 
+@pytest.mark.server
 def test_an_exercise_is_one_folder_found_by_itself(tmp_path) -> None:
     """A new exercise is a folder (stub, solution, right/, wrong/, check.py): discover()
     finds it, registers it, and its check judges its answers."""
@@ -368,6 +379,7 @@ def check_answer(run, answer):
     assert {p.name for p in here.iterdir() if (p / "check.py").is_file()} == set(EXERCISES)
 
 
+@pytest.mark.server
 def test_the_reference_and_each_right_answer_never_differ_on_any_seed() -> None:
     """The judge's own proof: on states from many seeds, the right answers written other ways
     leave every key as the reference does (so a difference is never the judge's noise)."""
@@ -417,6 +429,7 @@ def test_a_key_the_acl_refuses_is_that_mistake_not_a_code_error(valkey_client, m
         valkey_client.execute_command("ACL", "DELUSER", user)
 
 
+@pytest.mark.server
 def test_a_sample_of_mutants_of_each_solution_is_killed() -> None:
     """tools/mutants.py is the full run (README states its score); here every fourth
     non-equivalent mutant of the fast checks must be killed, and every mutant the tool calls
@@ -447,6 +460,7 @@ def test_a_sample_of_mutants_of_each_solution_is_killed() -> None:
             assert not fb.ok, f"{key}: the mutant '{m.name}' of the solution passed its check:\n{m.text}"
 
 
+@pytest.mark.server
 def test_on_a_server_with_many_keys_the_judge_reads_the_queues_known_keys(monkeypatch) -> None:
     """A class's server holds many keys: the differential judge then reads each queue's own
     keys instead of scanning the server on every trial, and judges alike."""
@@ -463,6 +477,7 @@ def test_on_a_server_with_many_keys_the_judge_reads_the_queues_known_keys(monkey
     assert not list(echoq.connect().scan_iter(match="emq:{d0*"))  # the judge's queues are gone
 
 
+@pytest.mark.server
 def test_a_recorded_attempt_carries_the_learners_code(monkeypatch) -> None:
     """The attempt history (echoq.teaching.progress) gets the text the learner submitted: a
     Lua script as given, a Python answer as the source of its functions."""

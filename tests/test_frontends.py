@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_support import (  # noqa: F401  (fixtures)
+from tests.support.browser import (  # noqa: F401  (fixtures)
     _launch,
     _root_flag,
     browser,

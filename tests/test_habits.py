@@ -42,6 +42,7 @@ def test_a_lost_embedded_server_says_so_and_which_cell_to_run(dead_embedded) -> 
     assert "has stopped" in line and 'course.start("04")' in line and "Connection refused" in line
 
 
+@pytest.mark.server
 def test_a_lost_class_server_never_advises_leaving_the_class(monkeypatch: pytest.MonkeyPatch) -> None:
     gone = start_server()
     gone.kill()
@@ -59,6 +60,7 @@ def test_a_lost_class_server_never_advises_leaving_the_class(monkeypatch: pytest
     gone.stop()
 
 
+@pytest.mark.server
 def test_class_chaos_errors_point_to_its_own_cell_and_keep_the_learner_in_class(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -91,6 +93,7 @@ def test_an_acl_refusal_on_the_class_server_points_to_the_learners_own_queues(mo
     assert name == "PermissionDenied" and "No permissions" in line and "instructor" in line
 
 
+@pytest.mark.server
 def test_an_interrupt_with_the_server_running_says_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VALKEY_URL", raising=False)
     monkeypatch.delenv("ECHOQ_VALKEY", raising=False)
@@ -99,6 +102,7 @@ def test_an_interrupt_with_the_server_running_says_go_on(monkeypatch: pytest.Mon
     assert name == "KeyboardInterrupt" and "still there" in line and "re-run this cell" in line
 
 
+@pytest.mark.server
 def test_a_url_mistake_keeps_its_own_words(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VALKEY_URL", raising=False)
     monkeypatch.delenv("ECHOQ_VALKEY", raising=False)
@@ -167,6 +171,7 @@ def run(manager: KernelManager, code: str, *, interrupt_after: str | None = None
         client.stop_channels()
 
 
+@pytest.mark.server
 def test_interrupting_a_lesson_cell_keeps_the_server_and_says_so_in_one_line() -> None:
     with kernel() as manager:
         setup = run(manager, 'from echoq.teaching import course\nlesson = course.start("00", quiet=True)')
@@ -188,6 +193,7 @@ def test_interrupting_a_lesson_cell_keeps_the_server_and_says_so_in_one_line() -
         assert worked["error"] is None and "all 2 jobs done" in worked["stdout"], worked
 
 
+@pytest.mark.server
 def test_a_lost_server_in_a_lesson_kernel_is_one_line_naming_the_setup_cell() -> None:
     with kernel() as manager:
         run(manager, 'from echoq.teaching import course\nlesson = course.start("01", quiet=True)')
@@ -203,6 +209,7 @@ def test_a_lost_server_in_a_lesson_kernel_is_one_line_naming_the_setup_cell() ->
 # -- a Worker in the background of a lesson ------------------------------------------------------
 
 
+@pytest.mark.server
 def test_a_background_worker_is_judged_by_every_job_done_and_a_second_start_replaces_the_first() -> None:
     from echoq import Queue, Worker
 
@@ -222,6 +229,7 @@ def test_a_background_worker_is_judged_by_every_job_done_and_a_second_start_repl
         background.wait_done(queue, [*ids, *queue.enqueue_many(["left behind"])], timeout_s=30)
 
 
+@pytest.mark.server
 def test_a_background_worker_that_lost_its_server_says_so() -> None:
     from echoq import Queue, Worker
 
@@ -245,13 +253,14 @@ def test_a_background_worker_that_lost_its_server_says_so() -> None:
 @pytest.fixture
 def lab_name() -> Iterator[str]:
     from echoq import Queue
-    from tests.conftest import fresh_name
+    from tests.support.servers import fresh_name
 
     name = fresh_name("habits-lab")
     yield name
     Queue(name, server.connect()).reset()
 
 
+@pytest.mark.server
 def test_a_fleet_started_by_a_click_stops_when_a_lesson_cell_starts_and_one_started_by_a_cell_goes_on(
     lab_name: str,
 ) -> None:
@@ -271,6 +280,7 @@ def test_a_fleet_started_by_a_click_stops_when_a_lesson_cell_starts_and_one_star
     assert not lab.model.running  # closing a lab stops its workers
 
 
+@pytest.mark.server
 def test_a_lab_shown_again_closes_the_one_shown_before_on_its_queue(lab_name: str) -> None:
     from echoq.teaching.lab import FleetLab
 
@@ -286,6 +296,7 @@ def test_a_lab_shown_again_closes_the_one_shown_before_on_its_queue(lab_name: st
         second.close()
 
 
+@pytest.mark.server
 def test_a_reset_from_elsewhere_is_drawn_on_the_next_look(lab_name: str) -> None:
     from echoq import Queue
     from echoq.teaching.lab import ClaimLab
@@ -303,6 +314,7 @@ def test_a_reset_from_elsewhere_is_drawn_on_the_next_look(lab_name: str) -> None
         lab.close()
 
 
+@pytest.mark.server
 def test_the_stored_picture_of_a_lab_says_it_is_still(lab_name: str) -> None:
     from echoq.teaching.lab import ClaimLab
     from echoq.teaching.lab.view import STILL
@@ -316,6 +328,7 @@ def test_the_stored_picture_of_a_lab_says_it_is_still(lab_name: str) -> None:
         lab.close()
 
 
+@pytest.mark.server
 def test_only_a_lesson_cell_stops_what_a_click_started(lab_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 

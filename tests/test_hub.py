@@ -34,7 +34,7 @@ import pytest
 import echoq
 from echoq.teaching import progress
 from echoq.teaching.workshop import Workshop, classroom
-from tests.browser_support import (  # noqa: F401  (fixtures)
+from tests.support.browser import (  # noqa: F401  (fixtures)
     IN_CI,
     ROOT,
     _free_port,

@@ -1,4 +1,4 @@
-"""Every frame of every panel, in a scripted tour (tests/lab_tour.py): no two texts of the
+"""Every frame of every panel, in a scripted tour (tests/support/lab_tour.py): no two texts of the
 picture overlap, none is cut off by the figure's edge, and a card's text stays in its card."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ matplotlib.use("Agg")
 
 import echoq  # noqa: E402
 from echoq.teaching.lab.view import LabPanel  # noqa: E402
-from tests.conftest import fresh_name  # noqa: E402
-from tests.lab_tour import TOURS, tour  # noqa: E402
+from tests.support.lab_tour import TOURS, tour  # noqa: E402
+from tests.support.servers import fresh_name  # noqa: E402
 
 SLACK_PX = 1.0  # anti-aliasing: boxes that touch by less than a pixel do not collide
 

@@ -1,7 +1,7 @@
 """The truth test, for every panel: every number and label a frame shows (its figure and
 its readout) is what the frame's one atomic read of the server says -- Fleet lost and done,
 Delivery effect or skip, Claim lease state, Reap stall counts, every place's count and
-every marker's place -- for every frame of a scripted tour (tests/lab_tour.py), with a
+every marker's place -- for every frame of a scripted tour (tests/support/lab_tour.py), with a
 thread burning CPU meanwhile. Where nothing else moves the queue, the frame's read is
 also checked against a fresh atomic read of the server after the move."""
 
@@ -21,8 +21,8 @@ import echoq  # noqa: E402
 from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab, words  # noqa: E402
 from echoq.teaching.lab.frames import Frame, Lit  # noqa: E402
 from echoq.teaching.lab.view import LabPanel  # noqa: E402
-from tests.conftest import fresh_name  # noqa: E402
-from tests.lab_tour import TOURS, tour  # noqa: E402
+from tests.support.lab_tour import TOURS, tour  # noqa: E402
+from tests.support.servers import fresh_name  # noqa: E402
 
 PLACES = ("pending", "active", "done", "dead")
 

@@ -30,13 +30,14 @@ from echoq.limits import BOUNDS
 from echoq.teaching.faults import CrashMode, CrashPlan
 from echoq.worker import Checkpoint, Worker, keyed_consumer
 from echoq.worker.delivery import Life
-from tests.conftest import IN_CI, fresh_name
+from tests.support.servers import IN_CI, fresh_name
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = sorted(p for p in (ROOT / "echoq").rglob("*.py") if not p.is_relative_to(ROOT / "echoq" / "teaching"))
 KIT_DEPENDENCIES = ("ipywidgets", "matplotlib", "traitlets", "tqdm", "IPython", "ipympl")
 
 
+@pytest.mark.server
 def test_importing_echoq_loads_no_kit_module_and_no_kit_dependency() -> None:
     probe = (
         "import sys, echoq; "
@@ -74,6 +75,7 @@ def test_the_core_dependencies_are_not_the_kits() -> None:
     assert {"ipywidgets", "matplotlib", "tqdm"} <= teaching and not core & teaching
 
 
+@pytest.mark.server
 @pytest.mark.slow
 def test_the_library_installs_and_works_in_a_venv_with_only_its_own_dependencies(tmp_path: Path) -> None:
     """A fresh venv, ``pip install <checkout>`` (no extras): the library and its Lua come

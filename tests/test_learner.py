@@ -6,7 +6,7 @@ import pytest
 
 import echoq
 from echoq.teaching import learner
-from tests.conftest import fresh_name
+from tests.support.servers import fresh_name
 
 
 def test_solo_mode_leaves_names_alone(monkeypatch) -> None:

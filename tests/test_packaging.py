@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import IN_CI
+from tests.support.servers import IN_CI
 
 ROOT = Path(__file__).resolve().parent.parent
 # Names of the kit's contrasts and commands that the library once exported or could drift back to.

@@ -10,7 +10,7 @@ import pytest
 import echoq
 from echoq.teaching import processes
 from echoq.teaching.bank import Bank, ChargeOutcome, IdempotencyConflict
-from tests.conftest import fresh_name
+from tests.support.servers import fresh_name
 
 
 @pytest.fixture
@@ -74,6 +74,7 @@ def test_the_child_memory_is_a_copy_and_its_exit_runs_no_handlers_of_the_parent(
     assert valkey_client.ping()  # the embedded server outlived the child's exit
 
 
+@pytest.mark.server
 def test_a_counting_client_can_hold_back_one_command() -> None:
     def slow_second_ping(client) -> float:
         processes.delay("PING", 2, 0.3)

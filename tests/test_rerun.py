@@ -24,6 +24,7 @@ def errors(cell: nbformat.NotebookNode) -> list[tuple[str, str, int]]:
     ]
 
 
+@pytest.mark.server
 @pytest.mark.slow
 @pytest.mark.parametrize("path", LESSONS[:4], ids=lambda p: p.name[:2])
 def test_every_cell_run_again_does_its_thing_or_says_what_to_run_first(path: Path) -> None:

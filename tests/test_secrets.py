@@ -95,6 +95,7 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.server
 @settings(max_examples=150, deadline=None, database=None)
 @given(password=PASSWORDS)
 def test_connect_never_lets_a_parser_turn_a_password_into_a_host(password: str) -> None:
@@ -139,6 +140,7 @@ def test_a_percent_encoded_password_with_every_awkward_character_works(client: r
         client.execute_command("ACL", "DELUSER", user)
 
 
+@pytest.mark.server
 def test_no_repr_shows_the_password() -> None:
     from echoq.server import _embedded_server
 
@@ -149,6 +151,7 @@ def test_no_repr_shows_the_password() -> None:
         assert server.password not in shown
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("password", ["s3cret#frag", "s3cret?x=1", "s3/cret", "s3cr@t"])
 def test_echoq_check_never_prints_a_raw_password(password: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
@@ -173,6 +176,7 @@ def test_a_password_written_as_the_bare_user_part_is_hidden(password: str, encod
     )
 
 
+@pytest.mark.server
 def test_echoq_check_never_prints_a_bare_user_part() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
     env["VALKEY_URL"] = f"redis://s3cretbare@127.0.0.1:{closed_port()}/0"

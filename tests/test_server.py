@@ -58,6 +58,7 @@ def test_the_embedded_server_is_reused_within_a_process() -> None:
     assert echoq.server_url() == echoq.server_url()
 
 
+@pytest.mark.server
 def test_embedded_server_stops_at_interpreter_exit(tmp_path: Path) -> None:
     script = "import echoq; from echoq.server import _embedded_server as e; echoq.connect(); print(e().process.pid)"
     result = subprocess.run(
@@ -71,6 +72,7 @@ def test_embedded_server_stops_at_interpreter_exit(tmp_path: Path) -> None:
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
 
 
+@pytest.mark.server
 def test_a_server_started_from_a_short_lived_thread_outlives_it() -> None:
     # Linux ties PDEATHSIG to the forking thread: a server forked from a widget callback's
     # thread used to die as soon as that thread returned.
@@ -89,6 +91,7 @@ def test_a_server_started_from_a_short_lived_thread_outlives_it() -> None:
         server.stop()
 
 
+@pytest.mark.server
 def test_a_killed_interpreter_leaves_no_server_behind() -> None:
     script = (
         "import os, signal, threading; from echoq.server import start_server; box = [];"
@@ -103,6 +106,7 @@ def test_a_killed_interpreter_leaves_no_server_behind() -> None:
     assert not Path(f"/proc/{pid}").exists() or "zombie" in _status(pid), "the orphaned server is still running"
 
 
+@pytest.mark.server
 def test_interrupting_the_kernel_leaves_its_server_running_and_killing_it_ends_the_server() -> None:
     """Jupyter's "Interrupt kernel" sends SIGINT to the kernel's whole process group; the
     lesson's server must not get it (valkey-server shuts down on SIGINT), yet must still die
@@ -146,6 +150,7 @@ def test_interrupting_the_kernel_leaves_its_server_running_and_killing_it_ends_t
         kernel.kill()
 
 
+@pytest.mark.server
 def test_a_server_interrupted_while_it_starts_is_ended_not_left_running(monkeypatch: pytest.MonkeyPatch) -> None:
     # In a session of its own the server never sees the kernel's SIGINT: start_server must end
     # the half-started server itself when the interrupt lands in its start-up wait.
@@ -180,6 +185,7 @@ def test_valkey_url_is_used_when_set(own_server) -> None:
     assert own_server.password not in result.stdout
 
 
+@pytest.mark.server
 def test_unix_socket_urls_work(tmp_path: Path) -> None:
     sock = tmp_path / "v.sock"
     server = start_server(extra_config={"unixsocket": str(sock), "unixsocketperm": "700"})
@@ -194,6 +200,7 @@ def test_unix_socket_urls_work(tmp_path: Path) -> None:
         server.stop()
 
 
+@pytest.mark.server
 def test_unreachable_url_gives_one_clear_line() -> None:
     result = run_echoq("check", env={"VALKEY_URL": "redis://:s3cret@127.0.0.1:1/0"})
     assert result.returncode == 2
@@ -215,6 +222,7 @@ def test_missing_password_is_reported_as_such(own_server) -> None:
         echoq.connect(f"redis://127.0.0.1:{own_server.port}/0")
 
 
+@pytest.mark.server
 def test_a_server_that_dies_gives_a_clear_error() -> None:
     server = start_server()
     q = echoq.Queue("doomed", echoq.connect(server.url))
@@ -230,6 +238,7 @@ def test_bad_url_scheme_is_explained() -> None:
         echoq.connect("http://example.invalid")
 
 
+@pytest.mark.server
 def test_unknown_source_is_explained() -> None:
     result = run_echoq("check", env={"ECHOQ_VALKEY": "cloud"})
     assert result.returncode == 2 and "'cloud' is not a known source" in result.stderr
@@ -245,6 +254,7 @@ def _docker_engine_reachable() -> bool:
         return False
 
 
+@pytest.mark.server
 def test_docker_source_without_an_engine_says_so_in_one_line() -> None:
     if _docker_engine_reachable():
         pytest.skip("a Docker engine is reachable here; the no-engine message cannot be shown")
@@ -255,6 +265,7 @@ def test_docker_source_without_an_engine_says_so_in_one_line() -> None:
     assert "no Docker engine answered" in lines[0] and "VALKEY_URL" in lines[0] and "embedded" in lines[0]
 
 
+@pytest.mark.server
 def test_docker_source_runs_a_real_container_where_an_engine_runs() -> None:
     if not _docker_engine_reachable():
         pytest.skip(
@@ -301,6 +312,7 @@ def test_lua_scripts_ship_in_the_wheel(tmp_path: Path, own_server) -> None:
     assert Path(lua_dir) == target / "echoq" / "lua" and outcome == "completed"
 
 
+@pytest.mark.server
 def test_a_server_held_by_an_endless_script_dies_with_the_python_that_started_it() -> None:
     """A learner's Lua that wrote and then loops forever holds the server (SCRIPT KILL answers
     UNKILLABLE, SIGTERM is not handled); when the kernel that started it is killed, the server

@@ -16,7 +16,7 @@ import pytest
 
 import echoq
 from echoq.teaching import predictions
-from tests.site_support import ROOT, built_site, site_hooks
+from tests.support.site import ROOT, built_site, site_hooks
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 LAB_CELL = re.compile(r"\b[A-Z]\w*Lab\(")

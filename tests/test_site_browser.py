@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_support import browser, chromium, page, poll, save_screenshot  # noqa: F401  (fixtures)
-from tests.site_support import built_site
+from tests.support.browser import browser, chromium, page, poll, save_screenshot  # noqa: F401  (fixtures)
+from tests.support.site import built_site
 
 pytestmark = pytest.mark.browser
 

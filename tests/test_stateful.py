@@ -25,8 +25,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import echoq
 from echoq import Claim, Complete, Extend, Retry
 from echoq.effects import Effect, Effects
-from tests.conftest import fresh_name
-from tests.helpers import assert_one_place, server_now_ms, wait_for_server_time
+from tests.support.helpers import assert_one_place, server_now_ms, wait_for_server_time
+from tests.support.servers import fresh_name
 
 LONG_MS = 60_000
 SHORT_LEASES = st.integers(min_value=1, max_value=4)

@@ -29,7 +29,7 @@ from echoq.effects import Effects
 from echoq.limits import BOUNDS
 from echoq.queue import SCRIPT_KEYS
 from echoq.worker import Backoff, Worker
-from tests.helpers import wait_for_server_time
+from tests.support.helpers import wait_for_server_time
 
 # -- the scripts' own account of their numeric arguments -------------------------------------
 
@@ -147,6 +147,7 @@ TABLE = [
 ]
 
 
+@pytest.mark.server
 def test_the_table_covers_every_script_and_every_documented_number() -> None:
     q = echoq.Queue("table-shape", echoq.connect())
     calls = valid_calls(q, echoq.Claim(echoq.new_job_id(), "", 1, 1, 0))

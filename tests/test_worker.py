@@ -41,8 +41,8 @@ from echoq.worker import (
     Worker,
     keyed_consumer,
 )
-from tests.conftest import fresh_name
-from tests.helpers import assert_one_place, expire, wait_for_server_time
+from tests.support.helpers import assert_one_place, expire, wait_for_server_time
+from tests.support.servers import fresh_name
 
 FAST = {"beat_ms": 20, "idle_wait_ms": 5}
 

@@ -24,7 +24,7 @@ import echoq
 from echoq import scripts
 from echoq.teaching import course, learner, progress
 from echoq.teaching.workshop import Workshop, acl, admin, board, classroom
-from tests.helpers import wait_for_server_time
+from tests.support.helpers import wait_for_server_time
 
 LEARNERS = ["ada", "bob"]
 ROSTER = ["ada", "bob", "Grace.Hopper@navy.mil  # becomes a safe id"]
@@ -83,6 +83,7 @@ def test_a_started_server_is_loopback_aof_everysec_with_a_password(started: Work
     assert os.getsid(started.server_pid) == started.server_pid
 
 
+@pytest.mark.server
 def test_up_binds_the_address_it_is_given(tmp_path: Path) -> None:
     folder = tmp_path / "elsewhere"
     workshop, lines = admin.up(folder, count=1, bind="127.0.0.2", class_name="bound")
@@ -96,6 +97,7 @@ def test_up_binds_the_address_it_is_given(tmp_path: Path) -> None:
         admin.down(folder)
 
 
+@pytest.mark.server
 def test_make_dashboard_serves_the_dashboard_with_voila_on_loopback() -> None:
     dry = subprocess.run(
         ["make", "-s", "-n", "dashboard", "ECHOQ_WORKSHOP=/srv/class", f"BIN={Path(sys.executable).parent}"],
@@ -171,6 +173,7 @@ def test_the_cli_prints_no_password_unless_asked(started: Workshop) -> None:
     started.learners = reloaded.learners
 
 
+@pytest.mark.server
 def test_a_password_in_argv_is_refused(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "echoq.teaching", "workshop", "up", "--dir", str(tmp_path / "w"), "--count", "2"]
@@ -271,7 +274,7 @@ def test_a_learner_runs_the_kit_in_their_namespace_and_the_class_queue(workshop:
     assert queue.complete(again) is echoq.Complete.COMPLETED
     assert echoq.describe(ada).startswith(("Connected to Valkey", "Connected to Redis"))  # INFO is allowed
     shared = echoq.Queue(workshop.class_queue, ada)
-    assert shared.snapshot().counts["pending"] >= 0
+    assert shared.snapshot().counts == echoq.Queue(workshop.class_queue, workshop.admin()).snapshot().counts
     # No ACL log entry for any of that: the kit never knocks on a closed door.
     refused = [e for e in workshop.admin().acl_log(count=200) if e["username"] == "ada" and "kit-moves" in e["object"]]
     assert refused == []
@@ -406,6 +409,7 @@ def test_class_chaos_kills_travel_over_the_server_and_nothing_is_lost(started: W
 # -- down -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_up_again_restarts_a_killed_server_on_its_append_only_file(tmp_path: Path) -> None:
     folder = tmp_path / "rebooted"
     workshop, _ = admin.up(folder, count=1, class_name="rebooted")
@@ -423,6 +427,7 @@ def test_up_again_restarts_a_killed_server_on_its_append_only_file(tmp_path: Pat
         admin.down(folder)
 
 
+@pytest.mark.server
 def test_down_removes_the_users_the_keys_and_a_started_server(tmp_path: Path) -> None:
     folder = tmp_path / "short-class"
     workshop, _ = admin.up(folder, count=2, class_name="short")

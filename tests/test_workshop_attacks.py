@@ -187,6 +187,7 @@ def test_workshop_status_answers_while_a_script_holds_the_server(klass: Workshop
         thread.join(RECOVERS_S)
 
 
+@pytest.mark.server
 def test_up_starts_the_watchdog_and_down_stops_it(tmp_path: Path) -> None:
     workshop, lines = admin.up(tmp_path / "w", count=1, class_name="watched", watch=True)
     try:

@@ -22,6 +22,7 @@ def run_bench(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.server
 def test_class_load_runs_learners_as_processes_with_their_own_users_and_finds_no_cross_talk() -> None:
     done = run_bench("class_load.py", "--learners", "3", "--seconds", "1.5", "--think-ms", "50,150", "--json")
     assert done.returncode == 0, done.stderr + done.stdout
@@ -33,6 +34,7 @@ def test_class_load_runs_learners_as_processes_with_their_own_users_and_finds_no
     assert report["dashboard_refresh_ms"]["count"] >= 1
 
 
+@pytest.mark.server
 def test_dashboard_bench_times_refreshes_of_a_seeded_class() -> None:
     done = run_bench(
         "dashboard.py", "--learners", "3", "--refreshes", "3", "--seconds", "1", "--chaos-jobs", "20", "--json"
@@ -45,6 +47,7 @@ def test_dashboard_bench_times_refreshes_of_a_seeded_class() -> None:
     assert report["problems"] == []
 
 
+@pytest.mark.server
 def test_the_cross_talk_check_finds_a_job_in_two_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(BENCH))
     import _workshop

@@ -12,7 +12,7 @@ import pytest
 import echoq
 from echoq.teaching import progress
 from echoq.teaching.workshop import Workshop, admin, classroom
-from tests.browser_support import browser, chromium, page, start_voila  # noqa: F401  (fixtures)
+from tests.support.browser import browser, chromium, page, start_voila  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 PWN = "window.__pwned=(window.__pwned||0)+1"

@@ -35,6 +35,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.server
 def test_up_and_down_leave_a_folder_they_did_not_make_as_it_was(tmp_path: Path) -> None:
     folder = tmp_path / "mine"
     folder.mkdir(mode=0o755)
@@ -60,6 +61,7 @@ def test_up_and_down_leave_a_folder_they_did_not_make_as_it_was(tmp_path: Path) 
     assert empty.is_dir() and list(empty.iterdir()) == []
 
 
+@pytest.mark.server
 def test_a_folder_up_made_is_0700_and_down_removes_it(tmp_path: Path) -> None:
     folder = tmp_path / "made" / "class"
     admin.up(folder, count=1, class_name="made")
@@ -68,6 +70,7 @@ def test_a_folder_up_made_is_0700_and_down_removes_it(tmp_path: Path) -> None:
     assert not folder.exists() and (tmp_path / "made").is_dir()
 
 
+@pytest.mark.server
 def test_a_roster_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     roster = tmp_path / "roster.txt"
     roster.write_bytes(b"ada\n\xff\xfebob\n")
@@ -77,6 +80,7 @@ def test_a_roster_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "w").exists()  # nothing made
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("content", [b"{not json", b"\xff\xfe", b'{"dir": 1}', b"[]"])
 def test_a_corrupt_workshop_json_is_one_line(tmp_path: Path, content: bytes) -> None:
     (tmp_path / admin.STATE_FILE).write_bytes(content)
@@ -106,6 +110,7 @@ def _status(url: str) -> tuple[int, str]:
         return exc.code, exc.headers.get("Location", "")
 
 
+@pytest.mark.server
 def test_make_dashboard_asks_for_a_token_and_prints_the_url_with_it(tmp_path: Path) -> None:
     port = _free_port()
     dry = subprocess.run(

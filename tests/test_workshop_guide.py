@@ -26,7 +26,7 @@ import pytest
 import echoq
 from echoq.teaching import heartbeat, learner, progress
 from echoq.teaching.workshop import Workshop
-from tests.browser_support import ROOT, _free_port, _http_status, browser, chromium  # noqa: F401  (fixtures)
+from tests.support.browser import ROOT, _free_port, _http_status, browser, chromium  # noqa: F401  (fixtures)
 from tests.test_hub import _descendants, errors_in, finished_outputs, proxy_path, start_notebook
 
 pytestmark = pytest.mark.browser

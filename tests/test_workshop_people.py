@@ -98,6 +98,7 @@ def test_a_kernel_killed_with_sigkill_shows_as_not_alive_within_seconds_and_is_n
         ada.wait()
 
 
+@pytest.mark.server
 def test_after_down_the_learners_next_cell_says_in_one_line_the_class_server_is_gone(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:
@@ -333,6 +334,7 @@ def test_practising_alone_stops_the_worker_the_first_cell_started(monkeypatch, v
         classroom.new_round(valkey_client, klass="practice")
 
 
+@pytest.mark.server
 def test_the_guides_commands_name_the_venv_interpreter_and_exist() -> None:
     text = (ROOT / "docs" / "WORKSHOP.md").read_text()
     blocks = [b.split("```", 1)[0] for b in text.split("```bash")[1:]]

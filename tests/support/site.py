@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "build" / "site"
 SOURCES = ["README.md", "mkdocs.yml", "tools/site_hooks.py", "tools/binder_link.py", "docs", "notebooks", "echoq"]
 

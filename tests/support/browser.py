@@ -4,7 +4,7 @@ Everything binds 127.0.0.1 on a free port with no token (nothing else can reach 
 root where we are root (``--allow-root``), waits for readiness by polling, and is shut down at the
 end with the kernels it started. Import the fixtures into a test module:
 
-    from tests.browser_support import browser, page, valkey_for_kernels  # noqa: F401
+    from tests.support.browser import browser, page, valkey_for_kernels  # noqa: F401
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from pathlib import Path
 import pytest
 
 from echoq.server import EmbeddedValkey, start_server
+from tests.support.servers import IN_CI
 
-ROOT = Path(__file__).resolve().parent.parent
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 # Screenshots always go to build/ (ignored by git); with ECHOQ_UPDATE_DOCS=1 also to docs/, where
 # the README shows them: a plain test run leaves the working tree clean.
