@@ -323,7 +323,7 @@ def test_the_stored_picture_of_a_lab_says_it_is_still(lab_name: str) -> None:
     try:
         lab.model.open()
         bundle = lab.fallback()
-        assert STILL in bundle["text/plain"] and "Run this cell for a live lab" in bundle["text/html"]
+        assert STILL in bundle["text/plain"] and "the live lab needs this cell run" in bundle["text/html"]
     finally:
         lab.close()
 

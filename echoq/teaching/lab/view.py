@@ -52,9 +52,11 @@ __all__ = ["LabPanel", "ipympl_active"]
 READOUT_STYLE = "font-size:14px;line-height:1.45;max-width:980px"
 # Lifecycle words (the panels' own words are in each panel's words.py).
 OUTSIDE_CHANGE = "Re-read the queue: it changed outside this panel (a cell, or another tab)."
+# True wherever the picture shows: a stored notebook, or a frontend without a widget manager
+# (where the picture is re-published after each move, so "last move" stays exact).
 STILL = (
-    "A still picture of this lab's last move, kept with the notebook: it no longer follows the queue. "
-    "Run this cell for a live lab (it starts afresh)."
+    "A still picture of this lab's last move, not a live view: the live lab needs this cell run "
+    "in JupyterLab, Notebook 7 or Voila (it starts afresh)."
 )
 
 
