@@ -9,9 +9,9 @@ with a one-line error, so a typo can never park a job for years.
 =================  ==================  ==================================================
 bound              range               why this size
 =================  ==================  ==================================================
-``lease_ms``       1 .. 86400000       a day; a longer job renews its lease (``extend``)
+``lease_ms``       1 .. 86400000       a day; a longer job extends its lease (``extend``)
 ``delay_ms``       0 .. 604800000      a week of delay or retry backoff
-``count``          1 .. 1000           jobs claimed or finished in one call: keeps a call short
+``count``          1 .. 1000           jobs claimed or completed in one call: keeps a call short
 ``limit``          1 .. 10000          jobs one sweep or read may touch in one call
 ``max_attempts``   1 .. 1000           tries before a failing job is dead-lettered
 ``max_stalled``    1 .. 1000           the stall count that dead-letters a job: the N-th is fatal
