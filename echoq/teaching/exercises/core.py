@@ -376,7 +376,7 @@ class Run:
                     prop,
                     "not-yet",
                     what=f"At the end of the run {job} was done but still had a row "
-                    f"(state {state!r}): a finished job's row is deleted.",
+                    f"(state {state!r}): a completed job's row is deleted.",
                 )
             if places != ["done"] and state != places[0]:
                 self.fail(

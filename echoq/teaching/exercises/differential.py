@@ -64,7 +64,7 @@ WHY = {
     "active": "an active job's score is its lease deadline on the server's clock, which the reaper judges",
     "scheduled": "a scheduled job's score is the time it becomes due",
     "dead": "a dead job's score is its time of death, by which the dead set is kept bounded",
-    "done": "the done set remembers finished ids so that enqueue refuses them again",
+    "done": "the done set remembers completed ids so that enqueue refuses them again",
     "state": "the row is the truth: reaper, complete, retry and extend act only on a row whose state matches its set",
     "token": "the token is the fencing token: each claim adds one, and complete and extend refuse any other",
     "attempts": "attempts counts the tries toward max_attempts: each claim adds one, a release gives one back",
@@ -185,7 +185,7 @@ def _build(queue: Queue, state: State, now: int) -> None:
         }[job.place]
         pipe.zadd(getattr(k, job.place), {job.id: score})
         if job.place == "done":
-            continue  # a finished job has no row
+            continue  # a completed job has no row
         row = {
             "state": job.place,
             "token": job.token,

@@ -294,7 +294,7 @@ def check_charge_once(run: Run, charge_order: ChargeOrder) -> None:
     run.good(
         "stale",
         f"Worker A, frozen (SIGSTOP) past its lease while B charged and completed, woke up and sent its charge "
-        f"too: the bank charged once. A's complete was refused ({stale}: B had finished the job); the fence "
+        f"too: the bank charged once. A's complete was refused ({stale}: B had completed the job); the fence "
         "stops a stale worker's complete, and only the key stopped its charge.",
     )
 

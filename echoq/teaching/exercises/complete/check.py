@@ -74,7 +74,7 @@ COMPLETE_MISCONCEPTIONS = [
         "row left behind",
         "{job} was completed but its row remains (state={state!r}): a job may not be done and still have a row "
         "saying where it is.",
-        "A finished job's row has nothing left to say.",
+        "A completed job's row has nothing left to say.",
         "DEL KEYS[3].",
     ),
     Misconception(
@@ -204,10 +204,10 @@ def check_fenced_complete(run: Run, source: str) -> None:
             "holder",
             "left-in-active",
             job=job,
-            consequence="the reaper handed the finished job out again"
+            consequence="the reaper handed the completed job out again"
             if handed_out
             else "the reaper found a lease whose row was gone and could only count it as corrupt data; until "
-            "then anyone reading the active set saw a finished job as still held",
+            "then anyone reading the active set saw a completed job as still held",
         )
     row = queue.job(job)
     if row is not None:

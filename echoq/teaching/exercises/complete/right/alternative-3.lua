@@ -2,7 +2,7 @@
 -- ARGV[1] = the job id       ARGV[2] = the fencing token the caller's claim returned
 local id, token = ARGV[1], ARGV[2]
 local state, held = unpack(redis.call('HMGET', KEYS[3], 'state', 'token'))
-if not state then return {'gone'} end  -- no row: finished already, or never enqueued
+if not state then return {'gone'} end  -- no row: completed already, or never enqueued
 if state ~= 'active' or held ~= token then
   return {'stale'}
 end
