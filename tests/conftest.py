@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import subprocess
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -237,19 +238,29 @@ def _unit_tier(touched: list[str]) -> Iterator[None]:
     """No socket opens and no process starts: what was attempted is noted in ``touched``
     (and raised, though the code under test may swallow it; the note is what fails the test)."""
     connect, connect_ex, popen = socket.socket.connect, socket.socket.connect_ex, subprocess.Popen.__init__
+    # Only the test's own thread is held to it: a thread an earlier server-tier test left
+    # winding down (a worker's listener, a lab's watch) may still reconnect meanwhile, and
+    # that is neither this test's doing nor something to break under it.
+    test_thread = threading.get_ident()
 
     def refuse(what: str) -> None:
         touched.append(what)
         raise _Touched(what)
 
     def no_connect(sock: socket.socket, address: object) -> None:
+        if threading.get_ident() != test_thread:
+            return connect(sock, address)
         refuse(f"opened a connection to {address!r}")
 
     def no_connect_ex(sock: socket.socket, address: object) -> int:
+        if threading.get_ident() != test_thread:
+            return connect_ex(sock, address)
         refuse(f"opened a connection to {address!r}")
         return 1
 
     def no_popen(self: subprocess.Popen, args: object, *rest: object, **kw: object) -> None:
+        if threading.get_ident() != test_thread:
+            return popen(self, args, *rest, **kw)
         refuse(f"started a process {args!r}")
 
     socket.socket.connect, socket.socket.connect_ex = no_connect, no_connect_ex  # type: ignore[method-assign]
