@@ -44,3 +44,32 @@ def test_latency_measures_each_worker_at_each_level_with_the_round_trip_beside_i
         mine, theirs = rows[("idle", "echoq", 8)], rows[("idle", "bullmq", 8)]
         assert targets["p99_idle_c8_vs_bullmq"]["value"] == mine["p99"] / theirs["p99"]
         assert report["machine"]["clock_check_bracket_us"] > 0  # node's clock proved to be Python's
+
+
+def test_recovery_brings_every_held_job_back_and_completes_after_a_server_restart() -> None:
+    report = run_bench("recovery.py", "--quick", "--restarts", "1")
+    (crash,) = report["crash"]
+    systems = {"echoq", "bullmq"} if shutil.which("node") else {"echoq"}
+    assert systems <= set(crash)
+    for system in systems:
+        result = crash[system]
+        assert result["recovery_ms"]["n"] == report["held"]  # each held job started again
+        # Not back before its lease ran out: renewed every third (echoq) or half (BullMQ) of
+        # a lease, each held job had at least 0.5 of one left when the worker was killed.
+        assert result["recovery_ms"]["p50"] >= 0.4 * result["settings"]["lease_ms"]
+        assert result["met"] is (result["recovery_ms"]["p99"] <= result["bound_ms"])
+    restart = report["restart"]
+    assert restart["rounds"] == 1 and restart["jobs"] > 0  # and every one of them completed
+    assert restart["restart_ms"]["n"] == restart["next_completion_ms"]["n"] == 1
+
+
+def test_ontime_measures_each_delayed_job_and_retry_once() -> None:
+    report = run_bench("ontime.py", "--quick", "--jobs", "6")
+    systems = {"echoq", "bullmq"} if shutil.which("node") else {"echoq"}
+    assert {(r["system"], r["concurrency"]) for r in report["rows"]} == {(s, c) for s in systems for c in (1, 8)}
+    for row in report["rows"]:
+        assert row["delayed"]["n"] == row["retried"]["n"] == 3
+        for kind in ("delayed", "retried"):
+            # Not started before it was due (less one round trip of slack for the server's stamp).
+            assert row[kind]["p50"] <= row[kind]["p99"] <= row[kind]["max"]
+            assert row[kind]["p50"] > -5
