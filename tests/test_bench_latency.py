@@ -73,3 +73,16 @@ def test_ontime_measures_each_delayed_job_and_retry_once() -> None:
             # Not started before it was due (less one round trip of slack for the server's stamp).
             assert row[kind]["p50"] <= row[kind]["p99"] <= row[kind]["max"]
             assert row[kind]["p50"] > -5
+
+
+def test_endurance_loses_nothing_through_crashes_and_plots_it(tmp_path: Path) -> None:
+    picture = tmp_path / "endurance.png"
+    report = run_bench("endurance.py", "--quick", "--jobs", "2000", "--no-progress", "--plot", str(picture))
+    # The bench refuses a run that lost a job or repeated an effect beyond the recorded
+    # redeliveries; here is what it vouched for.
+    assert report["completed"] == report["effects"] == 2000
+    assert report["repeated_effects"] <= report["redeliveries"]
+    assert report["crashes"] >= 1 and len(report["crash_times"]) == report["crashes"]
+    assert len(report["block_rates"]) == 10 and all(rate >= 0 for rate in report["block_rates"])
+    assert report["memory_end"] > 0 and report["rss_first"] > 0
+    assert picture.read_bytes().startswith(b"\x89PNG")
