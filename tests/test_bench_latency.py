@@ -86,3 +86,16 @@ def test_endurance_loses_nothing_through_crashes_and_plots_it(tmp_path: Path) ->
     assert len(report["block_rates"]) == 10 and all(rate >= 0 for rate in report["block_rates"])
     assert report["memory_end"] > 0 and report["rss_first"] > 0
     assert picture.read_bytes().startswith(b"\x89PNG")
+
+
+def test_cluster_cost_counts_no_cross_slot_call_and_prices_each_master() -> None:
+    report = run_bench("cluster_cost.py", "--queues", "3", "--jobs", "40", "--rounds", "1")
+    assert set(report["paths"]) == {"worker", "batch"}
+    for p in report["paths"].values():
+        assert p["crossslot"] == 0  # every script's keys share one queue's hash tag
+        assert p["one"]["jobs"] == p["three"]["jobs"] == 120
+        assert len(p["three"]["masters"]) == 3 and {m["jobs"] for m in p["three"]["masters"]} == {40}
+        assert p["within_tolerance"] is (abs(p["three_vs_one_server_us_ratio"] - 1) <= report["tolerance"])
+        assert [q["masters"] for q in p["predictions"]][:3] == [1, 2, 3]
+    assert [s["queues"] for s in report["shares"]][:3] == [1, 2, 3]
+    assert all(sum(s["per_master"]) == s["queues"] for s in report["shares"])
