@@ -35,6 +35,8 @@ def test_latency_measures_each_worker_at_each_level_with_the_round_trip_beside_i
     for (level, _system, _c), row in rows.items():
         assert row["n"] == report["jobs"][level]  # every job started once: the bench checks it
         assert row["p50"] <= row["p99"] <= row["max"] and math.isfinite(row["max"])
+        sent = row["from_sent"]  # from the call: never before it
+        assert 0 < sent["p50"] <= sent["p99"] <= sent["max"] and sent["n"] == row["n"]
     assert 0 < report["round_trip_p50_ms"] < report["idle_round_trip_ms"]["max"] + 1000
     targets = report["targets"]
     assert {"idle_p50_vs_round_trip", "idle_p50_vs_idle_round_trip", "idle_p99_ms"} <= set(targets)
