@@ -9,8 +9,9 @@ One private valkey-server; for each load level -- an idle worker (jobs one at a 
 1,000 and 5,000 jobs/s -- four workers are measured one after another, each in a process
 of its own with its defaults but concurrency: echoq.Worker c1, BullMQ's Worker c1,
 echoq.Worker c8, BullMQ's Worker c8. The producer is the same for both: one node process
-(bench/bullmq/latency.cjs) sending on the same schedule, each call awaited before the next
-(open loop: it never waits for the workers) -- echoq's enqueue.lua by EVALSHA with the keys
+(bench/bullmq/latency.cjs) sending on the same schedule, each call at its moment without
+waiting for the ones before to return (open loop: it never waits for the workers nor for
+its own replies, so both libraries are offered the same rate) -- echoq's enqueue.lua by EVALSHA with the keys
 and arguments ``Queue.enqueue`` sends, BullMQ's ``Queue.add`` -- so neither side's figures
 depend on how fast its own language's client sends. (Without node, echoq alone is measured,
 with this process as the producer.)
@@ -138,7 +139,7 @@ def run(levels: list[str | int], jobs: dict[str | int, int], with_bullmq: bool, 
         facts["load_before"] = load_average()
         facts["clock"] = "CLOCK_MONOTONIC (time.monotonic_ns / process.hrtime.bigint)"
         facts["producer"] = (
-            "one node process, each call awaited in turn (echoq: EVALSHA enqueue.lua; BullMQ: Queue.add)"
+            "one node process, each call sent on the schedule (echoq: EVALSHA enqueue.lua; BullMQ: Queue.add)"
             if skipped is None
             else "this Python process, Queue.enqueue one call at a time"
         )
