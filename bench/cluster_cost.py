@@ -47,7 +47,7 @@ from cluster_scale import PROCESS_TIMEOUT_S, _drain, queue_names
 
 import echoq
 from echoq import Keyspace, Queue
-from echoq.teaching.cluster import LocalCluster, Node, slot_of, start_cluster
+from echoq.teaching.cluster import LocalCluster, Node, start_cluster
 
 DEFAULT_QUEUES = 6
 DEFAULT_ROUNDS = 3
@@ -151,14 +151,13 @@ def drain(cluster: LocalCluster, names: list[str], path: str, jobs: int) -> dict
 
 def shares(three: LocalCluster) -> list[dict[str, Any]]:
     """For N queues q-0 .. q-{N-1}: the share of them (of jobs, at equal load) each master serves."""
-    masters = three.masters()
-    slots = {node.name: three._slots_of(node) for node in masters}
+    masters = [node.name for node in three.masters()]
+    owner = {n: three.master_of(Keyspace(f"q-{n}")).name for n in range(max(SHARE_COUNTS))}
     out = []
     for count in SHARE_COUNTS:
-        tally = dict.fromkeys(slots, 0)
+        tally = dict.fromkeys(masters, 0)
         for n in range(count):
-            slot = slot_of(Keyspace(f"q-{n}").pending)
-            tally[next(name for name, owned in slots.items() if slot in owned)] += 1
+            tally[owner[n]] += 1
         busiest = max(tally.values()) / count
         out.append({"queues": count, "per_master": sorted(tally.values(), reverse=True), "busiest_share": busiest})
     return out
