@@ -58,15 +58,17 @@ def summary_ms(values_ns: Sequence[int]) -> dict[str, float]:
 
 
 def raw_round_trips(client: redis.Redis, trips: int) -> list[int]:
-    """Nanoseconds of each of ``trips`` sequential EVALSHA calls of ``return 1``: the floor
-    any call a worker makes pays (client encode, loopback, server, client decode)."""
-    sha = client.script_load("return 1")
-    client.evalsha(sha, 0)
+    """Nanoseconds of each of ``trips`` sequential EVALSHA calls of ``return 1``
+    (lua/bench/ceiling.lua, through the library's registry as bench/throughput.py's ceiling):
+    the floor any call a worker makes pays (client encode, loopback, server, client decode)."""
+    from echoq import scripts
+
+    scripts.run(client, "bench/ceiling", [], [])  # loaded: every timed call is an EVALSHA hit
     out = []
     clock = time.monotonic_ns
     for _ in range(trips):
         began = clock()
-        client.evalsha(sha, 0)
+        scripts.run(client, "bench/ceiling", [], [])
         out.append(clock() - began)
     return out
 
@@ -75,7 +77,9 @@ def idle_round_trips(client: redis.Redis, schedule: Sequence[tuple[float, int, i
     """The same EVALSHA, one call after each gap of an idle schedule: what one round trip
     costs when the machine was idle before it (a sleeping core, a server asleep in its event
     loop) -- the reference an idle worker's pickup is comparable with."""
-    sha = client.script_load("return 1")
+    from echoq import scripts
+
+    scripts.run(client, "bench/ceiling", [], [])
     out = []
     clock = time.monotonic_ns
     last = 0.0
@@ -83,7 +87,7 @@ def idle_round_trips(client: redis.Redis, schedule: Sequence[tuple[float, int, i
         time.sleep(max(0.0, (offset_ms - last) / 1000))
         last = offset_ms
         began = clock()
-        client.evalsha(sha, 0)
+        scripts.run(client, "bench/ceiling", [], [])
         out.append(clock() - began)
     return out
 
@@ -254,7 +258,7 @@ def enqueue_node(
         from echoq import scripts
 
         ids = echoq_queue.new_job_ids(len(schedule))
-        echoq_queue.client.script_load(scripts.expanded("enqueue"))
+        scripts.preload(echoq_queue.client)  # the producer calls enqueue.lua by its SHA alone
         plan["echoq"] = {
             "sha": scripts.sha("enqueue"),
             "ids": ids,
