@@ -1,6 +1,6 @@
 """Pickup latency: from ``enqueue`` returning to the handler starting, echoq.Worker vs BullMQ's.
 
-    python bench/latency.py              # the figures of docs/benchmarks-latency.md (about 2 minutes)
+    python bench/latency.py              # the figures of docs/benchmarks-latency.md (about 2.5 minutes)
     python bench/latency.py --quick      # a rough look
     python bench/latency.py --json       # the same figures as JSON
 

@@ -1,6 +1,6 @@
 """On time: how late do delayed jobs and retries (after their backoff) start? echoq vs BullMQ.
 
-    python bench/ontime.py              # the figures of docs/benchmarks-latency.md (about a minute)
+    python bench/ontime.py              # the figures of docs/benchmarks-latency.md (about 25 s)
     python bench/ontime.py --quick      # a rough look
     python bench/ontime.py --json       # the same figures as JSON
 
