@@ -92,6 +92,26 @@ def idle_round_trips(client: redis.Redis, schedule: Sequence[tuple[float, int, i
     return out
 
 
+def started_once(result: dict[str, Any], jobs: int, what: str) -> dict[int, int]:
+    """Each job's start (index -> ns) from a worker's result, once every job 0 .. jobs-1
+    started exactly once, the queue counted ``jobs`` completions and holds nothing else;
+    otherwise the run is refused."""
+    starts: dict[int, int] = {}
+    for i, _attempt, at, _raised in result["starts"]:
+        if i in starts:
+            raise BenchmarkMiscounted(f"{what}: job {i} started twice")
+        starts[i] = at
+    counts = result["counts"]
+    left = {k: v for k, v in counts.items() if k not in ("completed", "done") and v}
+    if sorted(starts) != list(range(jobs)) or counts.get("completed") != jobs or left:
+        missing = sorted(set(range(jobs)) - set(starts))[:5]
+        raise BenchmarkMiscounted(
+            f"{what}: {jobs} jobs, {len(starts)} started (missing {missing or 'none'}), "
+            f"{counts.get('completed')} completed, left {left or 'nothing'}"
+        )
+    return starts
+
+
 # -- schedules --------------------------------------------------------------------------------
 
 # One job of a schedule: (offset from the producer's start in ms, delay_ms, backoff_ms on a

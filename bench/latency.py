@@ -44,7 +44,6 @@ from typing import Any
 
 from _common import load_average, machine, machine_line, median, table
 from _latency import (
-    BenchmarkMiscounted,
     Job,
     bullmq_missing,
     bullmq_worker,
@@ -56,6 +55,7 @@ from _latency import (
     idle_schedule,
     rate_schedule,
     raw_round_trips,
+    started_once,
     summary_ms,
 )
 
@@ -103,15 +103,7 @@ def measure(
         result = worker.result()
     finally:
         worker.close()
-    starts: dict[int, int] = {}
-    for i, _attempt, at, _raised in result["starts"]:
-        if i in starts:
-            raise BenchmarkMiscounted(f"{worker.what}: job {i} started twice")
-        starts[i] = at
-    counts = result["counts"]
-    left = {k: v for k, v in counts.items() if k != "completed" and k != "done" and v}
-    if sorted(starts) != list(range(len(schedule))) or counts["completed"] != len(schedule) or left:
-        raise BenchmarkMiscounted(f"{worker.what}: {len(schedule)} jobs sent, {len(starts)} started, counts {counts}")
+    starts = started_once(result, len(schedule), worker.what)
     if system == "echoq":
         Queue(name, client).reset()
     waits = [starts[i] - returned[i] for i in range(len(schedule))]

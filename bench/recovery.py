@@ -47,6 +47,7 @@ from _latency import (
     echoq_worker,
     enqueue_node,
     raw_round_trips,
+    started_once,
     summary_ms,
 )
 
@@ -93,11 +94,7 @@ def crash_one(system: str, url: str, client: Any, settings: dict[str, int], work
         victim.close()
         if survivor is not None:
             survivor.close()
-    starts = {i: at for i, _attempt, at, _raised in result["starts"]}
-    counts = result["counts"]
-    left = {k: v for k, v in counts.items() if k not in ("completed", "done") and v}
-    if sorted(starts) != list(range(HELD)) or counts["completed"] != HELD or left:
-        raise BenchmarkMiscounted(f"{system}: {HELD} held jobs, {len(starts)} started again, counts {counts}")
+    starts = started_once(result, HELD, f"{system}: the held jobs")
     if system == "echoq":
         Queue(name, client).reset()
     out[system] = {"settings": settings, "recovery_ms": summary_ms([at - killed for at in starts.values()])}

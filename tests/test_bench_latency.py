@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
@@ -25,6 +27,27 @@ def run_bench(script: str, *args: str, timeout: float = 240) -> dict[str, Any]:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
+
+
+def test_a_run_that_lost_duplicated_or_left_a_job_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import _latency
+
+    counts = {"completed": 3, "pending": 0, "active": 0, "done": 3}
+    ok = {"starts": [[0, 1, 10, 0], [2, 1, 30, 0], [1, 1, 20, 0]], "counts": counts}
+    assert _latency.started_once(ok, 3, "w") == {0: 10, 1: 20, 2: 30}
+    lost = {"starts": ok["starts"][:2], "counts": counts | {"completed": 2}}
+    with pytest.raises(_latency.BenchmarkMiscounted, match=r"2 started \(missing \[1\]\)"):
+        _latency.started_once(lost, 3, "w")
+    twice = {"starts": [*ok["starts"], [1, 2, 40, 0]], "counts": counts}
+    with pytest.raises(_latency.BenchmarkMiscounted, match="job 1 started twice"):
+        _latency.started_once(twice, 3, "w")
+    left = {"starts": ok["starts"], "counts": counts | {"active": 1}}
+    with pytest.raises(_latency.BenchmarkMiscounted, match="left {'active': 1}"):
+        _latency.started_once(left, 3, "w")  # every start seen, but the queue still holds one
+    uncounted = {"starts": ok["starts"], "counts": counts | {"completed": 2}}
+    with pytest.raises(_latency.BenchmarkMiscounted, match="2 completed"):
+        _latency.started_once(uncounted, 3, "w")  # the worker's own list cannot vouch for itself
 
 
 def test_latency_measures_each_worker_at_each_level_with_the_round_trip_beside_it() -> None:
