@@ -87,12 +87,14 @@ async function runEnqueue(connection, scheduleFile) {
   if (plan.echoq) {
     const Redis = require(path.join(bullmqDir, 'node_modules', 'ioredis'));
     const redis = new Redis(connection);
+    redis.on('error', () => {});  // a server restarting: ioredis reconnects and sends again
     const { sha, keys, ids } = plan.echoq;
     add = (i, delayMs, fail) => redis.evalsha(sha, keys[i].length, ...keys[i], ids[i], `${i} ${fail ? 1 : 0}`, delayMs);
     close = () => redis.quit();
     await redis.ping();
   } else {
     const queue = new Queue(name, { connection });
+    queue.on('error', () => {});  // a server restarting: ioredis reconnects and sends again
     await queue.obliterate({ force: true });
     await queue.waitUntilReady();
     await queue.add('warm', { i: -1 }, { delay: 3600000 });  // scripts loaded before the clock starts
