@@ -1,0 +1,374 @@
+"""Endurance: a million jobs through 4 Worker processes, one of them SIGKILLed every few
+seconds. Does anything drift -- throughput, the server's memory, a client's memory -- and
+is every job's effect there exactly once (beyond the redeliveries the queue recorded)?
+
+    python bench/endurance.py                   # 1,000,000 jobs (several minutes; the page says how long)
+    python bench/endurance.py --jobs 100000     # a shorter look
+    python bench/endurance.py --quick           # 5,000 jobs, a crash every 0.5 s: the test's size
+    python bench/endurance.py --json            # the same figures as JSON
+    python bench/endurance.py --plot docs/benchmarks-latency-endurance.png
+
+One private server holds the queue and nothing else; a second one holds the effects, so
+the first one's ``used_memory`` is the queue's alone. Four worker processes run
+``echoq.Worker`` at concurrency 4, lease 2 s (extended every 2/3 s: extension on) and
+``max_stalled=100`` (a job caught in several crashes is recovered each time, not
+dead-lettered: this run is about loss, not the stall limit). The handler's effect is
+``SETBIT seen <job index> 1`` on the effects server; a bit that was already set is a
+repeated effect, counted. Every ``--crash-every`` seconds one of the workers 1-3 (in
+turn) is SIGKILLed and started again; worker 0 is never killed, so its RSS is the client
+memory followed over the whole run. This process is the producer: it keeps at most
+20,000 jobs pending (``enqueue_many``, 1,000 per call), so the queue's peak does not
+grow with the job count.
+
+Crashes stop once the producer has enqueued the last job (the drain's tail is not drift).
+Recorded every second: jobs completed, the server's used_memory, worker 0's RSS. Reported:
+throughput per tenth of the run (100,000 jobs of a million; last / first should be >= 0.9),
+used_memory once drained (done trimmed to its cap, ``keep_done``) against the empty
+queue's before the run, per job (target <= 20 B), worker 0's RSS first / last, and the
+invariants: every job completed, every effect there, repeated effects <= the redeliveries
+the queue recorded (stalled + unstarted + reaped), nothing pending, active, scheduled or
+dead. A run that breaks one is refused, not reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import load_average, machine, machine_line, median, positive_int, table
+from soak import settled_used_memory
+
+import echoq
+from echoq import Queue, Worker
+from echoq.server import start_server
+
+PROCESSES = 4
+CONCURRENCY = 4
+LEASE_MS = 2_000
+MAX_STALLED = 100
+BACKLOG = 20_000
+FILL = 1_000
+DEFAULT_JOBS = 1_000_000
+QUICK_JOBS = 5_000
+QUICK_BACKLOG = 300  # the producer stays behind, so crashes land while jobs flow
+TARGET_BYTES_PER_JOB = 20
+TARGET_FLAT = 0.9
+SEEN, REPEATS = "endurance:seen", "endurance:repeats"
+
+
+class EnduranceMiscounted(AssertionError):
+    """A job lost, an effect missing or repeated beyond the recorded redeliveries."""
+
+
+def _worker(url: str, effects_url: str, name: str) -> None:
+    queue = Queue(name, echoq.connect(url))
+    effects = echoq.connect(effects_url)
+
+    def handler(delivery: Any) -> None:
+        if effects.setbit(SEEN, int(delivery.payload), 1):
+            effects.incr(REPEATS)
+
+    worker = Worker(queue, handler, concurrency=CONCURRENCY, lease_ms=LEASE_MS, max_stalled=MAX_STALLED)
+    # SIGTERM stops it gracefully (Worker.stop may run in a signal handler). Not a
+    # multiprocessing.Event: a process SIGKILLed while waiting on one leaves its Condition
+    # expecting a waiter that never wakes, and set() then blocks for ever.
+    signal.signal(signal.SIGTERM, lambda _signo, _frame: worker.stop())
+    worker.work()
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def run(
+    jobs: int, crash_every_s: float, progress_bar: bool, sample_s: float = 1.0, backlog: int = BACKLOG
+) -> dict[str, Any]:
+    context = multiprocessing.get_context("fork")
+    server, effects_server = start_server(), start_server()
+    name = "endurance"
+    began = time.monotonic()
+    try:
+        client = echoq.connect(server.url)
+        effects = echoq.connect(effects_server.url)
+        probe = echoq.connect(server.url)
+        facts = machine(client)
+        facts["load_before"] = load_average()
+        queue = Queue(name, client)
+        # Warm up: the scripts cached and the allocator's pools in use before the first reading.
+        queue.enqueue_many([str(i) for i in range(FILL)])
+        while queue.claim_many(100, 60_000):
+            pass
+        queue.reset()
+        client.connection_pool.disconnect()
+        memory_start = settled_used_memory(probe)
+
+        def spawn() -> Any:
+            process = context.Process(target=_worker, args=(server.url, effects_server.url, name), daemon=True)
+            process.start()
+            return process
+
+        workers = [spawn() for _ in range(PROCESSES)]
+        bar = None
+        if progress_bar:
+            from tqdm import tqdm
+
+            bar = tqdm(total=jobs, unit="job", unit_scale=True, file=sys.stderr, desc="endurance")
+        samples: list[dict[str, float]] = []
+        crashes: list[float] = []
+        enqueued = 0
+        next_crash = time.monotonic() + crash_every_s
+        next_sample = time.monotonic()
+        victim = 0
+        t0 = time.monotonic()
+        completed = 0
+        while completed < jobs:
+            snap = queue.snapshot(limit=1)
+            completed = int(snap.stats.get("completed", 0))
+            pending = snap.counts["pending"]
+            while enqueued < jobs and pending < backlog:
+                n = min(FILL, backlog, jobs - enqueued)
+                queue.enqueue_many([str(i) for i in range(enqueued, enqueued + n)])
+                enqueued += n
+                pending += n
+            now = time.monotonic()
+            if now >= next_sample:
+                samples.append(
+                    {
+                        "t": round(now - t0, 3),
+                        "completed": completed,
+                        "used_memory": int(probe.info("memory")["used_memory"]),
+                        "rss0": rss_bytes(workers[0].pid),
+                    }
+                )
+                next_sample = now + sample_s
+            # Crashes stop once every job is enqueued: the drain's tail is not the drift measured.
+            # A short run gets its first one once a tenth of its jobs are done, whatever the clock.
+            if (now >= next_crash and enqueued < jobs) or (not crashes and completed >= jobs // 10):
+                victim = victim % (PROCESSES - 1) + 1
+                os.kill(workers[victim].pid, signal.SIGKILL)
+                workers[victim].join()
+                crashes.append(round(now - t0, 3))
+                workers[victim] = spawn()
+                next_crash = now + crash_every_s
+            if bar is not None:
+                bar.update(completed - bar.n)
+            time.sleep(0.05)
+        seconds = time.monotonic() - t0
+        samples.append(
+            {
+                "t": round(seconds, 3),
+                "completed": completed,
+                "used_memory": int(probe.info("memory")["used_memory"]),
+                "rss0": rss_bytes(workers[0].pid),
+            }
+        )
+        if bar is not None:
+            bar.update(jobs - bar.n)
+            bar.close()
+        for process in workers:
+            os.kill(process.pid, signal.SIGTERM)
+        for process in workers:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.kill()
+        snap = queue.snapshot(limit=1)
+        stats = snap.stats
+        seen = int(effects.bitcount(SEEN))
+        repeats = int(effects.get(REPEATS) or 0)
+        redelivered = sum(int(stats.get(k, 0)) for k in ("stalled", "unstarted", "reaped"))
+        left = {k: v for k, v in snap.counts.items() if k != "done" and v}
+        if int(stats.get("completed", 0)) != jobs or seen != jobs or left or repeats > redelivered:
+            raise EnduranceMiscounted(
+                f"{jobs} jobs: {stats.get('completed')} completed, {seen} effects, {repeats} repeated effects "
+                f"for {redelivered} recorded redeliveries, left {left}"
+            )
+        client.connection_pool.disconnect()
+        memory_end = settled_used_memory(probe)
+        done_bytes = int(probe.memory_usage(queue.keys.done, samples=0) or 0)
+        facts["load_after"] = load_average()
+    finally:
+        server.stop()
+        effects_server.stop()
+    blocks = block_rates(samples, jobs)
+    rss = [s["rss0"] for s in samples if s["rss0"]]
+    return {
+        "machine": facts,
+        "jobs": jobs,
+        "processes": PROCESSES,
+        "concurrency": CONCURRENCY,
+        "lease_ms": LEASE_MS,
+        "crash_every_s": crash_every_s,
+        "sample_s": sample_s,
+        "crashes": len(crashes),
+        "crash_times": crashes,
+        "seconds": round(seconds, 2),
+        "wall_seconds": round(time.monotonic() - began, 2),
+        "rate": jobs / seconds,
+        "block_rates": blocks,
+        "flat": blocks[-1] / blocks[0] if blocks and blocks[0] else None,
+        # The same, less at the mercy of one noisy tenth on a shared machine.
+        "flat_median_of_three": median(blocks[-3:]) / median(blocks[:3]) if len(blocks) >= 6 else None,
+        "memory_start": memory_start,
+        "memory_end": memory_end,
+        "retained_per_job": (memory_end - memory_start) / jobs,
+        "done_bytes": done_bytes,
+        "keep_done": queue.keep_done,
+        "rss_first": rss[0] if rss else None,
+        # once the first tenth is done: the imports, pools and buffers a worker grows into are in
+        "rss_after_first_tenth": next((s["rss0"] for s in samples if s["completed"] >= jobs / 10 and s["rss0"]), None),
+        "rss_last": rss[-1] if rss else None,
+        "rss_max": max(rss) if rss else None,
+        "completed": jobs,
+        "effects": seen,
+        "repeated_effects": repeats,
+        "redeliveries": redelivered,
+        "stats": {k: int(v) for k, v in stats.items()},
+        "samples": samples,
+        "targets": {
+            "flat": TARGET_FLAT,
+            "bytes_per_job": TARGET_BYTES_PER_JOB,
+        },
+    }
+
+
+def block_rates(samples: list[dict[str, float]], jobs: int, blocks: int = 10) -> list[float]:
+    """Jobs/s over each tenth of the run: the time the completed count took to cross each
+    tenth, interpolated between the one-second samples."""
+    marks = [jobs * k / blocks for k in range(blocks + 1)]
+    times = []
+    for mark in marks:
+        for before, after in zip(samples, samples[1:], strict=False):
+            if before["completed"] <= mark <= after["completed"]:
+                span = after["completed"] - before["completed"]
+                frac = (mark - before["completed"]) / span if span else 0.0
+                times.append(before["t"] + frac * (after["t"] - before["t"]))
+                break
+        else:
+            times.append(samples[0]["t"] if mark <= samples[0]["completed"] else samples[-1]["t"])
+    return [(jobs / blocks) / (b - a) if b > a else 0.0 for a, b in zip(times, times[1:], strict=False)]
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    samples = report["samples"]
+    t = [s["t"] for s in samples]
+    rate = [0.0] + [
+        (b["completed"] - a["completed"]) / (b["t"] - a["t"]) if b["t"] > a["t"] else 0.0
+        for a, b in zip(samples, samples[1:], strict=False)
+    ]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    top.plot(t, rate, lw=1, color="tab:blue")
+    for at in report["crash_times"]:
+        top.axvline(at, color="tab:red", lw=0.4, alpha=0.4)
+    top.set_ylabel(f"jobs/s (per {report['sample_s']:g} s)")
+    top.set_title(
+        f"{report['jobs']:,} jobs, {report['processes']} Worker processes, a SIGKILL every "
+        f"{report['crash_every_s']:g} s (red lines)"
+    )
+    bottom.plot(t, [s["used_memory"] / 2**20 for s in samples], label="server used_memory", color="tab:green")
+    bottom.plot(t, [s["rss0"] / 2**20 for s in samples], label="worker 0 RSS (never killed)", color="tab:purple")
+    bottom.set_ylabel("MiB")
+    bottom.set_xlabel("seconds")
+    bottom.legend(loc="upper right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def render(report: dict[str, Any]) -> str:
+    facts = report["machine"]
+    blocks = report["block_rates"]
+    mib = 2**20
+    lines = [
+        f"Endurance: {report['jobs']:,} jobs, {report['processes']} Worker processes (c{report['concurrency']}, "
+        f"lease {report['lease_ms']:,} ms, extension on), one SIGKILLed every {report['crash_every_s']:g} s "
+        f"({report['crashes']} crashes); {report['seconds']:.0f} s, {report['rate']:,.0f} jobs/s overall",
+        f"machine: {machine_line(facts)}; load average {facts['load_before']} before, {facts['load_after']} after",
+        "",
+        table(
+            ["tenth of the run", *[str(n) for n in range(1, len(blocks) + 1)]],
+            [["jobs/s", *[f"{r:,.0f}" for r in blocks]]],
+            right=[False, *[True] * len(blocks)],
+        ),
+        "",
+        table(
+            ["figure", "value", "target"],
+            [
+                ["throughput, last tenth / first", f"{report['flat']:.2f}", f">= {report['targets']['flat']}"],
+                [
+                    "throughput, median of the last three tenths / of the first three",
+                    "" if report["flat_median_of_three"] is None else f"{report['flat_median_of_three']:.2f}",
+                    "",
+                ],
+                [
+                    "server used_memory, empty queue before -> drained after",
+                    f"{report['memory_start'] / mib:.2f} -> {report['memory_end'] / mib:.2f} MiB",
+                    "",
+                ],
+                [
+                    "retained per job (done at its cap of "
+                    f"{report['keep_done']:,} ids: {report['done_bytes'] / 1024:,.0f} KiB)",
+                    f"{report['retained_per_job']:.2f} B",
+                    f"<= {report['targets']['bytes_per_job']} B",
+                ],
+                [
+                    "worker 0 RSS: first sample, after the first tenth -> last (max)",
+                    f"{report['rss_first'] / mib:.1f}, {(report['rss_after_first_tenth'] or 0) / mib:.1f} -> "
+                    f"{report['rss_last'] / mib:.1f} MiB ({report['rss_max'] / mib:.1f})",
+                    "flat",
+                ],
+                ["jobs completed / effects applied", f"{report['completed']:,} / {report['effects']:,}", "all"],
+                [
+                    "repeated effects / redeliveries recorded",
+                    f"{report['repeated_effects']:,} / {report['redeliveries']:,}",
+                    "repeats <= redeliveries",
+                ],
+            ],
+        ),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=positive_int, help=f"jobs (default {DEFAULT_JOBS:,})")
+    parser.add_argument("--crash-every", type=float, help="seconds between crashes (default 3)")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_JOBS:,} jobs, a crash every 0.5 s")
+    parser.add_argument("--plot", type=Path, help="save a PNG of throughput and memory over time here")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    jobs = args.jobs or (QUICK_JOBS if args.quick else DEFAULT_JOBS)
+    crash_every = args.crash_every or (0.5 if args.quick else 3.0)
+    if crash_every <= 0:
+        parser.error("--crash-every must be > 0")
+    if args.quick:
+        report = run(jobs, crash_every, not args.no_progress, sample_s=0.2, backlog=QUICK_BACKLOG)
+    else:
+        report = run(jobs, crash_every, not args.no_progress)
+    if args.plot:
+        plot(report, args.plot)
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
