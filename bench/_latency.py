@@ -38,6 +38,13 @@ READY_TIMEOUT_S = 60
 RESULT_TIMEOUT_S = 300
 
 
+def _register_bench_scripts() -> None:
+    """The round-trip ceiling is the benchmarks' own script, beside this file (bench/ceiling)."""
+    from echoq import scripts
+
+    scripts.register("bench", Path(__file__).resolve().parent)
+
+
 class BenchmarkMiscounted(AssertionError):
     """A run lost, duplicated or left over jobs: its figures would be a lie."""
 
@@ -59,10 +66,11 @@ def summary_ms(values_ns: Sequence[int]) -> dict[str, float]:
 
 def raw_round_trips(client: redis.Redis, trips: int) -> list[int]:
     """Nanoseconds of each of ``trips`` sequential EVALSHA calls of ``return 1``
-    (lua/bench/ceiling.lua, through the library's registry as bench/throughput.py's ceiling):
+    (bench/ceiling.lua, through the library's registry as bench/throughput.py's ceiling):
     the floor any call a worker makes pays (client encode, loopback, server, client decode)."""
     from echoq import scripts
 
+    _register_bench_scripts()
     scripts.run(client, "bench/ceiling", [], [])  # loaded: every timed call is an EVALSHA hit
     out = []
     clock = time.monotonic_ns
@@ -79,6 +87,7 @@ def idle_round_trips(client: redis.Redis, schedule: Sequence[tuple[float, int, i
     loop) -- the reference an idle worker's pickup is comparable with."""
     from echoq import scripts
 
+    _register_bench_scripts()
     scripts.run(client, "bench/ceiling", [], [])
     out = []
     clock = time.monotonic_ns

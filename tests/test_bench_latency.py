@@ -50,6 +50,7 @@ def test_a_run_that_lost_duplicated_or_left_a_job_is_refused(monkeypatch: pytest
         _latency.started_once(uncounted, 3, "w")  # the worker's own list cannot vouch for itself
 
 
+@pytest.mark.server  # the bench starts its own servers and workers
 def test_latency_measures_each_worker_at_each_level_with_the_round_trip_beside_it() -> None:
     report = run_bench("latency.py", "--quick", "--levels", "idle")
     systems = {"echoq", "bullmq"} if shutil.which("node") else {"echoq"}
@@ -71,6 +72,7 @@ def test_latency_measures_each_worker_at_each_level_with_the_round_trip_beside_i
         assert report["machine"]["clock_check_bracket_us"] > 0  # node's clock proved to be Python's
 
 
+@pytest.mark.server  # the bench starts its own servers and workers
 def test_recovery_brings_every_held_job_back_and_completes_after_a_server_restart() -> None:
     report = run_bench("recovery.py", "--quick", "--restarts", "1")
     (crash,) = report["crash"]
@@ -90,6 +92,7 @@ def test_recovery_brings_every_held_job_back_and_completes_after_a_server_restar
         assert restart["bullmq"]["next_completion_ms"]["n"] == 1 and restart["bullmq"]["added_twice"] >= 0
 
 
+@pytest.mark.server  # the bench starts its own servers and workers
 def test_ontime_measures_each_delayed_job_and_retry_once() -> None:
     report = run_bench("ontime.py", "--quick", "--jobs", "6")
     systems = {"echoq", "bullmq"} if shutil.which("node") else {"echoq"}
@@ -102,6 +105,7 @@ def test_ontime_measures_each_delayed_job_and_retry_once() -> None:
             assert row[kind]["p50"] > -5
 
 
+@pytest.mark.server  # the bench starts its own servers and workers
 def test_endurance_loses_nothing_through_crashes_and_plots_it(tmp_path: Path) -> None:
     picture = tmp_path / "endurance.png"
     report = run_bench("endurance.py", "--quick", "--jobs", "2000", "--no-progress", "--plot", str(picture))
@@ -115,6 +119,7 @@ def test_endurance_loses_nothing_through_crashes_and_plots_it(tmp_path: Path) ->
     assert picture.read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.server  # the bench starts its own servers and workers
 def test_cluster_cost_counts_no_cross_slot_call_and_prices_each_master() -> None:
     report = run_bench("cluster_cost.py", "--queues", "3", "--jobs", "40", "--rounds", "1")
     assert set(report["paths"]) == {"worker", "batch"}
