@@ -145,6 +145,17 @@ def test_the_run_it_box_links_binder_to_that_lesson(monkeypatch) -> None:
     assert "make binder-link" in hooks.run_it_box(lesson, None), "with no address the box says how to get one"
 
 
+def test_a_clone_of_a_local_path_builds_its_site_without_a_binder_link(monkeypatch) -> None:
+    """CI clones this repository from a path: its origin has no hosted address to link."""
+    hooks = site_hooks()
+    monkeypatch.delenv("ECHOQ_REMOTE", raising=False)
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import binder_link  # the module the hook imports
+
+    monkeypatch.setattr(binder_link, "origin", lambda root=None: "/srv/checkouts/echoq/.")
+    assert hooks.binder_url("notebooks/02_recoverable_claim.ipynb") is None
+
+
 def test_the_reference_documents_every_name_the_library_exports(site: Path) -> None:
     page = (site / "reference.html").read_text()
     missing = [name for name in echoq.__all__ if f'id="echoq.{name}"' not in page]

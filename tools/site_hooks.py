@@ -49,8 +49,13 @@ def binder_url(lesson: str) -> str | None:
         import binder_link
     finally:
         sys.path.remove(str(ROOT / "tools"))
-    remote = os.environ.get("ECHOQ_REMOTE") or binder_link.origin(ROOT)
-    return binder_link.binder_url(remote, lesson) if remote else None
+    if os.environ.get("ECHOQ_REMOTE"):  # asked for: a bad address is an error to see
+        return binder_link.binder_url(os.environ["ECHOQ_REMOTE"], lesson)
+    remote = binder_link.origin(ROOT)
+    try:
+        return binder_link.binder_url(remote, lesson) if remote else None
+    except ValueError:  # a clone of a local path has no hosted address: the box says how to add one
+        return None
 
 
 def run_it_box(lesson: Path, url: str | None) -> str:
