@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -19,9 +18,9 @@ import pytest
 
 from tests.support.browser import (  # noqa: F401  (fixtures)
     _launch,
-    _root_flag,
     browser,
     chromium,
+    jupyter_argv,
     kernel_env,
     lab_root,
     lab_url,
@@ -39,22 +38,7 @@ LESSON = "notebooks/02_recoverable_claim.ipynb"
 
 def start_notebook7(root_dir: Path, env: dict[str, str]):
     def argv(port: int, workdir: Path) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "notebook",
-            *_root_flag(),
-            "--no-browser",
-            "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={port}",
-            "--ServerApp.port_retries=0",
-            "--IdentityProvider.token=",
-            "--ServerApp.password=",
-            f"--ServerApp.root_dir={root_dir}",
-            "--JupyterNotebookApp.expose_app_in_browser=True",
-            f"--JupyterNotebookApp.workspaces_dir={workdir / 'workspaces'}",
-            f"--JupyterNotebookApp.user_settings_dir={workdir / 'settings'}",
-        ]
+        return jupyter_argv("notebook", "JupyterNotebookApp", port, workdir, root_dir)
 
     return _launch("notebook7", argv, env, "/api/status", kernels_api=True)
 
@@ -120,23 +104,7 @@ def start_lab_without_widgets(root_dir: Path, env: dict[str, str]):
         (labconfig / "page_config.json").write_text(
             json.dumps({"disabledExtensions": {"@jupyter-widgets/jupyterlab-manager": True}})
         )
-        return [
-            sys.executable,
-            "-m",
-            "jupyterlab",
-            *_root_flag(),
-            "--no-browser",
-            "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={port}",
-            "--ServerApp.port_retries=0",
-            "--IdentityProvider.token=",
-            "--ServerApp.password=",
-            f"--ServerApp.root_dir={root_dir}",
-            "--LabApp.expose_app_in_browser=True",
-            f"--LabApp.workspaces_dir={workdir / 'workspaces'}",
-            f"--LabApp.user_settings_dir={workdir / 'settings'}",
-            "--LabApp.news_url=None",
-        ]
+        return [*jupyter_argv("jupyterlab", "LabApp", port, workdir, root_dir), "--LabApp.news_url=None"]
 
     return _launch("lab-no-widgets", argv, env, "/api/status", kernels_api=True)
 

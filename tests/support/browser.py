@@ -193,24 +193,32 @@ def _root_flag() -> list[str]:
     return ["--allow-root"] if os.geteuid() == 0 else []
 
 
+def jupyter_argv(module: str, app: str, port: int, workdir: Path, root_dir: Path) -> list[str]:
+    """A Jupyter server (``python -m jupyterlab`` with app ``LabApp``, ``notebook`` with
+    ``JupyterNotebookApp``) on loopback, with no token, its state in ``workdir``."""
+    return [
+        sys.executable,
+        "-m",
+        module,
+        *_root_flag(),
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        "--IdentityProvider.token=",
+        "--ServerApp.password=",
+        f"--ServerApp.root_dir={root_dir}",
+        # Lets the test drive the app's own commands (run all cells) instead of guessing menus.
+        f"--{app}.expose_app_in_browser=True",
+        f"--{app}.workspaces_dir={workdir / 'workspaces'}",
+        f"--{app}.user_settings_dir={workdir / 'settings'}",
+    ]
+
+
 def start_lab(root_dir: Path, env: dict[str, str]) -> Served:
     def argv(port: int, workdir: Path) -> list[str]:
         return [
-            sys.executable,
-            "-m",
-            "jupyterlab",
-            *_root_flag(),
-            "--no-browser",
-            "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.port={port}",
-            "--ServerApp.port_retries=0",
-            "--IdentityProvider.token=",
-            "--ServerApp.password=",
-            f"--ServerApp.root_dir={root_dir}",
-            # Lets the test drive Lab's own commands (run all cells) instead of guessing menus.
-            "--LabApp.expose_app_in_browser=True",
-            f"--LabApp.workspaces_dir={workdir / 'workspaces'}",
-            f"--LabApp.user_settings_dir={workdir / 'settings'}",
+            *jupyter_argv("jupyterlab", "LabApp", port, workdir, root_dir),
             "--LabApp.news_url=None",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             "--LabApp.extension_manager=readonly",
