@@ -18,6 +18,16 @@ from typing import Any
 import redis
 
 
+def register_scripts() -> None:
+    """Put the benchmarks' own Lua (bench/ceiling.lua: the raw round-trip ceiling) into the
+    library's registry as ``bench/<name>``; registering again does nothing."""
+    from pathlib import Path
+
+    from echoq import scripts
+
+    scripts.register("bench", Path(__file__).resolve().parent)
+
+
 def noop() -> None:
     """The job every benchmark runs: nothing, so the queue's own cost is all that is timed."""
 

@@ -29,20 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from _common import percentile
+from _common import percentile, register_scripts
 
 ROOT = Path(__file__).resolve().parent.parent
 BULLMQ_SOURCE = ROOT / "bench" / "bullmq"
 BULLMQ_DIR = ROOT / "build" / "bench-bullmq"
 READY_TIMEOUT_S = 60
 RESULT_TIMEOUT_S = 300
-
-
-def _register_bench_scripts() -> None:
-    """The round-trip ceiling is the benchmarks' own script, beside this file (bench/ceiling)."""
-    from echoq import scripts
-
-    scripts.register("bench", Path(__file__).resolve().parent)
 
 
 class BenchmarkMiscounted(AssertionError):
@@ -70,7 +63,7 @@ def raw_round_trips(client: redis.Redis, trips: int) -> list[int]:
     the floor any call a worker makes pays (client encode, loopback, server, client decode)."""
     from echoq import scripts
 
-    _register_bench_scripts()
+    register_scripts()
     scripts.run(client, "bench/ceiling", [], [])  # loaded: every timed call is an EVALSHA hit
     out = []
     clock = time.monotonic_ns
@@ -87,7 +80,7 @@ def idle_round_trips(client: redis.Redis, schedule: Sequence[tuple[float, int, i
     loop) -- the reference an idle worker's pickup is comparable with."""
     from echoq import scripts
 
-    _register_bench_scripts()
+    register_scripts()
     scripts.run(client, "bench/ceiling", [], [])
     out = []
     clock = time.monotonic_ns

@@ -46,7 +46,17 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from _common import load_average, machine, machine_line, median, noop, package_version, positive_int, table
+from _common import (
+    load_average,
+    machine,
+    machine_line,
+    median,
+    noop,
+    package_version,
+    positive_int,
+    register_scripts,
+    table,
+)
 from redis.connection import PythonRespSerializer, _RESP2Parser
 
 import echoq
@@ -54,7 +64,7 @@ from echoq import Complete, Queue, Worker, new_job_id, scripts
 from echoq.server import start_server
 
 # The round-trip ceiling is the benchmark's own script, beside this file: bench/ceiling.
-scripts.register("bench", Path(__file__).resolve().parent)
+register_scripts()
 
 LEASE_MS = 60_000  # long enough that no lease expires: this times the happy path only
 FILL_CHUNK = 1_000
