@@ -10,9 +10,8 @@ import redis
 import echoq
 from echoq.effects import Effect, Effects
 from echoq.teaching import contrasts
-from tests.support.helpers import assert_one_place, expire, places
+from tests.support.helpers import assert_one_place, expire, places, redeliver
 from tests.support.servers import fresh_name
-from tests.test_effects import redeliver
 
 
 def test_naive_pop_takes_the_job_out_of_valkey(queue: echoq.Queue) -> None:

@@ -6,20 +6,7 @@ import pytest
 
 import echoq
 from echoq.effects import Effect, Effects
-from tests.support.helpers import expire
-
-
-def redeliver(queue: echoq.Queue, deliveries: int, apply) -> str:
-    """Deliver one job `deliveries` times: each worker does the effect, then dies before
-    completing; the lease expires and the reaper hands the job to the next worker."""
-    job = queue.enqueue("charge card").job_id
-    for n in range(1, deliveries + 1):
-        claim = queue.claim(lease_ms=5)
-        assert claim.job_id == job and claim.token == n
-        apply(job, f"delivery {n}")
-        expire(queue, claim)  # the worker is gone: no complete
-        assert queue.reap() == [job]
-    return job
+from tests.support.helpers import expire, redeliver
 
 
 @pytest.mark.parametrize("deliveries", [1, 3, 7])

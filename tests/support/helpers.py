@@ -48,3 +48,16 @@ def assert_one_place(queue: echoq.Queue, known: set[str]) -> echoq.Snapshot:
     for job_id, row in snap.rows.items():
         assert row.state == seen[job_id][0], f"{job_id} is in {seen[job_id][0]} but its row says {row.state}"
     return snap
+
+
+def redeliver(queue: echoq.Queue, deliveries: int, apply) -> str:
+    """Deliver one job `deliveries` times: each worker does the effect, then dies before
+    completing; the lease expires and the reaper hands the job to the next worker."""
+    job = queue.enqueue("charge card").job_id
+    for n in range(1, deliveries + 1):
+        claim = queue.claim(lease_ms=5)
+        assert claim.job_id == job and claim.token == n
+        apply(job, f"delivery {n}")
+        expire(queue, claim)  # the worker is gone: no complete
+        assert queue.reap() == [job]
+    return job
