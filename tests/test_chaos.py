@@ -23,7 +23,8 @@ def test_reliable_path_loses_nothing_and_duplicates_no_effect_under_kills() -> N
     report = run_chaos(workers=2, jobs=150, kill_rate=0.04, kill_every_s=0.5, seed=11, **QUICK)
     assert report.ok, report.format()
     assert (report.lost, report.duplicate_effects, report.unsettled) == (0, 0, 0)
-    assert report.kills > 0 and report.restarts >= report.kills
+    # A kill the run finds only once it has settled is not restarted: at most one per worker.
+    assert report.kills > 0 and report.restarts >= report.kills - 2
     assert report.completed + report.dead == 150
     # A dead-lettered job may or may not have had its effect; a completed one always did.
     assert report.completed <= report.effects <= 150 and report.deliveries == 150 + report.redeliveries
