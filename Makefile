@@ -65,7 +65,7 @@ docs: setup
 
 test: setup
 	@bash tools/system-deps.sh
-	$(BIN)/ruff check echoq tests bench tools
+	$(BIN)/ruff check echoq tests bench tools conftest.py
 	@# The site, strictly: a broken link, a missing page or any warning fails here.
 	@$(MAKE) --no-print-directory docs
 	@# Phase 1: most tests wait on servers, leases and kernels rather than compute: four
@@ -84,7 +84,7 @@ test: setup
 	$(BIN)/python -m pytest -m browser
 
 lint: setup
-	$(BIN)/ruff check echoq tests bench
+	$(BIN)/ruff check echoq tests bench tools conftest.py
 
 bench: setup
 	$(BIN)/python bench/throughput.py

@@ -6,7 +6,7 @@ a row; interrupt a long cell, then go on (the server and its keys are still ther
 with the Reap lab, then run the demonstration cell after it; Run All a second time (every
 code cell again, in order); save and reload the page: the lab is live, or its picture says
 it is a still one. Lesson 07: Restart & Run All. Every other lesson's cells are run a second
-time at kernel level (tests/test_rerun.py).
+time at kernel level (tests/support/rerun.py, on the kernel nbval ran the lesson on).
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ def test_embedded_server_answers_quickly(own_server) -> None:
     assert own_server.startup_s < 2.0
 
 
+@pytest.mark.server  # the first call in a process starts the server
 def test_the_embedded_server_is_reused_within_a_process() -> None:
     assert echoq.server_url() == echoq.server_url()
 

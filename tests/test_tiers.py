@@ -123,8 +123,8 @@ def test_every_file_the_order_tables_name_exists() -> None:
 def test_a_notebook_is_one_unit_and_a_split_file_goes_by_function_or_case() -> None:
     unit = conftest.unit_of
     lesson = "notebooks/07_beyond_one_server.ipynb"
-    assert unit(f"{lesson}::Cell 3") == unit(f"{lesson}::Cell 9")
+    assert unit(f"{lesson}::Cell 3") == unit(f"{lesson}::Cell 9") == unit(f"{lesson}::every cell run again")
     assert unit("tests/test_queue.py::test_a[valkey]") == unit("tests/test_queue.py::test_b[redis7]")
     assert unit("tests/test_lab.py::test_a[ClaimLab]") == unit("tests/test_lab.py::test_a[FleetLab]")
     assert unit("tests/test_lab.py::test_a[ClaimLab]") != unit("tests/test_lab.py::test_b")
-    assert unit("tests/test_rerun.py::test_a[00]") != unit("tests/test_rerun.py::test_a[01]")
+    assert unit("tests/test_lab_truth.py::test_a[ClaimLab]") != unit("tests/test_lab_truth.py::test_a[FleetLab]")
