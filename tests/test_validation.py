@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -81,6 +82,10 @@ def documented_texts(name: str) -> list[tuple[int, str, int]]:
     return [(pos, what, high) for pos, what, _low, high, kind in documented(name) if kind == "bytes"]
 
 
+# The kit's scripts are checked here too. Its folder is registered by path, as the kit does
+# on import: the library's tests import no kit module, and what the registry holds must not
+# depend on which test file happened to import the kit first.
+scripts.register("teaching", Path(__file__).resolve().parent.parent / "echoq" / "teaching" / "lua")
 RUNNABLE = [n for n in scripts.names() if not n.startswith("bench/")]
 
 
