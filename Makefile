@@ -63,25 +63,10 @@ docs: setup
 	@# Not --quiet: it drops mkdocs' warnings before --strict counts them, so a broken link would pass.
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
+# Every test (docs/TESTING.md): ruff, the strict site build, the browser tests and all the
+# others, sharing the cores; tools/run-tests.sh says how.
 test: setup
-	@bash tools/system-deps.sh
-	$(BIN)/ruff check echoq tests bench tools conftest.py
-	@# The site, strictly: a broken link, a missing page or any warning fails here.
-	@$(MAKE) --no-print-directory docs
-	@# Phase 1: most tests wait on servers, leases and kernels rather than compute: four
-	@# processes share the cores, one test file (one notebook) each at a time, the longest
-	@# files first (tests/conftest.py orders them; xdist must keep that order). Meanwhile,
-	@# where node is already installed, npm fetches the hub's proxy for phase 2 (where it is
-	@# not, apt-get installs node first, before phase 1, so phase 1 sees one machine).
-	@mkdir -p build; hub=; \
-	if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
-	  bash tools/hub-deps.sh >build/hub-deps.log 2>&1 & hub=$$!; \
-	else bash tools/hub-deps.sh; fi; \
-	$(BIN)/python -m pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not browser"; status=$$?; \
-	if [ -n "$$hub" ]; then wait $$hub; cat build/hub-deps.log; fi; \
-	exit $$status
-	@# Phase 2: the tests that judge what Chromium paints, alone, so no frame is starved of CPU.
-	$(BIN)/python -m pytest -m browser
+	@bash tools/run-tests.sh
 
 lint: setup
 	$(BIN)/ruff check echoq tests bench tools conftest.py

@@ -29,12 +29,15 @@ PLACES = ("pending", "active", "done", "dead")
 
 @pytest.fixture
 def loaded() -> Iterator[None]:
-    """A thread that burns CPU (and holds the GIL as much as it can) for the whole test."""
+    """A thread that competes for the GIL for the whole test, in bursts longer than the
+    interpreter's switch interval (5 ms), so the lab's threads are preempted at arbitrary
+    points; the pauses between bursts halve the CPU it takes from the tests running beside it."""
     stop = threading.Event()
 
     def burn() -> None:
         while not stop.is_set():
-            sum(i * i for i in range(20_000))
+            sum(i * i for i in range(150_000))  # about 6 ms of Python, longer than a switch interval
+            stop.wait(0.006)
 
     thread = threading.Thread(target=burn, daemon=True)
     thread.start()

@@ -1,11 +1,15 @@
 """The built course site (build/site), for the tests that read it or open it in Chromium.
 
-``make test`` builds the site strictly before pytest runs (``make docs``); a test run on its own
-builds it when any of its sources is newer than the build, so a test never reads a stale site.
+``make test`` builds the site strictly (``make docs``) while the tests start, holding
+``build/site.lock``; a test takes the same lock before it reads the site, so it waits for that
+build rather than reading half of one. A test run on its own builds the site when any of its
+sources is newer than the build, so a test never reads a stale site.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.util
 import os
 import subprocess
@@ -36,8 +40,21 @@ def _newest_source() -> float:
     return newest
 
 
+@contextlib.contextmanager
+def _site_lock():
+    (ROOT / "build").mkdir(exist_ok=True)
+    with open(ROOT / "build" / "site.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
+
+
 def built_site() -> Path:
     """build/site, built (strictly, as `make docs` does) if it is missing or older than its sources."""
+    with _site_lock():
+        return _build_if_stale()
+
+
+def _build_if_stale() -> Path:
     index = SITE / "index.html"
     if not index.exists() or index.stat().st_mtime < _newest_source():
         (ROOT / "build" / "site-src").mkdir(parents=True, exist_ok=True)

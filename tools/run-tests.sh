@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# What `make test` runs once the venv is set up (docs/TESTING.md). Three jobs share the two
+# cores from the start, because most tests wait on servers, leases, kernels and pages rather
+# than compute, and the browser tests alone would leave a core idle:
+#   - the site, built strictly (a broken link, a missing page or any warning fails), holding
+#     build/site.lock: the tests that read the site take the lock and wait for this build;
+#   - the browser tests (what Chromium shows in JupyterLab, Voila and the hub), one at a time,
+#     in a pytest of their own, after npm has fetched the hub's proxy;
+#   - every other test, in three xdist workers, one file (one notebook) each at a time, the
+#     longest first (tests/conftest.py orders them; xdist must keep that order).
+# Exit status: non-zero if any of the three failed. The browser and site logs are printed
+# after the other tests' output, so each job reads in one piece.
+set -u
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+mkdir -p build
+
+bash tools/system-deps.sh
+"$BIN/ruff" check echoq tests bench tools conftest.py || exit 1
+# Where node is missing, apt-get installs it now, before any test runs, so every test sees
+# the same machine; where it is there, npm fetches the proxy in the browser job below.
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || bash tools/hub-deps.sh
+
+flock build/site.lock make --no-print-directory docs >build/docs.log 2>&1 &
+docs=$!
+{ bash tools/hub-deps.sh && "$BIN/python" -m pytest -m browser; } >build/browser-tests.log 2>&1 &
+browser=$!
+
+"$BIN/python" -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not browser"
+others=$?
+wait "$docs"
+site=$?
+wait "$browser"
+shown=$?
+
+echo; echo "== the site (make docs) =="; cat build/docs.log
+echo; echo "== the browser tests (pytest -m browser) =="; cat build/browser-tests.log
+echo
+echo "make test: ruff passed; site $([ $site = 0 ] && echo built || echo FAILED);" \
+  "tests without a browser $([ $others = 0 ] && echo passed || echo FAILED);" \
+  "browser tests $([ $shown = 0 ] && echo passed || echo FAILED)"
+[ $others = 0 ] && [ $site = 0 ] && [ $shown = 0 ]
