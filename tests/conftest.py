@@ -135,9 +135,9 @@ SERVER_FIXTURES = {
     "site", "wheel",
 }  # fmt: skip
 
-# The end-to-end tests that judge what Chromium paints run in a phase of their own
-# (`make test`: `pytest -m browser` after the rest): starved of CPU by the other tests
-# running beside them, a browser drops animation frames a learner would see.
+# The end-to-end tests that judge what Chromium paints run one at a time, in a pytest of
+# their own beside the others (tools/run-tests.sh): two pages animating at once would
+# compete for the same frames.
 BROWSER_MODULES = {
     "test_browser.py", "test_hub.py", "test_browser_habits.py", "test_workshop_guide.py", "test_frontends.py",
     "test_site_browser.py",

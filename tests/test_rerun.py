@@ -22,10 +22,11 @@ def test_a_cell_that_breaks_when_run_again_fails_the_second_pass(tmp_path: Path)
     nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("assert x == 1\nx = 2")]
     nbformat.write(nb, tmp_path / "00_twice.ipynb")
     shutil.copy(ROOT / "conftest.py", tmp_path)
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env", "00_twice.ipynb"],
-        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [*argv, "00_twice.ipynb"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     out = run.stdout
     assert run.returncode == 1, out
     assert "2 passed" in out and "FAILED 00_twice.ipynb::every cell run again" in out, out
