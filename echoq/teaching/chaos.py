@@ -7,7 +7,9 @@ every job is settled (completed or dead-lettered):
 * from inside: on a ``kill_rate`` fraction of deliveries a worker SIGKILLs itself at a
   random fault point -- after the claim, mid-job, or after the effect but before complete;
 * from outside: every ``kill_every_s`` seconds on average the supervisor SIGKILLs a random
-  worker, wherever it happens to be.
+  worker, wherever it happens to be -- once a job has settled since its last such kill, so
+  that on a slow machine, where a restarted worker takes longer than that to start, the
+  kills cannot stop all work.
 
 Every dead worker is restarted. While it runs, the supervisor samples the queue in one
 atomic read and checks that every job is in exactly one place: per id, up to
@@ -411,6 +413,7 @@ def _run(
     next_kill = started + (sup.rng.expovariate(1 / report.kill_every_s) if report.kill_every_s else float("inf"))
     next_sample = started
     last_progress, least_waiting = started, jobs
+    settled_at_kill = 0
     try:
         for slot in range(report.workers):
             sup.spawn(slot)
@@ -436,8 +439,9 @@ def _run(
                 # Listing every id costs the server and this process time: sample no more
                 # than a fifth of the time, so the check does not slow the run it watches.
                 next_sample = time.monotonic() + max(sample_every_s, 4 * (time.monotonic() - now))
-            if now >= next_kill:
+            if now >= next_kill and jobs - waiting > settled_at_kill:
                 sup.kill_one()
+                settled_at_kill = jobs - waiting
                 next_kill = now + sup.rng.expovariate(1 / report.kill_every_s)
             sup.reap_children(settled=False)
             time.sleep(0.01)  # the supervisor's own pace, not a synchronisation
