@@ -135,9 +135,9 @@ SERVER_FIXTURES = {
     "site", "wheel",
 }  # fmt: skip
 
-# The end-to-end tests that judge what Chromium paints run one at a time, in a pytest of
-# their own beside the others (tools/run-tests.sh): two pages animating at once would
-# compete for the same frames.
+# The end-to-end tests that drive Chromium run in a pytest of their own beside the others
+# (tools/run-tests.sh), two files at a time: each starts Jupyter servers, kernels and pages,
+# and more of them at once would starve the animations they watch.
 BROWSER_MODULES = {
     "test_browser.py", "test_hub.py", "test_browser_habits.py", "test_workshop_guide.py", "test_frontends.py",
     "test_site_browser.py",
@@ -166,6 +166,9 @@ SECONDS = {
     "test_workshop_browser.py": 40, "test_validation.py": 35, "test_worker.py": 35, "test_cluster.py": 30,
     "test_layers.py": 30, "test_lab_pictures.py": 25, "test_stateful.py": 20, "test_workshop_people.py": 20,
     "test_habits.py": 20, "test_queue.py": 20, "test_workshop.py": 18, "test_workshop_bench.py": 12,
+    # the browser tests (their own pytest: tools/run-tests.sh)
+    "test_hub.py": 50, "test_browser_habits.py": 50, "test_browser.py": 45, "test_workshop_guide.py": 40,
+    "test_frontends.py": 25,
     # a lesson: nbval's run and the second pass on the same kernel (tests/support/rerun.py)
     "07_beyond_one_server.ipynb": 55, "05_worker_path.ipynb": 35, "04_stalled_recovery.ipynb": 15,
     "06_beyond.ipynb": 16, "03_at_least_once.ipynb": 14, "02_recoverable_claim.ipynb": 10,

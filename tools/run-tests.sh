@@ -4,8 +4,9 @@
 # than compute, and the browser tests alone would leave a core idle:
 #   - the site, built strictly (a broken link, a missing page or any warning fails), holding
 #     build/site.lock: the tests that read the site take the lock and wait for this build;
-#   - the browser tests (what Chromium shows in JupyterLab, Voila and the hub), one at a time,
-#     in a pytest of their own, after npm has fetched the hub's proxy;
+#   - the browser tests (what Chromium shows in JupyterLab, Voila and the hub), in a pytest of
+#     their own with two workers, one test file each at a time, after npm has fetched the
+#     hub's proxy;
 #   - every other test, in three xdist workers, one file (one notebook) each at a time, the
 #     longest first (tests/conftest.py orders them; xdist must keep that order).
 # Exit status: non-zero if any of the three failed. The browser and site logs are printed
@@ -23,7 +24,7 @@ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || bash tools/
 
 flock build/site.lock make --no-print-directory docs >build/docs.log 2>&1 &
 docs=$!
-{ bash tools/hub-deps.sh && "$BIN/python" -m pytest -m browser; } >build/browser-tests.log 2>&1 &
+{ bash tools/hub-deps.sh && "$BIN/python" -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m browser; } >build/browser-tests.log 2>&1 &
 browser=$!
 
 "$BIN/python" -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not browser"
