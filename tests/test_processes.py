@@ -103,3 +103,20 @@ def test_the_bank_charges_a_key_once_and_refuses_a_key_reused_for_another_paymen
         assert [e.key for e in bank.record()] == ["order-1", None]
     finally:
         bank.reset()
+
+
+def claims(q: echoq.Queue, pause_s: float) -> None:
+    counted = echoq.Queue(q.name, processes.counting_client(q.client))
+    for _ in range(12):
+        counted.claim(lease_ms=1_000)  # the queue is empty: each comes back with nothing
+        time.sleep(pause_s)
+
+
+def test_a_childs_pauses_are_its_own_time_between_a_reply_and_its_next_command(queue) -> None:
+    waiting = processes.spawn(claims, queue, 0.01).wait(10)
+    spinning = processes.spawn(claims, queue, 0.0).wait(10)
+    assert len(waiting.step_times) == len(spinning.step_times) == 12
+    assert len(waiting.pauses()) == 11 and min(waiting.pauses()) >= 0.01
+    assert len(waiting.pauses(6)) == 5
+    # Python's own pace between two claims is microseconds, however long each round trip took.
+    assert sorted(spinning.pauses())[5] < 0.002

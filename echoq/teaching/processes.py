@@ -82,6 +82,7 @@ class _Steps:
         self.holds: dict[str, int] = {}  # label -> the n-th such command is held (frozen) before it goes
         self.seen: dict[str, int] = {}  # commands about to be sent, per label
         self.made: dict[str, int] = {}  # steps made, per label
+        self.sent_at: float | None = None  # when the command about to be counted went out
 
     def before(self, label: str) -> None:
         """Called before a counted command is sent: the network may be slow for this one."""
@@ -93,6 +94,7 @@ class _Steps:
             self.send({"frozen": f"before {label}"})
             _stop_here()
             self.send({"resumed": f"before {label}"})
+        self.sent_at = time.monotonic()
 
     def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, default=str) + "\n").encode()
@@ -103,7 +105,9 @@ class _Steps:
         self.count += 1
         n = self.count
         self.made[label] = self.made.get(label, 0) + 1
-        self.send({"step": label})
+        # The monotonic clock is the machine's, so the parent can set these beside its own.
+        self.send({"step": label, "sent": self.sent_at, "done": time.monotonic()})
+        self.sent_at = None
         first = self.made[label] == 1
         if _matches(self.kill_at, n, label, first):
             _die_here()
@@ -298,6 +302,8 @@ class Child:
         self._fd = fd
         self._buffer = b""
         self.steps: list[str] = []  # the labels of the steps it made, in order
+        # when each step's command went out (None where not known) and when its reply came back
+        self.step_times: list[tuple[float | None, float]] = []
         self.state = "running"  # running, frozen, returned, raised, killed, exited
         self.value: Any = None  # what target returned (JSON-able, or its repr)
         self.error: str | None = None  # "Type: message" if target raised
@@ -342,6 +348,7 @@ class Child:
     def _take(self, message: dict[str, Any]) -> None:
         if "step" in message:
             self.steps.append(message["step"])
+            self.step_times.append((message.get("sent"), message.get("done", 0.0)))
         elif "frozen" in message:
             self.frozen_at = message["frozen"]
         elif "resumed" in message:
@@ -404,6 +411,13 @@ class Child:
     def wait_frozen(self, timeout_s: float = 10.0) -> Child:
         """Wait until the child has frozen itself at its ``freeze_at`` step (or ended)."""
         return self._until(lambda: self.state == "frozen" or self.ended, timeout_s, "reach the step it freezes at")
+
+    def pauses(self, since: int = 0) -> list[float]:
+        """Seconds the child spent between one step's reply and its next command going out,
+        for the steps after the first ``since``: its own pace, apart from the network's and
+        the server's (a loop that waits between claims pauses; one that spins does not)."""
+        times = self.step_times[since:]
+        return [sent - done for (_, done), (sent, _) in zip(times, times[1:], strict=False) if sent is not None]
 
     def wait_steps(self, count: int, timeout_s: float = 10.0) -> Child:
         """Wait until the child has made ``count`` steps (or ended)."""

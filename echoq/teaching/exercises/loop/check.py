@@ -13,7 +13,8 @@ and plays three seeded scenes:
 3. **a poison job** -- it SIGKILLs every worker that works on it; killed workers are
    restarted; it must end in the dead set at the MAX_STALLED-th stall and the others done.
 
-While idle, a worker must wait between claims rather than spin. Every verdict comes from
+While idle, a worker must wait between claims rather than spin: judged by the loop's own
+pauses between a reply and its next command, which a busy machine does not shorten. Every verdict comes from
 the server (where each job is, the effects ledger) and the processes (who died, how).
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import statistics
 import time
 from collections.abc import Callable
 
@@ -34,6 +36,9 @@ LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2
 
 
 RECOVERY_MS = 1_500  # a beat must bring an expired lease back within this (ample on a loaded machine)
+# An idle loop whose typical pause between a reply and its next command is shorter than this
+# spins (a sleep of 2 ms or more between claims passes; Python's own pace is microseconds).
+SPIN_PAUSE_S = 0.002
 
 
 LOOP_MISCONCEPTIONS = [
@@ -294,12 +299,15 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         f"all {len(ids)} jobs done, each effect once ({sum(effects.values())} effects).",
     )
 
-    # While idle: how often does the survivor ask the server for work?
+    # While idle: how often does the survivor ask the server for work, and does it pause in
+    # between? The pauses are the loop's own (a reply in, the next command out), so a busy
+    # machine, which slows the commands, does not make a spinning loop look like a waiting one.
     before = len(survivor.poll().steps)
     time.sleep(0.3)
     commands = len(survivor.poll().steps) - before
+    pauses = survivor.pauses(before)
     fleet.stop_all()
-    if commands > 200:
+    if commands > 200 or (pauses and statistics.median(pauses) < SPIN_PAUSE_S):
         run.fail("idle", "spins-when-idle", commands=commands, seconds=0.3)
     run.good("idle", f"Idle, a worker sent {commands} commands in 0.3 s: it waits between claims.")
 
