@@ -8,7 +8,8 @@ PROCESS, while the parent plays a second worker that runs stalled checks every 5
 takes any job they bring back (doing its effect and completing it). Four scenes:
 
 1. **a long job** -- 2 leases and more of work: it must be delivered once;
-2. **a late extension** -- the network holds one extend back a third of a lease: still once;
+2. **a late extension** -- the network holds one extend back a third of a lease: still once
+   (a lease lost is tried once more, so that a busy machine's delays are not the verdict);
 3. **a killed worker** -- SIGKILLed mid-job: its job must come back within one lease;
 4. **a frozen worker** -- SIGSTOPped as its work ends, past its lease, while the other
    worker takes the job and completes it; resumed, it must not do the effect again.
@@ -255,12 +256,18 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
         f"Killed (SIGKILL) right after an extension, the worker left its job leased for at most {LEASE_MS} ms.",
     )
 
-    # 3. A late extension: the network holds the second extend back a third of a lease.
+    # 3. A late extension: the network holds the second extend back a third of a lease. Its
+    #    margin is a third of a lease too, and a busy machine can eat into it (a thread woken
+    #    late, a process resumed late): a lease lost once is tried again, so that only an
+    #    answer that loses it both times -- one that leaves no room -- is told so.
     late_ms = LEASE_MS // 3
-    scene = _Scene(run)
-    worker = processes.spawn(partial(long_job, hold_extend=2), scene.queue, extend_lease, name="your worker")
-    scene.play(worker, late_ms=late_ms)
-    if scene.ran() != 1 or scene.takeovers:
+    for _try in range(2):
+        scene = _Scene(run)
+        worker = processes.spawn(partial(long_job, hold_extend=2), scene.queue, extend_lease, name="your worker")
+        scene.play(worker, late_ms=late_ms)
+        if scene.ran() == 1 and not scene.takeovers:
+            break
+    else:
         run.fail("late", "no-room-for-a-late-extension", late_ms=late_ms, effects=scene.ran())
     run.good("late", f"One extension {late_ms} ms late (a third of the lease): the lease held, the job ran once.")
 
