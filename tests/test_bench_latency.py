@@ -127,6 +127,10 @@ def test_cluster_cost_counts_no_cross_slot_call_and_prices_each_master() -> None
         assert p["crossslot"] == 0  # every script's keys share one queue's hash tag
         assert p["one"]["jobs"] == p["three"]["jobs"] == 120
         assert len(p["three"]["masters"]) == 3 and {m["jobs"] for m in p["three"]["masters"]} == {40}
+        # The check compares like with like: each master alone against one master, the same queues.
+        one, three = p["alone"]["1"], p["alone"]["3"]
+        assert one["jobs"] == three["jobs"] == 120
+        assert p["three_vs_one_server_us_ratio"] == three["server_us_per_job"] / one["server_us_per_job"]
         assert p["within_tolerance"] is (abs(p["three_vs_one_server_us_ratio"] - 1) <= report["tolerance"])
         assert [q["masters"] for q in p["predictions"]][:3] == [1, 2, 3]
     assert [s["queues"] for s in report["shares"]][:3] == [1, 2, 3]
