@@ -397,10 +397,23 @@ def plot(report: dict[str, Any], path: Path) -> None:
         for a, b in zip(samples, samples[1:], strict=False)
     ]
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
-    top.plot(t, rate, lw=1, color="tab:blue")
+    top.plot(t, rate, lw=1, color="tab:blue", label="jobs/s")
     for at in report["crash_times"]:
         top.axvline(at, color="tab:red", lw=0.4, alpha=0.4)
     top.set_ylabel(f"jobs/s (per {report['sample_s']:g} s)")
+    if samples and "machine_busy" in samples[0]:
+        # The cores the rest of the machine took: on a shared machine the rate follows them.
+        others = [0.0] + [
+            max(0.0, (b["machine_busy"] - a["machine_busy"]) - sum(b[f] - a[f] for f in COST_FIELDS))
+            / (b["t"] - a["t"])
+            if b["t"] > a["t"]
+            else 0.0
+            for a, b in zip(samples, samples[1:], strict=False)
+        ]
+        cores = top.twinx()
+        cores.plot(t, others, lw=1, color="tab:orange", alpha=0.8)
+        cores.set_ylabel("cores the rest of the machine took", color="tab:orange")
+        cores.set_ylim(0, max(2.0, max(others)))
     top.set_title(
         f"{report['jobs']:,} jobs, {report['processes']} Worker processes, {report['crashes']} SIGKILLs "
         f"({report['crashes_per_tenth']} per tenth of the jobs, red lines)"
