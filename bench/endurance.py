@@ -178,15 +178,20 @@ def run(
         workers = [spawn() for _ in range(PROCESSES)]
         killed_cpu = 0.0  # CPU seconds of the workers SIGKILLed so far, read just before each kill
 
-        def sample(now: float, completed: int) -> dict[str, float]:
+        def sample() -> dict[str, float]:
+            # Every figure read now, the completed count with them: a count read before the
+            # producer's fill would credit the jobs done meanwhile to the next interval, at no
+            # time and no CPU.
+            now = time.monotonic()
             busy, steal = machine_cpu_s()
             sizes = probe.pipeline(transaction=False)
+            sizes.hget(queue.keys.stats, "completed")
             for key in (queue.keys.done, queue.keys.active):
                 sizes.zcard(key)
-            done_size, active_size = sizes.execute()
+            completed_now, done_size, active_size = sizes.execute()
             return {
                 "t": round(now - t0, 3),
-                "completed": completed,
+                "completed": int(completed_now or 0),
                 "used_memory": int(probe.info("memory")["used_memory"]),
                 "rss0": rss_bytes(workers[0].pid),
                 "server_cpu": server_cpu_s(probe),
@@ -209,9 +214,12 @@ def run(
         crashes: list[float] = []
         enqueued = 0
         marks = crash_marks(jobs, crashes_per_tenth)
-        next_sample = time.monotonic()
         victim = 0
+        # The clock starts before the first job is enqueued: the first tenth's time includes
+        # the producer's first fill, during which the workers already complete jobs.
         t0 = time.monotonic()
+        samples.append(sample())
+        next_sample = t0 + sample_s
         completed = 0
         while completed < jobs:
             snap = queue.snapshot(limit=1)
@@ -224,7 +232,7 @@ def run(
                 pending += n
             now = time.monotonic()
             if now >= next_sample:
-                samples.append(sample(now, completed))
+                samples.append(sample())
                 next_sample = now + sample_s
             if marks and completed >= marks[0]:
                 marks.pop(0)
@@ -237,8 +245,8 @@ def run(
             if bar is not None:
                 bar.update(completed - bar.n)
             time.sleep(0.05)
-        seconds = time.monotonic() - t0
-        samples.append(sample(t0 + seconds, completed))
+        samples.append(sample())
+        seconds = samples[-1]["t"]
         if bar is not None:
             bar.update(jobs - bar.n)
             bar.close()
