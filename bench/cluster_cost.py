@@ -15,6 +15,14 @@ master holding every slot, and three masters.
   and with claim_many + complete_many_and_claim (``batch``: 50 jobs per call), on one master
   and on three; the two clusters interleaved over the rounds, the median round reported. On
   three masters each master's CPU is divided by the jobs of the queues it serves.
+* **Like for like**, the check: each master of three drained of its own queues alone (the
+  other two idle), against the single master drained of the same queues by as many
+  processes: the same jobs per call, the same clients per master, the same number of busy
+  processes on the machine's cores. With every queue at once the two setups differ in
+  more than sharding: one master serves six clients and gets through about twice the calls
+  per turn of its event loop (``eventloop_cycles``, printed as calls per loop turn) that
+  each of three serving two does, and three servers instead of one share the 2 cores with
+  the clients. Those figures stay in the table; the check is the like-for-like ratio.
 * **Calls per job** and **cross-slot calls**: ``INFO commandstats`` and ``INFO errorstats``
   of every node after ``CONFIG RESETSTAT``: CROSSSLOT errors must be 0 (every script's keys
   share one queue's hash tag), and MOVED/ASK redirections are counted too.
@@ -28,8 +36,8 @@ completes at most (1e6 / server µs per job) / s -- N times one master's when s 
 provided the clients keep up: each job costs the clients ``client µs per job`` of CPU, so
 the clients need (client µs / server µs) cores per saturated master. On this machine all
 of it shares 2 cores: the bound here is 2e6 / (server + client µs per job). The check: the
-server CPU per job on three masters is within 10% of one master's (sharding adds no work
-per job), which is what makes the N-master prediction linear.
+server CPU per job on three masters, like for like, is within 10% of one master's
+(sharding adds no work per job), which is what makes the N-master prediction linear.
 """
 
 from __future__ import annotations
@@ -75,9 +83,13 @@ def stats_of(node: Node) -> dict[str, int]:
     with node.client() as client:
         commands = client.info("commandstats")
         errors = client.info("errorstats")
+        loops = int(client.info("stats").get("eventloop_cycles", 0))
     calls = sum(int(v["calls"]) for k, v in commands.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
     return {
         "script_calls": calls,
+        # Turns of the server's event loop: a turn's fixed cost (epoll_wait, its housekeeping)
+        # is shared by the calls it serves.
+        "loops": loops,
         "crossslot": int(errors.get("errorstat_CROSSSLOT", {}).get("count", 0)),
         "moved": int(errors.get("errorstat_MOVED", {}).get("count", 0)),
         "ask": int(errors.get("errorstat_ASK", {}).get("count", 0)),
@@ -143,9 +155,36 @@ def drain(cluster: LocalCluster, names: list[str], path: str, jobs: int) -> dict
         "server_us_per_job": 1e6 * sum(m["cpu_s"] for m in per_master) / total_jobs,
         "client_us_per_job": 1e6 * client_cpu_s(reports) / total_jobs,
         "calls_per_job": sum(m["script_calls"] for m in per_master) / total_jobs,
+        "calls_per_loop": sum(m["script_calls"] for m in per_master) / max(1, sum(m["loops"] for m in per_master)),
         "crossslot": sum(m["crossslot"] for m in per_master),
         "moved": sum(m["moved"] + m["ask"] for m in per_master),
         "masters": per_master,
+    }
+
+
+def alone(one: LocalCluster, three: LocalCluster, names: list[str], path: str, jobs: int) -> dict[int, dict[str, Any]]:
+    """Like for like: each master of three drained of its own queues alone (the other two
+    idle), and the single master drained of the same queues by the same number of
+    processes, one after the other: the same jobs per call, the same clients per master and
+    the same number of processes sharing the machine's cores. Only the serving master's CPU
+    counts. What is left between the two is what sharding adds per job."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(three.master_of(Keyspace(name)).name, []).append(name)
+    totals = {m: {"jobs": 0, "cpu_s": 0.0, "script_calls": 0, "loops": 0} for m in (1, 3)}
+    for group in groups.values():
+        for masters, cluster in ((1, one), (3, three)):
+            for m in drain(cluster, group, path, jobs)["masters"]:
+                if m["jobs"]:
+                    for key in totals[masters]:
+                        totals[masters][key] += m[key]
+    return {
+        masters: {
+            "jobs": t["jobs"],
+            "server_us_per_job": 1e6 * t["cpu_s"] / t["jobs"],
+            "calls_per_loop": t["script_calls"] / max(1, t["loops"]),
+        }
+        for masters, t in totals.items()
     }
 
 
@@ -172,11 +211,14 @@ def run(queues: int, rounds: int, jobs: dict[str, int], progress: Callable[[str]
         with one.masters()[0].client() as probe:
             facts = machine(probe)
         runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        alone_runs: dict[str, list[dict[int, dict[str, Any]]]] = {}
         for round_no in range(1, rounds + 1):
             for path in jobs:
                 for masters, cluster in ((1, one), (3, three)):
                     progress(f"round {round_no}/{rounds}: {path} on {masters} master(s)")
                     runs.setdefault((path, masters), []).append(drain(cluster, names, path, jobs[path]))
+                progress(f"round {round_no}/{rounds}: {path}, each master alone against one master")
+                alone_runs.setdefault(path, []).append(alone(one, three, names, path, jobs[path]))
         share_rows = shares(three)
     finally:
         one.stop()
@@ -193,7 +235,11 @@ def run(queues: int, rounds: int, jobs: dict[str, int], progress: Callable[[str]
             }
         s1 = chosen[1]["server_us_per_job"]
         c1 = chosen[1]["client_us_per_job"]
-        ratio = median(
+        # The check: like for like, each master alone against one master (same clients per master).
+        like = alone_runs[path]
+        ratio = median([r[3]["server_us_per_job"] / r[1]["server_us_per_job"] for r in like])
+        # All queues at once: on 2 cores, 3 servers and every client process share them.
+        at_once = median(
             [
                 b["server_us_per_job"] / a["server_us_per_job"]
                 for a, b in zip(runs[(path, 1)], runs[(path, 3)], strict=True)
@@ -214,6 +260,16 @@ def run(queues: int, rounds: int, jobs: dict[str, int], progress: Callable[[str]
             "one": chosen[1],
             "three": chosen[3],
             "three_vs_one_server_us_ratio": ratio,
+            "alone": {
+                str(m): {
+                    "jobs": like[0][m]["jobs"],
+                    "server_us_per_job": median([r[m]["server_us_per_job"] for r in like]),
+                    "server_us_per_job_rounds": [r[m]["server_us_per_job"] for r in like],
+                    "calls_per_loop": median([r[m]["calls_per_loop"] for r in like]),
+                }
+                for m in (1, 3)
+            },
+            "three_vs_one_all_at_once_ratio": at_once,
             "within_tolerance": abs(ratio - 1) <= TOLERANCE,
             "one_master_saturates_at": saturate,
             "client_cores_per_master": c1 / s1,
@@ -257,6 +313,7 @@ def render(report: dict[str, Any]) -> str:
                     per_master,
                     f"{r['client_us_per_job']:.1f}",
                     f"{r['calls_per_job']:.3f}",
+                    f"{r['calls_per_loop']:.2f}",
                     str(r["crossslot"]),
                     str(r["moved"]),
                 ]
@@ -272,11 +329,51 @@ def render(report: dict[str, Any]) -> str:
                 "each master",
                 "client µs/job",
                 "calls/job",
+                "calls/loop turn",
                 "CROSSSLOT",
                 "MOVED/ASK",
             ],
             rows,
-            right=[False, True, True, True, True, False, True, True, True, True],
+            right=[False, True, True, True, True, False, True, True, True, True, True],
+        )
+    )
+    lines += [
+        "",
+        "Like for like: each master of three drained of its own queues alone, against the single master "
+        "drained of the same queues by as many processes (the serving master's CPU only):",
+        "",
+    ]
+    like_rows = []
+    for path, p in report["paths"].items():
+        one, three = p["alone"]["1"], p["alone"]["3"]
+
+        def with_rounds(r: dict[str, Any]) -> str:
+            return f"{r['server_us_per_job']:.1f} ({', '.join(f'{v:.1f}' for v in r['server_us_per_job_rounds'])})"
+
+        like_rows.append(
+            [
+                path,
+                f"{one['jobs']:,}",
+                with_rounds(one),
+                with_rounds(three),
+                f"{one['calls_per_loop']:.2f} / {three['calls_per_loop']:.2f}",
+                f"{p['three_vs_one_server_us_ratio']:.2f}",
+                f"{p['three_vs_one_all_at_once_ratio']:.2f}",
+            ]
+        )
+    lines.append(
+        table(
+            [
+                "path",
+                "jobs",
+                "1 master µs/job (rounds)",
+                "each of 3 alone µs/job (rounds)",
+                "calls/loop turn 1 / 3",
+                "3 / 1 like for like",
+                "3 / 1 all queues at once",
+            ],
+            like_rows,
+            right=[False, True, True, True, True, True, True],
         )
     )
     lines += ["", "Share of jobs per master, N queues q-0 .. q-{N-1} at equal load (even: 0.33):", ""]
@@ -299,8 +396,9 @@ def render(report: dict[str, Any]) -> str:
     for path, p in report["paths"].items():
         verdict = "within" if p["within_tolerance"] else "NOT within"
         lines.append(
-            f"- {path}: server CPU per job, 3 masters / 1 = {p['three_vs_one_server_us_ratio']:.2f} "
-            f"({verdict} {report['tolerance']:.0%}); one master saturates near "
+            f"- {path}: server CPU per job, 3 masters / 1 like for like = {p['three_vs_one_server_us_ratio']:.2f} "
+            f"({verdict} {report['tolerance']:.0%}; all queues at once on this machine: "
+            f"{p['three_vs_one_all_at_once_ratio']:.2f}); one master saturates near "
             f"{p['one_master_saturates_at']:,.0f} jobs/s; "
             f"N masters near N x that at an even share, bounded by the busiest master's share otherwise; each "
             f"saturated master needs {p['client_cores_per_master']:.1f} cores of these Python clients. On this "

@@ -105,6 +105,41 @@ def test_ontime_measures_each_delayed_job_and_retry_once() -> None:
             assert row[kind]["p50"] > -5
 
 
+def test_endurance_gives_every_tenth_as_many_crashes_and_prices_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import endurance
+
+    marks = endurance.crash_marks(1_000_000, 3)
+    assert len(marks) == 30 and marks == sorted(marks)
+    assert [sum(1 for m in marks if k * 100_000 <= m < (k + 1) * 100_000) for k in range(10)] == [3] * 10
+    assert marks[-1] <= 960_000  # the last crash's jobs come back while others still work
+    # Two seconds, 1,000 jobs; the run's processes burn 0.1 CPU s per second, the machine 1.5.
+    samples = [
+        {
+            "t": t,
+            "completed": 500 * t,
+            "server_cpu": 0.02 * t,
+            "effects_cpu": 0.01 * t,
+            "workers_cpu": 0.06 * t,
+            "producer_cpu": 0.01 * t,
+            "calls": 50 * t,
+            "machine_busy": 1.5 * t,
+            "machine_steal": 0.0,
+            "done": 0,
+            "active": 0,
+        }
+        for t in (0, 1, 2)
+    ]
+    costs = endurance.block_costs(samples, 1_000, [0.05, 1.05])
+    assert len(costs) == 10
+    for tenth in costs:
+        assert tenth["server_us_per_job"] == pytest.approx(40.0)
+        assert tenth["us_per_job"] == pytest.approx(200.0)
+        assert tenth["calls_per_job"] == pytest.approx(0.1)
+        assert tenth["cores_ours"] == pytest.approx(0.1) and tenth["cores_others"] == pytest.approx(1.4)
+    assert [tenth["crashes"] for tenth in costs] == [1, 0, 0, 0, 0, 1, 0, 0, 0, 0]
+
+
 @pytest.mark.server  # the bench starts its own servers and workers
 def test_endurance_loses_nothing_through_crashes_and_plots_it(tmp_path: Path) -> None:
     picture = tmp_path / "endurance.png"
@@ -113,8 +148,9 @@ def test_endurance_loses_nothing_through_crashes_and_plots_it(tmp_path: Path) ->
     # redeliveries; here is what it vouched for.
     assert report["completed"] == report["effects"] == 2000
     assert report["repeated_effects"] <= report["redeliveries"]
-    assert report["crashes"] >= 1 and len(report["crash_times"]) == report["crashes"]
+    assert 1 <= report["crashes"] <= 10 and len(report["crash_times"]) == report["crashes"]
     assert len(report["block_rates"]) == 10 and all(rate >= 0 for rate in report["block_rates"])
+    assert len(report["block_costs"]) == 10 and sum(c["crashes"] for c in report["block_costs"]) == report["crashes"]
     assert report["memory_end"] > 0 and report["rss_first"] > 0
     assert picture.read_bytes().startswith(b"\x89PNG")
 
@@ -127,6 +163,10 @@ def test_cluster_cost_counts_no_cross_slot_call_and_prices_each_master() -> None
         assert p["crossslot"] == 0  # every script's keys share one queue's hash tag
         assert p["one"]["jobs"] == p["three"]["jobs"] == 120
         assert len(p["three"]["masters"]) == 3 and {m["jobs"] for m in p["three"]["masters"]} == {40}
+        # The check compares like with like: each master alone against one master, the same queues.
+        one, three = p["alone"]["1"], p["alone"]["3"]
+        assert one["jobs"] == three["jobs"] == 120
+        assert p["three_vs_one_server_us_ratio"] == three["server_us_per_job"] / one["server_us_per_job"]
         assert p["within_tolerance"] is (abs(p["three_vs_one_server_us_ratio"] - 1) <= report["tolerance"])
         assert [q["masters"] for q in p["predictions"]][:3] == [1, 2, 3]
     assert [s["queues"] for s in report["shares"]][:3] == [1, 2, 3]
