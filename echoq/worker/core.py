@@ -20,7 +20,7 @@ from .leases import Backoff, LeaseKeeper
 from .outage import Outages
 from .pacing import ClaimPace, PrefetchPolicy
 from .pool import Finished, HandlerPool
-from .wake import WakeListener
+from .wake import ARM_S, Waker
 
 MAX_CONCURRENCY = 256
 _worker_numbers = itertools.count(1)
@@ -31,7 +31,7 @@ class WorkerState:
     """What a worker is doing, read at one instant (:attr:`Worker.state`)."""
 
     running: bool  # inside work()
-    idle: bool  # its last claim came back short: it listens for a wake
+    idle: bool  # its last claim came back short: it waits for a wake
     pipelined: bool  # its calls go ahead of their replies (LANES in flight); False: one at a time
     calls_in_flight: int  # complete-and-claim calls sent whose replies are not read yet
     prefetched: int  # claimed jobs waiting in the buffer
@@ -112,23 +112,31 @@ class Worker:
             max_attempts=self.max_attempts,
         )
         self._beat = Beat(queue, life, outages, beat_ms=self.beat_ms, max_stalled=self.max_stalled, holder=self.name)
-        self._listener = WakeListener(queue, life, self.idle_wait_ms)
+        self._waker = Waker(queue, life, outages, self.idle_wait_ms)
+        self._listen_from: float | None = None  # when the owner first wanted a wake while holding jobs
         self._calls = self._transport()
 
     # -- control and what may be read ---------------------------------------------------------
 
     def stop(self) -> None:
         """Graceful stop: claim nothing new, give back the prefetched jobs not started, let
-        the running ones finish and complete. ``work`` returns holding nothing."""
+        the running ones finish and complete. ``work`` returns holding nothing.
+
+        An idle worker blocked on the wake is woken by a push to its halt key
+        (``emq:{q}:halt:<run>``), so ``work`` returns within about a round trip; should the
+        server not take the push, at its next beat (``beat_ms``)."""
         self._pool.stopping = True
         self._life.rouse()
+        self._waker.halt()
 
     def abandon(self) -> None:
         """Die now, as a SIGKILLed process would, from any thread: the jobs held are neither
         completed nor given back and their leases are no longer extended, so they stay in
         the active set until a stalled check finds them expired. ``work`` returns with
-        ``report.abandoned`` set."""
+        ``report.abandoned`` set. An idle worker's wait on the wake is ended as by
+        :meth:`stop` (a push to its own halt key, which touches no job)."""
         self._life.die()
+        self._waker.halt()
 
     @property
     def report(self) -> WorkReport:
@@ -160,7 +168,7 @@ class Worker:
         with self._life.lock:
             return WorkerState(
                 running=self._running,
-                idle=self._listener.listening.is_set(),
+                idle=self._waker.idle,
                 pipelined=calls.pipelined,
                 calls_in_flight=calls.in_flight,
                 prefetched=len(pool.buffer),
@@ -179,7 +187,8 @@ class Worker:
         life.report = WorkReport()
         life.woken = False
         life.crashed.clear()
-        self._listener.begin()
+        self._waker.begin()
+        self._listen_from = None
         self._calls = self._transport()
         failure: BaseException | None = None
         try:
@@ -190,7 +199,7 @@ class Worker:
         except BaseException as exc:  # the server went away, or the owner was interrupted
             failure = exc
         finally:
-            self._listener.end()
+            self._waker.end()
             self._pool.close()
             self._calls.close()
             self._running = False
@@ -252,8 +261,10 @@ class Worker:
                     pace.look_at(beat.next_at)
                 if waiting.next_due_in_ms is not None:
                     pace.look_at(time.monotonic() + waiting.next_due_in_ms / 1000)
-            self._listener.listen(pace.dry and step.room > 0)
-            self._sleep(min(beat.next_at, leases.next_at, pace.look_again, time.monotonic() + step.confirm_in), step)
+            deadline = min(beat.next_at, leases.next_at, pace.look_again, time.monotonic() + step.confirm_in)
+            sleep_until = self._await_wake(pace.dry and step.room > 0, step, deadline)
+            if sleep_until is not None:
+                self._sleep(sleep_until, step)
 
     def _next_step(self, now: float) -> _Step:
         """Under the lock: what this turn of the owner's loop sends."""
@@ -287,6 +298,35 @@ class Worker:
             else:
                 pace.look_at(time.monotonic() + backoff_s)
         return done
+
+    def _await_wake(self, wanted: bool, step: _Step, deadline: float) -> float | None:
+        """How the owner waits until ``deadline``. A dry worker with room waits for a wake:
+        holding nothing, on the wake itself (None: that wait is over); holding jobs, it
+        sleeps on its handlers while the listener waits on the wake for it, from ARM_S after
+        it began to hold them. Returns when to wake from that sleep."""
+        waker, life = self._waker, self._life
+        if not wanted or step.stopping:
+            self._listen_from = None
+            with life.lock:
+                waker.listen(False)
+            return deadline
+        if not step.holding:
+            self._listen_from = None
+            pool = self._pool
+            woken = waker.wait(deadline, lambda: not (life.woken or pool.stopping or life.crashed.is_set()))
+            if woken is None:  # the listener's wait is in flight: the wake comes through it
+                return deadline
+            if woken:
+                with life.lock:
+                    life.woken = True
+            return None
+        now = time.monotonic()
+        if self._listen_from is None:
+            self._listen_from = now
+        arm_at = self._listen_from + ARM_S
+        with life.lock:
+            waker.listen(now >= arm_at)
+        return deadline if now >= arm_at else min(deadline, arm_at)
 
     def _sleep(self, deadline: float, step: _Step) -> None:
         """Wait for a finished job, a wake, a stop or death, at most until ``deadline``."""
