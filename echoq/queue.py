@@ -560,6 +560,36 @@ class Queue:
         key = popped[0]
         return (key.decode() if isinstance(key, bytes) else key) == self.keys.wake
 
+    def _wait_then_claim(
+        self, timeout_ms: int, *, halt: str, count: int, lease_ms: int, confirm: bool
+    ) -> tuple[bool, list[Claim]]:
+        """:meth:`wait_for_work`, and a claim of up to ``count`` (``complete_many.lua``, no
+        completions) written behind it on the same connection: the server runs the claim
+        the moment the wait ends, with no round trip between the wake and the claim.
+        Whatever ended the wait (a wake, the timeout, a halt), the claim runs: it claims
+        what is pending then, as a claim after the wait would. Returns (woken, claims)."""
+        keys = [self.keys.halt(halt), self.keys.wake]
+        timeout_s = timeout_ms / 1000
+        socket_timeout = connection_settings(self.client).get("socket_timeout")
+        if socket_timeout:  # as in wait_for_work: the client must not give up on the reply
+            timeout_s = min(timeout_s, max(0.001, socket_timeout / 2))
+        claim_keys, args = self._complete_many_call([], count, lease_ms, confirm=confirm)
+        with scripts.guard(self.client, "Queue.wait_for_work (BLPOP) and a claim", keys):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.blpop(keys, timeout=max(0.001, round(timeout_s, 3)))
+            pipe.evalsha(scripts.sha("complete_many"), len(claim_keys), *claim_keys, *args)
+            try:
+                popped, reply = pipe.execute(raise_on_error=False)
+            except redis.TimeoutError:  # a loaded server's late reply, as in wait_for_work
+                return False, []  # a claim it made comes back when its lease runs out (unstarted)
+            if isinstance(popped, Exception):
+                raise popped
+        if isinstance(reply, Exception):  # NOSCRIPT (a flushed server), or an error to translate
+            reply = self._run("complete_many", claim_keys, args)
+        key = None if popped is None else popped[0]
+        woken = (key.decode() if isinstance(key, bytes) else key) == self.keys.wake
+        return woken, self._complete_many_reply(reply)[1]
+
     def halt_wait(self, run: str) -> None:
         """End the :meth:`wait_for_work` of the caller that passed ``halt=run`` (now, or as
         soon as it starts waiting). The push expires ``HALT_TTL_MS`` after it was made if

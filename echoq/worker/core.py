@@ -112,7 +112,9 @@ class Worker:
             max_attempts=self.max_attempts,
         )
         self._beat = Beat(queue, life, outages, beat_ms=self.beat_ms, max_stalled=self.max_stalled, holder=self.name)
-        self._waker = Waker(queue, life, outages, self.idle_wait_ms)
+        self._waker = Waker(
+            queue, life, outages, idle_wait_ms=self.idle_wait_ms, lease_ms=self.lease_ms, confirm=self._confirm
+        )
         self._listen_from: float | None = None  # when the owner first wanted a wake while holding jobs
         self._calls = self._transport()
 
@@ -262,7 +264,7 @@ class Worker:
                 if waiting.next_due_in_ms is not None:
                     pace.look_at(time.monotonic() + waiting.next_due_in_ms / 1000)
             deadline = min(beat.next_at, leases.next_at, pace.look_again, time.monotonic() + step.confirm_in)
-            sleep_until = self._await_wake(pace.dry and step.room > 0, step, deadline)
+            sleep_until = self._await_wake(pace, step, deadline)
             if sleep_until is not None:
                 self._sleep(sleep_until, step)
 
@@ -299,13 +301,14 @@ class Worker:
                 pace.look_at(time.monotonic() + backoff_s)
         return done
 
-    def _await_wake(self, wanted: bool, step: _Step, deadline: float) -> float | None:
+    def _await_wake(self, pace: ClaimPace, step: _Step, deadline: float) -> float | None:
         """How the owner waits until ``deadline``. A dry worker with room waits for a wake:
-        holding nothing, on the wake itself (None: that wait is over); holding jobs, it
-        sleeps on its handlers while the listener waits on the wake for it, from ARM_S after
-        it began to hold them. Returns when to wake from that sleep."""
+        holding nothing, on the wake itself, its claim behind the wait (None: that wait and
+        claim are over); holding jobs, it sleeps on its handlers while the listener waits
+        on the wake for it, from ARM_S after it began to hold them. Returns when to wake
+        from that sleep."""
         waker, life = self._waker, self._life
-        if not wanted or step.stopping:
+        if not (pace.dry and step.room > 0) or step.stopping:
             self._listen_from = None
             with life.lock:
                 waker.listen(False)
@@ -313,10 +316,16 @@ class Worker:
         if not step.holding:
             self._listen_from = None
             pool = self._pool
-            woken = waker.wait(deadline, lambda: not (life.woken or pool.stopping or life.crashed.is_set()))
-            if woken is None:  # the listener's wait is in flight: the wake comes through it
+            started = time.perf_counter()
+            waited = waker.wait(deadline, lambda: not (life.woken or pool.stopping or life.crashed.is_set()), step.room)
+            if waited is None:  # the listener's wait is in flight: the wake comes through it
                 return deadline
-            if woken:
+            woken, claims = waited
+            if claims is not None:
+                # The claim behind the wait: a look at pending, timed mostly by the wait.
+                self._on_reply([], claims, time.perf_counter() - started, timed=False)
+                pace.looked(len(claims), step.room)
+            elif woken:
                 with life.lock:
                     life.woken = True
             return None
@@ -339,14 +348,15 @@ class Worker:
             life.io_wake.wait(wait_s)
             life.owner_waiting = False
 
-    def _on_reply(self, outcomes: list[Complete], claims: list[Claim], took_s: float) -> None:
+    def _on_reply(self, outcomes: list[Complete], claims: list[Claim], took_s: float, *, timed: bool = True) -> None:
         """Count a call's outcomes and put the jobs it claimed into the buffer."""
         life = self._life
         fresh = [Delivery(life, claim) for claim in claims]
         completed = outcomes.count(Complete.COMPLETED)
         with life.lock:
             report = life.report
-            self._policy.observe_trip(took_s, first=not report.round_trips)
+            if timed:
+                self._policy.observe_trip(took_s, first=not report.round_trips)
             report.round_trips += 1
             report.completed += completed
             report.stale += len(outcomes) - completed

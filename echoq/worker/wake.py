@@ -1,9 +1,11 @@
 """Waiting for a wake (``emq:{q}:wake``) without polling.
 
-A worker that holds nothing waits on the wake itself: the I/O owner blocks in
-``Queue.wait_for_work`` (:meth:`Waker.wait`), so the claim goes out on the thread that heard
-the wake, with no thread hand-off between them. ``stop()`` and ``abandon()`` end that wait
-by a push to the run's halt key (``Queue.halt_wait``).
+A worker that holds nothing waits on the wake itself: the I/O owner blocks on it
+(:meth:`Waker.wait`) with its claim written behind the wait on the same connection, so the
+server runs the claim the moment a wake ends the wait -- no round trip and no thread
+hand-off between the wake and the claim. ``stop()`` and ``abandon()`` end that wait by a
+push to the run's halt key (``Queue.halt_wait``); the claim behind it still runs, and a
+stopping worker gives back what it claimed, as it gives back its prefetched jobs.
 
 A worker that holds jobs and has room for more cannot block on the network: it must hear
 its handlers finish. For that case a listener thread blocks on the wake and hands it to
@@ -19,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..queue import Queue
+from ..queue import Claim, Queue
 from .delivery import Life
 from .outage import Outages
 
@@ -34,8 +36,14 @@ class Waker:
     """The owner's own wait on the wake, the listener thread, and the halt that ends the
     owner's wait. Its flags are read and written under ``life.lock``."""
 
-    def __init__(self, queue: Queue, life: Life, outages: Outages, idle_wait_ms: int) -> None:
+    def __init__(
+        self, queue: Queue, life: Life, outages: Outages, *, idle_wait_ms: int, lease_ms: int, confirm: bool
+    ) -> None:
         self.queue, self.life, self.outages, self.idle_wait_ms = queue, life, outages, idle_wait_ms
+        self.lease_ms, self.confirm = lease_ms, confirm
+        # A claim behind the wait goes on the wait's connection; a queue whose writes wait
+        # for replicas (durability) claims after the wait, as its calls do.
+        self.claims_behind = queue.durability is None
         self.run = ""  # this work() call's token: its halt key is emq:{q}:halt:<run>
         self.owner_blocked = False  # the owner is blocked on the wake (a halt ends it)
         self.listening = False  # the owner wants the listener to wait on the wake
@@ -61,10 +69,11 @@ class Waker:
 
     # -- the owner's own wait ---------------------------------------------------------------
 
-    def wait(self, deadline: float, still: Callable[[], bool]) -> bool | None:
-        """Block on the wake until a wake (True), ``deadline`` (time.monotonic()) or a halt
-        (False). None: a wait of the listener is in flight, and the owner must hear the
-        wake through it. ``still()``, read under the lock, says the wait is still wanted
+    def wait(self, deadline: float, still: Callable[[], bool], count: int) -> tuple[bool, list[Claim] | None] | None:
+        """Block on the wake until a wake, ``deadline`` (time.monotonic()) or a halt, then
+        claim up to ``count`` (behind the wait, see the module): whether a wake came, and
+        the claims (None: no claim was made). None: a wait of the listener is in flight,
+        and the owner must hear the wake through it. ``still()``, read under the lock, says the wait is still wanted
         (no stop, no death, no wake already heard)."""
         life = self.life
         with life.lock:
@@ -72,21 +81,26 @@ class Waker:
             if self.listener_waiting:
                 return None
             if not still():
-                return False
+                return False, None
             self.owner_blocked = True
         try:
-            return self.outages.ride_out(self._wait_once, deadline, still)
+            return self.outages.ride_out(self._wait_once, deadline, still, count)
         finally:
             with life.lock:
                 self.owner_blocked = False
 
-    def _wait_once(self, deadline: float, still: Callable[[], bool]) -> bool:
+    def _wait_once(self, deadline: float, still: Callable[[], bool], count: int) -> tuple[bool, list[Claim] | None]:
         if not still():  # checked again before each try while an outage is ridden out
-            return False
+            return False, None
         left_ms = math.ceil((deadline - time.monotonic()) * 1000)
         if left_ms <= 0:
-            return False
-        return self.queue.wait_for_work(min(left_ms, 3_600_000), halt=self.run)
+            return False, None
+        left_ms = min(left_ms, 3_600_000)
+        if count and self.claims_behind:
+            return self.queue._wait_then_claim(
+                left_ms, halt=self.run, count=count, lease_ms=self.lease_ms, confirm=self.confirm
+            )
+        return self.queue.wait_for_work(left_ms, halt=self.run), None
 
     def halt(self) -> None:
         """End the owner's wait if it is blocked on the wake (stop, abandon). The push is made
