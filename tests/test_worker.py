@@ -594,6 +594,22 @@ def test_a_halt_ends_only_the_wait_it_names(queue: echoq.Queue) -> None:
         queue.halt_wait("not hex")
 
 
+def test_the_claim_behind_a_wait_runs_however_the_wait_ended(queue: echoq.Queue) -> None:
+    run = "c" * 16
+    assert queue._wait_then_claim(1, halt=run, count=5, lease_ms=5_000, confirm=True) == (False, [])  # timed out
+    first, second = queue.enqueue("a"), queue.enqueue("b")
+    woken, claims = queue._wait_then_claim(60_000, halt=run, count=1, lease_ms=5_000, confirm=True)
+    assert woken and [c.job_id for c in claims] == [first.job_id]
+    queue.halt_wait(run)  # a halt ends the wait before the wakes left; the claim still runs
+    woken, claims = queue._wait_then_claim(60_000, halt=run, count=5, lease_ms=5_000, confirm=True)
+    assert not woken and [c.job_id for c in claims] == [second.job_id]
+    assert queue._wait_then_claim(60_000, halt=run, count=5, lease_ms=5_000, confirm=True) == (True, [])  # a wake left
+    queue.client.script_flush()  # as test_queue does: NOSCRIPT behind the wait, the claim runs by EVAL
+    third = queue.enqueue("c")
+    woken, claims = queue._wait_then_claim(60_000, halt=run, count=5, lease_ms=5_000, confirm=True)
+    assert woken and [c.job_id for c in claims] == [third.job_id]
+
+
 def test_an_idle_worker_wakes_for_a_retry_when_its_backoff_runs_out(queue: echoq.Queue) -> None:
     attempts: list[int] = []
 

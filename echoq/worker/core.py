@@ -125,8 +125,9 @@ class Worker:
         the running ones finish and complete. ``work`` returns holding nothing.
 
         An idle worker blocked on the wake is woken by a push to its halt key
-        (``emq:{q}:halt:<run>``), so ``work`` returns within about a round trip; should the
-        server not take the push, at its next beat (``beat_ms``)."""
+        (``emq:{q}:halt:<run>``), so ``work`` returns within a few round trips (what the
+        claim behind the wait took is given back); should the server not take the push, at
+        its next beat (``beat_ms``)."""
         self._pool.stopping = True
         self._life.rouse()
         self._waker.halt()
@@ -136,7 +137,9 @@ class Worker:
         completed nor given back and their leases are no longer extended, so they stay in
         the active set until a stalled check finds them expired. ``work`` returns with
         ``report.abandoned`` set. An idle worker's wait on the wake is ended as by
-        :meth:`stop` (a push to its own halt key, which touches no job)."""
+        :meth:`stop` (a push to its own halt key); the claim written behind that wait still
+        runs, and whatever it claimed stays leased, as the claims of a process killed just
+        after it sent them do."""
         self._life.die()
         self._waker.halt()
 
