@@ -88,7 +88,7 @@ The parts, one module each: :mod:`.delivery` (what a handler gets, the hooks, th
 parts share), :mod:`.pool` (the handler threads and the buffer), :mod:`.calls` (the
 transport: one call at a time, or pipelined), :mod:`.pacing` (the prefetch policy and when
 to claim), :mod:`.leases` (extend, give back, retry), :mod:`.beat` (the stalled check),
-:mod:`.wake` (the wake listener), :mod:`.outage` (riding out a lost server) and
+:mod:`.wake` (waiting for a wake, and the halt that ends the wait), :mod:`.outage` (riding out a lost server) and
 :mod:`.core` (the Worker, whose loop puts them together).
 """
 

@@ -56,7 +56,7 @@ class _Step(NamedTuple):
 
 class Worker:
     """Consumes one queue: an I/O owner (the thread in :meth:`work`), ``concurrency``
-    handler threads fed from a prefetch buffer, a wake listener, and the beat."""
+    handler threads fed from a prefetch buffer, the wait for a wake, and the beat."""
 
     def __init__(
         self,
