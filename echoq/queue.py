@@ -596,7 +596,9 @@ class Queue:
         nobody waits for it, so the key never outlives its use by more than that."""
         key = self.keys.halt(run)
         with scripts.guard(self.client, "Queue.halt_wait (LPUSH, PEXPIRE)", [key]):
-            pipe = self.client.pipeline(transaction=True)  # one key, one slot: MULTI/EXEC on a cluster too
+            # Both commands go in one write on one connection, and the server runs them one
+            # after the other: no MULTI, so a user with only @write (no @transaction) may halt.
+            pipe = self.client.pipeline(transaction=False)
             pipe.lpush(key, "1")
             pipe.pexpire(key, HALT_TTL_MS)
             pipe.execute()
