@@ -328,6 +328,13 @@ class Worker:
                 # The claim behind the wait: a look at pending, timed mostly by the wait.
                 self._on_reply([], claims, time.perf_counter() - started, timed=False)
                 pace.looked(len(claims), step.room)
+                if claims:
+                    # Sleep at once: a handler thread needs the GIL to start the job, and
+                    # gets it when the owner sleeps, not a turn of the loop later. Its end
+                    # wakes the owner; a job still running ARM_S later gets the turn
+                    # (confirm its start, arm the listener) then.
+                    self._listen_from = time.monotonic()
+                    return min(deadline, self._listen_from + ARM_S)
             elif woken:
                 with life.lock:
                     life.woken = True
