@@ -1,6 +1,6 @@
 """Pickup latency: from ``enqueue`` returning to the handler starting, echoq.Worker vs BullMQ's.
 
-    python bench/latency.py              # the figures of docs/benchmarks-latency.md (about 2.5 minutes)
+    python bench/latency.py              # the figures of docs/benchmarks-latency.md (about 3.5 minutes)
     python bench/latency.py --quick      # a rough look
     python bench/latency.py --json       # the same figures as JSON
 
@@ -64,8 +64,9 @@ from echoq import Queue
 from echoq.server import start_server
 
 RATES = (10, 100, 1_000, 5_000)
-# Jobs per level: about 2 to 4 seconds each, so that the full run stays near 2 minutes.
-FULL_JOBS = {"idle": 150, 10: 40, 100: 400, 1_000: 3_000, 5_000: 10_000}
+# Jobs per level: about 2 to 4 seconds each, and 20 s at 10 jobs/s, whose p99 would
+# otherwise be the largest of a few dozen samples; the full run takes about 3.5 minutes.
+FULL_JOBS = {"idle": 150, 10: 200, 100: 400, 1_000: 3_000, 5_000: 10_000}
 QUICK_JOBS = {"idle": 12, 10: 5, 100: 30, 1_000: 100, 5_000: 200}
 CONCURRENCIES = (1, 8)
 TRIPS = 500  # raw round trips per level

@@ -39,6 +39,11 @@ key                        type        holds                                    
 ``emq:{q}:wake``           list        wakes for idle workers: one per            at most 64 wakes of one byte
                                        job put into pending (lua/includes/wake)   (``WAKE_CAP``), trimmed by every
                                                                                   script that pushes
+``emq:{q}:halt:<run>``     list        what ends one idle Worker's wait on the    at most one one-byte entry per
+                                       wake: a push by its ``stop()`` or          ``stop()``/``abandon()`` call; the
+                                       ``abandon()`` (``Queue.halt_wait``)        waiting worker pops it at once, and
+                                                                                  it expires ``HALT_TTL_MS`` (10 s)
+                                                                                  after a push in any case
 ``emq:{q}:stalled_guard``  string      which worker ran the fleet's last stalled  one short string; expires by
                                        check (``SET NX PX``)                      itself within a beat, at most an
                                                                                   hour (``Queue.stalled_check_guarded``)
@@ -51,10 +56,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import InvalidQueueName
+from .errors import InvalidArgument, InvalidQueueName
 from .ids import check_job_id
 
 NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+RUN_RE = re.compile(r"^[0-9a-f]{16,32}$")
 QUEUE_NAME_RE = re.compile(r"^(?:[a-z0-9][a-z0-9_-]{0,31}\.)?[A-Za-z0-9_-]{1,64}$")
 
 
@@ -133,6 +139,12 @@ class Keyspace:
     def wake(self) -> str:
         """The wakes an idle worker blocks on; pushed by the scripts that fill pending."""
         return self.prefix + "wake"
+
+    def halt(self, run: str) -> str:
+        """What ends one idle worker's wait on the wake (``run``: its work() call's token)."""
+        if not isinstance(run, str) or RUN_RE.match(run) is None:
+            raise InvalidArgument(f"{run!r} is not a worker run token: use 16 to 32 lower-case hex digits")
+        return self.prefix + "halt:" + run
 
     @property
     def stalled_guard(self) -> str:

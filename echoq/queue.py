@@ -32,6 +32,9 @@ DEFAULT_KEEP_DEAD = 10_000
 DEFAULT_MAX_STALLED = 2  # the second stall is fatal: one stall is recovered
 BATCH = BOUNDS["count"][1]  # most jobs one batch script takes (enqueue_many, complete_many)
 GUARD_MAX_MS = 3_600_000  # the longest a stalled-check guard may last: an hour
+# A halt nobody popped (the worker's wait had ended) expires this long after its push; a
+# waiting worker pops it within a round trip.
+HALT_TTL_MS = 10_000
 
 # The named KEYS of each of the library's scripts, read off the script's own header
 # (echoq.scripts.named_keys): the rows of the jobs it is handed follow them.
@@ -528,11 +531,18 @@ class Queue:
                 return None
         return self.stalled_check(max_stalled, limit)
 
-    def wait_for_work(self, timeout_ms: int) -> bool:
+    def wait_for_work(self, timeout_ms: int, *, halt: str | None = None) -> bool:
         """Block until a script that fills pending pushes a wake, or ``timeout_ms``
         passes: True when a wake came. A wake is a hint (another worker may have taken
-        the job first); claim to find out. Uses a connection of its own from the pool."""
+        the job first); claim to find out. Uses a connection of its own from the pool.
+
+        With ``halt`` (a run token, see :meth:`halt_wait`) the wait also ends, returning
+        False, as soon as :meth:`halt_wait` pushes to ``emq:{q}:halt:<halt>``: that is how
+        a Worker's ``stop()`` ends its idle wait at once."""
         whole("timeout_ms", timeout_ms, 1, 3_600_000, unit="of milliseconds")
+        # The halt key first: BLPOP pops from the first key that holds something, and a halt
+        # left beside a wake must not wait for the next wait (the wake stays for a claim).
+        keys = [self.keys.wake] if halt is None else [self.keys.halt(halt), self.keys.wake]
         timeout_s = timeout_ms / 1000
         # The client gives up on a reply after its socket timeout (redis-py's default is 5 s):
         # block for half of it at most, and the caller simply waits again. Should a loaded
@@ -540,11 +550,58 @@ class Queue:
         socket_timeout = connection_settings(self.client).get("socket_timeout")
         if socket_timeout:
             timeout_s = min(timeout_s, max(0.001, socket_timeout / 2))
-        with scripts.guard(self.client, "Queue.wait_for_work (BLPOP)", [self.keys.wake]):
+        with scripts.guard(self.client, "Queue.wait_for_work (BLPOP)", keys):
             try:
-                return self.client.blpop([self.keys.wake], timeout=round(timeout_s, 3)) is not None
+                popped = self.client.blpop(keys, timeout=max(0.001, round(timeout_s, 3)))
             except redis.TimeoutError:
                 return False
+        if popped is None:
+            return False
+        key = popped[0]
+        return (key.decode() if isinstance(key, bytes) else key) == self.keys.wake
+
+    def _wait_then_claim(
+        self, timeout_ms: int, *, halt: str, count: int, lease_ms: int, confirm: bool
+    ) -> tuple[bool, list[Claim]]:
+        """:meth:`wait_for_work`, and a claim of up to ``count`` (``complete_many.lua``, no
+        completions) written behind it on the same connection: the server runs the claim
+        the moment the wait ends, with no round trip between the wake and the claim.
+        Whatever ended the wait (a wake, the timeout, a halt), the claim runs: it claims
+        what is pending then, as a claim after the wait would. Returns (woken, claims)."""
+        keys = [self.keys.halt(halt), self.keys.wake]
+        timeout_s = timeout_ms / 1000
+        socket_timeout = connection_settings(self.client).get("socket_timeout")
+        if socket_timeout:  # as in wait_for_work: the client must not give up on the reply
+            timeout_s = min(timeout_s, max(0.001, socket_timeout / 2))
+        claim_keys, args = self._complete_many_call([], count, lease_ms, confirm=confirm)
+        with scripts.guard(self.client, "Queue.wait_for_work (BLPOP) and a claim", keys):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.blpop(keys, timeout=max(0.001, round(timeout_s, 3)))
+            pipe.evalsha(scripts.sha("complete_many"), len(claim_keys), *claim_keys, *args)
+            try:
+                popped, reply = pipe.execute(raise_on_error=False)
+            except redis.TimeoutError:  # a loaded server's late reply, as in wait_for_work
+                return False, []  # a claim it made comes back when its lease runs out (unstarted)
+            if isinstance(popped, Exception):
+                raise popped
+        if isinstance(reply, Exception):  # NOSCRIPT (a flushed server), or an error to translate
+            reply = self._run("complete_many", claim_keys, args)
+        key = None if popped is None else popped[0]
+        woken = (key.decode() if isinstance(key, bytes) else key) == self.keys.wake
+        return woken, self._complete_many_reply(reply)[1]
+
+    def halt_wait(self, run: str) -> None:
+        """End the :meth:`wait_for_work` of the caller that passed ``halt=run`` (now, or as
+        soon as it starts waiting). The push expires ``HALT_TTL_MS`` after it was made if
+        nobody waits for it, so the key never outlives its use by more than that."""
+        key = self.keys.halt(run)
+        with scripts.guard(self.client, "Queue.halt_wait (LPUSH, PEXPIRE)", [key]):
+            # Both commands go in one write on one connection, and the server runs them one
+            # after the other: no MULTI, so a user with only @write (no @transaction) may halt.
+            pipe = self.client.pipeline(transaction=False)
+            pipe.lpush(key, "1")
+            pipe.pexpire(key, HALT_TTL_MS)
+            pipe.execute()
 
     def waiting(self) -> Waiting:
         """How many jobs are pending and scheduled, how soon the earliest scheduled one is due,

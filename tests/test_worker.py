@@ -561,6 +561,55 @@ def test_an_idle_worker_is_woken_by_enqueue_not_by_polling(queue: echoq.Queue) -
     assert not runner.is_alive() and worker.report.completed == 1
 
 
+@pytest.mark.parametrize("end", ["stop", "abandon"])
+def test_stop_and_abandon_end_an_idle_wait_at_once(queue: echoq.Queue, end: str) -> None:
+    # Its beat and its look-again are a minute away: only the halt can end its wait on the wake.
+    worker = Worker(queue, lambda d: None, beat_ms=60_000, idle_wait_ms=60_000)
+    runner = threading.Thread(target=worker.work)
+    runner.start()
+    give_up = time.monotonic() + 10
+    while not worker.state.idle and time.monotonic() < give_up:
+        time.sleep(0.005)  # a poll with a deadline
+    assert worker.state.idle, "the worker never went idle"
+    getattr(worker, end)()
+    runner.join(10)
+    assert not runner.is_alive(), f"{end}() did not end the idle wait"
+    assert worker.report.abandoned is (end == "abandon")
+    # The halt was taken by the wait it ended, or expires by itself (HALT_TTL_MS).
+    halts = [k for k in queue.keys_in_use() if ":halt:" in k]
+    assert all(0 < queue.client.pttl(k) <= echoq.queue.HALT_TTL_MS for k in halts), halts
+
+
+def test_a_halt_ends_only_the_wait_it_names(queue: echoq.Queue) -> None:
+    mine, other = "a" * 16, "b" * 16
+    queue.halt_wait(other)
+    assert queue.wait_for_work(20, halt=mine) is False  # timed out: another run's halt is not mine
+    assert queue.client.llen(queue.keys.halt(other)) == 1
+    assert 0 < queue.client.pttl(queue.keys.halt(other)) <= echoq.queue.HALT_TTL_MS
+    queue.enqueue("x")
+    queue.halt_wait(mine)  # a halt beside a wake: the halt ends the wait, the wake stays for a claim
+    assert queue.wait_for_work(60_000, halt=mine) is False
+    assert queue.wait_for_work(60_000, halt=mine) is True
+    with pytest.raises(echoq.InvalidArgument, match="run token"):
+        queue.halt_wait("not hex")
+
+
+def test_the_claim_behind_a_wait_runs_however_the_wait_ended(queue: echoq.Queue) -> None:
+    run = "c" * 16
+    assert queue._wait_then_claim(1, halt=run, count=5, lease_ms=5_000, confirm=True) == (False, [])  # timed out
+    first, second = queue.enqueue("a"), queue.enqueue("b")
+    woken, claims = queue._wait_then_claim(60_000, halt=run, count=1, lease_ms=5_000, confirm=True)
+    assert woken and [c.job_id for c in claims] == [first.job_id]
+    queue.halt_wait(run)  # a halt ends the wait before the wakes left; the claim still runs
+    woken, claims = queue._wait_then_claim(60_000, halt=run, count=5, lease_ms=5_000, confirm=True)
+    assert not woken and [c.job_id for c in claims] == [second.job_id]
+    assert queue._wait_then_claim(60_000, halt=run, count=5, lease_ms=5_000, confirm=True) == (True, [])  # a wake left
+    queue.client.script_flush()  # as test_queue does: NOSCRIPT behind the wait, the claim runs by EVAL
+    third = queue.enqueue("c")
+    woken, claims = queue._wait_then_claim(60_000, halt=run, count=5, lease_ms=5_000, confirm=True)
+    assert woken and [c.job_id for c in claims] == [third.job_id]
+
+
 def test_an_idle_worker_wakes_for_a_retry_when_its_backoff_runs_out(queue: echoq.Queue) -> None:
     attempts: list[int] = []
 

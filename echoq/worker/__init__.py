@@ -37,10 +37,14 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   job held: the running ones AND the prefetched ones waiting in the buffer, so a job that
   waits is never reaped. A refused extension (the lease was lost) marks that delivery alone
   ``lease_lost``; if it had not started, it is dropped unstarted.
-* **Idle without polling.** When a claim comes back short, a listener thread blocks on
-  ``emq:{q}:wake`` (the scripts that fill pending push to it) for up to ``idle_wait_ms``,
-  and the owner sleeps until a wake, a finished job, a lease extension, a beat, or the due
-  time of the earliest retry waiting out its backoff.
+* **Idle without polling.** When a claim comes back short, the worker waits on
+  ``emq:{q}:wake`` (the scripts that fill pending push to it) until a wake, a beat, a
+  lease extension, ``idle_wait_ms``, or the due time of the earliest retry waiting out its
+  backoff. Holding nothing, the owner blocks on the wake itself, so the claim goes out on
+  the thread that heard it; :meth:`Worker.stop` and :meth:`Worker.abandon` end that wait by
+  a push to the run's own ``emq:{q}:halt:<run>`` key. Holding jobs (with room for more) for
+  longer than ``ARM_S``, it sleeps on its handlers while a listener thread blocks on the
+  wake for it.
 * **The beat.** Every ``beat_ms`` the owner runs the count-thresholded stalled check --
   unless another worker of the fleet ran it within this beat (a guard key set with
   ``SET NX PX``): one check per beat across the fleet, not one per worker. A guard found
@@ -84,7 +88,7 @@ The parts, one module each: :mod:`.delivery` (what a handler gets, the hooks, th
 parts share), :mod:`.pool` (the handler threads and the buffer), :mod:`.calls` (the
 transport: one call at a time, or pipelined), :mod:`.pacing` (the prefetch policy and when
 to claim), :mod:`.leases` (extend, give back, retry), :mod:`.beat` (the stalled check),
-:mod:`.wake` (the wake listener), :mod:`.outage` (riding out a lost server) and
+:mod:`.wake` (waiting for a wake, and the halt that ends the wait), :mod:`.outage` (riding out a lost server) and
 :mod:`.core` (the Worker, whose loop puts them together).
 """
 

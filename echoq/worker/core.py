@@ -20,7 +20,7 @@ from .leases import Backoff, LeaseKeeper
 from .outage import Outages
 from .pacing import ClaimPace, PrefetchPolicy
 from .pool import Finished, HandlerPool
-from .wake import WakeListener
+from .wake import ARM_S, Waker
 
 MAX_CONCURRENCY = 256
 _worker_numbers = itertools.count(1)
@@ -31,7 +31,7 @@ class WorkerState:
     """What a worker is doing, read at one instant (:attr:`Worker.state`)."""
 
     running: bool  # inside work()
-    idle: bool  # its last claim came back short: it listens for a wake
+    idle: bool  # its last claim came back short: it waits for a wake
     pipelined: bool  # its calls go ahead of their replies (LANES in flight); False: one at a time
     calls_in_flight: int  # complete-and-claim calls sent whose replies are not read yet
     prefetched: int  # claimed jobs waiting in the buffer
@@ -56,7 +56,7 @@ class _Step(NamedTuple):
 
 class Worker:
     """Consumes one queue: an I/O owner (the thread in :meth:`work`), ``concurrency``
-    handler threads fed from a prefetch buffer, a wake listener, and the beat."""
+    handler threads fed from a prefetch buffer, the wait for a wake, and the beat."""
 
     def __init__(
         self,
@@ -112,23 +112,36 @@ class Worker:
             max_attempts=self.max_attempts,
         )
         self._beat = Beat(queue, life, outages, beat_ms=self.beat_ms, max_stalled=self.max_stalled, holder=self.name)
-        self._listener = WakeListener(queue, life, self.idle_wait_ms)
+        self._waker = Waker(
+            queue, life, outages, idle_wait_ms=self.idle_wait_ms, lease_ms=self.lease_ms, confirm=self._confirm
+        )
+        self._listen_from: float | None = None  # when the owner first wanted a wake while holding jobs
         self._calls = self._transport()
 
     # -- control and what may be read ---------------------------------------------------------
 
     def stop(self) -> None:
         """Graceful stop: claim nothing new, give back the prefetched jobs not started, let
-        the running ones finish and complete. ``work`` returns holding nothing."""
+        the running ones finish and complete. ``work`` returns holding nothing.
+
+        An idle worker blocked on the wake is woken by a push to its halt key
+        (``emq:{q}:halt:<run>``), so ``work`` returns within a few round trips (what the
+        claim behind the wait took is given back); should the server not take the push, at
+        its next beat (``beat_ms``)."""
         self._pool.stopping = True
         self._life.rouse()
+        self._waker.halt()
 
     def abandon(self) -> None:
         """Die now, as a SIGKILLed process would, from any thread: the jobs held are neither
         completed nor given back and their leases are no longer extended, so they stay in
         the active set until a stalled check finds them expired. ``work`` returns with
-        ``report.abandoned`` set."""
+        ``report.abandoned`` set. An idle worker's wait on the wake is ended as by
+        :meth:`stop` (a push to its own halt key); the claim written behind that wait still
+        runs, and whatever it claimed stays leased, as the claims of a process killed just
+        after it sent them do."""
         self._life.die()
+        self._waker.halt()
 
     @property
     def report(self) -> WorkReport:
@@ -160,7 +173,7 @@ class Worker:
         with self._life.lock:
             return WorkerState(
                 running=self._running,
-                idle=self._listener.listening.is_set(),
+                idle=self._waker.idle,
                 pipelined=calls.pipelined,
                 calls_in_flight=calls.in_flight,
                 prefetched=len(pool.buffer),
@@ -179,7 +192,8 @@ class Worker:
         life.report = WorkReport()
         life.woken = False
         life.crashed.clear()
-        self._listener.begin()
+        self._waker.begin()
+        self._listen_from = None
         self._calls = self._transport()
         failure: BaseException | None = None
         try:
@@ -190,7 +204,7 @@ class Worker:
         except BaseException as exc:  # the server went away, or the owner was interrupted
             failure = exc
         finally:
-            self._listener.end()
+            self._waker.end()
             self._pool.close()
             self._calls.close()
             self._running = False
@@ -252,8 +266,10 @@ class Worker:
                     pace.look_at(beat.next_at)
                 if waiting.next_due_in_ms is not None:
                     pace.look_at(time.monotonic() + waiting.next_due_in_ms / 1000)
-            self._listener.listen(pace.dry and step.room > 0)
-            self._sleep(min(beat.next_at, leases.next_at, pace.look_again, time.monotonic() + step.confirm_in), step)
+            deadline = min(beat.next_at, leases.next_at, pace.look_again, time.monotonic() + step.confirm_in)
+            sleep_until = self._await_wake(pace, step, deadline)
+            if sleep_until is not None:
+                self._sleep(sleep_until, step)
 
     def _next_step(self, now: float) -> _Step:
         """Under the lock: what this turn of the owner's loop sends."""
@@ -288,6 +304,49 @@ class Worker:
                 pace.look_at(time.monotonic() + backoff_s)
         return done
 
+    def _await_wake(self, pace: ClaimPace, step: _Step, deadline: float) -> float | None:
+        """How the owner waits until ``deadline``. A dry worker with room waits for a wake:
+        holding nothing, on the wake itself, its claim behind the wait (None: that wait and
+        claim are over); holding jobs, it sleeps on its handlers while the listener waits
+        on the wake for it, from ARM_S after it began to hold them. Returns when to wake
+        from that sleep."""
+        waker, life = self._waker, self._life
+        if not (pace.dry and step.room > 0) or step.stopping:
+            self._listen_from = None
+            with life.lock:
+                waker.listen(False)
+            return deadline
+        if not step.holding:
+            self._listen_from = None
+            pool = self._pool
+            started = time.perf_counter()
+            waited = waker.wait(deadline, lambda: not (life.woken or pool.stopping or life.crashed.is_set()), step.room)
+            if waited is None:  # the listener's wait is in flight: the wake comes through it
+                return deadline
+            woken, claims = waited
+            if claims is not None:
+                # The claim behind the wait: a look at pending, timed mostly by the wait.
+                self._on_reply([], claims, time.perf_counter() - started, timed=False)
+                pace.looked(len(claims), step.room)
+                if claims:
+                    # Sleep at once: a handler thread needs the GIL to start the job, and
+                    # gets it when the owner sleeps, not a turn of the loop later. Its end
+                    # wakes the owner; a job still running ARM_S later gets the turn
+                    # (confirm its start, arm the listener) then.
+                    self._listen_from = time.monotonic()
+                    return min(deadline, self._listen_from + ARM_S)
+            elif woken:
+                with life.lock:
+                    life.woken = True
+            return None
+        now = time.monotonic()
+        if self._listen_from is None:
+            self._listen_from = now
+        arm_at = self._listen_from + ARM_S
+        with life.lock:
+            waker.listen(now >= arm_at)
+        return deadline if now >= arm_at else min(deadline, arm_at)
+
     def _sleep(self, deadline: float, step: _Step) -> None:
         """Wait for a finished job, a wake, a stop or death, at most until ``deadline``."""
         life, pool = self._life, self._pool
@@ -299,14 +358,15 @@ class Worker:
             life.io_wake.wait(wait_s)
             life.owner_waiting = False
 
-    def _on_reply(self, outcomes: list[Complete], claims: list[Claim], took_s: float) -> None:
+    def _on_reply(self, outcomes: list[Complete], claims: list[Claim], took_s: float, *, timed: bool = True) -> None:
         """Count a call's outcomes and put the jobs it claimed into the buffer."""
         life = self._life
         fresh = [Delivery(life, claim) for claim in claims]
         completed = outcomes.count(Complete.COMPLETED)
         with life.lock:
             report = life.report
-            self._policy.observe_trip(took_s, first=not report.round_trips)
+            if timed:
+                self._policy.observe_trip(took_s, first=not report.round_trips)
             report.round_trips += 1
             report.completed += completed
             report.stale += len(outcomes) - completed

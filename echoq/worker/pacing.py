@@ -76,6 +76,12 @@ class ClaimPace:
         # A call that completes jobs claims for free: ask even when the queue looked dry.
         return room if (completing or not self.dry) else 0
 
+    def looked(self, got: int, asked: int) -> None:
+        """A claim made whatever ended a wait (behind it, see wake.py): a look, as a wake
+        or ``look_again`` followed by a claim would have been."""
+        self.dry, self.look_again = False, float("inf")
+        self.answered(got, asked)
+
     def answered(self, got: int, asked: int) -> None:
         if got < asked:
             if not self.dry:

@@ -144,6 +144,7 @@ class HandlerPool:
         # A busy worker runs every job through this loop: the names it uses are local.
         life = self.life
         lock, busy, crashed, has_work, clock = life.lock, self.busy, life.crashed, life.has_work, time.perf_counter
+        handler, hooks = self.handler, life.hooks
         finished: Finished | None = None
         took = 0.0
         while True:
@@ -171,7 +172,15 @@ class HandlerPool:
                 if self.buffer and not self.quick():
                     has_work.notify()
             try:
-                error = self._run(delivery)
+                if hooks is None:  # the busy path: the handler, with no call around it
+                    try:
+                        handler(delivery)
+                        error = None
+                    except Exception as exc:
+                        life.check()
+                        error = exc
+                else:
+                    error = self._run(delivery)
             except Abandon:
                 return
             except BaseException as exc:  # KeyboardInterrupt, SystemExit: the worker ends
