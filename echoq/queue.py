@@ -575,17 +575,16 @@ class Queue:
             timeout_s = min(timeout_s, max(0.001, socket_timeout / 2))
         claim_keys, args = self._complete_many_call([], count, lease_ms, confirm=confirm)
         with scripts.guard(self.client, "Queue.wait_for_work (BLPOP) and a claim", keys):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.blpop(keys, timeout=max(0.001, round(timeout_s, 3)))
-            pipe.evalsha(scripts.sha("complete_many"), len(claim_keys), *claim_keys, *args)
             try:
-                popped, reply = pipe.execute(raise_on_error=False)
+                popped, reply = scripts.run_behind(
+                    self.client,
+                    lambda pipe: pipe.blpop(keys, timeout=max(0.001, round(timeout_s, 3))),
+                    "complete_many",
+                    claim_keys,
+                    args,
+                )
             except redis.TimeoutError:  # a loaded server's late reply, as in wait_for_work
                 return False, []  # a claim it made comes back when its lease runs out (unstarted)
-            if isinstance(popped, Exception):
-                raise popped
-        if isinstance(reply, Exception):  # NOSCRIPT (a flushed server), or an error to translate
-            reply = self._run("complete_many", claim_keys, args)
         key = None if popped is None else popped[0]
         woken = (key.decode() if isinstance(key, bytes) else key) == self.keys.wake
         return woken, self._complete_many_reply(reply)[1]

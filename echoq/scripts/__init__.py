@@ -6,7 +6,8 @@ server by itself. One module per job:
 * :mod:`.registry` -- where the scripts are (the library's ``lua/``, and folders other
   packages register), includes and constants expanded into the text the server runs, its
   SHA1, each script's named KEYS read off its header;
-* :mod:`.runner` -- :func:`run` (EVALSHA, then the source once on NOSCRIPT), :func:`preload`;
+* :mod:`.runner` -- :func:`run` (EVALSHA, then the source once on NOSCRIPT), :func:`run_behind`
+  (a script written behind a blocking wait), :func:`preload`;
 * :mod:`.pipelined` -- :class:`Pipelined`, calls of one script sent ahead of their replies;
 * :mod:`.replicated` -- :func:`run_replicated`, a script and the durability wait on one
   connection, with its own MOVED/ASK handling on a cluster;

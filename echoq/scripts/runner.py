@@ -2,7 +2,8 @@
 
 :func:`run` sends ``EVALSHA``; on ``NOSCRIPT`` (a restarted or flushed server) it sends the
 source once with ``EVAL``, which also caches it, so a client never needs ``SCRIPT LOAD``
-rights. Errors come back typed (:mod:`.translation`). On a cluster (a
+rights. :func:`run_behind` writes a script behind another command (a blocking wait) on one
+connection. Errors come back typed (:mod:`.translation`). On a cluster (a
 ``redis.cluster.RedisCluster`` from :func:`echoq.connect`) the client sends each call to
 the master serving the slot of its KEYS, which all carry one queue's hash tag; keys of two
 slots are refused before anything is sent. :func:`preload` loads every registered script
@@ -11,6 +12,7 @@ for clients that may not (a workshop's learners).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -20,7 +22,7 @@ from ..errors import ScriptFailed
 from .registry import expanded, names, sha
 from .translation import cluster_refusal, doing, lost_server, translate
 
-__all__ = ["run", "preload"]
+__all__ = ["run", "run_behind", "preload"]
 
 
 def run(client: Any, name: str, keys: list[str], args: list[Any]) -> Any:
@@ -38,6 +40,27 @@ def run(client: Any, name: str, keys: list[str], args: list[Any]) -> Any:
         raise lost_server(client, exc) from None
     except RedisClusterException as exc:
         raise cluster_refusal(client, exc, name, keys) from None
+
+
+def run_behind(
+    client: Any, first: Callable[[Any], Any], name: str, keys: list[str], args: list[Any]
+) -> tuple[Any, Any]:
+    """A command (``first`` queues it on a pipeline: a blocking wait, say) and script ``name``
+    written behind it on the same connection, in one write: the server runs the script the
+    moment the command returns, with no round trip between the two. Returns both replies.
+    The command's error is raised as it came; the script's NOSCRIPT (a flushed server) is
+    answered by :func:`run` (its source once), any other error of the script is raised typed."""
+    pipe = client.pipeline(transaction=False)
+    first(pipe)
+    pipe.evalsha(sha(name), len(keys), *keys, *args)
+    before, reply = pipe.execute(raise_on_error=False)
+    if isinstance(before, Exception):
+        raise before
+    if isinstance(reply, redis.exceptions.NoScriptError):
+        reply = run(client, name, keys, args)
+    elif isinstance(reply, redis.ResponseError):
+        raise translate(reply, name, client=client, keys=keys) from None
+    return before, reply
 
 
 def preload(client: Any) -> list[str]:
