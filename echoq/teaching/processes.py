@@ -91,7 +91,7 @@ class _Steps:
         if n == nth:
             time.sleep(seconds)
         if self.holds.get(label) == n:
-            self.send({"frozen": f"before {label}"})
+            self.send({"frozen": f"before {label}", "at": time.monotonic()})
             _stop_here()
             self.send({"resumed": f"before {label}"})
         self.sent_at = time.monotonic()
@@ -112,7 +112,7 @@ class _Steps:
         if _matches(self.kill_at, n, label, first):
             _die_here()
         if _matches(self.freeze_at, n, label, first):
-            self.send({"frozen": label})
+            self.send({"frozen": label, "at": time.monotonic()})
             _stop_here()
             self.send({"resumed": label})
 
@@ -310,6 +310,7 @@ class Child:
         self.where: str | None = None  # the learner's line it raised on, if known
         self.theirs = False  # the error came from the learner's code (not from the kit)
         self.frozen_at: str | None = None
+        self.frozen_since: float | None = None  # the child's time.monotonic() as it froze (the machine's clock)
         self._reaped = False
         self._outcome_seen = False
         _live[pid] = self
@@ -351,6 +352,7 @@ class Child:
             self.step_times.append((message.get("sent"), message.get("done", 0.0)))
         elif "frozen" in message:
             self.frozen_at = message["frozen"]
+            self.frozen_since = message.get("at")
         elif "resumed" in message:
             self.frozen_at = None
         elif "returned" in message:

@@ -191,7 +191,10 @@ class _Scene:
         give_up = time.monotonic() + seconds
         while not child.ended:
             if child.state == "frozen":
-                held_at = server_now_ms(self.queue.client)
+                # Held since the child froze, not since this loop noticed it: on a busy
+                # machine the notice comes late, and the hold must still be late_ms.
+                frozen_ms = 0.0 if child.frozen_since is None else (time.monotonic() - child.frozen_since) * 1000
+                held_at = server_now_ms(self.queue.client) - round(frozen_ms)
                 wait_until_expired(self.queue.client, held_at + late_ms)
                 self.other_worker()
                 child.resume()
