@@ -7,7 +7,7 @@
 #   - the browser tests (what Chromium shows in JupyterLab, Voila and the hub), in a pytest of
 #     their own with two workers, one test file each at a time, after npm has fetched the
 #     hub's proxy;
-#   - every other test, in four xdist workers, one file (one notebook) each at a time, the
+#   - every other test, in three xdist workers, one file (one notebook) each at a time, the
 #     longest first (tests/conftest.py orders them; xdist must keep that order).
 # Exit status: non-zero if any of the three failed. The browser and site logs are printed
 # after the other tests' output, so each job reads in one piece.
@@ -33,7 +33,7 @@ docs=$!
 { bash tools/hub-deps.sh && "$BIN/python" -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m browser; } >build/browser-tests.log 2>&1 &
 browser=$!
 
-"$BIN/python" -m pytest -n 4 --dist loadfile --no-loadscope-reorder -m "not browser" --durations=25
+"$BIN/python" -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not browser" --durations=25
 others=$?
 wait "$docs"
 site=$?
