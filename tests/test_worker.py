@@ -1072,3 +1072,14 @@ def _ignore(call: Callable[[], object]) -> None:
         call()
     except redis.ResponseError:
         pass  # "Script killed by user with SCRIPT KILL"
+
+
+def test_a_stop_before_work_starts_ends_that_work_at_once_and_the_next_runs(queue: echoq.Queue) -> None:
+    """A thread started to run work() may not have begun when stop() comes: that work() must
+    still stop (it returns at once, claiming nothing), and a later work() runs as usual."""
+    queue.enqueue_many(["a", "b", "c"])
+    worker = echoq.Worker(queue, lambda delivery: None, beat_ms=100)
+    worker.stop()
+    report = worker.work()
+    assert report.claimed == 0 and queue.snapshot().counts["pending"] == 3
+    assert worker.work(burst=True).completed == 3

@@ -96,6 +96,7 @@ class Worker:
         # plays a process killed inside the handler, whose stall must count at once.
         self._confirm = hooks is None
         self._running = False
+        self._stop_pending = False  # stop() came while no work() ran: the next one stops at once
 
         life = self._life = Life(hooks)
         # A lost server is waited for one lease time (at least a second) before work() gives up.
@@ -127,8 +128,14 @@ class Worker:
         An idle worker blocked on the wake is woken by a push to its halt key
         (``emq:{q}:halt:<run>``), so ``work`` returns within a few round trips (what the
         claim behind the wait took is given back); should the server not take the push, at
-        its next beat (``beat_ms``)."""
-        self._pool.stopping = True
+        its next beat (``beat_ms``).
+
+        Called while no ``work`` runs -- before it starts, as with a thread about to call it --
+        it applies to the next ``work``, which then returns at once; a ``work`` that ended
+        clears it, so the one after that runs as usual."""
+        with self._life.lock:
+            self._stop_pending = True
+            self._pool.stopping = True
         self._life.rouse()
         self._waker.halt()
 
@@ -198,6 +205,8 @@ class Worker:
         failure: BaseException | None = None
         try:
             self._pool.start()
+            with life.lock:
+                self._pool.stopping = self._stop_pending  # a stop() that came before this work()
             self._conduct(burst)
         except Abandon:
             pass
@@ -207,6 +216,8 @@ class Worker:
             self._waker.end()
             self._pool.close()
             self._calls.close()
+            with life.lock:
+                self._stop_pending = False
             self._running = False
         failure = failure or self._pool.failure
         if failure is not None:
