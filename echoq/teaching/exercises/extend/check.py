@@ -7,7 +7,8 @@ worker whose lease was lost must not do its effect). The check runs the job in a
 PROCESS, while the parent plays a second worker that runs stalled checks every 50 ms and
 takes any job they bring back (doing its effect and completing it). Four scenes:
 
-1. **a long job** -- 2 leases and more of work: it must be delivered once;
+1. **a long job** -- 2 leases and more of work: it must be delivered once (a lease lost is
+   tried once more, as in scene 2);
 2. **a late extension** -- the network holds one extend back a third of a lease: still once
    (a lease lost is tried once more, so that a busy machine's delays are not the verdict);
 3. **a killed worker** -- SIGKILLed mid-job: its job must come back within one lease;
@@ -219,9 +220,13 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
     if not callable(extend_lease):
         run.fail("runs", "not-yet", what=f"Pass your function extend_lease, not {extend_lease!r}.")
 
-    # 1. A long job: more than two leases of work.
-    scene = _Scene(run)
-    worker = scene.play(processes.spawn(long_job, scene.queue, extend_lease, name="your worker"))
+    # 1. A long job: more than two leases of work. A lease lost once is tried again (as in
+    #    scene 3): a busy machine can hold a thread back long enough to lose it.
+    for _try in range(2):
+        scene = _Scene(run)
+        worker = scene.play(processes.spawn(long_job, scene.queue, extend_lease, name="your worker"))
+        if scene.ran() == 1 and not scene.takeovers:
+            break
     if scene.ran() != 1 or scene.takeovers:
         extends = worker.steps.count("extend")
         name = "never-extends" if extends == 0 else "extends-too-rarely"
