@@ -540,21 +540,32 @@ class Queue:
         False, as soon as :meth:`halt_wait` pushes to ``emq:{q}:halt:<halt>``: that is how
         a Worker's ``stop()`` ends its idle wait at once."""
         whole("timeout_ms", timeout_ms, 1, 3_600_000, unit="of milliseconds")
+        keys = self._wait_keys(halt)
+        with scripts.guard(self.client, "Queue.wait_for_work (BLPOP)", keys):
+            try:
+                popped = self.client.blpop(keys, timeout=self._wait_s(timeout_ms))
+            except redis.TimeoutError:
+                return False
+        return self._woken(popped)
+
+    def _wait_keys(self, halt: str | None) -> list[str]:
         # The halt key first: BLPOP pops from the first key that holds something, and a halt
         # left beside a wake must not wait for the next wait (the wake stays for a claim).
-        keys = [self.keys.wake] if halt is None else [self.keys.halt(halt), self.keys.wake]
+        return [self.keys.wake] if halt is None else [self.keys.halt(halt), self.keys.wake]
+
+    def _wait_s(self, timeout_ms: int) -> float:
+        """BLPOP's timeout for a wait of ``timeout_ms``. The client gives up on a reply after
+        its socket timeout (redis-py's default is 5 s): block for half of it at most, and the
+        caller simply waits again. Should a loaded server still answer too late, that is "no
+        wake yet" too."""
         timeout_s = timeout_ms / 1000
-        # The client gives up on a reply after its socket timeout (redis-py's default is 5 s):
-        # block for half of it at most, and the caller simply waits again. Should a loaded
-        # server still answer too late, that is "no token yet" too.
         socket_timeout = connection_settings(self.client).get("socket_timeout")
         if socket_timeout:
             timeout_s = min(timeout_s, max(0.001, socket_timeout / 2))
-        with scripts.guard(self.client, "Queue.wait_for_work (BLPOP)", keys):
-            try:
-                popped = self.client.blpop(keys, timeout=max(0.001, round(timeout_s, 3)))
-            except redis.TimeoutError:
-                return False
+        return max(0.001, round(timeout_s, 3))
+
+    def _woken(self, popped: Any) -> bool:
+        """Whether what BLPOP popped (None: nothing before the timeout) was a wake."""
         if popped is None:
             return False
         key = popped[0]
@@ -568,26 +579,20 @@ class Queue:
         the moment the wait ends, with no round trip between the wake and the claim.
         Whatever ended the wait (a wake, the timeout, a halt), the claim runs: it claims
         what is pending then, as a claim after the wait would. Returns (woken, claims)."""
-        keys = [self.keys.halt(halt), self.keys.wake]
-        timeout_s = timeout_ms / 1000
-        socket_timeout = connection_settings(self.client).get("socket_timeout")
-        if socket_timeout:  # as in wait_for_work: the client must not give up on the reply
-            timeout_s = min(timeout_s, max(0.001, socket_timeout / 2))
+        keys, wait_s = self._wait_keys(halt), self._wait_s(timeout_ms)
         claim_keys, args = self._complete_many_call([], count, lease_ms, confirm=confirm)
         with scripts.guard(self.client, "Queue.wait_for_work (BLPOP) and a claim", keys):
             try:
                 popped, reply = scripts.run_behind(
                     self.client,
-                    lambda pipe: pipe.blpop(keys, timeout=max(0.001, round(timeout_s, 3))),
+                    lambda pipe: pipe.blpop(keys, timeout=wait_s),
                     "complete_many",
                     claim_keys,
                     args,
                 )
             except redis.TimeoutError:  # a loaded server's late reply, as in wait_for_work
                 return False, []  # a claim it made comes back when its lease runs out (unstarted)
-        key = None if popped is None else popped[0]
-        woken = (key.decode() if isinstance(key, bytes) else key) == self.keys.wake
-        return woken, self._complete_many_reply(reply)[1]
+        return self._woken(popped), self._complete_many_reply(reply)[1]
 
     def halt_wait(self, run: str) -> None:
         """End the :meth:`wait_for_work` of the caller that passed ``halt=run`` (now, or as
