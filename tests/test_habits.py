@@ -5,7 +5,6 @@ habits is in tests/test_browser_habits.py."""
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,8 +17,7 @@ from echoq import server
 from echoq.errors import PermissionDenied, ServerUnavailable
 from echoq.server import start_server
 from echoq.teaching import course
-
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
+from tests.support.helpers import ANSI
 
 
 @pytest.fixture

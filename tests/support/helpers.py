@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import redis
 
 import echoq
 from echoq.clock import server_now_ms, wait_for_server_ms
+
+# A terminal colour code, as IPython puts them into a traceback's text.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 __all__ = ["server_now_ms", "wait_for_server_time", "expire", "places", "assert_one_place"]
 

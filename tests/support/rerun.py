@@ -17,7 +17,8 @@ from typing import Any
 import nbformat
 import pytest
 
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
+from tests.support.helpers import ANSI
+
 LESSON = re.compile(r"0[0-7]_.*\.ipynb")
 CELL_TIMEOUT_S = 180
 
