@@ -196,7 +196,8 @@ def test_the_four_panels_in_voila(page, valkey_for_kernels) -> None:  # noqa: F8
     voila, command = start_present(kernel_env(valkey_for_kernels))
     try:
         assert "--Voila.ip=127.0.0.1" in command and "--no-browser" in command
-        page.goto(voila.url + "/")
+        # Voila runs the notebook before the page fires "load"; the wait below allows for that.
+        page.goto(voila.url + "/", wait_until="commit")
         page.locator(".jupyter-matplotlib-figure canvas").nth(3).wait_for(timeout=120_000)
         for name in PANELS:
             exercise_panel(page, page, name)

@@ -41,6 +41,7 @@ from tests.support.browser import (  # noqa: F401  (fixtures)
     _http_status,
     browser,
     chromium,
+    new_context,
     save_screenshot,
 )
 
@@ -214,7 +215,7 @@ def pages(hub: Hub, browser) -> Iterator[dict[str, object]]:  # noqa: F811
     landing = {name: f"/user/{name}/lab" for name in LEARNERS} | {"teacher": "/services/echoq-dashboard/"}
     for name, where in landing.items():
         tall = name == "teacher"  # the whole dashboard in one screenshot (Voila scrolls inside the page)
-        context = browser.new_context(viewport={"width": 1280, "height": 1500 if tall else 900})
+        context = new_context(browser, 1500 if tall else 900)
         contexts.append(context)
         page = context.new_page()
         page.goto(hub.url + "/hub/login" + ("?next=" + where if name == "teacher" else ""))

@@ -65,7 +65,8 @@ def test_hostile_learner_text_never_runs_in_the_instructors_dashboard(page, klas
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     voila = start_voila(ROOT / "notebooks" / "dashboard.ipynb", env)
     try:
-        page.goto(voila.url + "/")
+        # Voila runs the notebook before the page fires "load"; the wait below allows for that.
+        page.goto(voila.url + "/", wait_until="commit")
         page.get_by_text("bad entries skipped").first.wait_for(timeout=120_000)
         board = page.locator(".echoq-board").first
         deadline = time.monotonic() + 5  # a few refreshes: each redraw is a chance to run a script

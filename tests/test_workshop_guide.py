@@ -26,7 +26,7 @@ import pytest
 import echoq
 from echoq.teaching import heartbeat, learner, progress
 from echoq.teaching.workshop import Workshop
-from tests.support.browser import ROOT, _free_port, _http_status, browser, chromium  # noqa: F401  (fixtures)
+from tests.support.browser import ROOT, _free_port, _http_status, browser, chromium, new_context  # noqa: F401  (fixtures)
 from tests.test_hub import _descendants, errors_in, finished_outputs, proxy_path, start_notebook
 
 pytestmark = pytest.mark.browser
@@ -87,7 +87,7 @@ def test_the_guide_runs_a_class_of_two_and_tears_it_down_with_nothing_left(tmp_p
         }
         pages = {}
         for name in [*ROSTER, "teacher"]:
-            context = browser.new_context(viewport={"width": 1280, "height": 1000})
+            context = new_context(browser, 1000)
             contexts.append(context)
             page = context.new_page()
             where = "/services/echoq-dashboard/" if name == "teacher" else "/hub/"

@@ -306,9 +306,17 @@ def browser(chromium: str, request: pytest.FixtureRequest) -> Iterator[object]:
     yield _shared["browser"]
 
 
+def new_context(browser, height: int = 900):
+    """A browser context 1280 px wide, whose navigations may take 90 s."""
+    context = browser.new_context(viewport={"width": 1280, "height": height})
+    # Playwright's 30 s is short for a page whose server shares two cores with the whole suite.
+    context.set_default_navigation_timeout(90_000)
+    return context
+
+
 @pytest.fixture
 def page(browser) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context = new_context(browser)
     pg = context.new_page()
     yield pg
     context.close()
