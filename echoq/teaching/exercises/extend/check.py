@@ -297,11 +297,17 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
             raise RuntimeError(f"your worker should have frozen as its work ended: {worker!r}")
         fast_forward(scene.queue)  # frozen: its lease runs out while it sleeps
         scene.other_worker()
-        frozen_at = len(worker.steps)
+        frozen_since = worker.frozen_since
         worker.resume()
         scene.play(worker)
         if scene.ran() != 1:
-            after = worker.steps[frozen_at:]
+            # The steps whose command went out after the freeze, by the child's clock: a step
+            # made before it may reach the parent after the resume on a busy machine.
+            after = [
+                step
+                for step, (sent, done) in zip(worker.steps, worker.step_times, strict=True)
+                if frozen_since is None or (done if sent is None else sent) > frozen_since
+            ]
             if "extend" in after:
                 run.fail(
                     "frozen",
