@@ -122,7 +122,7 @@ def test_the_guide_runs_a_class_of_two_and_tears_it_down_with_nothing_left(tmp_p
         killed = time.monotonic()
         row.get_by_text("not alive").wait_for(timeout=15_000)
         noticed_s = time.monotonic() - killed
-        assert noticed_s < heartbeat.TTL_MS / 1000 + 3, noticed_s
+        assert noticed_s < heartbeat.TTL_MS / 1000 + 8, noticed_s  # the beat's TTL, then a refresh and a paint
         assert teacher.locator(".echoq-board tr", has_text="ada").last.get_by_text("alive", exact=True).is_visible()
         # Her own page no longer claims her worker runs: its readout says the line is old.
         pages[ROSTER[1]].get_by_text("the line above is old").wait_for(state="visible", timeout=15_000)

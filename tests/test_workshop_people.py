@@ -83,7 +83,7 @@ def test_a_kernel_killed_with_sigkill_shows_as_not_alive_within_seconds_and_is_n
             ada.wait()
             killed = time.monotonic()
             while (lv := views_of(klass)["ada"]).kernel == "alive":
-                assert time.monotonic() - killed < heartbeat.TTL_MS / 1000 + 2, "the dead kernel still shows alive"
+                assert time.monotonic() - killed < heartbeat.TTL_MS / 1000 + 5, "the dead kernel still shows alive"
                 time.sleep(0.05)
             assert lv.kernel == "gone" and lv.worker == "gone"  # the worker never said goodbye: no heartbeat
             assert dash.running() == []
