@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml
 	@# --no-compile: pip would byte-compile every file of every package (26 s of a 70 s install
 	@# on 2 cores); Python compiles what is imported, once, on first import.
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-compile -e '.[teaching,test,docs]'
-	@# Every JupyterLab page load asks its server whether the app needs a rebuild, and the server
-	@# runs yarn to find out (about 0.7 s of CPU a page, per learner on a class server). The kit's
-	@# extensions come prebuilt from PyPI, so nothing is ever rebuilt: the check is off in this venv.
+	@# Every JupyterLab page load asks its server whether the app needs a rebuild, which the server
+	@# works out from every extension's files (about 0.7 s of CPU a page, per learner on a class
+	@# server). The kit's extensions come prebuilt from PyPI, so nothing is ever rebuilt: the
+	@# check is off in this venv.
 	@# jsonschema imports rfc3987-syntax (pulled in by jupyter-events) whenever it is there, and its
 	@# import builds 38 Lark grammars: a second of CPU in every Jupyter server, Voila and pytest
 	@# process, for two formats (iri, iri-reference) nothing here validates. Without it jsonschema
