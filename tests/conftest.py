@@ -166,6 +166,7 @@ SECONDS = {
     "test_workshop_browser.py": 40, "test_validation.py": 35, "test_worker.py": 35, "test_cluster.py": 30,
     "test_layers.py": 30, "test_lab_pictures.py": 25, "test_stateful.py": 20, "test_workshop_people.py": 20,
     "test_habits.py": 20, "test_queue.py": 20, "test_workshop.py": 18, "test_workshop_bench.py": 12,
+    "test_bench_latency.py": 20,
     # the browser tests (their own pytest: tools/run-tests.sh)
     "test_hub.py": 50, "test_browser_habits.py": 50, "test_browser.py": 45, "test_workshop_guide.py": 40,
     "test_frontends.py": 25,
@@ -180,7 +181,7 @@ SECONDS = {
 # running the whole file would be the last one still busy: `make test` hands out each of
 # their test functions (with all its cases), or each case, as a unit of its own.
 SPLIT = {
-    "test_exercises.py": "function", "test_lab.py": "function",
+    "test_exercises.py": "function", "test_lab.py": "function", "test_chaos.py": "function",
     "test_lab_truth.py": "case", "test_lab_pictures.py": "case",
 }  # fmt: skip
 
