@@ -186,10 +186,21 @@ SPLIT = {
 }  # fmt: skip
 
 
+# Every test on the cluster goes to one worker as one unit: each worker that meets one starts
+# a cluster of its own (six servers, whose cluster bus keeps them busy for the rest of the run).
+CLUSTER_UNIT = "the cluster"
+
+
 def unit_of(nodeid: str) -> str:
-    """What `make test` hands to one worker: a file, or a test function or a case of a SPLIT file."""
+    """What `make test` hands to one worker: the cluster's tests, a file, or a test function
+    or a case of a SPLIT file."""
     path, _, test = nodeid.partition("::")
-    split = SPLIT.get(path.rpartition("/")[2])
+    module = path.rpartition("/")[2]
+    if module == "test_cluster.py" or (
+        module.removesuffix(".py") in CLUSTER_SUBSET and "cluster" in test.partition("[")[2].rstrip("]").split("-")
+    ):
+        return CLUSTER_UNIT
+    split = SPLIT.get(module)
     if split == "case":
         return nodeid
     if split == "function":
@@ -217,10 +228,8 @@ def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
         units.setdefault(unit_of(item.nodeid), []).append(item)
         in_file[item.path.name] = in_file.get(item.path.name, 0) + 1
 
-    def seconds(unit: str) -> float:
-        tests = units[unit]
-        name = tests[0].path.name
-        return SECONDS.get(name, 0.05 * in_file[name]) * len(tests) / in_file[name]
+    def seconds(unit: str) -> float:  # each test's share of its file's time
+        return sum(SECONDS.get(t.path.name, 0.05 * in_file[t.path.name]) / in_file[t.path.name] for t in units[unit])
 
     return [item for unit in sorted(units, key=seconds, reverse=True) for item in units[unit]]
 

@@ -6,7 +6,9 @@ import pytest
 
 import echoq
 from echoq.effects import Effect, Effects
-from tests.support.helpers import expire, redeliver
+from tests.support.helpers import expire, redeliver, register_kit_scripts
+
+register_kit_scripts()  # one check below runs the kit's naive_effect
 
 
 @pytest.mark.parametrize("deliveries", [1, 3, 7])

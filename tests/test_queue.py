@@ -15,8 +15,10 @@ from echoq.effects import Effects
 from echoq.ids import Minter
 from echoq.keyspace import Keyspace
 from echoq.queue import SCRIPT_KEYS
-from tests.support.helpers import assert_one_place, expire, server_now_ms, wait_for_server_time
+from tests.support.helpers import assert_one_place, expire, register_kit_scripts, server_now_ms, wait_for_server_time
 from tests.support.servers import fresh_name
+
+register_kit_scripts()  # the key checks below cover the kit's scripts too
 
 # -- enqueue -----------------------------------------------------------------------------
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,7 +29,7 @@ from echoq.effects import Effects
 from echoq.limits import BOUNDS
 from echoq.queue import SCRIPT_KEYS
 from echoq.worker import Backoff, Worker
-from tests.support.helpers import wait_for_server_time
+from tests.support.helpers import register_kit_scripts, wait_for_server_time
 
 # -- the scripts' own account of their numeric arguments -------------------------------------
 
@@ -82,10 +81,7 @@ def documented_texts(name: str) -> list[tuple[int, str, int]]:
     return [(pos, what, high) for pos, what, _low, high, kind in documented(name) if kind == "bytes"]
 
 
-# The kit's scripts are checked here too. Its folder is registered by path, as the kit does
-# on import: the library's tests import no kit module, and what the registry holds must not
-# depend on which test file happened to import the kit first.
-scripts.register("teaching", Path(__file__).resolve().parent.parent / "echoq" / "teaching" / "lua")
+register_kit_scripts()  # the kit's scripts are checked here too
 RUNNABLE = [n for n in scripts.names() if not n.startswith("bench/")]
 
 

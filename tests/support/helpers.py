@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import redis
 
 import echoq
+from echoq import scripts
 from echoq.clock import server_now_ms, wait_for_server_ms
 
 # A terminal colour code, as IPython puts them into a traceback's text.
@@ -66,3 +68,10 @@ def redeliver(queue: echoq.Queue, deliveries: int, apply) -> str:
         expire(queue, claim)  # the worker is gone: no complete
         assert queue.reap() == [job]
     return job
+
+
+def register_kit_scripts() -> None:
+    """Register the kit's Lua folder by path, as the kit does on import: the library's tests
+    import no kit module, and what the registry holds must not depend on which test file
+    happened to import the kit first in this process."""
+    scripts.register("teaching", Path(__file__).resolve().parents[2] / "echoq" / "teaching" / "lua")
