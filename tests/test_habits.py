@@ -29,6 +29,7 @@ def dead_embedded(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("VALKEY_URL", raising=False)
     monkeypatch.delenv("ECHOQ_VALKEY", raising=False)
     monkeypatch.setattr(course, "_started", "04")
+    monkeypatch.setattr(course, "_setup", None)  # a class worker cell run earlier in this process would name itself
     yield dead
     dead.stop()
 
@@ -47,6 +48,7 @@ def test_a_lost_class_server_never_advises_leaving_the_class(monkeypatch: pytest
     monkeypatch.setenv("VALKEY_URL", gone.url)
     monkeypatch.setenv("ECHOQ_LEARNER", "ada")
     monkeypatch.setattr(course, "_started", "03")
+    monkeypatch.setattr(course, "_setup", None)
     library_line = ServerUnavailable(
         f"lost Valkey at {gone.url} (Error 111 connecting); is the server still running? Reconnect with "
         "echoq.connect(), or unset VALKEY_URL and ECHOQ_VALKEY to use the embedded server"
