@@ -160,7 +160,7 @@ def long_job(
         raise TimeoutError("extend_lease did not return within 5 s after work_done was set")
     kept = bool(said and said[0] is True)
     if not kept:
-        return {"kept": False}
+        return {"kept": False, "said": repr(said[0])[:80] if said else "nothing"}
     apply_every(Effects(q), claim.job_id, "the report")
     processes.mark("effect")
     return {"kept": True, "complete": q.complete(claim).value}
@@ -176,6 +176,7 @@ class _Scene:
         self.queue.extend(new_job_id(), 1)  # the server learns extend.lua before any count matters
         self.effects = Effects(self.queue)
         self.takeovers = 0
+        self.held_at_end = False  # the child's lease still ran when it ended (read before any sweep after)
 
     def other_worker(self) -> None:
         if not self.queue.stalled_check(max_stalled=5).recovered:
@@ -205,6 +206,8 @@ class _Scene:
             if time.monotonic() > give_up:
                 child.kill()
                 self.run.fail("runs", "too-slow", what="Your extend_lease", seconds=seconds)
+        snap = self.queue.snapshot()
+        self.held_at_end = snap.active.get(self.job, 0) > snap.now_ms
         self.other_worker()
         if child.error is not None:
             self.run.code_failed("runs", "Your extend_lease", child)
@@ -228,6 +231,16 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
         if scene.ran() == 1 and not scene.takeovers:
             break
     if scene.ran() != 1 or scene.takeovers:
+        answer = worker.value if isinstance(worker.value, dict) else {}
+        if answer.get("kept") is False and scene.held_at_end:
+            run.fail(
+                "long",
+                "not-yet",
+                what=f"When the work was done your extend_lease returned {answer['said']}, not True, while its worker "
+                "still held the job (its lease had not run out, and nobody else had taken it). The worker took that "
+                "as a lost lease and left the job undone: it stays undone until its lease runs out and another "
+                "worker takes it over. Return True when the job is still yours.",
+            )
         extends = worker.steps.count("extend")
         name = "never-extends" if extends == 0 else "extends-too-rarely"
         run.fail("long", name, work_ms=WORK_MS, lease_ms=LEASE_MS, effects=scene.ran())
