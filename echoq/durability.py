@@ -19,7 +19,10 @@ at-least-once delivery already allows (a lost claim leaves the job pending on th
 master, a lost extend or reap at worst re-runs the job). Nor the effects ledger
 (``effect.lua``): a master replicates its writes in the order it applied them, so the
 WAIT that confirms a job's completion -- written after its effect -- confirms the effect
-too, and a handler is not made to fail on a replica's silence.
+too, and a handler is not made to fail on a replica's silence. The exception: a master that
+dies between an effect's record and the completion's reply. The Worker runs the completion
+again on the promoted replica, where its WAIT confirms the completion alone, and a record
+that had not reached the replica is lost (the job completed, its effect run once).
 
 The price is a round trip to a replica on every acknowledged move (see docs/cluster.md,
 Durability, for the measured latency against loss). ``WAIT`` is not consensus: a replica that

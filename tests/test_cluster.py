@@ -746,7 +746,7 @@ def test_a_worker_rides_out_the_failover_of_its_master_within_its_lease(cluster:
         killed = time.monotonic()
         cluster.kill(master)
         promoted, _seconds = cluster.wait_for_failover(master)
-        while len(effects.counts()) < 150 and time.monotonic() - killed < 30:
+        while q.snapshot().counts["done"] < 150 and time.monotonic() - killed < 30:
             time.sleep(0.01)
         back_s = time.monotonic() - killed
     finally:
@@ -757,7 +757,14 @@ def test_a_worker_rides_out_the_failover_of_its_master_within_its_lease(cluster:
         # on a lost connection or MOVED), so the Worker need not count a reconnection; what it
         # must do is not give up, and finish every job once, within a lease of the kill.
         assert not failure, f"the Worker gave up instead of reconnecting: {failure[0]!r}"
-        assert set(effects.counts()) == set(ids) and effects.duplicates() == 0
+        assert q.snapshot().counts == {"pending": 0, "active": 0, "scheduled": 0, "dead": 0, "done": 150}
+        # Without durability (WAIT) a write the old master acknowledged but had not yet sent to
+        # its replica is lost in the failover: an effect recorded just before the kill, whose
+        # job's completion the Worker then ran again on the new master, is done without its
+        # record there: a few jobs at most, those of the kill's last milliseconds; never a second
+        # record. (docs/cluster.md, Durability, measures the loss with and without WAIT.)
+        recorded = set(effects.counts())
+        assert recorded <= set(ids) and len(set(ids) - recorded) <= 10 and effects.duplicates() == 0
         assert back_s < lease_ms / 1000, f"all jobs done {back_s:.1f} s after the kill: more than a lease"
         assert cluster.master_of(q) == promoted == replica
         with promoted.client() as p:  # the promoted replica met NOSCRIPT and was sent the source
