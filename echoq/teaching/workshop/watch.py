@@ -273,11 +273,12 @@ class Watchdog:
         if self.events and self.events[-1].what == what:
             return  # a failure met at every look is said once, not ten times a second
         event = Event(time.time(), what)
-        self.events.append(event)
-        del self.events[:-200]
+        # The log first: whoever sees the event in ``events`` can read it in the log too.
         if self.log:
             with contextlib.suppress(OSError), open(self.workshop.dir / LOG_FILE, "a", encoding="utf-8") as f:
                 f.write(event.line() + "\n")
+        self.events.append(event)
+        del self.events[:-200]
         if self.on_event is not None:
             self.on_event(event.line())
 
