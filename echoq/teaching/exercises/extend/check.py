@@ -223,8 +223,8 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
     if not callable(extend_lease):
         run.fail("runs", "not-yet", what=f"Pass your function extend_lease, not {extend_lease!r}.")
 
-    # 1. A long job: more than two leases of work. A lease lost once is tried again (as in
-    #    scene 3): a busy machine can hold a thread back long enough to lose it.
+    # 1. A long job: more than two leases of work. A lease lost once is tried again (as the
+    #    late extension is): a busy machine can hold a thread back long enough to lose it.
     for _try in range(2):
         scene = _Scene(run)
         worker = scene.play(processes.spawn(long_job, scene.queue, extend_lease, name="your worker"))
