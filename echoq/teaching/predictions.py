@@ -299,21 +299,22 @@ question(
 question(
     "06",
     "aof",
-    "Valkey runs with the append-only file (appendfsync everysec). It acknowledged 100 jobs, and its PROCESS is "
+    "Valkey runs with the append-only file (appendfsync always). It acknowledged 100 jobs, and its PROCESS is "
     "killed with SIGKILL. How many jobs are there after the restart?",
     [
         (
             "0: a killed process saves nothing.",
-            "With the append-only file, every write reached the file before its reply went out.",
+            "With appendfsync always, every write was in the file, flushed to disk, before its reply went out.",
         ),
         (
             "Up to a second's worth fewer than 100.",
-            "That is a power cut: the OS may not have flushed its cache. A killed process "
-            "leaves the OS, and its cache, running.",
+            "That is everysec, the common setting: it flushes once a second, and while a flush is slow it "
+            "holds writes back for up to 2 s, replying all the same. With always, no reply goes out before "
+            "its write is on disk.",
         ),
         (
             "All 100.",
-            "Every acknowledged write was in the file (in the OS's cache at least), which outlives the process.",
+            "Every acknowledged write was on disk before its reply: a killed process cannot take it back.",
         ),
     ],
     2,
