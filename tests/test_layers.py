@@ -19,7 +19,6 @@ import re
 import signal
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ from echoq.limits import BOUNDS
 from echoq.teaching.faults import CrashMode, CrashPlan
 from echoq.worker import Checkpoint, Worker, keyed_consumer
 from echoq.worker.delivery import Life
+from tests.support.helpers import NO_INDEX, create_venv, install_command
 from tests.support.servers import IN_CI, fresh_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,15 +82,9 @@ def test_the_library_installs_and_works_in_a_venv_with_only_its_own_dependencies
     from site-packages, a queue round trip runs on the embedded server, and none of the
     kit's dependencies was installed."""
     home = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True).create(home)
-    python = home / "bin" / "python"
-    install = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if install.returncode != 0 and not IN_CI and "Could not find a version" in install.stderr:
+    python = create_venv(home)
+    install = subprocess.run(install_command(python, str(ROOT)), capture_output=True, text=True, timeout=600)
+    if install.returncode != 0 and not IN_CI and any(m in install.stderr for m in NO_INDEX):
         pytest.skip(f"no package index reachable: {install.stderr.strip().splitlines()[-1]}")
     assert install.returncode == 0, install.stderr[-3000:]
     probe = f"""

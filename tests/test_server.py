@@ -15,6 +15,7 @@ import redis
 
 import echoq
 from echoq.server import redact, start_server
+from tests.support.helpers import install_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -290,7 +291,7 @@ def test_lua_scripts_ship_in_the_wheel(tmp_path: Path, own_server) -> None:
     """pip install . into a folder, then import and run a script from another directory."""
     target = tmp_path / "site"
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(ROOT)],
+        install_command(sys.executable, "--no-deps", "--target", str(target), str(ROOT)),
         capture_output=True,
         text=True,
         timeout=300,

@@ -181,9 +181,9 @@ class Workshop:
         write_private(path, json.dumps(roster, indent=1) + "\n")
         return path
 
-    def write_hub_snippet(self, dashboard: Path | None, dashboard_port: int) -> Path:
+    def write_hub_snippet(self, dashboard: Path | None) -> Path:
         path = self.dir / HUB_SNIPPET
-        write_private(path, hub_snippet(self, dashboard, dashboard_port))
+        write_private(path, hub_snippet(self, dashboard))
         return path
 
 
@@ -401,7 +401,7 @@ def up(
     workshop.save()
     roster_path = workshop.write_roster()
     dashboard = dashboard if dashboard is not None else _default_dashboard()
-    hub_path = workshop.write_hub_snippet(dashboard, _free_port())
+    hub_path = workshop.write_hub_snippet(dashboard)
     admin.close()
     if "." not in created and where.stat().st_mode & 0o077:
         lines.append(
@@ -479,14 +479,6 @@ def _describe(client: redis.Redis) -> str:
     info = client.info("server")
     name = "Valkey" if "valkey_version" in info else "Redis"
     return f"{name} {info.get('valkey_version') or info.get('redis_version', '?')}"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _default_dashboard() -> Path | None:
@@ -681,7 +673,7 @@ def _wait_gone(pid: int | None, timeout_s: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def hub_snippet(workshop: Workshop, dashboard: Path | None, dashboard_port: int) -> str:
+def hub_snippet(workshop: Workshop, dashboard: Path | None) -> str:
     """The JupyterHub config snippet ``up`` writes (see the module docstring)."""
     roster = workshop.dir / ROSTER_FILE
     parts = [
@@ -717,10 +709,20 @@ c.Spawner.environment.update(
             f"""
 # The instructor dashboard (Voila) as a JupyterHub service, for the hub users given to
 # `workshop up --instructor`: /services/{DASHBOARD_SERVICE}/
+# Its port is picked each time the hub starts, not when `up` ran: by then (a day before, or
+# minutes on a busy machine) another program may hold it, and the hub would stop at once.
+def _echoq_free_port():
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 c.JupyterHub.services.append(
     {{
         "name": {DASHBOARD_SERVICE!r},
-        "url": "http://127.0.0.1:{dashboard_port}",
+        "url": f"http://127.0.0.1:{{_echoq_free_port()}}",
         "command": [
             {sys.executable!r}, "-m", "jupyterhub.singleuser",
             "--ServerApp.root_dir={dashboard.parent}",

@@ -78,7 +78,15 @@ def config_text(workshop: Workshop, folder: Path, *, ip: str, port: int, proxy: 
     return f"""# JupyterHub for echoq workshop {workshop.class_name!r},
 # written by `python -m echoq.teaching workshop hub`.
 import shutil as _shutil
+import socket as _socket
 from pathlib import Path as _Path
+
+
+def _echoq_free_port():
+    with _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
 
 c = get_config()  # noqa: F821
 load_subconfig({str(workshop.dir / HUB_SNIPPET)!r})  # noqa: F821  (VALKEY_URL per learner, the dashboard)
@@ -86,6 +94,10 @@ load_subconfig({str(workshop.dir / HUB_SNIPPET)!r})  # noqa: F821  (VALKEY_URL p
 c.JupyterHub.ip = {ip!r}
 c.JupyterHub.port = {port}
 c.JupyterHub.hub_ip = "127.0.0.1"
+# The hub's own API and the proxy's API on loopback ports free at start, not JupyterHub's
+# fixed 8081 and 8001: another hub or program on this machine may hold those.
+c.JupyterHub.hub_port = _echoq_free_port()
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{{_echoq_free_port()}}"
 c.ConfigurableHTTPProxy.command = [{str(proxy)!r}]
 c.ConfigurableHTTPProxy.pid_file = {str(folder / "proxy.pid")!r}
 c.JupyterHub.db_url = "sqlite:///{folder / "jupyterhub.sqlite"}"
