@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.browser import (  # noqa: F401  (fixtures)
+    POLL_MS,
     Served,
     browser,
     chromium,
@@ -134,6 +135,7 @@ def open_lesson(pg, server: Served, notebook: str):
         """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
             const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
             return k && k.status === 'idle'; }""",
+        polling=POLL_MS,
         timeout=60_000,
     )
     return panel

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.browser import (  # noqa: F401  (fixtures)
+    POLL_MS,
     _launch,
     browser,
     chromium,
@@ -48,7 +49,9 @@ def test_a_lesson_lab_animates_in_notebook_7(page, lab_root, valkey_for_kernels)
     server = start_notebook7(lab_root, kernel_env(valkey_for_kernels))
     try:
         page.goto(f"{server.url}/notebooks/{LESSON}")
-        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=60_000)
+        page.wait_for_function(
+            "() => window.jupyterapp && window.jupyterapp.shell.currentWidget", polling=POLL_MS, timeout=60_000
+        )
         assert page.evaluate("() => window.jupyterapp.name") == "Jupyter Notebook"
         page.wait_for_function(
             """() => {
@@ -56,6 +59,7 @@ def test_a_lesson_lab_animates_in_notebook_7(page, lab_root, valkey_for_kernels)
                 return ctx && ctx.isReady && ctx.session && ctx.session.kernel
                     && ctx.session.kernel.status === 'idle';
             }""",
+            polling=POLL_MS,
             timeout=60_000,
         )
         # The lesson up to its lab (the exercise after it would keep the kernel busy, and a busy

@@ -36,6 +36,7 @@ from echoq.teaching import progress
 from echoq.teaching.workshop import Workshop, classroom
 from tests.support.browser import (  # noqa: F401  (fixtures)
     IN_CI,
+    POLL_MS,
     ROOT,
     _free_port,
     _http_status,
@@ -265,11 +266,11 @@ READY = """() => window.jupyterapp && window.jupyterapp.commands.hasCommand('doc
 def start_notebook(page, notebook: str) -> None:
     """Open ``notebook`` in the JupyterLab already loaded in ``page`` and start running every
     cell (not awaited: several notebooks run at once; :func:`finished_outputs` waits)."""
-    page.wait_for_function(READY, timeout=READY_S * 1000)
+    page.wait_for_function(READY, polling=POLL_MS, timeout=READY_S * 1000)
     page.evaluate("() => window.jupyterapp.restored")  # the layout restored: opening now sticks
     page.evaluate("(path) => { window.jupyterapp.commands.execute('docmanager:open', {path}); }", notebook)
     try:
-        page.wait_for_function(OPENED, arg=notebook, timeout=READY_S * 1000)
+        page.wait_for_function(OPENED, arg=notebook, polling=POLL_MS, timeout=READY_S * 1000)
     except Exception as exc:
         shot = save_screenshot(page.screenshot(), f"hub-timeout-open-{Path(notebook).stem}.png")
         state = page.evaluate(STATE, notebook)
@@ -279,7 +280,7 @@ def start_notebook(page, notebook: str) -> None:
 
 def finished_outputs(page, notebook: str) -> list[list[dict]]:
     try:
-        page.wait_for_function(DONE, arg=notebook, timeout=READY_S * 1000)
+        page.wait_for_function(DONE, arg=notebook, polling=POLL_MS, timeout=READY_S * 1000)
     except Exception as exc:  # say what the page showed, not only that time ran out
         shot = save_screenshot(page.screenshot(), f"hub-timeout-{Path(notebook).stem}.png")
         state = page.evaluate(STATE, notebook)
