@@ -143,6 +143,12 @@ BROWSER_MODULES = {
     "test_site_browser.py",
 }  # fmt: skip
 
+# Files without a browser that `make test` runs in the browser tests' pytest, after them. Their
+# tests mostly wait (on leases, on child processes they kill and freeze), so they fit beside
+# anything; run with the others, once the browser tests ended, that pytest's two workers sat
+# idle while the other three ran these, and one core with them (about 20 s of a run).
+WITH_BROWSER_JOB = {"test_exercises.py"}
+
 
 def needs_server(item: pytest.Item) -> bool:
     if item.get_closest_marker("server") is not None:

@@ -6,7 +6,8 @@
 #     build/site.lock: the tests that read the site take the lock and wait for this build;
 #   - the browser tests (what Chromium shows in JupyterLab, Voila and the hub), in a pytest of
 #     their own with two workers, one test file each at a time, after npm has fetched the
-#     hub's proxy;
+#     hub's proxy; then the exercises' judges (WITH_BROWSER_JOB in tests/conftest.py), which
+#     mostly wait, so that job's workers keep their core busy to the end;
 #   - every other test, in three xdist workers, one file (one notebook) each at a time, the
 #     longest first (tests/conftest.py orders them; xdist must keep that order).
 # Exit status: non-zero if any of the three failed. The browser and site logs are printed
@@ -30,14 +31,15 @@ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || bash tools/
 
 flock build/site.lock make --no-print-directory docs >build/docs.log 2>&1 &
 docs=$!
-# The browser job names its files (tests/conftest.py's BROWSER_MODULES) rather than
-# collecting all 2,700 tests to keep a dozen: a collection is seconds of CPU in each of its
-# three processes.
-browser_files=$("$BIN/python" -c 'from tests.conftest import BROWSER_MODULES as m; print(*sorted(f"tests/{f}" for f in m))')
-{ bash tools/hub-deps.sh && "$BIN/python" -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m browser $browser_files; } >build/browser-tests.log 2>&1 &
+# The browser job names its files (tests/conftest.py's BROWSER_MODULES and WITH_BROWSER_JOB)
+# rather than collecting all 2,700 tests to keep a few hundred: a collection is seconds of CPU
+# in each of its three processes. The other job leaves those files out.
+browser_files=$("$BIN/python" -c 'from tests.conftest import BROWSER_MODULES as m, WITH_BROWSER_JOB as w; print(*sorted(f"tests/{f}" for f in m | w))')
+beside=$("$BIN/python" -c 'from tests.conftest import WITH_BROWSER_JOB as w; print(*sorted(f"--ignore=tests/{f}" for f in w))')
+{ bash tools/hub-deps.sh && "$BIN/python" -m pytest -n 2 --dist loadfile --no-loadscope-reorder $browser_files; } >build/browser-tests.log 2>&1 &
 browser=$!
 
-"$BIN/python" -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not browser" --durations=25
+"$BIN/python" -m pytest -n 3 --dist loadfile --no-loadscope-reorder -m "not browser" $beside --durations=25
 others=$?
 wait "$docs"
 site=$?
@@ -45,9 +47,9 @@ wait "$browser"
 shown=$?
 
 echo; echo "== the site (make docs) =="; cat build/docs.log
-echo; echo "== the browser tests (pytest -m browser) =="; cat build/browser-tests.log
+echo; echo "== the browser tests, then the exercises' judges =="; cat build/browser-tests.log
 echo
 echo "make test: ruff passed; site $([ $site = 0 ] && echo built || echo FAILED);" \
   "tests without a browser $([ $others = 0 ] && echo passed || echo FAILED);" \
-  "browser tests $([ $shown = 0 ] && echo passed || echo FAILED)"
+  "browser tests and judges $([ $shown = 0 ] && echo passed || echo FAILED)"
 [ $others = 0 ] && [ $site = 0 ] && [ $shown = 0 ]
