@@ -52,7 +52,17 @@ LESSONS = ("00_start_here.ipynb", "02_recoverable_claim.ipynb")
 READY_S = 120.0
 
 
+# Made by `make test` while npm installs the proxy beside the browser tests (tools/hub-deps.sh).
+INSTALLING = PROXY.parents[2] / ".installing"
+NPM_WAIT_S = 300.0
+
+
 def proxy_path() -> Path:
+    deadline = time.monotonic() + NPM_WAIT_S
+    while INSTALLING.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"npm still installs configurable-http-proxy after {NPM_WAIT_S:.0f} s: see build/hub-deps.log")
+        time.sleep(0.2)
     if PROXY.is_file():
         return PROXY
     why = "configurable-http-proxy is not installed in build/hub (tools/hub-deps.sh installs it with npm)"

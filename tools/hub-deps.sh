@@ -7,6 +7,10 @@ set -u
 cd "$(dirname "$0")/.."
 version="${CHP_VERSION:-5.3.0}"
 dest=build/hub
+# While this runs, $dest/.installing exists (make test creates it before starting this beside
+# the browser tests): the hub tests wait for it to go (tests/test_hub.py's proxy_path) rather
+# than skip. It goes however this ends.
+trap 'rm -f "$dest/.installing"' EXIT
 proxy="$dest/node_modules/.bin/configurable-http-proxy"
 [ -x "$proxy" ] && exit 0
 if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
@@ -19,6 +23,7 @@ if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
   command -v npm >/dev/null 2>&1 || { echo "hub-deps: npm still missing; the JupyterHub test will be skipped"; exit 0; }
 fi
 mkdir -p "$dest"
+touch "$dest/.installing"
 echo "hub-deps: installing configurable-http-proxy@$version into $dest (npm)"
 npm install --prefix "$dest" --no-audit --no-fund --no-save --loglevel=error "configurable-http-proxy@$version" \
   >/tmp/echoq-npm.log 2>&1 \
