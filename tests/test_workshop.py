@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -455,3 +456,23 @@ def test_down_removes_the_users_the_keys_and_a_started_server(tmp_path: Path) ->
     with pytest.raises(echoq.ServerUnavailable, match="cannot reach"):
         echoq.connect(workshop.admin_url)
     assert not folder.exists()
+
+
+@pytest.mark.server
+def test_the_dashboard_services_sigint_is_passed_on_as_sigterm() -> None:
+    """JupyterHub stops the dashboard with SIGINT and waits 30 s before SIGTERM; the service's
+    launcher turns SIGINT into the SIGTERM a Jupyter server stops on."""
+    code = (
+        "import signal, sys, time\n"
+        "from echoq.teaching.workshop import service\n"
+        "signal.signal(signal.SIGINT, service._stop)\n"
+        "signal.signal(signal.SIGTERM, lambda *_: (print('stopped on SIGTERM', flush=True), sys.exit(0)))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    child.send_signal(signal.SIGINT)  # as the hub sends it
+    assert child.wait(10) == 0 and child.stdout.read().strip() == "stopped on SIGTERM"
+    text = admin.hub_snippet(SimpleNamespace(dir=Path("/nowhere"), class_name="c", instructors=["t"]), Path("/d.ipynb"))
+    assert '"-m", "echoq.teaching.workshop.service"' in text  # the dashboard runs through it

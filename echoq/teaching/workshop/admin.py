@@ -724,7 +724,7 @@ c.JupyterHub.services.append(
         "name": {DASHBOARD_SERVICE!r},
         "url": f"http://127.0.0.1:{{_echoq_free_port()}}",
         "command": [
-            {sys.executable!r}, "-m", "jupyterhub.singleuser",
+            {sys.executable!r}, "-m", "echoq.teaching.workshop.service",  # jupyterhub.singleuser, SIGINT a stop
             "--ServerApp.root_dir={dashboard.parent}",
             "--ServerApp.default_url=/voila/render/{dashboard.name}",
             # Stop at the hub's first signal, whatever the terminal: a prompt that waits for
