@@ -34,6 +34,7 @@ import pytest
 import echoq
 from echoq.teaching import progress
 from echoq.teaching.workshop import Workshop, classroom
+from echoq.teaching.workshop.admin import FREE_PORT_SOURCE
 from tests.support.browser import (  # noqa: F401  (fixtures)
     IN_CI,
     POLL_MS,
@@ -116,8 +117,11 @@ load_subconfig({str(workshop.dir / "jupyterhub_echoq.py")!r})  # noqa: F821  (wr
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = {port}
 c.JupyterHub.hub_ip = "127.0.0.1"
-c.JupyterHub.hub_port = {_free_port()}
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{_free_port()}"
+# Ports below the range outgoing connections take theirs from, as `workshop hub` picks them.
+{FREE_PORT_SOURCE}
+c.JupyterHub.hub_port = _echoq_free_port()
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{{_echoq_free_port()}}"
+c.Spawner.pre_spawn_hook = lambda spawner: setattr(spawner, "port", _echoq_free_port())
 c.ConfigurableHTTPProxy.command = [{str(PROXY)!r}]
 c.ConfigurableHTTPProxy.pid_file = {str(tmp / "proxy.pid")!r}
 c.JupyterHub.authenticator_class = "dummy"

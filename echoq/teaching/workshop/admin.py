@@ -673,6 +673,32 @@ def _wait_gone(pid: int | None, timeout_s: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+# Python source both hub configs carry (the snippet may be loaded by a hub with no echoq):
+# a free loopback port for a server the hub starts, picked below the kernel's range for
+# outgoing connections. A port from that range, free when picked, can become the local end
+# of any connection made on the machine before the server binds it, and the server then
+# fails to start (a busy machine makes hundreds of connections a second: a learner's
+# server failed so in a test run, and the dashboard's).
+FREE_PORT_SOURCE = """
+def _echoq_free_port():
+    import random, socket
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    for _ in range(200):
+        port = random.randint(max(1025, low - 10000), low - 1) if low > 2048 else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    raise RuntimeError("no free port on 127.0.0.1")
+"""
+
+
 def hub_snippet(workshop: Workshop, dashboard: Path | None) -> str:
     """The JupyterHub config snippet ``up`` writes (see the module docstring)."""
     roster = workshop.dir / ROSTER_FILE
@@ -711,13 +737,7 @@ c.Spawner.environment.update(
 # `workshop up --instructor`: /services/{DASHBOARD_SERVICE}/
 # Its port is picked each time the hub starts, not when `up` ran: by then (a day before, or
 # minutes on a busy machine) another program may hold it, and the hub would stop at once.
-def _echoq_free_port():
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
+{FREE_PORT_SOURCE}
 
 c.JupyterHub.services.append(
     {{

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 from ...errors import InvalidArgument
-from .admin import HUB_SNIPPET, Workshop, write_private
+from .admin import FREE_PORT_SOURCE, HUB_SNIPPET, Workshop, write_private
 
 __all__ = ["HUB_DIR", "find_proxy", "lesson_notebooks", "prepare", "config_text"]
 
@@ -78,15 +78,9 @@ def config_text(workshop: Workshop, folder: Path, *, ip: str, port: int, proxy: 
     return f"""# JupyterHub for echoq workshop {workshop.class_name!r},
 # written by `python -m echoq.teaching workshop hub`.
 import shutil as _shutil
-import socket as _socket
 from pathlib import Path as _Path
 
-
-def _echoq_free_port():
-    with _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
+{FREE_PORT_SOURCE}
 
 c = get_config()  # noqa: F821
 load_subconfig({str(workshop.dir / HUB_SNIPPET)!r})  # noqa: F821  (VALKEY_URL per learner, the dashboard)
@@ -95,7 +89,9 @@ c.JupyterHub.ip = {ip!r}
 c.JupyterHub.port = {port}
 c.JupyterHub.hub_ip = "127.0.0.1"
 # The hub's own API and the proxy's API on loopback ports free at start, not JupyterHub's
-# fixed 8081 and 8001: another hub or program on this machine may hold those.
+# fixed 8081 and 8001: another hub or program on this machine may hold those. Each learner's
+# server gets its port the same way when it starts (below), not JupyterHub's pick from the
+# range outgoing connections take theirs from.
 c.JupyterHub.hub_port = _echoq_free_port()
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{{_echoq_free_port()}}"
 c.ConfigurableHTTPProxy.command = [{str(proxy)!r}]
@@ -131,7 +127,12 @@ def _copy_lessons(spawner):
             _shutil.copyfile(notebook, target)
 
 
-c.Spawner.pre_spawn_hook = _copy_lessons
+def _before_spawn(spawner):
+    spawner.port = _echoq_free_port()
+    _copy_lessons(spawner)
+
+
+c.Spawner.pre_spawn_hook = _before_spawn
 """
 
 
