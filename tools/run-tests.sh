@@ -43,6 +43,7 @@ if [ ! -x build/hub/node_modules/.bin/configurable-http-proxy ]; then
   mkdir -p build/hub && touch build/hub/.installing
 fi
 bash tools/hub-deps.sh >build/hub-deps.log 2>&1 &
+hubdeps=$!
 "$BIN/python" -m pytest -n 2 --dist loadfile --no-loadscope-reorder $browser_files >build/browser-tests.log 2>&1 &
 browser=$!
 
@@ -52,6 +53,7 @@ wait "$docs"
 site=$?
 wait "$browser"
 shown=$?
+wait "$hubdeps"  # done already unless no hub test ran; its log is printed below
 
 echo; echo "== the site (make docs) =="; cat build/docs.log
 echo; echo "== the browser tests, then the exercises' judges =="; cat build/hub-deps.log build/browser-tests.log
