@@ -21,6 +21,7 @@ removes the files.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import secrets
@@ -673,15 +674,15 @@ def _wait_gone(pid: int | None, timeout_s: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-# Python source both hub configs carry (the snippet may be loaded by a hub with no echoq):
-# a free loopback port for a server the hub starts, picked below the kernel's range for
-# outgoing connections. A port from that range, free when picked, can become the local end
-# of any connection made on the machine before the server binds it, and the server then
-# fails to start (a busy machine makes hundreds of connections a second: a learner's
-# server failed so in a test run, and the dashboard's).
-FREE_PORT_SOURCE = """
-def _echoq_free_port():
-    import random, socket
+def _echoq_free_port() -> int:
+    """A free loopback port for a server a hub starts, picked below the kernel's range for
+    outgoing connections. A port from that range, free when picked, can become the local end
+    of any connection made on the machine before the server binds it, and the server then
+    fails to start (a busy machine makes hundreds of connections a second: a learner's
+    server failed so in a test run, and the dashboard's)."""
+    import random
+    import socket
+
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
             low = int(f.read().split()[0])
@@ -696,7 +697,11 @@ def _echoq_free_port():
                 continue
             return sock.getsockname()[1]
     raise RuntimeError("no free port on 127.0.0.1")
-"""
+
+
+# Its source, which both hub configs carry: the snippet may be loaded by a hub whose Python
+# has no echoq, and the hub picks the ports when it starts.
+FREE_PORT_SOURCE = inspect.getsource(_echoq_free_port)
 
 
 def hub_snippet(workshop: Workshop, dashboard: Path | None) -> str:
