@@ -160,26 +160,35 @@ def needs_server(item: pytest.Item) -> bool:
 
 # ---------------------------------------------------------------- order
 
-# About how many seconds each long file takes on its own (2 cores, loaded), from
-# `--durations`. `make test` hands units of work (a file, or a test function of a
-# SPLIT file) to its workers in the order the workers collect them
-# (`--dist loadfile --no-loadscope-reorder`): the longest first, so the last ones to start
-# are short and no worker is left running a long one alone at the end. A file not listed
-# counts 0.05 s a test; a unit of a SPLIT file, its share of the file's tests.
+# About how many seconds each long file takes on its own (pytest on one file, an otherwise
+# idle 2-core machine), and for the SPLIT files' longest units, each unit (UNIT_SECONDS).
+# `make test` hands units of work (a file, or a test function of a SPLIT file) to its
+# workers in the order the workers collect them (`--dist loadfile --no-loadscope-reorder`):
+# the longest first, so the last ones to start are short and no worker is left running a
+# long one alone at the end, with the cores idle while it waits on its leases. A file not
+# listed counts 0.05 s a test; a unit of a SPLIT file not listed, its share of the file's tests.
 SECONDS = {
-    "test_exercises.py": 200, "test_lab.py": 130, "test_bench.py": 60, "test_lab_truth.py": 60,
-    "test_chaos.py": 50, "test_server.py": 45,
-    "test_workshop_browser.py": 40, "test_validation.py": 35, "test_worker.py": 35, "test_cluster.py": 30,
-    "test_layers.py": 30, "test_lab_pictures.py": 25, "test_stateful.py": 20, "test_workshop_people.py": 20,
-    "test_habits.py": 20, "test_queue.py": 20, "test_workshop.py": 18, "test_workshop_bench.py": 12,
-    "test_bench_latency.py": 20,
+    "test_exercises.py": 90, "test_lab.py": 65, "test_worker.py": 39, "test_bench_latency.py": 26,
+    "test_cluster.py": 21, "test_lab_truth.py": 20, "test_server.py": 16, "test_validation.py": 15,
+    "test_lab_pictures.py": 12, "test_workshop_browser.py": 12, "test_workshop_people.py": 12, "test_chaos.py": 12,
+    "test_layers.py": 10, "test_queue.py": 10, "test_bench.py": 10, "test_habits.py": 10, "test_workshop.py": 9,
+    "test_stateful.py": 9, "test_site.py": 7, "test_workshop_folder.py": 6, "test_batch.py": 5, "test_effects.py": 5,
+    "test_workshop_bench.py": 5, "test_launch.py": 5,
     # the browser tests (their own pytest: tools/run-tests.sh)
-    "test_hub.py": 50, "test_browser_habits.py": 50, "test_browser.py": 45, "test_workshop_guide.py": 40,
+    "test_hub.py": 37, "test_browser_habits.py": 38, "test_browser.py": 39, "test_workshop_guide.py": 36,
     "test_frontends.py": 25,
     # a lesson: nbval's run and the second pass on the same kernel (tests/support/rerun.py)
-    "07_beyond_one_server.ipynb": 55, "05_worker_path.ipynb": 35, "04_stalled_recovery.ipynb": 15,
-    "06_beyond.ipynb": 16, "03_at_least_once.ipynb": 14, "02_recoverable_claim.ipynb": 10,
-    "01_naive_loop.ipynb": 7, "00_start_here.ipynb": 5,
+    "07_beyond_one_server.ipynb": 31, "05_worker_path.ipynb": 16, "06_beyond.ipynb": 5,
+    "04_stalled_recovery.ipynb": 4, "03_at_least_once.ipynb": 4, "class_chaos.ipynb": 4,
+    "02_recoverable_claim.ipynb": 3, "01_naive_loop.ipynb": 3, "00_start_here.ipynb": 2,
+}  # fmt: skip
+UNIT_SECONDS = {
+    "test_lab.py::test_during_a_move_the_picture_shows_the_frame_the_readout_shows": 12,
+    "test_lab.py::test_the_fleet_never_shows_a_loss_that_did_not_happen": 11,
+    "test_lab.py::test_moves_animate_tokens_from_set_to_set": 7,
+    "test_lab.py::test_live_after_scrubbing_jumps_to_the_present_at_once": 5,
+    "test_lab.py::test_the_lessons_leave_every_lab_clean_after_run_all": 4,
+    "test_lab.py::test_killing_a_worker_mid_job_loses_nothing_and_duplicates_no_effect": 4,
 }  # fmt: skip
 
 
@@ -234,7 +243,9 @@ def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
         units.setdefault(unit_of(item.nodeid), []).append(item)
         in_file[item.path.name] = in_file.get(item.path.name, 0) + 1
 
-    def seconds(unit: str) -> float:  # each test's share of its file's time
+    def seconds(unit: str) -> float:  # the unit's own figure, or its tests' share of their file's
+        if (named := UNIT_SECONDS.get(unit.rpartition("/")[2])) is not None:
+            return named
         return sum(SECONDS.get(t.path.name, 0.05 * in_file[t.path.name]) / in_file[t.path.name] for t in units[unit])
 
     return [item for unit in sorted(units, key=seconds, reverse=True) for item in units[unit]]

@@ -92,7 +92,7 @@ def quiet(pg, canvas, still_s: float = 0.6) -> None:
     last, since = None, time.monotonic()
     deadline = since + 60
     while time.monotonic() < deadline:
-        now = canvas.evaluate("c => c.toDataURL().length + ':' + c.toDataURL().slice(-96)")
+        now = canvas.evaluate("c => { const png = c.toDataURL(); return png.length + ':' + png.slice(-96); }")
         if now != last:
             last, since = now, time.monotonic()
         elif time.monotonic() - since >= still_s:

@@ -118,6 +118,9 @@ def test_every_file_the_order_tables_name_exists() -> None:
     files = {p.name for p in TESTS.glob("test_*.py")} | {p.name for p in (root / "notebooks").glob("*.ipynb")}
     named = set(conftest.SECONDS) | set(conftest.SPLIT) | conftest.BROWSER_MODULES | conftest.WITH_BROWSER_JOB
     assert named <= files, sorted(named - files)
+    for unit in conftest.UNIT_SECONDS:  # a SPLIT file's test function, by name
+        module, _, function = unit.partition("::")
+        assert module in conftest.SPLIT and f"def {function}(" in (TESTS / module).read_text(), unit
 
 
 def test_a_notebook_is_one_unit_and_a_split_file_goes_by_function_or_case() -> None:
