@@ -166,7 +166,8 @@ def needs_server(item: pytest.Item) -> bool:
 # workers in the order the workers collect them (`--dist loadfile --no-loadscope-reorder`):
 # the longest first, so the last ones to start are short and no worker is left running a
 # long one alone at the end, with the cores idle while it waits on its leases. A file not
-# listed counts 0.05 s a test; a unit of a SPLIT file not listed, its share of the file's tests.
+# listed counts 0.05 s a test; a unit of a SPLIT file not named, its tests' share of what is
+# left of the file's time.
 SECONDS = {
     "test_exercises.py": 90, "test_lab.py": 65, "test_worker.py": 39, "test_bench_latency.py": 26,
     "test_cluster.py": 21, "test_lab_truth.py": 20, "test_server.py": 16, "test_validation.py": 15,
@@ -236,19 +237,38 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
 
 def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The units of work, longest first (each unit's tests in their own order)."""
+    """The units of work, longest first (each unit's tests in their own order); the
+    WITH_BROWSER_JOB files' units after the others."""
     units: dict[str, list[pytest.Item]] = {}
-    in_file: dict[str, int] = {}
     for item in items:
         units.setdefault(unit_of(item.nodeid), []).append(item)
-        in_file[item.path.name] = in_file.get(item.path.name, 0) + 1
+    named = {unit: UNIT_SECONDS[unit.rpartition("/")[2]] for unit in units if unit.rpartition("/")[2] in UNIT_SECONDS}
+    # A file's time less its named units', shared by its other tests.
+    rest: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for unit, tests in units.items():
+        if unit not in named:
+            for test in tests:
+                count[test.path.name] = count.get(test.path.name, 0) + 1
+    for unit, figure in named.items():
+        module = units[unit][0].path.name
+        rest[module] = rest.get(module, 0.0) - figure
 
-    def seconds(unit: str) -> float:  # the unit's own figure, or its tests' share of their file's
-        if (named := UNIT_SECONDS.get(unit.rpartition("/")[2])) is not None:
-            return named
-        return sum(SECONDS.get(t.path.name, 0.05 * in_file[t.path.name]) / in_file[t.path.name] for t in units[unit])
+    def seconds(unit: str) -> float:
+        if unit in named:
+            return named[unit]
+        share = 0.0
+        for test in units[unit]:
+            module = test.path.name
+            whole = SECONDS.get(module, 0.05 * count[module])
+            share += max(whole + rest.get(module, 0.0), 0.0) / count[module]
+        return share
 
-    return [item for unit in sorted(units, key=seconds, reverse=True) for item in units[unit]]
+    def judges_last(unit: str) -> bool:  # in the browser tests' job, after the browser tests
+        return units[unit][0].path.name in WITH_BROWSER_JOB
+
+    order = sorted(units, key=lambda unit: (judges_last(unit), -seconds(unit)))
+    return [item for unit in order for item in units[unit]]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

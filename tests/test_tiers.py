@@ -131,3 +131,18 @@ def test_a_notebook_is_one_unit_and_a_split_file_goes_by_function_or_case() -> N
     assert unit("tests/test_lab.py::test_a[ClaimLab]") == unit("tests/test_lab.py::test_a[FleetLab]")
     assert unit("tests/test_lab.py::test_a[ClaimLab]") != unit("tests/test_lab.py::test_b")
     assert unit("tests/test_lab_truth.py::test_a[ClaimLab]") != unit("tests/test_lab_truth.py::test_a[FleetLab]")
+
+
+def test_the_order_is_longest_first_with_the_judges_after_the_browser_tests() -> None:
+    class Item:  # what _longest_first reads of a collected test
+        def __init__(self, nodeid: str) -> None:
+            self.nodeid, self.path = nodeid, Path(nodeid.partition("::")[0])
+
+    lab = "tests/test_lab.py::test_the_fleet_never_shows_a_loss_that_did_not_happen"
+    judge = "tests/test_exercises.py::test_a_named_wrong_answer_is_rejected_with_its_line[claim-x]"
+    short = [f"tests/test_lab.py::test_short_{n}" for n in range(70)]  # the file's other functions
+    ids = [judge, "tests/test_tiers.py::test_x", *short, lab, "tests/test_browser.py::test_y"]
+    order = [i.nodeid for i in conftest._longest_first([Item(n) for n in ids])]  # type: ignore[arg-type]
+    assert order[0] == "tests/test_browser.py::test_y" and order[-1] == judge, order
+    # A named unit goes by its own time, the others share what is left of their file's.
+    assert order[1] == lab and order.index("tests/test_tiers.py::test_x") == len(order) - 2, order
