@@ -129,6 +129,11 @@ def lab_text(pg, index: int) -> str:
 
 def open_lesson(pg, server: Served, notebook: str):
     pg.goto(lab_url(server, notebook))
+    return opened(pg)
+
+
+def opened(pg):
+    """The notebook the page shows, once its kernel is idle."""
     panel = pg.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
     panel.wait_for(timeout=60_000)
     pg.wait_for_function(
@@ -193,8 +198,9 @@ def test_lesson_04_survives_a_learners_habits(page, solo_lab) -> None:  # noqa: 
     # Save, reload: the lab is live again, or its picture says it is a still one.
     command(pg, "docmanager:save")
     poll(lambda: not pg.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty"), 30, what="save")
-    pg.reload()
-    open_lesson(pg, solo_lab, "notebooks/04_stalled_recovery.ipynb")
+    pg.reload()  # the same address: the workspace opens the lesson again
+    opened(pg)
+    assert pg.evaluate("() => window.jupyterapp.shell.currentWidget.context.path").endswith("04_stalled_recovery.ipynb")
     shown = lab_text(pg, index_of(pg, "lab = ReapLab("))
     assert "step the reap" in shown or STILL in shown, shown[:300]  # live, or says it is still
     save_screenshot(pg.screenshot(), "habits-after-reload.png")
