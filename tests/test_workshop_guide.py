@@ -27,7 +27,7 @@ import echoq
 from echoq.teaching import heartbeat, learner, progress
 from echoq.teaching.workshop import Workshop
 from tests.support.browser import ROOT, _free_port, _http_status, browser, chromium, new_context  # noqa: F401  (fixtures)
-from tests.test_hub import _descendants, errors_in, finished_outputs, proxy_path, start_notebook
+from tests.support.hub import _descendants, alive, errors_in, finished_outputs, proxy_path, start_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -42,16 +42,6 @@ def guide(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
     assert done.returncode == 0, done.stderr
     return done
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with contextlib.suppress(OSError):  # a zombie is gone, only not yet reaped
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return False
 
 
 def test_the_guide_runs_a_class_of_two_and_tears_it_down_with_nothing_left(tmp_path: Path, browser) -> None:  # noqa: F811
