@@ -73,6 +73,19 @@ def alive(pid: int) -> bool:
     return False
 
 
+def kernels_of(hub_pid: int, hub_user: str) -> list[int]:
+    """The kernels below the hub that run for ``hub_user``: a kernel inherits its server's
+    ``JUPYTERHUB_USER``, and only a learner's server has that user."""
+    found = []
+    for pid in _descendants(hub_pid):
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            if b"ipykernel_launcher" in argv and f"JUPYTERHUB_USER={hub_user}".encode() in env:
+                found.append(pid)
+    return found
+
+
 # ---------------------------------------------------------------- JupyterLab, driven
 
 PANEL = """const panel = (path) => Array.from(window.jupyterapp.shell.widgets('main'))
@@ -105,6 +118,15 @@ OUTPUTS = f"""(path) => {{ {PANEL}
 }}"""
 READY = """() => window.jupyterapp && window.jupyterapp.commands.hasCommand('docmanager:open')
     && window.jupyterapp.commands.hasCommand('notebook:run-all-cells')"""
+ACTIVATE = f"(path) => {{ {PANEL} window.jupyterapp.shell.activateById(panel(path).id); }}"
+IN_FRONT = f"(path) => {{ {PANEL} return window.jupyterapp.shell.currentWidget === panel(path); }}"
+# The active cell alone: notebook:run-cell runs the selected cells, and Run All left none selected.
+RUN_CELL = f"""([path, index]) => {{ {PANEL}
+    const w = panel(path);
+    w.content.activeCellIndex = index;
+    w.content.deselectAll();
+    window.jupyterapp.commands.execute('notebook:run-cell');
+}}"""
 
 
 def start_notebook(page, notebook: str) -> None:
@@ -132,6 +154,20 @@ def finished_outputs(page, notebook: str) -> list[list[dict]]:
             f"{notebook} did not finish in {READY_S:.0f} s ({type(exc).__name__}); page state {state}; see {shot}"
         )
     return page.evaluate(OUTPUTS, notebook)
+
+
+def bring_to_front(page, notebook: str) -> None:
+    """Make the open ``notebook`` the tab in front: JupyterLab shows only that one, so text
+    in any other is not visible to wait for."""
+    page.evaluate(ACTIVATE, notebook)
+    page.wait_for_function(IN_FRONT, arg=notebook, polling=POLL_MS, timeout=30_000)
+
+
+def run_cell(page, notebook: str, index: int) -> None:
+    """Run the code cell at ``index`` (of all cells) of the open ``notebook``, as a learner
+    does with Shift-Enter (not awaited: the caller waits for what it shows)."""
+    bring_to_front(page, notebook)
+    page.evaluate(RUN_CELL, [notebook, index])
 
 
 def errors_in(outputs: list[list[dict]]) -> list[str]:
