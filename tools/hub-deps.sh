@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # configurable-http-proxy, the proxy JupyterHub runs in front of itself, for the JupyterHub
-# browser test (tests/test_hub.py): installed from npm into build/hub/, never globally.
+# browser test (tests/test_workshop_guide.py): installed from npm into build/hub/, never globally.
 # Needs node and npm; as root with apt-get they are installed when missing. Elsewhere
 # without them nothing is installed and the hub test says why it is skipped (under CI it fails).
 set -u
@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 version="${CHP_VERSION:-5.3.0}"
 dest=build/hub
 # While this runs, $dest/.installing exists (make test creates it before starting this beside
-# the browser tests): the hub tests wait for it to go (tests/test_hub.py's proxy_path) rather
+# the browser tests): the hub test waits for it to go (tests/support/hub.py's proxy_path) rather
 # than skip. It goes however this ends.
 trap 'rm -f "$dest/.installing"' EXIT
 proxy="$dest/node_modules/.bin/configurable-http-proxy"

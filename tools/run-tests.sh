@@ -37,7 +37,7 @@ docs=$!
 browser_files=$("$BIN/python" -c 'from tests.conftest import BROWSER_MODULES as m, WITH_BROWSER_JOB as w; print(*sorted(f"tests/{f}" for f in m | w))')
 beside=$("$BIN/python" -c 'from tests.conftest import WITH_BROWSER_JOB as w; print(*sorted(f"--ignore=tests/{f}" for f in w))')
 # npm fetches the hub's proxy beside the browser tests rather than before them: on a fresh
-# clone that took 35 s, while both cores had room. The hub tests wait for it (hub-deps.sh
+# clone that took 35 s, while both cores had room. The hub test waits for it (hub-deps.sh
 # marks its install in progress; the mark is made here, before either job starts).
 if [ ! -x build/hub/node_modules/.bin/configurable-http-proxy ]; then
   mkdir -p build/hub && touch build/hub/.installing
