@@ -139,7 +139,7 @@ SERVER_FIXTURES = {
 # (tools/run-tests.sh), two files at a time: each starts Jupyter servers, kernels and pages,
 # and more of them at once would starve the animations they watch.
 BROWSER_MODULES = {
-    "test_browser.py", "test_hub.py", "test_browser_habits.py", "test_workshop_guide.py", "test_frontends.py",
+    "test_browser.py", "test_browser_habits.py", "test_workshop_guide.py", "test_frontends.py",
     "test_site_browser.py",
 }  # fmt: skip
 
@@ -176,7 +176,7 @@ SECONDS = {
     "test_stateful.py": 9, "test_site.py": 7, "test_workshop_folder.py": 6, "test_batch.py": 5, "test_effects.py": 5,
     "test_workshop_bench.py": 5, "test_launch.py": 5,
     # the browser tests (their own pytest: tools/run-tests.sh)
-    "test_hub.py": 37, "test_browser_habits.py": 38, "test_browser.py": 39, "test_workshop_guide.py": 36,
+    "test_workshop_guide.py": 50, "test_browser_habits.py": 38, "test_browser.py": 39,
     "test_frontends.py": 25,
     # a lesson: nbval's run and the second pass on the same kernel (tests/support/rerun.py)
     "07_beyond_one_server.ipynb": 31, "05_worker_path.ipynb": 16, "06_beyond.ipynb": 5,
