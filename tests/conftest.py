@@ -143,11 +143,12 @@ BROWSER_MODULES = {
     "test_site_browser.py",
 }  # fmt: skip
 
-# Files without a browser that `make test` runs in the browser tests' pytest, after them. Their
-# tests mostly wait (on leases, on child processes they kill and freeze), so they fit beside
-# anything; run with the others, once the browser tests ended, that pytest's two workers sat
-# idle while the other three ran these, and one core with them (about 20 s of a run).
-WITH_BROWSER_JOB = {"test_exercises.py"}
+# Files without a browser (paths from the repository's root) that `make test` runs in the
+# browser tests' pytest, after them. Their tests mostly wait (on leases, on child processes
+# they kill and freeze, on heartbeats and a failover), so they fit beside anything, and with
+# them both jobs end at about the same time: the one left running alone at the end would
+# leave a core partly idle.
+WITH_BROWSER_JOB = {"tests/test_exercises.py", "tests/test_workshop_people.py", "notebooks/07_beyond_one_server.ipynb"}
 
 
 def needs_server(item: pytest.Item) -> bool:
@@ -265,7 +266,7 @@ def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
         return share
 
     def judges_last(unit: str) -> bool:  # in the browser tests' job, after the browser tests
-        return units[unit][0].path.name in WITH_BROWSER_JOB
+        return units[unit][0].path.name in {p.rpartition("/")[2] for p in WITH_BROWSER_JOB}
 
     order = sorted(units, key=lambda unit: (judges_last(unit), -seconds(unit)))
     return [item for unit in order for item in units[unit]]

@@ -6,8 +6,9 @@
 #     build/site.lock: the tests that read the site take the lock and wait for this build;
 #   - the browser tests (what Chromium shows in JupyterLab, Voila and the hub), in a pytest of
 #     their own with two workers, one test file each at a time, while npm fetches the hub's
-#     proxy beside them; then the exercises' judges (WITH_BROWSER_JOB in tests/conftest.py), which
-#     mostly wait, so that job's workers keep their core busy to the end;
+#     proxy beside them; then the files in WITH_BROWSER_JOB (tests/conftest.py: the exercises'
+#     judges, the workshop's people, lesson 07), which mostly wait, so that job's workers keep
+#     their core busy to the end and both jobs end at about the same time;
 #   - every other test, in three xdist workers, one file (one notebook) each at a time, the
 #     longest first (tests/conftest.py orders them; xdist must keep that order).
 # Exit status: non-zero if any of the three failed. The browser and site logs are printed
@@ -34,8 +35,8 @@ docs=$!
 # The browser job names its files (tests/conftest.py's BROWSER_MODULES and WITH_BROWSER_JOB)
 # rather than collecting all 2,700 tests to keep a few hundred: a collection is seconds of CPU
 # in each of its three processes. The other job leaves those files out.
-browser_files=$("$BIN/python" -c 'from tests.conftest import BROWSER_MODULES as m, WITH_BROWSER_JOB as w; print(*sorted(f"tests/{f}" for f in m | w))')
-beside=$("$BIN/python" -c 'from tests.conftest import WITH_BROWSER_JOB as w; print(*sorted(f"--ignore=tests/{f}" for f in w))')
+browser_files=$("$BIN/python" -c 'from tests.conftest import BROWSER_MODULES as m, WITH_BROWSER_JOB as w; print(*sorted({f"tests/{f}" for f in m} | w))')
+beside=$("$BIN/python" -c 'from tests.conftest import WITH_BROWSER_JOB as w; print(*sorted(f"--ignore={f}" for f in w))')
 # npm fetches the hub's proxy beside the browser tests rather than before them: on a fresh
 # clone that took 35 s, while both cores had room. The hub test waits for it (hub-deps.sh
 # marks its install in progress; the mark is made here, before either job starts).
