@@ -722,7 +722,9 @@ def test_a_worker_rides_out_the_failover_of_its_master_within_its_lease(cluster:
         time.sleep(0.002)  # the job's own work (a tiny one), so the kill lands mid-run
         return "done"
 
-    lease_ms = 10_000
+    # Long enough that a loaded machine's failover and 150 jobs fit well inside it, short
+    # enough that a Worker that waited for its leases to run out would fail the test.
+    lease_ms = 30_000
     worker = echoq.Worker(q, echoq.keyed_consumer(effects, work), concurrency=2, lease_ms=lease_ms, beat_ms=200)
     failure: list[BaseException] = []
 
@@ -746,7 +748,7 @@ def test_a_worker_rides_out_the_failover_of_its_master_within_its_lease(cluster:
         killed = time.monotonic()
         cluster.kill(master)
         promoted, _seconds = cluster.wait_for_failover(master)
-        while q.snapshot().counts["done"] < 150 and time.monotonic() - killed < 30:
+        while q.snapshot().counts["done"] < 150 and time.monotonic() - killed < lease_ms / 1000 + 10:
             time.sleep(0.01)
         back_s = time.monotonic() - killed
     finally:

@@ -906,8 +906,10 @@ class _RepliesLost(echoq.Queue):
 def test_a_lost_claim_reply_spends_no_stall_budget(queue: echoq.Queue) -> None:
     ids = queue.enqueue_many([f"order {n}" for n in range(6)])
     lossy = _RepliesLost(queue, lose=3)
-    # max_stalled=1: were a lost reply's stall counted, its jobs would go straight to dead.
-    worker = Worker(lossy, lambda d: None, lease_ms=100, max_stalled=1, **FAST)
+    # max_stalled=1: were a lost reply's stall counted, its jobs would go straight to dead. A
+    # lease of 1 s: the claims that did arrive are started well inside it on a loaded machine
+    # (one that lapsed before its start would count as unstarted too).
+    worker = Worker(lossy, lambda d: None, lease_ms=1_000, max_stalled=1, **FAST)
     first = worker.work(burst=True)
     assert lossy.lose == 0 and first.reconnected == 1  # one outage, ridden out
     wait_for_server_time(queue.client, max(queue.snapshot().active.values(), default=0) + 1)
