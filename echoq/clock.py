@@ -88,10 +88,13 @@ def wait_for_server_ms(client: redis.Redis, target_ms: int, timeout_s: float = 5
     the local clock keeps the wait honest: a lease expires when the SERVER says so.
     """
     give_up = time.monotonic() + timeout_s
-    while server_now_ms(client) < target_ms:
-        if time.monotonic() > give_up:
+    while (now_ms := server_now_ms(client)) < target_ms:
+        left_s = give_up - time.monotonic()
+        if left_s < 0:
             return False
-        time.sleep(0.001)
+        # This machine's clock runs at the server's rate: sleep most of what is left, then
+        # ask the server again, rather than asking it a thousand times a second.
+        time.sleep(min(max(0.001, 0.9 * (target_ms - now_ms) / 1000), max(0.001, left_s)))
     return True
 
 
