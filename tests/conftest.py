@@ -246,17 +246,17 @@ def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
         units.setdefault(unit_of(item.nodeid), []).append(item)
-    named = {unit: UNIT_SECONDS[unit.rpartition("/")[2]] for unit in units if unit.rpartition("/")[2] in UNIT_SECONDS}
+    named = {unit: UNIT_SECONDS[key] for unit in units if (key := unit.rpartition("/")[2]) in UNIT_SECONDS}
     # A file's time less its named units', shared by its other tests.
-    rest: dict[str, float] = {}
+    named_s: dict[str, float] = {}
     count: dict[str, int] = {}
     for unit, tests in units.items():
-        if unit not in named:
+        module = tests[0].path.name
+        if unit in named:
+            named_s[module] = named_s.get(module, 0.0) + named[unit]
+        else:
             for test in tests:
                 count[test.path.name] = count.get(test.path.name, 0) + 1
-    for unit, figure in named.items():
-        module = units[unit][0].path.name
-        rest[module] = rest.get(module, 0.0) - figure
 
     def seconds(unit: str) -> float:
         if unit in named:
@@ -265,13 +265,15 @@ def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
         for test in units[unit]:
             module = test.path.name
             whole = SECONDS.get(module, 0.05 * count[module])
-            share += max(whole + rest.get(module, 0.0), 0.0) / count[module]
+            share += max(whole - named_s.get(module, 0.0), 0.0) / count[module]
         return share
 
-    def judges_last(unit: str) -> bool:  # in the browser tests' job, after the browser tests
-        return units[unit][0].path.name in {p.rpartition("/")[2] for p in WITH_BROWSER_JOB}
+    beside = {path.rpartition("/")[2] for path in WITH_BROWSER_JOB}
 
-    order = sorted(units, key=lambda unit: (judges_last(unit), -seconds(unit)))
+    def after_browser_tests(unit: str) -> bool:  # in the browser tests' job, after them
+        return units[unit][0].path.name in beside
+
+    order = sorted(units, key=lambda unit: (after_browser_tests(unit), -seconds(unit)))
     return [item for unit in order for item in units[unit]]
 
 
