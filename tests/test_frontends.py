@@ -31,6 +31,7 @@ from tests.support.browser import (  # noqa: F401  (fixtures)
     save_screenshot,
     valkey_for_kernels,
 )
+from tests.support.hub import start_notebook
 from tests.test_browser import ANIMATED, SAMPLER, button, quiet, words
 
 pytestmark = pytest.mark.browser
@@ -116,25 +117,6 @@ def start_lab_without_widgets(root_dir: Path, env: dict[str, str]):
     return _launch("lab-no-widgets", argv, env, "/api/status", kernels_api=True)
 
 
-def open_beside(pg, notebook: str):
-    """Open ``notebook`` in the JupyterLab the page already shows, and run all its cells once
-    its kernel is idle (not awaited: the caller waits for what the cells show)."""
-    pg.evaluate("(path) => { window.jupyterapp.commands.execute('docmanager:open', {path}); }", notebook)
-    pg.wait_for_function(
-        """(path) => {
-            const w = window.jupyterapp.shell.currentWidget;
-            const k = w && w.context && w.context.path === path && w.sessionContext.session
-                && w.sessionContext.session.kernel;
-            return k && k.status === 'idle';
-        }""",
-        arg=notebook,
-        polling=POLL_MS,
-        timeout=60_000,
-    )
-    pg.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    return pg.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
-
-
 def _outputs(scope) -> list[str]:
     return [o.inner_text() for o in scope.locator(".jp-OutputArea-output").all()]
 
@@ -177,7 +159,8 @@ def test_without_a_widget_manager_a_lab_is_its_picture_readout_and_note(page, la
 
         # 2. a lab run there (opened beside the lesson, in the same page): its picture, readout
         # and note; after the next cell, that cell's move
-        scope = open_beside(page, "notebooks/no_widgets.ipynb")
+        start_notebook(page, "notebooks/no_widgets.ipynb")
+        scope = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
         shown = scope.locator(".jp-OutputArea-output").filter(has_text=STILL).first
         shown.wait_for(timeout=120_000)
         shown.scroll_into_view_if_needed()
