@@ -104,8 +104,9 @@ def test_a_job_that_always_fails_is_dead_lettered_at_max_attempts(queue: echoq.Q
 
 
 def _crash_and_expire(queue: echoq.Queue, job_id: str, point: Checkpoint, max_stalled: int = 2) -> Worker:
-    # The lease outlasts a slow thread on a loaded machine, so no beat reaps before the crash.
-    worker = Worker(queue, lambda d: None, lease_ms=200, max_stalled=max_stalled, hooks=CrashPlan(point), **FAST)
+    # The lease (1 s) outlasts a thread held back for hundreds of ms on a loaded machine, so
+    # the worker's own beat never reaps the job before the crash.
+    worker = Worker(queue, lambda d: None, lease_ms=1_000, max_stalled=max_stalled, hooks=CrashPlan(point), **FAST)
     report = worker.work(burst=True)
     assert report.abandoned_at is point
     snap = queue.snapshot()
