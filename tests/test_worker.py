@@ -45,6 +45,9 @@ from tests.support.helpers import assert_one_place, expire, wait_for_server_time
 from tests.support.servers import fresh_name
 
 FAST = {"beat_ms": 20, "idle_wait_ms": 5}
+# The lease of a worker that is made to crash: it outlasts a thread held back for hundreds of
+# ms on a loaded machine, so the worker's own beat never reaps its job before the crash.
+CRASH_LEASE_MS = 1_000
 
 
 def test_worker_drains_the_queue_with_one_effect_per_job(queue: echoq.Queue) -> None:
@@ -104,9 +107,9 @@ def test_a_job_that_always_fails_is_dead_lettered_at_max_attempts(queue: echoq.Q
 
 
 def _crash_and_expire(queue: echoq.Queue, job_id: str, point: Checkpoint, max_stalled: int = 2) -> Worker:
-    # The lease (1 s) outlasts a thread held back for hundreds of ms on a loaded machine, so
-    # the worker's own beat never reaps the job before the crash.
-    worker = Worker(queue, lambda d: None, lease_ms=1_000, max_stalled=max_stalled, hooks=CrashPlan(point), **FAST)
+    worker = Worker(
+        queue, lambda d: None, lease_ms=CRASH_LEASE_MS, max_stalled=max_stalled, hooks=CrashPlan(point), **FAST
+    )
     report = worker.work(burst=True)
     assert report.abandoned_at is point
     snap = queue.snapshot()
@@ -187,7 +190,7 @@ def test_each_fault_point_leaves_the_job_leased_then_reaped_then_redelivered(
 ) -> None:
     job_id = queue.enqueue("crash me").job_id
     effects = Effects(queue)
-    crashing = Worker(queue, keyed_consumer(effects), lease_ms=200, hooks=CrashPlan(point), **FAST)
+    crashing = Worker(queue, keyed_consumer(effects), lease_ms=CRASH_LEASE_MS, hooks=CrashPlan(point), **FAST)
     report = crashing.work(burst=True)
     assert report.abandoned_at is point and report.completed == 0
     snap = assert_one_place(queue, {job_id})
@@ -213,7 +216,9 @@ def test_each_fault_point_leaves_the_job_leased_then_reaped_then_redelivered(
 def test_naive_consumer_repeats_the_effect_after_an_after_effect_crash(queue: echoq.Queue) -> None:
     job_id = queue.enqueue("charge").job_id
     effects = Effects(queue)
-    Worker(queue, naive_consumer(effects), lease_ms=200, hooks=CrashPlan("after_effect"), **FAST).work(burst=True)
+    Worker(queue, naive_consumer(effects), lease_ms=CRASH_LEASE_MS, hooks=CrashPlan("after_effect"), **FAST).work(
+        burst=True
+    )
     wait_for_server_time(queue.client, queue.snapshot().active[job_id] + 1)
     report = Worker(queue, naive_consumer(effects), **FAST).work(burst=True)
     assert report.completed == 1 and effects.count(job_id) == 2 and effects.duplicates() == 1
