@@ -20,6 +20,7 @@ import yaml
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,19 +179,19 @@ def test_binder_link_without_a_remote_says_so_in_one_line(tmp_path: Path) -> Non
 # ---------------------------------------------------------------- no drift between the lists
 
 
-def _bound(spec: Requirement) -> str:
-    """The lower bound a requirement states ('' if none): enough to see two lists drift."""
-    return next((s.version for s in spec.specifier if s.operator == ">="), "")
+def _bounds(spec: SpecifierSet) -> str:
+    """Every bound a requirement states, in one order ('' if none)."""
+    return ",".join(sorted(str(s) for s in spec))
 
 
 def _pyproject_runtime_and_lab() -> dict[str, str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["teaching"]]
-    return {canonicalize_name(r.name): _bound(r) for r in reqs}
+    return {canonicalize_name(r.name): _bounds(r.specifier) for r in reqs}
 
 
 def _conda_env(path: Path) -> tuple[dict[str, str], list[str]]:
-    """(distribution -> lower bound in PyPI names, local pip lines) of an environment.yml."""
+    """(distribution -> its bounds, in PyPI names, local pip lines) of an environment.yml."""
     env = yaml.safe_load(path.read_text())
     assert env["channels"][0] == "conda-forge", f"{path.name}: conda-forge first"
     names: dict[str, str] = {}
@@ -203,16 +204,18 @@ def _conda_env(path: Path) -> tuple[dict[str, str], list[str]]:
                     local.append(line)
                 else:
                     req = Requirement(line)
-                    names[canonicalize_name(req.name)] = _bound(req)
+                    names[canonicalize_name(req.name)] = _bounds(req.specifier)
             continue
-        match = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*(?:(>=|=)\s*([\w.]+))?", dep)
+        # "name", "name=version" (a pin) or "name>=a,<b" (bounds, as in pyproject.toml)
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*(?:=([\w.]+)|([<>!=][<>=\w.,]*))?", dep)
         assert match, f"{path.name}: cannot read the conda spec {dep!r}"
-        name, op, version = match.groups()
+        name, pinned, bounds = match.groups()
         if name == "python":
-            python = version
+            python = pinned
         if name in CONDA_TOOLING:
             continue
-        names[canonicalize_name(CONDA_TO_PYPI.get(name, name))] = version if op == ">=" else ""
+        assert pinned is None, f"{path.name}: {dep!r} pins a version pyproject.toml only bounds"
+        names[canonicalize_name(CONDA_TO_PYPI.get(name, name))] = _bounds(SpecifierSet(bounds or ""))
     assert python == "3.11", f"{path.name}: pin python=3.11 (the kit's floor, and what CI runs)"
     return names, local
 
@@ -225,7 +228,7 @@ def test_environment_files_name_the_same_packages_as_pyproject() -> None:
             f"{path.relative_to(ROOT)} drifted from pyproject.toml: "
             f"missing {sorted(set(wanted) - set(names))}, extra {sorted(set(names) - set(wanted))}"
         )
-        assert names == wanted, f"{path.relative_to(ROOT)}: lower bounds differ from pyproject.toml"
+        assert names == wanted, f"{path.relative_to(ROOT)}: bounds differ from pyproject.toml"
 
 
 def test_binder_environment_is_the_root_one_without_the_local_install() -> None:
