@@ -469,8 +469,10 @@ def test_retry_without_backoff_goes_straight_back(queue: echoq.Queue) -> None:
 def test_retry_with_backoff_waits_on_the_server_clock(queue: echoq.Queue) -> None:
     job = queue.enqueue("flaky").job_id
     before = server_now_ms(queue.client)
-    result = queue.retry(queue.claim(), error="boom", backoff_ms=150)
-    assert result.outcome is Retry.SCHEDULED and result.due_ms >= before + 150
+    # A second of backoff: the claim below must come before the job is due, even when a loaded
+    # machine holds this test up for a few hundred ms between the two calls.
+    result = queue.retry(queue.claim(), error="boom", backoff_ms=1_000)
+    assert result.outcome is Retry.SCHEDULED and result.due_ms >= before + 1_000
     assert queue.job(job).state is JobState.SCHEDULED
     assert queue.claim() is None  # not due yet
     wait_for_server_time(queue.client, result.due_ms)
