@@ -94,7 +94,7 @@ def wait_for_server_ms(client: redis.Redis, target_ms: int, timeout_s: float = 5
             return False
         # This machine's clock runs at the server's rate: sleep most of what is left, then
         # ask the server again, rather than asking it a thousand times a second.
-        time.sleep(min(max(0.001, 0.9 * (target_ms - now_ms) / 1000), max(0.001, left_s)))
+        time.sleep(max(0.001, min(0.9 * (target_ms - now_ms) / 1000, left_s)))
     return True
 
 
