@@ -55,6 +55,7 @@ from tests.support.browser import (  # noqa: F401  (fixtures)
     browser,
     chromium,
     new_context,
+    no_news,
     poll,
     save_screenshot,
 )
@@ -179,10 +180,7 @@ def pages(hub: Class, browser) -> Iterator[dict[str, object]]:  # noqa: F811
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         home.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, home / PROBE)
-        # No "get notified about Jupyter news?" toast over the page (and no fetch: we are offline).
-        toast = home / ".jupyter" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
-        toast.mkdir(parents=True)
-        (toast / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+        no_news(home / ".jupyter" / "lab" / "user-settings")
     contexts, found = [], {}
     logins = {ADA: ROSTER[0], KATHERINE: ROSTER[1], "teacher": "teacher"}
     for who, typed in logins.items():

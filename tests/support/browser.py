@@ -129,6 +129,14 @@ class Served:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def no_news(user_settings: Path) -> None:
+    """No "get notified about Jupyter news?" toast over the page (and no fetch: we are
+    offline), in the JupyterLab user settings folder ``user_settings``."""
+    toast = user_settings / "@jupyterlab" / "apputils-extension"
+    toast.mkdir(parents=True)
+    (toast / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+
+
 def _launch(
     name: str,
     argv: Callable[[int, Path], list[str]],
@@ -158,10 +166,7 @@ def _launch(
             "IPYTHONDIR": str(workdir / "ipython"),
             "MPLCONFIGDIR": str(workdir / "mpl"),
         }
-        # No "get notified about Jupyter news?" toast over the page (and no fetch: we are offline).
-        toast = workdir / "settings" / "@jupyterlab" / "apputils-extension"
-        toast.mkdir(parents=True)
-        (toast / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+        no_news(workdir / "settings")
         started = time.perf_counter()
         with log.open("wb") as out:
             process = subprocess.Popen(
