@@ -268,10 +268,8 @@ def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
             share += max(whole - named_s.get(module, 0.0), 0.0) / count[module]
         return share
 
-    beside = {path.rpartition("/")[2] for path in WITH_BROWSER_JOB}
-
     def after_browser_tests(unit: str) -> bool:  # in the browser tests' job, after them
-        return units[unit][0].path.name in beside
+        return units[unit][0].nodeid.partition("::")[0] in WITH_BROWSER_JOB
 
     order = sorted(units, key=lambda unit: (after_browser_tests(unit), -seconds(unit)))
     return [item for unit in order for item in units[unit]]

@@ -117,8 +117,8 @@ def test_every_file_the_order_tables_name_exists() -> None:
     root = TESTS.parent
     files = {p.name for p in TESTS.glob("test_*.py")} | {p.name for p in (root / "notebooks").glob("*.ipynb")}
     named = set(conftest.SECONDS) | set(conftest.SPLIT) | conftest.BROWSER_MODULES
-    named |= {path.rpartition("/")[2] for path in conftest.WITH_BROWSER_JOB}
     assert named <= files, sorted(named - files)
+    assert all((root / path).is_file() for path in conftest.WITH_BROWSER_JOB), conftest.WITH_BROWSER_JOB
     for unit in conftest.UNIT_SECONDS:  # a SPLIT file's test function, by name
         module, _, function = unit.partition("::")
         assert module in conftest.SPLIT and f"def {function}(" in (TESTS / module).read_text(), unit
