@@ -12,6 +12,7 @@ chaos and durability demos); ``import echoq`` loads none of it, and the library 
 none of the kit's dependencies.
 """
 
+from .address import is_cluster, redact
 from .durability import Durability
 from .effects import Effect, EffectResult, Effects
 from .errors import (
@@ -49,7 +50,7 @@ from .queue import (
     StalledReport,
     Waiting,
 )
-from .server import connect, describe, is_cluster, redact, server_url
+from .server import connect, describe, server_url
 from .worker import (
     Abandon,
     Backoff,

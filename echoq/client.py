@@ -5,9 +5,9 @@ may not run commands that hurt others. Valkey refuses such a call with ``NOPERM`
 inside a script, with "ACL failure in script"; redis-py raises those as a bare
 ``ResponseError``. This client raises them as :class:`echoq.PermissionDenied` instead, for
 a direct command (``GET``, ``FLUSHALL``, ``CONFIG``, ...), a script, a pipeline or MONITOR
-alike, in the one line :func:`echoq.scripts.denied` writes for every refusal: the user,
+alike, in the one line :func:`echoq.translation.denied` writes for every refusal: the user,
 what was refused (the key, the queue or the command) and the ACL rule that would allow
-it. Inside a library operation (:func:`echoq.scripts.operation`) the line is named after
+it. Inside a library operation (:func:`echoq.translation.operation`) the line is named after
 that operation (``claim.lua``, ``Queue.job``); otherwise after the command. Every other
 reply and error is redis-py's own, unchanged.
 """
@@ -20,7 +20,8 @@ from typing import Any
 import redis
 from redis.client import Monitor, Pipeline
 
-from . import scripts
+from .scripts.registry import expanded, names, sha
+from .translation import denied, is_acl_refusal, operation
 
 __all__ = ["TypedRedis"]
 
@@ -32,9 +33,9 @@ _SUBCOMMANDS = ("CONFIG", "SCRIPT", "FUNCTION", "CLIENT", "ACL", "DEBUG", "OBJEC
 def _script_names() -> dict[str, str]:
     """SHA1 and full text of every registry script -> its name, to name a refused script."""
     found: dict[str, str] = {}
-    for name in scripts.names():
-        found[scripts.sha(name)] = f"{name}.lua"
-        found[scripts.expanded(name)] = f"{name}.lua"
+    for name in names():
+        found[sha(name)] = f"{name}.lua"
+        found[expanded(name)] = f"{name}.lua"
     return found
 
 
@@ -56,8 +57,8 @@ def _named(args: tuple[Any, ...]) -> tuple[str, list[str]]:
 
 
 def _refused(client: redis.Redis, exc: Exception, args: tuple[Any, ...]) -> Exception:
-    what, keys = scripts.operation() or _named(args)
-    return scripts.denied(client, exc, what, keys)
+    what, keys = operation() or _named(args)
+    return denied(client, exc, what, keys)
 
 
 class _Pipeline(Pipeline):
@@ -70,7 +71,7 @@ class _Pipeline(Pipeline):
         try:
             return super().execute(raise_on_error)
         except redis.ResponseError as exc:
-            if not scripts.is_acl_refusal(exc):
+            if not is_acl_refusal(exc):
                 raise
             refused = next((a for a in stack if str(a[0]).upper() not in ("MULTI", "EXEC")), ("MULTI",))
             raise _refused(self._typed_client, exc, refused) from None
@@ -85,7 +86,7 @@ class _Monitor(Monitor):
         try:
             return super().__enter__()
         except redis.ResponseError as exc:
-            if not scripts.is_acl_refusal(exc):
+            if not is_acl_refusal(exc):
                 raise
             self.connection_pool.release(self.connection)
             raise _refused(self._typed_client, exc, ("MONITOR",)) from None
@@ -98,7 +99,7 @@ class TypedRedis(redis.Redis):
         try:
             return super().execute_command(*args, **options)
         except redis.ResponseError as exc:
-            if scripts.is_acl_refusal(exc):
+            if is_acl_refusal(exc):
                 raise _refused(self, exc, args) from None
             raise
 

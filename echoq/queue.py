@@ -18,13 +18,15 @@ from typing import Any
 import redis
 
 from . import limits, scripts
+from .address import connection_settings
 from .clock import server_clock
 from .durability import WAITED, Durability
 from .errors import ClockSkew, InvalidArgument
 from .ids import JOB_ID_RE, check_job_id, minted_ms
 from .keyspace import Keyspace
 from .limits import BOUNDS, check, whole
-from .server import connection_settings
+from .server import connect
+from .translation import guard
 
 DEFAULT_LEASE_MS = 30_000
 DEFAULT_KEEP_DONE = 10_000
@@ -226,8 +228,6 @@ class Queue:
             raise InvalidArgument(f"durability must be an echoq.Durability or None, got {durability!r}")
         self.durability = durability
         if client is None:
-            from .server import connect
-
             client = connect()
         self.client = client
 
@@ -525,7 +525,7 @@ class Queue:
         check("max_stalled", max_stalled)
         check("limit", limit)
         key = self.keys.stalled_guard
-        with scripts.guard(self.client, "Queue.stalled_check_guarded (SET NX PX)", [key]):
+        with guard(self.client, "Queue.stalled_check_guarded (SET NX PX)", [key]):
             if not self.client.set(key, holder[:64] or "1", nx=True, px=every_ms):
                 self.client.pexpire(key, every_ms, lt=True)  # no expiry counts as the longest
                 return None
@@ -541,7 +541,7 @@ class Queue:
         a Worker's ``stop()`` ends its idle wait at once."""
         whole("timeout_ms", timeout_ms, 1, 3_600_000, unit="of milliseconds")
         keys = self._wait_keys(halt)
-        with scripts.guard(self.client, "Queue.wait_for_work (BLPOP)", keys):
+        with guard(self.client, "Queue.wait_for_work (BLPOP)", keys):
             try:
                 popped = self.client.blpop(keys, timeout=self._wait_s(timeout_ms))
             except redis.TimeoutError:
@@ -581,7 +581,7 @@ class Queue:
         what is pending then, as a claim after the wait would. Returns (woken, claims)."""
         keys, wait_s = self._wait_keys(halt), self._wait_s(timeout_ms)
         claim_keys, args = self._complete_many_call([], count, lease_ms, confirm=confirm)
-        with scripts.guard(self.client, "Queue.wait_for_work (BLPOP) and a claim", keys):
+        with guard(self.client, "Queue.wait_for_work (BLPOP) and a claim", keys):
             try:
                 popped, reply = scripts.run_behind(
                     self.client,
@@ -599,7 +599,7 @@ class Queue:
         soon as it starts waiting). The push expires ``HALT_TTL_MS`` after it was made if
         nobody waits for it, so the key never outlives its use by more than that."""
         key = self.keys.halt(run)
-        with scripts.guard(self.client, "Queue.halt_wait (LPUSH, PEXPIRE)", [key]):
+        with guard(self.client, "Queue.halt_wait (LPUSH, PEXPIRE)", [key]):
             # Both commands go in one write on one connection, and the server runs them one
             # after the other: no MULTI, so a user with only @write (no @transaction) may halt.
             pipe = self.client.pipeline(transaction=False)
@@ -693,7 +693,7 @@ class Queue:
         """The row of one job, or None if it is completed or unknown (a dead job with no
         row is a corrupt entry: see README, Limits and guarantees)."""
         key = self.keys.job(job_id)
-        with scripts.guard(self.client, "Queue.job", [key]):
+        with guard(self.client, "Queue.job", [key]):
             # Raw bytes: a row something else wrote may hold bytes that are not UTF-8.
             raw = self.client.execute_command("HGETALL", key, NEVER_DECODE=[])
         if not raw:
@@ -731,14 +731,14 @@ class Queue:
 
     def keys_in_use(self) -> Iterator[str]:
         pattern = self.keys.pattern()
-        with scripts.guard(self.client, "Queue.keys_in_use (SCAN)", [pattern]):
+        with guard(self.client, "Queue.keys_in_use (SCAN)", [pattern]):
             for key in self.client.scan_iter(match=pattern, count=500):
                 yield _lenient(key) if isinstance(key, bytes) else key
 
     def reset(self) -> int:
         """Delete every key of this queue (for starting a lesson afresh); how many went."""
         keys = list(self.keys_in_use())
-        with scripts.guard(self.client, "Queue.reset (DEL)", [self.keys.pattern()]):
+        with guard(self.client, "Queue.reset (DEL)", [self.keys.pattern()]):
             for start in range(0, len(keys), 500):
                 self.client.delete(*keys[start : start + 500])
         return len(keys)

@@ -95,7 +95,7 @@ def cluster_client(cluster: LocalCluster) -> Iterator[redis.cluster.RedisCluster
 
 @pytest.fixture
 def client(server_url: str, request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
-    if echoq.server.is_cluster_url(server_url):
+    if echoq.address.is_cluster_url(server_url):
         yield request.getfixturevalue("cluster_client")
         return
     conn = echoq.connect(server_url)

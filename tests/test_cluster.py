@@ -36,7 +36,7 @@ matplotlib.use("Agg")
 
 import echoq  # noqa: E402
 from echoq import Complete, Durability, Effect, Enqueue, Extend, JobState, Retry, scripts  # noqa: E402
-from echoq.server import parse_cluster_url, redact  # noqa: E402
+from echoq.address import parse_cluster_url, redact  # noqa: E402
 from echoq.teaching import contrasts  # noqa: E402
 from echoq.teaching.chaos import run_chaos  # noqa: E402
 from echoq.teaching.cluster import LocalCluster, slot_of  # noqa: E402

@@ -65,6 +65,82 @@ def test_no_library_module_imports_the_kit() -> None:
                 assert "teaching" not in name, f"{path.name} imports the kit ({name})"
 
 
+def _import_graph(package: Path) -> dict[str, set[str]]:
+    """Which module of ``package`` imports which, read off the source: every import, at the
+    top of a module or inside a function alike (a lazy import only postpones a circle). An
+    import of ``a.b.c`` runs ``a`` and ``a.b`` first, so it leans on them too; ``from a
+    import b`` names the module ``a.b`` when there is one."""
+    base = package.parent
+    modules: dict[str, Path] = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(base).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                source = node.module or ""
+                if node.level:
+                    anchor = here.rsplit(".", node.level - 1)[0] if node.level > 1 else here
+                    source = f"{anchor}.{source}".rstrip(".")
+                targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names]
+            for target in filter(None, map(known, targets)):
+                parts = target.split(".")
+                for leaned in (".".join(parts[:i]) for i in range(1, len(parts) + 1)):
+                    # a module's own packages run before it: leaning on them is no circle
+                    if leaned in modules and leaned != name and not name.startswith(leaned + "."):
+                        graph[name].add(leaned)
+    return graph
+
+
+def _a_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` (``[a, b, ..., a]``), or None."""
+    state: dict[str, int] = {}  # 1: on the path being walked, 2: done (no circle through it)
+
+    def walk(name: str, path: list[str]) -> list[str] | None:
+        state[name] = 1
+        for target in sorted(graph[name]):
+            if state.get(target) == 1:
+                return path[path.index(target) :] + [target]
+            if target not in state and (found := walk(target, path + [target])):
+                return found
+        state[name] = 2
+        return None
+
+    for name in sorted(graph):
+        if name not in state and (found := walk(name, [name])):
+            return found
+    return None
+
+
+def test_no_module_of_echoq_is_in_an_import_circle() -> None:
+    circle = _a_circle(_import_graph(ROOT / "echoq"))
+    assert circle is None, "import circle: " + " -> ".join(circle or [])
+
+
+def test_the_circle_finder_finds_a_circle_through_a_lazy_import(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from .b import thing\n")
+    (package / "a.py").write_text("from .sub import b\n")
+    (package / "sub" / "b.py").write_text("def thing():\n    from .. import a\n")
+    assert _a_circle(_import_graph(package)) == ["pkg.a", "pkg.sub", "pkg.sub.b", "pkg.a"]
+    (package / "sub" / "b.py").write_text("def thing():\n    from ..c import x\n")
+    (package / "c.py").write_text("x = 1\n")
+    assert _a_circle(_import_graph(package)) is None
+
+
 def test_the_core_dependencies_are_not_the_kits() -> None:
     import tomllib
 

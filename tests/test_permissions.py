@@ -14,7 +14,7 @@ import pytest
 import redis
 
 import echoq
-from echoq import scripts
+from echoq import translation
 from echoq.clock import server_now_ms
 from echoq.effects import Effects
 
@@ -150,6 +150,6 @@ def test_translate_recognises_both_servers_wordings() -> None:
         ),
     ]
     for said in wordings:
-        error = scripts.translate(said, "claim", keys=["emq:{theirs.q}:pending", "emq:{theirs.q}:active"])
+        error = translation.translate(said, "claim", keys=["emq:{theirs.q}:pending", "emq:{theirs.q}:active"])
         assert isinstance(error, echoq.PermissionDenied), said
         assert "the keys of queue 'theirs.q'" in str(error) and "@user_script" not in str(error)

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import echoq
-from echoq.server import describe, redact
+from echoq.address import redact
+from echoq.server import describe
 
 # Every printable character: ASCII from space to '~', and beyond ASCII too.
 PASSWORDS = st.text(

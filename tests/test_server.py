@@ -14,7 +14,8 @@ import pytest
 import redis
 
 import echoq
-from echoq.server import redact, start_server
+from echoq.address import redact
+from echoq.server import start_server
 from tests.support.helpers import install_command
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -722,10 +722,10 @@ def test_abandon_mid_batch_leaves_every_held_job_leased_and_says_nothing_more(qu
 
 def test_wait_for_work_blocks_for_less_than_the_clients_socket_timeout(server_url: str) -> None:
     # redis-py gives up on a reply after socket_timeout; a longer block must end first, quietly.
-    if echoq.server.is_cluster_url(server_url):  # the same, through a cluster client
+    if echoq.address.is_cluster_url(server_url):  # the same, through a cluster client
         from redis.cluster import ClusterNode, RedisCluster
 
-        parsed = echoq.server.parse_cluster_url(server_url)
+        parsed = echoq.address.parse_cluster_url(server_url)
         seeds = [ClusterNode(host, port) for host, port in parsed.seeds]
         client = RedisCluster(startup_nodes=seeds, password=parsed.password, decode_responses=True, socket_timeout=0.5)
     else:

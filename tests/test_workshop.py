@@ -248,7 +248,7 @@ def test_a_learner_is_refused_with_one_permission_line(workshop: Workshop, what:
     with pytest.raises(echoq.PermissionDenied) as caught:
         REFUSALS[what](ada)
     text = one_line(caught.value)
-    # The one line of every refusal (echoq.scripts.denied): who, what was refused, and what to do.
+    # The one line of every refusal (echoq.translation.denied): who, what was refused, and what to do.
     assert "user 'ada' may not use " in text, text
     assert "whoever runs the server" in text, text  # ... and the ACL rule or setting that allows it
     assert bob_queue.snapshot().counts == before  # nothing of bob's changed

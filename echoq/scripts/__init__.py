@@ -11,18 +11,15 @@ server by itself. One module per job:
 * :mod:`.pipelined` -- :class:`Pipelined`, calls of one script sent ahead of their replies;
 * :mod:`.replicated` -- :func:`run_replicated`, a script and the durability wait on one
   connection, with its own MOVED/ASK handling on a cluster;
-* :mod:`.translation` -- what the server or the network says, as the library's typed
-  one-line errors (:func:`translate`, :func:`guard`, :func:`denied`, ...);
 * :mod:`.learner` -- :func:`run_text`, Lua that is none of the registry's (a learner's answer).
 """
 
-from . import learner, pipelined, registry, replicated, runner, translation
+from . import learner, pipelined, registry, replicated, runner
 from .learner import *  # noqa: F403
 from .pipelined import *  # noqa: F403
 from .registry import *  # noqa: F403
 from .replicated import *  # noqa: F403
 from .runner import *  # noqa: F403
-from .translation import *  # noqa: F403
 
 # Each module's public names are the package's (``from echoq import scripts; scripts.run(...)``).
 __all__ = [
@@ -30,6 +27,5 @@ __all__ = [
     *runner.__all__,
     *pipelined.__all__,
     *replicated.__all__,
-    *translation.__all__,
     *learner.__all__,
 ]

@@ -7,7 +7,7 @@ from typing import Any
 import redis
 from redis.exceptions import RedisClusterException
 
-from .translation import cluster_refusal, lost_server
+from ..translation import cluster_refusal, lost_server
 
 __all__ = ["run_text"]
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import redis
 
+from ..translation import doing, lost_server, translate
 from .registry import sha
 from .runner import run
-from .translation import doing, lost_server, translate
 
 __all__ = ["Pipelined"]
 

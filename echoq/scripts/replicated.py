@@ -24,8 +24,8 @@ from redis.exceptions import (
 )
 
 from ..errors import NotReplicated, ScriptFailed
+from ..translation import cluster_refusal, cross_slot, lost_server, translate
 from .registry import expanded, sha
-from .translation import cluster_refusal, cross_slot, lost_server, translate
 
 __all__ = ["run_replicated"]
 

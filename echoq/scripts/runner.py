@@ -3,7 +3,7 @@
 :func:`run` sends ``EVALSHA``; on ``NOSCRIPT`` (a restarted or flushed server) it sends the
 source once with ``EVAL``, which also caches it, so a client never needs ``SCRIPT LOAD``
 rights. :func:`run_behind` writes a script behind another command (a blocking wait) on one
-connection. Errors come back typed (:mod:`.translation`). On a cluster (a
+connection. Errors come back typed (:mod:`echoq.translation`). On a cluster (a
 ``redis.cluster.RedisCluster`` from :func:`echoq.connect`) the client sends each call to
 the master serving the slot of its KEYS, which all carry one queue's hash tag; keys of two
 slots are refused before anything is sent. :func:`preload` loads every registered script
@@ -19,8 +19,8 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from ..errors import ScriptFailed
+from ..translation import cluster_refusal, doing, lost_server, translate
 from .registry import expanded, names, sha
-from .translation import cluster_refusal, doing, lost_server, translate
 
 __all__ = ["run", "run_behind", "preload"]
 

@@ -38,12 +38,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..address import describe_client
 from ..clock import server_now_ms
 from ..effects import Effects
 from ..errors import EchoqError
 from ..limits import BOUNDS, check, fraction, whole
 from ..queue import Queue, _text
-from ..server import describe_client
 from ..worker import Backoff, Checkpoint, Delivery, Worker, keyed_consumer
 from . import learner
 from .contrasts import apply_every

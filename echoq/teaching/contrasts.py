@@ -34,7 +34,7 @@ from ..effects import Effect, EffectResult, Effects
 from ..ids import check_job_id
 from ..limits import text
 from ..queue import Claim, Complete, JobState, Queue, _text
-from ..scripts import lost_server
+from ..translation import lost_server
 from ..worker import Delivery
 
 __all__ = [

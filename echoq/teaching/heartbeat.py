@@ -1,7 +1,7 @@
 """A learner's kernel says it is alive: a key with a deadline, renewed every second.
 
 On a class server (a learner id and a ``VALKEY_URL``), the first lesson started
-(:func:`echoq.teaching.progress.record_lesson`) or class worker starts one daemon thread in
+(:func:`echoq.teaching.course.start`) or class worker starts one daemon thread in
 the kernel. Every ``BEAT_S`` it sets ``emq:{<learner>.course}:alive`` with a time to live of
 ``TTL_MS``: the instructor's dashboard says "kernel alive" only while that key lives, so a
 kernel killed with ``kill -9`` (or a server the hub stopped) shows as gone within

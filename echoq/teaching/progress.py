@@ -128,15 +128,13 @@ class Progress:
 
 def record_lesson(client: redis.Redis, lesson: str) -> None:
     """Note that the learner started ``lesson``: first time (kept), and as the current one.
-    On a class server this kernel's heartbeat starts too (:mod:`echoq.teaching.heartbeat`)."""
+    Only the record: the lesson's setup (:func:`echoq.teaching.course.start`) starts the
+    kernel's heartbeat (:mod:`echoq.teaching.heartbeat`)."""
     now = server_now_ms(client)
     pipe = client.pipeline(transaction=True)
     pipe.hsetnx(key(), f"lesson:{lesson}", now)
     pipe.hset(key(), mapping={"current": lesson, "current_at": now})
     pipe.execute()
-    from . import heartbeat
-
-    heartbeat.start(client, lesson)
 
 
 def record_check(

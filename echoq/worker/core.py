@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import redis
 
-from .. import scripts
+from .. import translation
 from ..errors import InvalidArgument
 from ..limits import check, whole
 from ..queue import BATCH, DEFAULT_LEASE_MS, DEFAULT_MAX_STALLED, Claim, Complete, Queue, StalledReport
@@ -223,7 +223,7 @@ class Worker:
         if failure is not None:
             # Every error out of work() is typed: a client error that escaped a move's own
             # translation (a connection lost outside one) becomes the EchoqError it means.
-            typed = scripts.typed(self.queue.client, failure, f"Worker.work on {self.queue.name!r}")
+            typed = translation.typed(self.queue.client, failure, f"Worker.work on {self.queue.name!r}")
             if typed is not failure:
                 raise typed from None
             raise failure

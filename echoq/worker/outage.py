@@ -11,7 +11,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from ..errors import ServerUnavailable
-from ..scripts import lost_server
+from ..translation import lost_server
 from .delivery import Life
 
 _T = TypeVar("_T")

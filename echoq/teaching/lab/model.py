@@ -25,10 +25,11 @@ from typing import Any, ClassVar
 import redis
 from traitlets import Bool, HasTraits, Int, Unicode
 
+from ...address import describe_client, redact
 from ...errors import EchoqError, ServerUnavailable
 from ...keyspace import Keyspace
 from ...queue import Queue, Snapshot
-from ...server import check, connect, describe_client, redact
+from ...server import check, connect
 from .. import learner
 from . import words
 from .frames import NO_PATH, Frame, History, Lit

@@ -40,7 +40,8 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from ..errors import (
+from .address import TRY_INSTEAD, describe_client
+from .errors import (
     ACL_REFUSALS,
     SCRIPT_ERRORS,
     EchoqError,
@@ -232,8 +233,6 @@ def denied(client: Any, exc: Exception, what: str, keys: Sequence[str] = ()) -> 
 
 
 def lost_server(client: Any, exc: Exception) -> ServerUnavailable:
-    from ..server import TRY_INSTEAD, describe_client
-
     reason = first_line(exc)
     return ServerUnavailable(
         f"lost Valkey at {describe_client(client)} ({reason}); is the server still running? "
