@@ -101,7 +101,8 @@ class Claim:
     ``token`` is the fencing token: the row's token after this claim, bumped by every claim
     and never handed out twice; complete, extend, retry and release present it. ``attempts``
     counts the tries toward ``max_attempts``, this one included (1 on the first delivery); a
-    claim given back unstarted (:meth:`Queue.release_many`) gave its try back, so it may be
+    claim given back unstarted (:meth:`Queue.release_many`), or recovered unstarted by the
+    stalled check (its reply lost on the way to a Worker), gave its try back, so it may be
     lower than ``token``."""
 
     job_id: str

@@ -14,7 +14,9 @@
 -- complete_many.lua's `confirm` 1 (the Worker's) carries 'confirm' = its token until its
 -- holder confirms the handler started it; should it expire before that -- its reply was
 -- lost on the way back, or the worker died before its next call -- the job never ran
--- here as far as anyone knows: it goes back to pending with no stall counted, and the
+-- here as far as anyone knows: it goes back to pending with no stall counted, its try
+-- given back (the row's 'attempts' goes down by one, as a release's does: a try counts when
+-- a handler starts, so a lost reply never costs a job one of its max attempts), and the
 -- row's 'unstarted' count goes up instead (stats 'unstarted'). That count is bounded
 -- apart: at UNSTARTED_MAX such recoveries the job is dead-lettered with reason
 -- 'unstarted', so a job whose claims never reach a worker (or that kills each worker
@@ -79,11 +81,15 @@ end
 local expired = redis.call('ZRANGEBYSCORE', q.active, '-inf', q.now, 'LIMIT', 0, limit)
 for _, id in ipairs(expired) do
   redis.call('ZREM', q.active, id)
-  local row, values = take_row(q, id, 'active', 'confirm', 'token')
+  local row, values = take_row(q, id, 'active', 'confirm', 'token', 'attempts')
   if not row then
     corrupt = corrupt + 1
   elseif values[2] and values[2] == values[3] then
     redis.call('HDEL', row, 'confirm')
+    -- (a count echoq wrote, at most 9 digits: HINCRBY would fail half-way on anything else)
+    if string.match(values[4] or '', '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?$') then
+      redis.call('HINCRBY', row, 'attempts', -1)
+    end
     local lost = redis.call('HINCRBY', row, 'unstarted', 1)
     unstarted = unstarted + 1
     recover_or_bury(id, lost, UNSTARTED_MAX, 'unstarted', 'claimed ' .. lost .. ' times and never confirmed ' ..

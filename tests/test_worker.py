@@ -926,6 +926,55 @@ def test_a_lost_claim_reply_spends_no_stall_budget(queue: echoq.Queue) -> None:
     assert snap.stats["unstarted"] == 3  # the three claims that never reached the worker
 
 
+class _HalfCut(echoq.Queue):
+    """Every other claiming call runs on the server, but its reply never arrives."""
+
+    def __init__(self, queue: echoq.Queue) -> None:
+        super().__init__(queue.name, queue.client)
+        self.calls = 0
+        self.cut = 0
+
+    def complete_many_and_claim(self, claims, **kwargs):  # type: ignore[no-untyped-def]
+        outcomes, fresh = super().complete_many_and_claim(claims, **kwargs)
+        if fresh:
+            self.calls += 1
+            if self.calls % 2:
+                self.cut += 1
+                raise redis.ConnectionError("the reply was lost on the way back")
+        return outcomes, fresh
+
+
+def test_with_half_the_claim_replies_lost_a_job_dies_only_after_max_attempts_handler_runs(
+    queue: echoq.Queue,
+) -> None:
+    ids = set(queue.enqueue_many([f"order {n}" for n in range(24)]))
+    lossy = _HalfCut(queue)
+    runs: dict[str, int] = {}
+    told: list[tuple[int, int]] = []  # (the try the delivery said it was, the handler run it was)
+
+    def fails_its_first_run(delivery: Delivery) -> None:
+        runs[delivery.job_id] = runs.get(delivery.job_id, 0) + 1
+        told.append((delivery.attempts, runs[delivery.job_id]))
+        if runs[delivery.job_id] == 1:
+            raise RuntimeError("the first run of every job fails")
+
+    # max_attempts=2: one failed run is one try. Were a lost claim a try, a job whose claim
+    # reply was lost even once would die at its first failure.
+    worker = Worker(lossy, fails_its_first_run, lease_ms=300, max_attempts=2, backoff=Backoff(0, 1.0, 0), **FAST)
+    for _round in range(30):
+        worker.work(burst=True)
+        snap = queue.snapshot()
+        if snap.counts["done"] + snap.counts["dead"] == len(ids):
+            break
+        # the claims whose replies were lost are leased to nobody until their leases run out
+        wait_for_server_time(queue.client, max(snap.active.values(), default=0) + 1)
+    snap = assert_one_place(queue, ids)
+    assert lossy.cut >= 2 and snap.stats["unstarted"] >= 2  # lost replies did happen
+    assert snap.counts["dead"] == 0 and snap.counts["done"] == len(ids)
+    assert runs == {job_id: 2 for job_id in ids}
+    assert all(said == run for said, run in told), told  # a delivery's attempts counts handler runs
+
+
 def test_a_confirmed_start_still_counts_its_stall(queue: echoq.Queue) -> None:
     job_id = queue.enqueue("kills its worker after starting").job_id
     started = threading.Event()
