@@ -4,15 +4,17 @@
 at random, all in Crockford base 32 (``0-9 A-Z`` less ``I L O U``), whose characters sort
 in ASCII the same as their values. One :class:`Minter` hands out ids that each sort after
 the one before, even within one millisecond; ids from different minters sort by the
-millisecond they were minted in. That is what lets the pending set hold every id at
-score 0: ZPOPMIN then takes the byte-smallest id, which is the oldest.
+millisecond they were minted in.
 
 **Whose clock.** The millisecond is the minter's clock. :func:`new_job_id` reads this
 machine's; :meth:`echoq.Queue.enqueue` mints on the *server's* clock instead
-(:class:`echoq.clock.ServerClock`), so a producer whose own clock runs fast or slow can
-neither starve its jobs nor push them ahead of everyone else's. The scripts refuse an id
-minted more than ``limits.CLOCK_AHEAD_MS`` (60 s) ahead of the server's clock
-(:class:`echoq.ClockSkew`), whoever minted it.
+(:class:`echoq.clock.ServerClock`). Which job is claimed first does not depend on either:
+the pending set is scored by the order jobs reached the server (``lua/includes/arrival.lua``),
+so a producer whose clock runs a day slow cannot push its jobs ahead of everyone else's, nor
+one that runs fast starve its own. The scripts refuse an id minted more than
+``limits.CLOCK_AHEAD_MS`` (60 s) ahead of the server's clock (:class:`echoq.ClockSkew`),
+whoever minted it: its producer's clock is wrong, and the id would carry that time into
+everything that reads it.
 """
 
 from __future__ import annotations

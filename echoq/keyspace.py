@@ -15,14 +15,15 @@ this table names every key a busy queue holds):
 =========================  ==========  =========================================  ==================================
 key                        type        holds                                      bound
 =========================  ==========  =========================================  ==================================
-``emq:{q}:pending``        sorted set  JOB ids, all at score 0: byte order is     the jobs you enqueued and nobody
-                                       mint order                                 has finished: your work, not
-                                                                                  overhead
+``emq:{q}:pending``        sorted set  JOB ids scored by arrival number (the      the jobs you enqueued and nobody
+                                       order they reached the server; the row's   has finished: your work, not
+                                       ``arrival``)                               overhead
 ``emq:{q}:active``         sorted set  JOB ids scored by lease deadline (ms)      as many as are leased (idem)
 ``emq:{q}:scheduled``      sorted set  JOB ids waiting out a retry backoff or a   idem; a backoff or delay is at
                                        delay, scored by due time (ms)             most a week
 ``emq:{q}:job:<id>``       hash        the row: state, token, attempts, stalled,  one per live or dead job; payload
-                                       payload, error, reason, timestamps         <= 1 MiB, error <= 4 KiB
+                                       payload, error, reason, arrival,           <= 1 MiB, error <= 4 KiB
+                                       timestamps
 ``emq:{q}:dead``           sorted set  dead-lettered ids scored by time of death  newest ``keep_dead`` (10,000);
                                                                                   older ones evicted with their rows,
                                                                                   counted in stats ``dead_evicted``

@@ -1,8 +1,8 @@
 -- claim.lua: the recoverable claim. Take the oldest pending job(s) into the active set
 -- under a lease, never out of the queue.
 --
--- ZPOPMIN takes the byte-smallest id from the all-score-0 pending set, which is the
--- oldest (JOB ids sort in mint order). HINCRBY bumps the row's token: the new value is the
+-- ZPOPMIN takes the lowest-scored id from the pending set: the one that reached the server
+-- first (pending is scored by arrival number, includes/arrival). HINCRBY bumps the row's token: the new value is the
 -- fencing token that complete/retry/extend/release must present, never handed out twice.
 -- It also bumps the row's attempts, the tries counted toward max attempts (a release gives
 -- its try back, so attempts may lag the token).
@@ -11,7 +11,7 @@
 -- once the lease runs out.
 -- Before popping, it promotes due rows: every retry in emq:{q}:scheduled whose backoff has
 -- run out (due time <= server now, at most 1000 per call) moves to pending, row state
--- 'pending', so it is claimed in id order with the rest.
+-- 'pending', at its arrival number, so it is claimed in arrival order with the rest.
 -- Nothing that cannot be worked is handed out (includes/rows, includes/claim_jobs): an
 -- entry whose row is missing or disagrees with its set is corrupt (counted in stats
 -- 'corrupt'; dead-lettered with reason 'corrupt', or dropped when it was a stray copy),
@@ -22,7 +22,7 @@
 -- The one key not in KEYS, a popped id's row emq:{q}:job:<id>, is built from KEYS[1]'s own
 -- prefix (includes/queue_keys), so it carries the same {q} tag and lives in the same slot.
 --
--- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[1]  emq:{q}:pending     sorted set, score = arrival number (includes/arrival)
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
 -- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)

@@ -19,7 +19,7 @@
 -- stalled check recovers a job whose current claim is unconfirmed without counting a
 -- stall on it (lua/stalled_check.lua), so a lost reply spends none of the stall budget.
 --
--- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[1]  emq:{q}:pending     sorted set, score = arrival number (includes/arrival)
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
 -- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)

@@ -4,14 +4,15 @@
 -- emq:{q}:done) is refused as a duplicate and nothing changes, so a producer that retries
 -- an enqueue after a timeout cannot create the job twice.
 -- Payloads are text: UTF-8 of at most 1 MiB (1048576 bytes), checked here before any
--- write, so no reader ever meets bytes it cannot decode. An id minted more than 60 s
--- ahead of the server's clock is refused (includes/job_id): pending ids sort by mint time,
--- so a producer whose clock runs fast would otherwise wait behind everyone else's jobs.
+-- write, so no reader ever meets bytes it cannot decode. The job takes the next arrival
+-- number (includes/arrival): it is claimed after every job that reached the server before
+-- it, whatever the clock its id was minted on. An id minted more than 60 s ahead of the
+-- server's clock is refused (includes/job_id).
 --
--- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[1]  emq:{q}:pending     sorted set, score = arrival number (includes/arrival)
 -- KEYS[2]  emq:{q}:scheduled   sorted set, score = due time (server ms)
 -- KEYS[3]  emq:{q}:done        sorted set of recently completed ids
--- KEYS[4]  emq:{q}:stats       hash of counters
+-- KEYS[4]  emq:{q}:stats       hash of counters ('enqueued' is the arrival count)
 -- KEYS[5]  emq:{q}:job:<id>    the new row
 -- ARGV[1]  job id              branded JOB id
 -- ARGV[2]  payload             UTF-8 text, 0..1048576 bytes
@@ -30,6 +31,7 @@
 --- @include "includes/queue_keys"
 --- @include "includes/args"
 --- @include "includes/wake"
+--- @include "includes/arrival"
 
 local pending_key, scheduled_key, done_key, stats_key, row_key =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -54,15 +56,15 @@ if redis.call('ZSCORE', done_key, id) then
   return {'duplicate', id, 'done'}
 end
 
+local arrival = arrivals(stats_key, 1)
 if delay_ms > 0 then
   redis.call('HSET', row_key, 'state', 'scheduled', 'attempts', 0, 'stalled', 0,
-    'payload', payload, 'enqueued_ms', now)
+    'payload', payload, 'enqueued_ms', now, 'arrival', arrival)
   redis.call('ZADD', scheduled_key, now + delay_ms, id)
 else
   redis.call('HSET', row_key, 'state', 'pending', 'attempts', 0, 'stalled', 0,
-    'payload', payload, 'enqueued_ms', now)
-  redis.call('ZADD', pending_key, 0, id)
+    'payload', payload, 'enqueued_ms', now, 'arrival', arrival)
+  redis.call('ZADD', pending_key, arrival, id)
   wake(prefix, 1)
 end
-redis.call('HINCRBY', stats_key, 'enqueued', 1)
 return {'enqueued', id}

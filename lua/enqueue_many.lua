@@ -4,12 +4,13 @@
 -- nothing: one payload that is not UTF-8 text of at most 1 MiB, or one id minted more than
 -- 60 s ahead of the server's clock, refuses the whole call (see enqueue.lua). An id the
 -- queue already knows -- or one given twice in the same call -- is a duplicate and is
--- skipped on its own; the others are enqueued.
+-- skipped on its own; the others are enqueued, taking arrival numbers in the order given
+-- (includes/arrival): each is claimed after every job that reached the server before it.
 --
--- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[1]  emq:{q}:pending     sorted set, score = arrival number (includes/arrival)
 -- KEYS[2]  emq:{q}:scheduled   sorted set, score = due time (server ms)
 -- KEYS[3]  emq:{q}:done        sorted set of recently completed ids
--- KEYS[4]  emq:{q}:stats       hash of counters
+-- KEYS[4]  emq:{q}:stats       hash of counters ('enqueued' is the arrival count)
 -- KEYS[5..4+N]  emq:{q}:job:<id>   the row of each job, in ARGV's order
 -- ARGV[1]  delay               milliseconds before the jobs may be claimed, 0..604800000
 -- ARGV[2..]  id, payload, id, payload, ...   1..1000 jobs; each payload UTF-8 text,
@@ -28,6 +29,7 @@
 --- @include "includes/queue_keys"
 --- @include "includes/args"
 --- @include "includes/wake"
+--- @include "includes/arrival"
 
 local pending_key, scheduled_key, done_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 
@@ -59,24 +61,32 @@ local ok
 ok, refused = rows_match(prefix, 5, ids)
 if not ok then return refused end
 
-local outcomes, added = {}, 0
+-- Which are new (an id given twice is new once), so that their arrival numbers are taken
+-- in one HINCRBY before the first write.
+local outcomes, added, given_here = {}, 0, {}
 for i, id in ipairs(ids) do
-  local row_key = KEYS[4 + i]
-  if redis.call('EXISTS', row_key) == 1 or redis.call('ZSCORE', done_key, id) then
+  if given_here[id] or redis.call('EXISTS', KEYS[4 + i]) == 1 or redis.call('ZSCORE', done_key, id) then
     outcomes[i] = 'duplicate'
   else
-    local state = delay_ms > 0 and 'scheduled' or 'pending'
-    redis.call('HSET', row_key, 'state', state, 'attempts', 0, 'stalled', 0,
-      'payload', ARGV[1 + 2 * i], 'enqueued_ms', now)
-    if delay_ms > 0 then
-      redis.call('ZADD', scheduled_key, now + delay_ms, id)
-    else
-      redis.call('ZADD', pending_key, 0, id)
-    end
+    given_here[id] = true
     added = added + 1
     outcomes[i] = 'enqueued'
   end
 end
-if added > 0 then redis.call('HINCRBY', stats_key, 'enqueued', added) end
+if added == 0 then return outcomes end
+local arrival = arrivals(stats_key, added)
+local state = delay_ms > 0 and 'scheduled' or 'pending'
+for i, id in ipairs(ids) do
+  if outcomes[i] == 'enqueued' then
+    redis.call('HSET', KEYS[4 + i], 'state', state, 'attempts', 0, 'stalled', 0,
+      'payload', ARGV[1 + 2 * i], 'enqueued_ms', now, 'arrival', arrival)
+    if delay_ms > 0 then
+      redis.call('ZADD', scheduled_key, now + delay_ms, id)
+    else
+      redis.call('ZADD', pending_key, arrival, id)
+    end
+    arrival = arrival + 1
+  end
+end
 if delay_ms == 0 then wake(prefix, added) end
 return outcomes

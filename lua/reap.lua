@@ -4,6 +4,7 @@
 -- expired members and moving them, so two overlapping reapers can never both move the
 -- same job (the two-step check-then-move in echoq/teaching/contrasts.py can). "Expired"
 -- means a deadline at or before the server's now -- the same clock claim.lua wrote it with.
+-- A job moved goes back to its arrival number (includes/arrival), ahead of younger jobs.
 -- At most `limit` jobs move per call, so one call never holds the server for long; the
 -- caller calls again while a full batch came back. Each moved id's row emq:{q}:job:<id> is
 -- built from KEYS[1]'s prefix (includes/queue_keys): same {q} tag, same slot. An expired
@@ -11,7 +12,7 @@
 -- pending, and no row is ever written for it (includes/rows: counted in stats 'corrupt';
 -- dead-lettered, or dropped when it was a stray copy).
 --
--- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[1]  emq:{q}:pending     sorted set, score = arrival number (includes/arrival)
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:scheduled   sorted set (read, to recognise a stray copy)
 -- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)
@@ -32,6 +33,7 @@
 --- @include "includes/args"
 --- @include "includes/rows"
 --- @include "includes/wake"
+--- @include "includes/arrival"
 
 local NAMES = {'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'}
 local prefix, refused = queue_prefix(NAMES)
@@ -48,7 +50,7 @@ for _, id in ipairs(expired) do
   redis.call('ZREM', q.active, id)
   local row = take_row(q, id, 'active')
   if row then
-    redis.call('ZADD', q.pending, 0, id)
+    redis.call('ZADD', q.pending, arrival_of(row), id)
     redis.call('HSET', row, 'state', 'pending')
     moved[#moved + 1] = id
   else

@@ -5,13 +5,13 @@
 -- nothing past its stop and another worker can take them at once. Each job must be held
 -- by the caller (the fence of complete.lua); a refused one is left alone. A released job
 -- gets its try back: the row's attempts goes down by one, so a give-back never costs a job
--- one of its max attempts. Its token stays -- a token is never handed out twice. Pending
--- is ordered by id, so a released job is taken before any
+-- one of its max attempts. Its token stays -- a token is never handed out twice. It goes
+-- back to its arrival number (includes/arrival), so a released job is taken before any
 -- younger one. Idle workers are woken (includes/wake). The row is the truth: the fence
 -- reads the row, so a held job whose active entry had gone missing is still released (and
 -- the missing entry counted in stats 'corrupt', as complete.lua does).
 --
--- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[1]  emq:{q}:pending     sorted set, score = arrival number (includes/arrival)
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:stats       hash of counters ('released' is bumped; 'corrupt', rarely)
 -- KEYS[4..3+K]  emq:{q}:job:<id>   the row of each job, in ARGV's order
@@ -29,6 +29,7 @@
 --- @include "includes/args"
 --- @include "includes/fence"
 --- @include "includes/wake"
+--- @include "includes/arrival"
 
 local pending_key, active_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
 
@@ -51,7 +52,7 @@ for i, id in ipairs(ids) do
     redis.call('ZREM', active_key, id)
     redis.call('HSET', row_key, 'state', 'pending')
     redis.call('HINCRBY', row_key, 'attempts', -1)
-    redis.call('ZADD', pending_key, 0, id)
+    redis.call('ZADD', pending_key, arrival_of(row_key), id)
     released = released + 1
     outcomes[i] = 'released'
   end

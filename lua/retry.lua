@@ -6,11 +6,11 @@
 -- person can look at it), and the dead set is trimmed to its newest `keep dead` jobs
 -- (includes/dead_letter). Otherwise it waits out a backoff measured on the server's clock
 -- in the scheduled set (claim.lua promotes it when due), or goes straight back to pending
--- when the backoff is 0. The error text is UTF-8 of at most 4096 bytes (echoq.Queue.retry
+-- (at its arrival number, includes/arrival) when the backoff is 0. The error text is UTF-8 of at most 4096 bytes (echoq.Queue.retry
 -- shortens a longer one). The row is the truth: if the active set had lost the id's
 -- entry, the move still happens, and the missing entry is counted in stats 'corrupt'.
 --
--- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[1]  emq:{q}:pending     sorted set, score = arrival number (includes/arrival)
 -- KEYS[2]  emq:{q}:active      sorted set
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
 -- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)
@@ -42,6 +42,7 @@
 --- @include "includes/fence"
 --- @include "includes/dead_letter"
 --- @include "includes/wake"
+--- @include "includes/arrival"
 
 local NAMES = {'pending', 'active', 'scheduled', 'dead', 'stats', 'effects'}
 local row_key = KEYS[7]
@@ -70,7 +71,7 @@ end
 redis.call('HINCRBY', q.stats, 'retried', 1)
 if backoff_ms == 0 then
   redis.call('HSET', row_key, 'state', 'pending', 'error', err)
-  redis.call('ZADD', q.pending, 0, id)
+  redis.call('ZADD', q.pending, arrival_of(row_key), id)
   wake(prefix, 1)
   return {'retried', attempts}
 end

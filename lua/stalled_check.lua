@@ -4,7 +4,8 @@
 -- A job is stalled when its lease deadline is at or before the server's now: no live
 -- worker holds it. Each time this sweep finds a job stalled it adds 1 to the row's
 -- 'stalled' count, and compares the new count with max_stalled: below it, the job is
--- recovered to pending; at or above it, the job is dead-lettered. So max_stalled = N
+-- recovered to pending (at its arrival number, includes/arrival); at or above it, the job
+-- is dead-lettered. So max_stalled = N
 -- means the N-th stall is fatal: with 2, the first stall is recovered and the second goes
 -- to the dead set; with 1, the first stall is fatal. (BullMQ's maxStalledCount counts the
 -- recoveries instead: it is N - 1.) A poison job that kills every worker that touches it
@@ -28,7 +29,7 @@
 -- does not say 'active' is corrupt: no stall is counted on it and no row is written for it
 -- (includes/rows: counted in stats 'corrupt'; dead-lettered, or dropped when a stray copy).
 --
--- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[1]  emq:{q}:pending     sorted set, score = arrival number (includes/arrival)
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:scheduled   sorted set (read, to recognise a stray copy)
 -- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)
@@ -51,6 +52,7 @@
 --- @include "includes/args"
 --- @include "includes/rows"
 --- @include "includes/wake"
+--- @include "includes/arrival"
 
 local NAMES = {'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'}
 local prefix, refused = queue_prefix(NAMES)
@@ -72,8 +74,9 @@ local function recover_or_bury(id, count, most, reason, why)
     dead_letter(q, id, true, reason, why)
     dead[#dead + 1] = id
   else
-    redis.call('HSET', q.prefix .. 'job:' .. id, 'state', 'pending')
-    redis.call('ZADD', q.pending, 0, id)
+    local row = q.prefix .. 'job:' .. id
+    redis.call('HSET', row, 'state', 'pending')
+    redis.call('ZADD', q.pending, arrival_of(row), id)
     recovered[#recovered + 1] = id
   end
 end

@@ -6,7 +6,7 @@
 -- when all of these are 0; an idle worker sleeps no longer than the next due time. Writes
 -- nothing.
 --
--- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[1]  emq:{q}:pending     sorted set, score = arrival number (includes/arrival)
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
 --

@@ -1,8 +1,9 @@
-"""Clocks: a JOB id carries the millisecond it was minted at, and pending ids are claimed in
-that order. The rule: ``Queue.enqueue`` mints on the SERVER's clock (TIME once, then this
-machine's monotonic clock), so a producer whose own clock is a day fast or slow neither
-starves nor jumps ahead; and every script refuses an id minted more than 60 s ahead of the
-server's clock (ClockSkew), whoever minted it. On Valkey and on Redis 7."""
+"""Clocks: a JOB id carries the millisecond it was minted at, but pending jobs are claimed in
+the order they reached the server (their arrival numbers), so a producer whose own clock is
+a day fast or slow neither starves nor jumps ahead, whoever minted its ids.
+``Queue.enqueue`` mints on the SERVER's clock (TIME once, then this machine's monotonic
+clock); every script refuses an id minted more than 60 s ahead of the server's clock
+(ClockSkew), whoever minted it. On Valkey and on Redis 7."""
 
 from __future__ import annotations
 
@@ -78,6 +79,26 @@ def test_a_producer_a_day_slow_does_not_jump_ahead(queue: echoq.Queue, skewed) -
     skewed(0)
     last = queue.enqueue("last").job_id
     assert [c.job_id for c in queue.claim_many(3)] == [first, slow, last]
+
+
+def test_ids_a_producer_a_day_slow_minted_itself_wait_their_turn_by_arrival(queue: echoq.Queue, skewed) -> None:
+    """The ids may carry the producer's time; the order may not: a producer whose clock is a
+    day slow mints ids that sort before every other id, and they are claimed after the
+    1,000 jobs that reached the server before them, and before those that came after."""
+    before = queue.enqueue_many([f"before {n}" for n in range(1_000)])
+    skewed(-DAY_MS)
+    theirs = [echoq.new_job_id() for _ in range(3)]  # a retry-safe producer mints its own ids
+    skewed(0)
+    assert max(theirs) < min(before)  # they carry the slow clock: by id, they would go first
+    assert ids.minted_ms(theirs[0]) < server_now_ms(queue.client) - DAY_MS + 60_000
+    assert queue.enqueue_many(["slow 0", "slow 1"], job_ids=theirs[:2]) == theirs[:2]
+    assert queue.enqueue("slow 2", job_id=theirs[2]).outcome is echoq.Enqueue.ENQUEUED
+    after = queue.enqueue_many(["after"])
+    claimed = queue.claim_many(1_000) + queue.claim_many(1_000)
+    assert [c.job_id for c in claimed] == [*before, *theirs, *after]
+    # A job given back goes back to its place: ahead of the jobs that arrived after it.
+    assert queue.release_many([claimed[1_000], claimed[-1]]) == [echoq.Release.RELEASED] * 2
+    assert [c.job_id for c in queue.claim_many(2)] == [theirs[0], after[0]]
 
 
 def test_ids_minted_on_the_server_clock_follow_it_and_keep_mint_order(queue: echoq.Queue, skewed) -> None:

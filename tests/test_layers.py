@@ -284,7 +284,7 @@ def test_lesson_02_shows_the_claim_with_its_helpers_folded_and_nothing_else_chan
     text = "".join(html_lib.unescape(re.sub(r"<[^>]+>", "", block)) for block in blocks)
     assert text == scripts.expanded("claim")
     folded = re.findall(r"<details.*?</details>", shown, flags=re.S)
-    assert len(folded) == 4 and all("<summary>" in block for block in folded)
+    assert len(folded) == 5 and all("<summary>" in block for block in folded)
     opened = re.sub(r"<details.*?</details>", "", shown, flags=re.S)
     assert "claim_jobs" in opened and "ZPOPMIN" in html_lib.unescape(re.sub(r"<[^>]+>", "", opened))
     assert html_lib.unescape(re.sub(r"<[^>]+>", "", opened)).count("\n") < 200  # of about 500

@@ -28,7 +28,7 @@ def test_enqueue_puts_a_pending_row(queue: echoq.Queue) -> None:
     assert result.outcome is Enqueue.ENQUEUED and echoq.is_job_id(result.job_id)
     job = queue.job(result.job_id)
     assert job is not None and job.state is JobState.PENDING and job.attempts == 0 and job.payload == "hello"
-    assert queue.client.zscore(queue.keys.pending, result.job_id) == 0
+    assert queue.client.zscore(queue.keys.pending, result.job_id) == 1  # its arrival number: the first
     assert queue.snapshot().stats["enqueued"] == 1
 
 

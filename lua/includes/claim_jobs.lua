@@ -6,6 +6,7 @@
 -- stays in the declared keys' slot.
 --- @include "includes/args"
 --- @include "includes/rows"
+--- @include "includes/arrival"
 
 -- A row's token or attempts field as echoq writes it: no field yet, or a count of at most 9
 -- digits. HINCRBY would refuse anything else that is not an integer and fail the whole call
@@ -14,15 +15,15 @@ local function plain_count(value)
   return value == false or value == '0' or string.match(value, '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?$') ~= nil
 end
 
--- Move retries whose backoff has run out (scheduled score <= now) into pending, at most
--- 1000 per call. An entry whose row does not say 'scheduled' is corrupt (includes/rows).
+-- Move retries whose backoff has run out (scheduled score <= now) into pending, each at
+-- its arrival number (includes/arrival), at most 1000 per call. An entry whose row does not say 'scheduled' is corrupt (includes/rows).
 local function promote_due(q)
   local due = redis.call('ZRANGEBYSCORE', q.scheduled, '-inf', q.now, 'LIMIT', 0, SWEEP_MAX)
   for _, id in ipairs(due) do
     redis.call('ZREM', q.scheduled, id)
     local row = take_row(q, id, 'scheduled')
     if row then
-      redis.call('ZADD', q.pending, 0, id)
+      redis.call('ZADD', q.pending, arrival_of(row), id)
       redis.call('HSET', row, 'state', 'pending')
     end
   end

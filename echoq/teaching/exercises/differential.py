@@ -60,7 +60,7 @@ _names = itertools.count(1)
 
 # What each part of the queue is for: the reason a difference there matters.
 WHY = {
-    "pending": "pending is scored 0 for every job, so claims take the oldest id first",
+    "pending": "a pending job's score is its place in line: claims take the lowest first",
     "active": "an active job's score is its lease deadline on the server's clock, which the reaper judges",
     "scheduled": "a scheduled job's score is the time it becomes due",
     "dead": "a dead job's score is its time of death, by which the dead set is kept bounded",

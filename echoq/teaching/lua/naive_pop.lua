@@ -8,7 +8,7 @@
 -- Like claim.lua it cannot know the popped id's row key beforehand, so it builds it from
 -- KEYS[1]'s own prefix (includes/queue_keys): same {q} hash tag, same slot.
 --
--- KEYS[1]  emq:{q}:pending     sorted set, score 0
+-- KEYS[1]  emq:{q}:pending     sorted set, score = arrival number (lua/includes/arrival)
 -- KEYS[2]  emq:{q}:stats       hash of counters ('naive_popped' is bumped)
 -- (no ARGV)
 --
