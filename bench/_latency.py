@@ -285,6 +285,7 @@ def enqueue_node(
             "sha": scripts.sha("enqueue"),
             "ids": ids,
             "keys": [echoq_queue.script_keys("enqueue", job_id) for job_id in ids],
+            "keep_given_ms": echoq_queue.keep_given_ms,  # ids the producer gave, as Queue.enqueue sends
         }
     path = workdir / f"{queue}.schedule.json"
     path.write_text(json.dumps(plan))

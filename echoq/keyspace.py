@@ -29,6 +29,9 @@ key                        type        holds                                    
                                                                                   counted in stats ``dead_evicted``
 ``emq:{q}:done``           sorted set  recently completed ids, scored by          newest ``keep_done`` (10,000)
                                        completion time
+``emq:{q}:given``          sorted set  the idempotency record: ids producers      the ids given in the last
+                                       gave (``job_id=``, ``job_ids=``), scored   ``keep_given_ms`` (an hour); each
+                                       by first arrival (ms)                      enqueue forgets older ones
 ``emq:{q}:effects``        hash        the effects ledger: JOB id -> how many     one per job the queue remembers
                                        times its effect ran                       (live, dead, or in done); goes
                                                                                   with the job
@@ -123,6 +126,11 @@ class Keyspace:
     @property
     def done(self) -> str:
         return self.prefix + "done"
+
+    @property
+    def given(self) -> str:
+        """The idempotency record: the ids producers gave, kept ``keep_given_ms``."""
+        return self.prefix + "given"
 
     @property
     def stats(self) -> str:

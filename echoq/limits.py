@@ -60,6 +60,7 @@ BOUNDS: Final[dict[str, tuple[int, int]]] = {
     "max_stalled": (1, 1_000),
     "keep_done": (0, 1_000_000),
     "keep_dead": (0, 1_000_000),
+    "keep_given_ms": (0, 604_800_000),
     "keep_outbox": (1, 1_000_000),
     "token": (1, 2_147_483_647),
     "payload_bytes": (0, 1_048_576),

@@ -31,6 +31,9 @@ from .translation import guard
 DEFAULT_LEASE_MS = 30_000
 DEFAULT_KEEP_DONE = 10_000
 DEFAULT_KEEP_DEAD = 10_000
+# How long the idempotency record (emq:{q}:given) knows an id a producer gave: a retry of
+# that enqueue within it is refused as a duplicate, whatever became of the job meanwhile.
+DEFAULT_KEEP_GIVEN_MS = 3_600_000
 DEFAULT_MAX_STALLED = 2  # the second stall is fatal: one stall is recovered
 BATCH = BOUNDS["count"][1]  # most jobs one batch script takes (enqueue_many, complete_many)
 GUARD_MAX_MS = 3_600_000  # the longest a stalled-check guard may last: an hour
@@ -211,6 +214,9 @@ class Queue:
     defaults to :func:`echoq.connect`, i.e. ``VALKEY_URL`` or the embedded server; a cluster
     client works the same (every key of the queue is in one slot). ``durability`` makes
     the acknowledged moves wait for replicas (see :class:`echoq.Durability`).
+    ``keep_given_ms`` is how long an id a producer gave (``job_id=``, ``job_ids=``) is
+    remembered, so that enqueueing it again within that time is refused as a duplicate
+    (default an hour); ``keep_done`` and ``keep_dead`` bound the done and dead sets.
     """
 
     def __init__(
@@ -220,11 +226,13 @@ class Queue:
         *,
         keep_done: int = DEFAULT_KEEP_DONE,
         keep_dead: int = DEFAULT_KEEP_DEAD,
+        keep_given_ms: int = DEFAULT_KEEP_GIVEN_MS,
         durability: Durability | None = None,
     ) -> None:
         self.keys = Keyspace(name)
         self.keep_done = check("keep_done", keep_done)  # ids in emq:{q}:done (duplicate refusal)
         self.keep_dead = check("keep_dead", keep_dead)  # jobs in emq:{q}:dead; older ones are evicted
+        self.keep_given_ms = check("keep_given_ms", keep_given_ms)  # the idempotency record's time
         if durability is not None and not isinstance(durability, Durability):
             raise InvalidArgument(f"durability must be an echoq.Durability or None, got {durability!r}")
         self.durability = durability
@@ -266,11 +274,15 @@ class Queue:
         ``payload`` is text: ``str``, or ``bytes`` that are UTF-8, at most 1 MiB encoded
         (:class:`echoq.InvalidPayload` otherwise, before anything is written). Without
         ``job_id``, the id is minted on the server's clock; a ``job_id`` minted more than
-        60 s ahead of the server's clock is refused (:class:`echoq.ClockSkew`)."""
+        60 s ahead of the server's clock is refused (:class:`echoq.ClockSkew`). A ``job_id``
+        given is known -- refused as a duplicate -- while its job lives, while it is among
+        the newest ``keep_done`` completions, and for ``keep_given_ms`` after it first
+        arrived whatever became of its job (then ``state`` is None)."""
         text = limits.payload(payload)
+        keep_given = self.keep_given_ms if job_id is not None else 0
         job_id = check_job_id(job_id) if job_id is not None else self.new_job_id()
         check("delay_ms", delay_ms)
-        reply = self._run("enqueue", self.script_keys("enqueue", job_id), [job_id, text, delay_ms])
+        reply = self._run("enqueue", self.script_keys("enqueue", job_id), [job_id, text, delay_ms, keep_given])
         outcome = Enqueue(_text(reply[0]))
         state = JobState(_text(reply[2])) if len(reply) > 2 and _text(reply[2]) in _STATES else None
         return Enqueued(job_id, outcome, state)
@@ -291,21 +303,23 @@ class Queue:
         or a bad ``job_ids``, refuses the whole call before anything is written.
 
         ``job_ids`` (one per payload, distinct; mint them with :meth:`new_job_ids`) makes the
-        call safe to retry: a job whose id the queue already knows -- a live row, or one of
-        the newest ``keep_done`` completions -- is skipped, so calling again with the same
-        ids after a lost reply adds only what the first call did not, and returns the same
-        ids. Without it, the ids are minted here and a retry adds new jobs."""
+        call safe to retry: every id given is remembered for ``keep_given_ms`` after it first
+        arrived, and an id the queue knows -- that record, a live row, or one of the newest
+        ``keep_done`` completions -- is skipped, so calling again with the same ids within
+        that time adds only what the first call did not, however many of its jobs completed
+        meanwhile, and returns the same ids. Without it, the ids are minted here and a
+        retry adds new jobs."""
         check("delay_ms", delay_ms)
         if isinstance(payloads, str | bytes) or not isinstance(payloads, Sequence):
             raise InvalidArgument(f"enqueue_many takes a list of payloads, got {type(payloads).__name__}")
         texts = [limits.payload(p) for p in payloads]
         if job_ids is None:
-            ids = [self.new_job_id() for _ in texts]
+            ids, keep_given = [self.new_job_id() for _ in texts], 0
         else:
-            ids = self._given_ids(job_ids, len(texts))
+            ids, keep_given = self._given_ids(job_ids, len(texts)), self.keep_given_ms
         for start in range(0, len(ids), BATCH):
             chunk = ids[start : start + BATCH]
-            args: list[Any] = [delay_ms]
+            args: list[Any] = [delay_ms, keep_given]
             for job_id, text in zip(chunk, texts[start : start + BATCH], strict=True):
                 args += [job_id, text]
             self._run("enqueue_many", self.script_keys("enqueue_many", *chunk), args)

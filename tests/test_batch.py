@@ -88,11 +88,12 @@ def test_enqueue_many_is_one_script_and_refuses_a_bad_batch_whole(queue: echoq.Q
         scripts.run(
             queue.client,
             "enqueue_many",
-            [k.pending, k.scheduled, k.done, k.stats, k.job(good), k.job(good)],
-            [0, good, "a", other, "b"],
+            [k.pending, k.scheduled, k.done, k.given, k.stats, k.job(good), k.job(good)],
+            [0, 0, good, "a", other, "b"],
         )
     with pytest.raises(echoq.InvalidArgument, match="pairs"):
-        scripts.run(queue.client, "enqueue_many", [k.pending, k.scheduled, k.done, k.stats, k.job(good)], [0, good])
+        keys = [k.pending, k.scheduled, k.done, k.given, k.stats, k.job(good)]
+        scripts.run(queue.client, "enqueue_many", keys, [0, 0, good])
     assert list(queue.keys_in_use()) == []
 
 
@@ -104,8 +105,8 @@ def test_enqueue_many_refuses_an_id_given_twice_as_a_duplicate(queue: echoq.Queu
     reply = scripts.run(
         queue.client,
         "enqueue_many",
-        [k.pending, k.scheduled, k.done, k.stats, k.job(job_id), k.job(job_id)],
-        [0, job_id, "first", job_id, "second"],
+        [k.pending, k.scheduled, k.done, k.given, k.stats, k.job(job_id), k.job(job_id)],
+        [0, 0, job_id, "first", job_id, "second"],
     )
     assert reply == ["enqueued", "duplicate"] and queue.job(job_id).payload == "first"
 

@@ -44,7 +44,7 @@ def test_an_id_minted_a_day_ahead_is_refused_and_nothing_is_written(queue: echoq
     assert "60000 ms allowed" in str(refused.value) and "\n" not in str(refused.value)
     fine = id_minted_at(server_now_ms(queue.client))
     with pytest.raises(echoq.ClockSkew):  # one such id refuses a whole batch
-        queue._run("enqueue_many", queue.script_keys("enqueue_many", fine, future), [0, fine, "a", future, "b"])
+        queue._run("enqueue_many", queue.script_keys("enqueue_many", fine, future), [0, 0, fine, "a", future, "b"])
     assert list(queue.keys_in_use()) == []
 
 

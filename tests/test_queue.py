@@ -61,10 +61,10 @@ def test_enqueue_refuses_unbranded_ids_on_the_server(queue: echoq.Queue) -> None
     """The script checks too: a client that skips the Python check still cannot add one."""
     k = queue.keys
     with pytest.raises(echoq.InvalidJobId, match="not a JOB id"):
-        queue._run("enqueue", queue.script_keys("enqueue") + [k.prefix + "job:42"], ["42", "p", 0])
+        queue._run("enqueue", queue.script_keys("enqueue") + [k.prefix + "job:42"], ["42", "p", 0, 0])
     good = echoq.new_job_id()
     with pytest.raises(echoq.InvalidJobId, match="does not belong"):
-        queue._run("enqueue", queue.script_keys("enqueue") + [k.prefix + "job:other"], [good, "p", 0])
+        queue._run("enqueue", queue.script_keys("enqueue") + [k.prefix + "job:other"], [good, "p", 0, 0])
     assert list(queue.keys_in_use()) == []
 
 
@@ -204,7 +204,7 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
         "enqueue_many B row": (
             "enqueue_many",
             _keys(a, "enqueue_many", a.job(new), b.job(new)),
-            [0, new, "p", new, "q"],
+            [0, 0, new, "p", new, "q"],
             bad_row,
             "does not belong",
         ),
@@ -808,6 +808,54 @@ def test_a_producer_retries_enqueue_many_with_its_own_ids_safely(queue: echoq.Qu
     snap = assert_one_place(queue, set(ids))
     assert snap.stats["enqueued"] == 1_500  # nothing already there was added again
     assert snap.counts == {"pending": 1_499, "active": 0, "scheduled": 0, "dead": 0, "done": 1}
+
+
+class _LostAfterWork(echoq.Queue):
+    """Its first enqueue_many batch runs on the server; then, before the producer hears back,
+    workers complete every job of it, and the reply is lost."""
+
+    def __init__(self, queue: echoq.Queue, *, keep_done: int) -> None:
+        super().__init__(queue.name, queue.client, keep_done=keep_done)
+        self.lost = False
+
+    def _run(self, name, keys, args):  # type: ignore[no-untyped-def]
+        reply = super()._run(name, keys, args)
+        if name == "enqueue_many" and not self.lost:
+            self.lost = True
+            while claims := self.claim_many(1_000, lease_ms=60_000):
+                self.complete_many(claims)
+            raise echoq.ServerUnavailable("lost Valkey: the reply never came")
+        return reply
+
+
+def test_the_docs_retry_example_never_duplicates_what_completed_meanwhile(queue: echoq.Queue) -> None:
+    """docs/limits.md's retry loop, run as written: its first call's batch of 1000 went in and
+    all 1000 completed -- far more than keep_done remembers -- before the retry; the retry
+    adds only the 500 jobs that never arrived, because the ids it gave are remembered for
+    keep_given_ms, not only while done holds them."""
+    import textwrap
+    import types
+    from pathlib import Path
+
+    docs = (Path(__file__).parent.parent / "docs" / "limits.md").read_text()
+    section = docs[docs.index("**Retrying an enqueue.**") :]
+    example = textwrap.dedent(re.search(r"```python\n(.*?)```", section, re.S).group(1))
+    q = _LostAfterWork(queue, keep_done=10)
+    slept: list[float] = []
+    payloads = [f"order {n}" for n in range(1_500)]
+    exec(example, {"q": q, "payloads": payloads, "echoq": echoq, "time": types.SimpleNamespace(sleep=slept.append)})
+    assert q.lost and len(slept) == 1  # one lost reply, one retry
+    snap = assert_one_place(queue, set(queue.snapshot(limit=2_000).pending) | set(queue.snapshot().done))
+    assert snap.stats["enqueued"] == 1_500 and snap.stats["completed"] == 1_000
+    assert snap.counts["pending"] == 500 and snap.counts["done"] == 10  # done forgot 990 of them
+    # Past the window, an id is forgotten: enqueued again it is a new job.
+    short = echoq.Queue(queue.name, queue.client, keep_given_ms=0)
+    first = next(iter(snap.done))
+    assert short.enqueue("again", job_id=first).outcome is Enqueue.DUPLICATE  # done still holds it
+    gone = sorted(set(queue.client.zrange(queue.keys.given, 0, -1)) - set(snap.done) - set(snap.pending))[0]
+    assert queue.enqueue("again", job_id=gone).outcome is Enqueue.DUPLICATE  # the record holds it
+    assert queue.enqueue("again", job_id=gone).state is None
+    assert short.enqueue("again", job_id=gone).outcome is Enqueue.ENQUEUED  # a window of 0: not known
 
 
 def test_enqueue_many_checks_every_given_id_before_it_writes(queue: echoq.Queue) -> None:

@@ -39,7 +39,7 @@ _RANGE = re.compile(r"(-?\d+)\.\.(\d+)( bytes)?")
 # below, its documented range is about.
 _VARIADIC = {
     ("complete_many", 7): (8, "token"),
-    ("enqueue_many", 2): (3, "payload"),
+    ("enqueue_many", 3): (4, "payload"),
     ("extend_many", 2): (3, "token"),
     ("release_many", 1): (2, "token"),
 }
@@ -97,8 +97,8 @@ def valid_calls(q: echoq.Queue, held: echoq.Claim) -> dict[str, tuple[list[str],
             [100, 60_000, 10, 100, 0, 0, held.job_id, held.token],
         ),
         "effect": (q.script_keys("effect", held.job_id), [held.job_id, "charged", 100]),
-        "enqueue": (q.script_keys("enqueue", new), [new, "payload", 0]),
-        "enqueue_many": (q.script_keys("enqueue_many", new), [0, new, "payload"]),
+        "enqueue": (q.script_keys("enqueue", new), [new, "payload", 0, 0]),
+        "enqueue_many": (q.script_keys("enqueue_many", new), [0, 0, new, "payload"]),
         "extend": (q.script_keys("extend", held.job_id), [held.job_id, held.token, 60_000]),
         "extend_many": (q.script_keys("extend_many", held.job_id), [60_000, held.job_id, held.token]),
         "release_many": (q.script_keys("release_many", held.job_id), [held.job_id, held.token]),
@@ -350,11 +350,11 @@ def test_the_scripts_utf8_check_is_pythons(queue: echoq.Queue, raw: bytes) -> No
         python_says = False
     job = queue.new_job_id()
     if python_says:
-        scripts.run(queue.client, "enqueue", queue.script_keys("enqueue", job), [job, raw, 0])
+        scripts.run(queue.client, "enqueue", queue.script_keys("enqueue", job), [job, raw, 0, 0])
         assert queue.job(job).payload == raw.decode()
     else:
         with pytest.raises(echoq.InvalidPayload, match="payload is not UTF-8 text"):
-            scripts.run(queue.client, "enqueue", queue.script_keys("enqueue", job), [job, raw, 0])
+            scripts.run(queue.client, "enqueue", queue.script_keys("enqueue", job), [job, raw, 0, 0])
         assert queue.job(job) is None
 
 

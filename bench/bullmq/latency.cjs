@@ -88,8 +88,9 @@ async function runEnqueue(connection, scheduleFile) {
     const Redis = require(path.join(bullmqDir, 'node_modules', 'ioredis'));
     const redis = new Redis(connection);
     redis.on('error', () => {});  // a server restarting: ioredis reconnects and sends again
-    const { sha, keys, ids } = plan.echoq;
-    add = (i, delayMs, fail) => redis.evalsha(sha, keys[i].length, ...keys[i], ids[i], `${i} ${fail ? 1 : 0}`, delayMs);
+    const { sha, keys, ids, keep_given_ms: keepGiven } = plan.echoq;
+    add = (i, delayMs, fail) =>
+      redis.evalsha(sha, keys[i].length, ...keys[i], ids[i], `${i} ${fail ? 1 : 0}`, delayMs, keepGiven);
     close = () => redis.quit();
     await redis.ping();
   } else {

@@ -58,7 +58,7 @@ _HEADER_KEY = re.compile(r"KEYS\[(\d+)\]\s+emq:\{\w+\}:([a-z_]+)(?![\w:])")
 
 # The one order of every script's named KEYS (a script takes the ones it needs, in this
 # order); the rows of the jobs it is handed follow them.
-KEY_ORDER: tuple[str, ...] = ("pending", "active", "scheduled", "dead", "done", "stats", "effects", "outbox")
+KEY_ORDER: tuple[str, ...] = ("pending", "active", "scheduled", "dead", "done", "given", "stats", "effects", "outbox")
 
 # Other packages' folders of scripts, by name prefix ("teaching" -> echoq/teaching/lua).
 _FOLDERS: dict[str, Path] = {}

@@ -12,7 +12,7 @@
 -- every named key's type is checked before anything is written, and such a call is
 -- refused whole (BADKEY), changing nothing.
 local KEY_TYPES = {pending = 'zset', active = 'zset', scheduled = 'zset', dead = 'zset', done = 'zset',
-  stats = 'hash', effects = 'hash', outbox = 'list'}
+  given = 'zset', stats = 'hash', effects = 'hash', outbox = 'list'}
 
 -- names[i] is the expected name of KEYS[i] ('pending', 'active', ...). Returns 'emq:{q}:'
 -- when every KEYS[i] is exactly that prefix .. names[i] and holds its type (or nothing);
