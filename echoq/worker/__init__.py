@@ -23,7 +23,8 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   reads the reply to the one before, on one connection (RESP pipelining), each call
   claiming half of what it may hold: the server runs one call while the handlers work
   through the jobs of the other. It never sleeps with a call in flight, so claimed jobs
-  never wait unread while their leases run. Smaller workers send one call at a time.
+  never wait unread while their leases run. Smaller workers send one call at a time. A
+  lost connection costs the pipelining only until the server answers one call again.
 * **Threads wake for work that needs them.** A handler thread that takes a job wakes the
   next sleeping one while jobs are left -- unless jobs are quick (under ``QUICK_JOB_S`` of
   handler time, a moving average): then the awake thread runs them one after another, as

@@ -1,8 +1,9 @@
 """The transport: the worker's complete-and-claim calls, and what is in flight.
 
 :class:`OneCall` sends one call at a time and waits for its reply. :class:`PipelinedCalls`
-keeps up to ``LANES`` calls in flight on one connection (RESP pipelining), and goes on one
-call at a time once that connection is lost."""
+keeps up to ``LANES`` calls in flight on one connection (RESP pipelining); when that
+connection is lost it makes one call at a time until the server answers, then pipelines
+again on a new connection."""
 
 from __future__ import annotations
 
@@ -67,7 +68,9 @@ class OneCall:
         ``starting`` and claim up to ``ask``; how many it claimed."""
         started = time.perf_counter()
         try:
-            outcomes, claims = self.outages.ride_out(
+            ride_out = self.outages.ride_out_claiming if ask else self.outages.ride_out_plain
+            outcomes, claims = ride_out(
+                self.lease_ms,
                 self.queue.complete_many_and_claim,
                 [d.claim for d in done],
                 count=ask,
@@ -121,7 +124,11 @@ class PipelinedCalls(OneCall):
 
     def exchange(self, done: list[Delivery], ask: int, starting: Sequence[Delivery]) -> tuple[int, int]:
         if self.pipe is None:
-            return super().exchange(done, ask, starting)
+            # The connection was lost: one call, ridden out until the server answers; then
+            # calls go ahead of their replies again, on a new connection.
+            answered = super().exchange(done, ask, starting)
+            self.pipe = scripts.Pipelined(self.queue.client, "complete_many")
+            return answered
         try:
             if done or ask or starting:
                 self._send(done, ask, starting)
@@ -132,7 +139,7 @@ class PipelinedCalls(OneCall):
                 return self._receive()
             return ask, ask
         except ServerUnavailable:
-            self._lost(done)
+            self._lost(done, ask)
             return 0, 0
 
     def _send(self, done: list[Delivery], ask: int, starting: Sequence[Delivery]) -> None:
@@ -159,16 +166,20 @@ class PipelinedCalls(OneCall):
         self.on_reply(outcomes, claims, time.perf_counter() - sent)
         return len(claims), ask
 
-    def _lost(self, unsent: list[Delivery]) -> None:
-        """The connection of the calls in flight was lost: go on one call at a time.
+    def _lost(self, unsent: list[Delivery], asking: int) -> None:
+        """The connection of the calls in flight was lost: one call at a time until the
+        server answers (the next :meth:`exchange` then pipelines again).
 
         Whether a call in flight ran is unknown. Its completions are sent again (with
-        ``unsent``, the ones being written when it failed): the fence answers ``gone`` for one
+        ``unsent``, the ones of the call being written when it failed, which asked for
+        ``asking`` more): the fence answers ``gone`` for one
         that did apply, so none is lost and none is done twice; its confirmations are sent
         again too. Its claims, if it ran, hold leases nobody extends: they run out and the
-        jobs are reaped, as a dead worker's are."""
+        jobs are reaped, as a dead worker's are (a burst waits for them: :meth:`Life.unheard`)."""
         assert self.pipe is not None
         in_flight = [d for done, _ask, _starting, _sent in self.sent for d in done]
+        if asking or any(ask for _done, ask, _starting, _sent in self.sent):
+            self.life.unheard(self.lease_ms)
         for _done, _ask, starting, _sent in self.sent:
             for delivery in starting:
                 delivery.confirmed = False
@@ -179,6 +190,7 @@ class PipelinedCalls(OneCall):
         again = in_flight + [d for d in unsent if d not in in_flight]
         if again:
             self.call(again, 0)
+            self.pipe = scripts.Pipelined(self.queue.client, "complete_many")  # the server answered
 
     def close(self) -> None:
         if self.pipe is not None:

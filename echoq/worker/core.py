@@ -191,13 +191,16 @@ class Worker:
 
     def work(self, burst: bool = False) -> WorkReport:
         """Run until :meth:`stop` (or, with ``burst``, until nothing is pending or waiting
-        out a backoff and this worker holds nothing). Returns what this call did."""
+        out a backoff, this worker holds nothing, and nothing it claimed is still leased:
+        the jobs of a claim whose reply was lost are drained once their leases run out).
+        Returns what this call did."""
         if self._running:
             raise InvalidArgument("this worker is already working; call stop() first or start another Worker")
         self._running = True
         life = self._life
         life.report = WorkReport()
         life.woken = False
+        life.unheard_until = 0.0
         life.crashed.clear()
         self._waker.begin()
         self._listen_from = None
@@ -270,11 +273,18 @@ class Worker:
                     pace.dry = False
                     continue
                 if burst and not waiting.scheduled:
-                    if not waiting.expired:
-                        return  # drained
-                    # Jobs of a dead worker wait for a stalled check (another worker ran
-                    # this beat's): drain them too, after the next beat.
-                    pace.look_at(beat.next_at)
+                    unheard_until = life.unheard_until
+                    if not waiting.expired and time.monotonic() >= unheard_until:
+                        return  # drained: nothing this worker claimed is still leased
+                    if waiting.expired:
+                        # Jobs of a dead worker wait for a stalled check (another worker ran
+                        # this beat's): drain them too, after the next beat.
+                        pace.look_at(beat.next_at)
+                    else:
+                        # Claims whose replies were lost hold leases nobody extends: once
+                        # they run out, a stalled check returns their jobs, and this burst
+                        # drains them too.
+                        pace.look_at(unheard_until)
                 if waiting.next_due_in_ms is not None:
                     pace.look_at(time.monotonic() + waiting.next_due_in_ms / 1000)
             deadline = min(beat.next_at, leases.next_at, pace.look_again, time.monotonic() + step.confirm_in)

@@ -4,6 +4,7 @@ part of one worker shares (:class:`Life`)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -58,6 +59,7 @@ class WorkReport:
     round_trips: int = 0  # complete-and-claim calls (jobs per call = (completed + stale) / this)
     reconnected: int = 0  # times the server stopped answering and the worker carried on once it did
     unreplicated: int = 0  # completions applied on the master that no replica confirmed (durability on)
+    lost_replies: int = 0  # claiming calls whose reply never came: what they claimed was leased to nobody
 
     @property
     def processed(self) -> int:
@@ -81,10 +83,20 @@ class Life:
         self.report = WorkReport()
         self.owner_waiting = False  # the I/O owner sleeps on io_wake
         self.woken = False  # work may be pending (a wake, a recovery): worth a claim
+        # When (monotonic) every lease taken by a claim whose reply was lost has run out: a
+        # burst does not end before then, so it drains what it claimed unheard too.
+        self.unheard_until = 0.0
 
     def check(self) -> None:
         if self.crashed.is_set():
             raise Abandon
+
+    def unheard(self, lease_ms: int) -> None:
+        """A claiming call's reply was lost: it may have leased jobs to nobody, for at most
+        ``lease_ms`` from now."""
+        with self.lock:
+            self.report.lost_replies += 1
+            self.unheard_until = max(self.unheard_until, time.monotonic() + lease_ms / 1000)
 
     def rouse(self) -> None:
         """Wake the owner and every handler thread to look at the state again."""

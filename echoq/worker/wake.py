@@ -84,6 +84,8 @@ class Waker:
                 return False, None
             self.owner_blocked = True
         try:
+            if count and self.claims_behind:
+                return self.outages.ride_out_claiming(self.lease_ms, self._wait_once, deadline, still, count)
             return self.outages.ride_out(self._wait_once, deadline, still, count)
         finally:
             with life.lock:
