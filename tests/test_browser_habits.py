@@ -11,7 +11,6 @@ time at kernel level (tests/support/rerun.py, on the kernel nbval ran the lesson
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from tests.support.browser import (  # noqa: F401  (fixtures)
     save_screenshot,
     start_lab,
 )
+from tests.support.helpers import throwaway_env
 
 pytestmark = pytest.mark.browser
 
@@ -48,7 +48,7 @@ STILL = "A still picture of this lab"
 
 @pytest.fixture(scope="module")
 def solo_lab(chromium: str, lab_root: Path) -> Iterator[Served]:  # noqa: F811
-    env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY", "JUPYTER_PLATFORM_DIRS")}
+    env = throwaway_env("VALKEY_URL", "JUPYTER_PLATFORM_DIRS")
     server = start_lab(lab_root, env)
     yield server
     server.stop()

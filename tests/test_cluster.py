@@ -41,7 +41,7 @@ from echoq.teaching import contrasts  # noqa: E402
 from echoq.teaching.chaos import run_chaos  # noqa: E402
 from echoq.teaching.cluster import LocalCluster, slot_of  # noqa: E402
 from echoq.teaching.fast_forward import fast_forward  # noqa: E402
-from tests.support.helpers import assert_one_place, expire  # noqa: E402
+from tests.support.helpers import assert_one_place, expire, throwaway_env  # noqa: E402
 from tests.support.servers import fresh_name  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -617,7 +617,7 @@ def test_a_worker_with_durability_carries_on_when_no_replica_confirms(cluster: L
 
 
 def _echoq(*args: str, url: str, module: str = "echoq") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
+    env = throwaway_env("VALKEY_URL")
     env["VALKEY_URL"] = url
     return subprocess.run(
         [sys.executable, "-m", module, *args], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT

@@ -4,7 +4,6 @@ habits is in tests/test_browser_habits.py."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +16,7 @@ from echoq import server
 from echoq.errors import PermissionDenied, ServerUnavailable
 from echoq.server import start_server
 from echoq.teaching import course
-from tests.support.helpers import ANSI
+from tests.support.helpers import ANSI, throwaway_env
 
 
 @pytest.fixture
@@ -25,9 +24,9 @@ def dead_embedded(monkeypatch: pytest.MonkeyPatch):
     """This process's embedded server, as one that has stopped (without stopping the real one)."""
     dead = start_server()
     dead.kill()
-    monkeypatch.setattr(server, "_embedded", dead)
+    monkeypatch.setattr(server, "_throwaway", dead)
     monkeypatch.delenv("VALKEY_URL", raising=False)
-    monkeypatch.delenv("ECHOQ_VALKEY", raising=False)
+    monkeypatch.setenv("ECHOQ_VALKEY", "throwaway")
     monkeypatch.setattr(course, "_started", "04")
     monkeypatch.setattr(course, "_setup", None)  # a class worker cell run earlier in this process would name itself
     yield dead
@@ -96,8 +95,8 @@ def test_an_acl_refusal_on_the_class_server_points_to_the_learners_own_queues(mo
 @pytest.mark.server
 def test_an_interrupt_with_the_server_running_says_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VALKEY_URL", raising=False)
-    monkeypatch.delenv("ECHOQ_VALKEY", raising=False)
-    server.connect()  # this process's embedded server, running
+    monkeypatch.setenv("ECHOQ_VALKEY", "throwaway")
+    server.connect()  # this process's throwaway server, running
     name, line = course.explain(KeyboardInterrupt())
     assert name == "KeyboardInterrupt" and "still there" in line and "re-run this cell" in line
 
@@ -105,7 +104,7 @@ def test_an_interrupt_with_the_server_running_says_go_on(monkeypatch: pytest.Mon
 @pytest.mark.server
 def test_a_url_mistake_keeps_its_own_words(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("VALKEY_URL", raising=False)
-    monkeypatch.delenv("ECHOQ_VALKEY", raising=False)
+    monkeypatch.setenv("ECHOQ_VALKEY", "throwaway")
     server.connect()
     mistake = ServerUnavailable("VALKEY_URL 'redis://x' is not a URL this kit understands; use redis://")
     assert course.explain(mistake) == ("ServerUnavailable", str(mistake))
@@ -134,7 +133,7 @@ def test_a_lesson_cell_whose_setup_is_gone_says_which_cells_to_run(monkeypatch: 
 
 @contextmanager
 def kernel(**env: str) -> Iterator[KernelManager]:
-    base = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY", "ECHOQ_LEARNER")}
+    base = throwaway_env("VALKEY_URL", "ECHOQ_LEARNER")
     manager = KernelManager(kernel_name="python3")
     manager.kernel_spec.argv[0] = sys.executable  # this venv's interpreter
     manager.start_kernel(env={**base, **env})
@@ -197,7 +196,7 @@ def test_interrupting_a_lesson_cell_keeps_the_server_and_says_so_in_one_line() -
 def test_a_lost_server_in_a_lesson_kernel_is_one_line_naming_the_setup_cell() -> None:
     with kernel() as manager:
         run(manager, 'from echoq.teaching import course\nlesson = course.start("01", quiet=True)')
-        run(manager, "from echoq import server\nserver._embedded.kill()")
+        run(manager, "from echoq import server\nserver._throwaway.kill()")
         lost = run(manager, 'lesson.queue.enqueue("x")')
         name, line, traceback = lost["error"]
         assert (name, len(traceback)) == ("ServerUnavailable", 1), lost

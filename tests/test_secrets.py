@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import echoq
 from echoq.address import redact
 from echoq.server import describe
+from tests.support.helpers import throwaway_env
 
 # Every printable character: ASCII from space to '~', and beyond ASCII too.
 PASSWORDS = st.text(
@@ -143,9 +144,9 @@ def test_a_percent_encoded_password_with_every_awkward_character_works(client: r
 
 @pytest.mark.server
 def test_no_repr_shows_the_password() -> None:
-    from echoq.server import _embedded_server
+    from echoq.server import _throwaway_server
 
-    server = _embedded_server()
+    server = _throwaway_server()
     client = echoq.connect(server.url)
     queue = echoq.Queue("reprs", client)
     for shown in (repr(server), repr(client), repr(client.connection_pool), repr(queue), describe(client)):
@@ -155,7 +156,7 @@ def test_no_repr_shows_the_password() -> None:
 @pytest.mark.server
 @pytest.mark.parametrize("password", ["s3cret#frag", "s3cret?x=1", "s3/cret", "s3cr@t"])
 def test_echoq_check_never_prints_a_raw_password(password: str) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
+    env = throwaway_env("VALKEY_URL")
     env["VALKEY_URL"] = f"redis://:{password}@127.0.0.1:{closed_port()}/0"
     result = subprocess.run(
         [sys.executable, "-m", "echoq", "check"], capture_output=True, text=True, env=env, timeout=60
@@ -179,7 +180,7 @@ def test_a_password_written_as_the_bare_user_part_is_hidden(password: str, encod
 
 @pytest.mark.server
 def test_echoq_check_never_prints_a_bare_user_part() -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
+    env = throwaway_env("VALKEY_URL")
     env["VALKEY_URL"] = f"redis://s3cretbare@127.0.0.1:{closed_port()}/0"
     result = subprocess.run(
         [sys.executable, "-m", "echoq", "check"], capture_output=True, text=True, env=env, timeout=60

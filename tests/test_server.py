@@ -16,7 +16,7 @@ import redis
 import echoq
 from echoq.address import redact
 from echoq.server import start_server
-from tests.support.helpers import install_command
+from tests.support.helpers import install_command, throwaway_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_echoq(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
+    full_env = throwaway_env("VALKEY_URL")
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "echoq", *args], capture_output=True, text=True, env=full_env, cwd=cwd, timeout=120
@@ -63,13 +63,13 @@ def test_the_embedded_server_is_reused_within_a_process() -> None:
 
 @pytest.mark.server
 def test_embedded_server_stops_at_interpreter_exit(tmp_path: Path) -> None:
-    script = "import echoq; from echoq.server import _embedded_server as e; echoq.connect(); print(e().process.pid)"
+    script = "import echoq; from echoq.server import _throwaway_server as e; echoq.connect(); print(e().process.pid)"
     result = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
         timeout=60,
-        env={k: v for k, v in os.environ.items() if k != "VALKEY_URL"},
+        env=throwaway_env("VALKEY_URL"),
     )
     pid = int(result.stdout.strip())
     assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()

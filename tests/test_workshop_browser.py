@@ -13,6 +13,7 @@ import echoq
 from echoq.teaching import progress
 from echoq.teaching.workshop import Workshop, admin, classroom
 from tests.support.browser import browser, chromium, page, start_voila  # noqa: F401  (fixtures)
+from tests.support.helpers import throwaway_env
 
 ROOT = Path(__file__).resolve().parent.parent
 PWN = "window.__pwned=(window.__pwned||0)+1"
@@ -59,7 +60,7 @@ def write_hostile_everywhere(workshop: Workshop) -> None:
 def test_hostile_learner_text_never_runs_in_the_instructors_dashboard(page, klass: Workshop) -> None:  # noqa: F811
     write_hostile_everywhere(klass)
     classroom.produce(klass.instructor(), 3, klass="shown")
-    env = {k: v for k, v in __import__("os").environ.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
+    env = throwaway_env("VALKEY_URL")
     env["ECHOQ_WORKSHOP"] = str(klass.dir)
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))

@@ -16,7 +16,8 @@
 * :mod:`~echoq.teaching.persistence` -- what survives when Valkey itself dies.
 
 Its own Lua scripts (``echoq/teaching/lua/``: the naive pop, fast-forward, the bank) are
-registered with the library's registry here, as ``teaching/<name>``. Its commands are
+registered with the library's registry here, as ``teaching/<name>``; and here it chooses
+the library's throwaway server (one per process) as its default. Its commands are
 ``python -m echoq.teaching chaos|worker|workshop``.
 
 It depends on the library and never the other way round: ``import echoq`` loads none of
@@ -27,6 +28,10 @@ traitlets, tqdm) come with ``pip install -e '.[teaching]'``.
 
 from pathlib import Path
 
-from .. import scripts
+from .. import scripts, server
 
 scripts.register("teaching", Path(__file__).resolve().parent / "lua")
+# A lesson starts from an empty server of its own, stopped with its kernel: with no
+# VALKEY_URL (a class's) nor ECHOQ_VALKEY, the kit uses a throwaway server per process, not
+# the user server that keeps a user's jobs.
+server.choose_default("throwaway")

@@ -5,7 +5,7 @@ Every lesson opens with::
     from echoq import course
     lesson = course.start("02")
 
-which connects (``VALKEY_URL`` or the embedded server), empties the lesson's own queue
+which connects (``VALKEY_URL`` or the kernel's throwaway server), empties the lesson's own queue
 (``lesson-02``) and says in words which server it found.
 """
 
@@ -101,10 +101,16 @@ _REFUSED = (PermissionDenied, redis.exceptions.NoPermissionError)
 
 
 def _where() -> str:
-    """'class', 'own' (a server named by VALKEY_URL or a container) or 'embedded'."""
+    """'class', 'own' (a server named by VALKEY_URL, a container, the user server) or
+    'throwaway' (the kernel's own)."""
     if os.environ.get("VALKEY_URL", "").strip():
         return "class" if learner.learner_id() else "own"
-    return "own" if os.environ.get("ECHOQ_VALKEY", "").strip().lower() == "docker" else "embedded"
+    from .. import server
+
+    try:
+        return "throwaway" if server.source() == "throwaway" else "own"
+    except EchoqError:
+        return "own"  # an ECHOQ_VALKEY it does not know: connect() says so in one line
 
 
 _setup: str | None = None  # the cell that sets this kernel up, in words (see one_line_errors)
@@ -128,11 +134,11 @@ def _lost_line(exc: BaseException | None) -> str:
     # what happened is kept.
     why = f" ({_first_line(exc).split('; ')[0]})" if exc is not None else ""
     where = _where()
-    if where == "embedded":
+    if where == "throwaway":
         from .. import server
 
-        embedded = server._embedded
-        if embedded is not None and embedded.alive():
+        throwaway = server._throwaway
+        if throwaway is not None and throwaway.alive():
             return f"lost the connection to the lesson's Valkey server{why}, which is still running: re-run this cell"
         return (
             f"the lesson's Valkey server has stopped{why}, and every key it held is gone: re-run "
@@ -177,8 +183,8 @@ def _server_answers() -> bool:
     """True if the server of the lesson started last answers PING now."""
     from .. import server
 
-    if _where() == "embedded":
-        return server._embedded is not None and server._embedded.alive()
+    if _where() == "throwaway":
+        return server._throwaway is not None and server._throwaway.alive()
     try:
         return bool(connect().ping())
     except Exception:  # noqa: BLE001 - any failure means: not confirmed

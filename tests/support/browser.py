@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from echoq.server import EmbeddedValkey, start_server
+from tests.support.helpers import throwaway_env
 from tests.support.servers import IN_CI
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -385,7 +386,7 @@ def open_in_lab(pg, server: Served, notebook: str):
 
 
 def kernel_env(valkey: EmbeddedValkey) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("ECHOQ_VALKEY", "JUPYTER_PLATFORM_DIRS")}
+    env = throwaway_env("JUPYTER_PLATFORM_DIRS")
     env["VALKEY_URL"] = valkey.url
     return env
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -16,6 +17,13 @@ from echoq.clock import server_now_ms, wait_for_server_ms
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 __all__ = ["server_now_ms", "wait_for_server_time", "expire", "places", "assert_one_place"]
+
+
+def throwaway_env(*dropped: str) -> dict[str, str]:
+    """This process's environment without ``dropped`` (``VALKEY_URL``, say), for a child
+    process that starts a throwaway server of its own: the suite never uses the user
+    server (the library's default) by accident."""
+    return {k: v for k, v in os.environ.items() if k not in dropped} | {"ECHOQ_VALKEY": "throwaway"}
 
 
 def wait_for_server_time(client: redis.Redis, target_ms: int, timeout_s: float = 5.0) -> None:

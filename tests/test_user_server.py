@@ -1,0 +1,106 @@
+"""The user server: with no VALKEY_URL the library keeps jobs like SQLite keeps rows -- one
+server per user, its data in a folder of the user's with an append-only file, reached over a
+unix socket only that user can open, started by the first process and found by the next.
+Each test has a folder (ECHOQ_HOME) of its own, and stops what it started."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+import echoq
+from echoq import server
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A user-server folder of this test's (short: a unix socket path has ~100 bytes), as the
+    library's default for this process and its children; whatever server ran there is stopped."""
+    folder = Path(tempfile.mkdtemp(prefix="eq-"))
+    monkeypatch.setenv("ECHOQ_HOME", str(folder))
+    monkeypatch.delenv("VALKEY_URL", raising=False)
+    monkeypatch.setenv("ECHOQ_VALKEY", "user")  # the library's default, said aloud: the suite's is "throwaway"
+    yield folder
+    server.stop_user_server()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def python(code: str, *, unset: str = "") -> str:
+    """Run ``code`` in a fresh interpreter with this process's environment (the test's
+    folder), less the variable named ``unset``."""
+    env = {k: v for k, v in os.environ.items() if k != unset}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def echoq_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "echoq", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_jobs_a_producer_left_wait_for_a_later_worker_even_across_a_kill_9_of_the_server(home: Path) -> None:
+    produced = python("import echoq; print(len(echoq.Queue('orders').enqueue_many([f'o{n}' for n in range(200)])))")
+    assert produced == "200"  # ... and that process has exited
+    status = echoq_cli("server", "status")
+    assert status.returncode == 0 and f"data in {home}" in status.stdout, status
+    pid = int((home / "server.pid").read_text())
+    os.kill(pid, signal.SIGKILL)  # as a power cut would, to the server alone
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower():
+        assert time.monotonic() < deadline, "the server outlived its kill -9"
+        time.sleep(0.01)  # another process's end: there is no event to wait on
+    assert echoq_cli("server", "status").returncode == 3  # not running now
+    worked = python(
+        "import echoq; r = echoq.Worker(echoq.Queue('orders'), lambda d: None).work(burst=True); print(r.completed)"
+    )
+    assert worked == "200"  # the next process started the server again, on the same data
+    check = echoq_cli("check")
+    assert check.returncode == 0 and "the user server" in check.stdout and str(home) in check.stdout, check
+    assert echoq_cli("server", "stop").stdout.startswith("stopped the user server")
+    assert echoq_cli("server", "status").returncode == 3
+
+
+def test_only_its_user_can_open_it_and_it_has_no_tcp_port(home: Path) -> None:
+    started = server.user_server()
+    assert started is not None and started.socket.parent == home
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert stat.S_IMODE(started.socket.stat().st_mode) == 0o700 and stat.S_ISSOCK(started.socket.stat().st_mode)
+    for secret in ("password", "server.conf"):
+        assert stat.S_IMODE((home / secret).stat().st_mode) == 0o600, secret
+    client = echoq.connect()
+    assert client.config_get("port") == {"port": "0"}  # no TCP at all
+    assert client.config_get("appendonly") == {"appendonly": "yes"}
+    assert started.password not in Path(f"/proc/{started.pid()}/cmdline").read_text()
+    assert started.password not in server.describe(client) and "the user server" in server.describe(client)
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(unix_socket_path=str(started.socket), retry=Retry(NoBackoff(), 0)).ping()
+    assert echoq_cli("server", "url").stdout.strip() == started.url
+
+
+def test_two_processes_starting_at_once_get_one_server_and_the_kit_chooses_a_throwaway_one(home: Path) -> None:
+    code = "import echoq; from echoq.server import user_server; echoq.connect(); print(user_server().pid())"
+    both = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    pids = {process.communicate(timeout=60)[0].strip() for process in both}
+    assert len(pids) == 1 and pids != {"None"}, pids
+    kit = (
+        "import echoq.teaching, echoq\nc = echoq.connect()\n"
+        "print(echoq.server.source(), c.config_get('port')['port'])"
+    )
+    source, port = python(kit, unset="ECHOQ_VALKEY").split()
+    assert source == "throwaway" and port != "0"  # the lesson's own server, on loopback TCP
+    assert python("from echoq import server; print(server.source())", unset="ECHOQ_VALKEY") == "user"
