@@ -400,8 +400,14 @@ class UserServer:
 
 def _own_folder(home: Path) -> None:
     """Make ``home`` (and its parents) and keep it this user's alone: mode 0700."""
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = home.stat()
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = home.stat()
+    except OSError as exc:
+        raise ServerUnavailable(
+            f"cannot make the user server's folder {home} ({exc.strerror or exc}); set ECHOQ_HOME to a folder you "
+            "can write, or VALKEY_URL to a server you run"
+        ) from None
     if info.st_uid != os.getuid():
         raise ServerUnavailable(
             f"{home} belongs to another user (uid {info.st_uid}); set ECHOQ_HOME to a folder of your own"
@@ -654,7 +660,10 @@ def describe(client: Client) -> str:
 
 
 def _source_words(client: Client) -> str:
-    chosen = source()
+    try:
+        chosen = source()
+    except ServerUnavailable:  # an ECHOQ_VALKEY no source has: the client came from a URL
+        return "a server named by the URL given to connect()"
     if chosen == "url":
         return "the server named by VALKEY_URL"
     if chosen == "docker":

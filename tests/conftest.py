@@ -170,7 +170,7 @@ def needs_server(item: pytest.Item) -> bool:
 # listed counts 0.05 s a test; a unit of a SPLIT file not named, its tests' share of what is
 # left of the file's time.
 SECONDS = {
-    "test_exercises.py": 90, "test_lab.py": 65, "test_worker.py": 39, "test_bench_latency.py": 26,
+    "test_exercises.py": 90, "test_lab.py": 65, "test_worker.py": 43, "test_bench_latency.py": 26,
     "test_cluster.py": 21, "test_lab_truth.py": 20, "test_server.py": 16, "test_validation.py": 15,
     "test_lab_pictures.py": 12, "test_workshop_browser.py": 12, "test_workshop_people.py": 12, "test_chaos.py": 12,
     "test_layers.py": 10, "test_queue.py": 10, "test_habits.py": 10, "test_workshop.py": 9,

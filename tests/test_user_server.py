@@ -104,3 +104,12 @@ def test_two_processes_starting_at_once_get_one_server_and_the_kit_chooses_a_thr
     source, port = python(kit, unset="ECHOQ_VALKEY").split()
     assert source == "throwaway" and port != "0"  # the lesson's own server, on loopback TCP
     assert python("from echoq import server; print(server.source())", unset="ECHOQ_VALKEY") == "user"
+
+
+def test_a_folder_it_cannot_make_is_one_line_saying_what_to_set(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = home / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("ECHOQ_HOME", str(blocker / "echoq"))
+    done = echoq_cli("check")
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr.count("\n") == 1 and "set ECHOQ_HOME to a folder you can write" in done.stderr, done.stderr
