@@ -68,9 +68,8 @@ class OneCall:
         ``starting`` and claim up to ``ask``; how many it claimed."""
         started = time.perf_counter()
         try:
-            ride_out = self.outages.ride_out_claiming if ask else self.outages.ride_out_plain
-            outcomes, claims = ride_out(
-                self.lease_ms,
+            outcomes, claims = self.outages.ride_out_claiming(
+                self.lease_ms if ask else 0,
                 self.queue.complete_many_and_claim,
                 [d.claim for d in done],
                 count=ask,

@@ -68,8 +68,11 @@ class Outages:
             return result
 
     def ride_out_claiming(self, lease_ms: int, move: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
-        """:meth:`ride_out` for a move that claims jobs under ``lease_ms``: a try whose reply
-        was lost may have claimed on the server, so it is noted (:meth:`Life.unheard`)."""
+        """:meth:`ride_out` for a move that claims jobs under ``lease_ms`` (0: it claims
+        none): a try whose reply was lost may have claimed on the server, so it is noted
+        (:meth:`Life.unheard`)."""
+        if not lease_ms:
+            return self.ride_out(move, *args, **kwargs)
 
         def tried(*a: Any, **k: Any) -> _T:
             try:
@@ -79,10 +82,6 @@ class Outages:
                 raise
 
         return self.ride_out(tried, *args, **kwargs)
-
-    def ride_out_plain(self, _lease_ms: int, move: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
-        """:meth:`ride_out`, called as :meth:`ride_out_claiming` is, for a move that claims nothing."""
-        return self.ride_out(move, *args, **kwargs)
 
     def _back(self) -> None:
         with self.life.lock:
