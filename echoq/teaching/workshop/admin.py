@@ -21,13 +21,14 @@ removes the files.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
 import secrets
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -84,6 +85,17 @@ def write_private(path: Path, text: str) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def private_files() -> Iterator[None]:
+    """Files made meanwhile (by this process and the ones it starts: the class server, the
+    hub) are readable by their owner only: umask 077."""
+    before = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(before)
 
 
 @dataclass
@@ -364,14 +376,15 @@ def up(
         server_dir = where / SERVER_DIR
         if _make_dir(server_dir):
             created.add(SERVER_DIR)
-        server = start_server(
-            extra_config={**SERVER_CONFIG, **{k: limits[k] for k in SERVER_SETTINGS}},
-            workdir=server_dir,
-            password=password or secrets.token_urlsafe(24),
-            bind=bind,
-            port=port or (previous.port if previous and previous.started else None),
-            detach=True,
-        )
+        with private_files():  # its config, log and append-only file: the instructor's alone
+            server = start_server(
+                extra_config={**SERVER_CONFIG, **{k: limits[k] for k in SERVER_SETTINGS}},
+                workdir=server_dir,
+                password=password or secrets.token_urlsafe(24),
+                bind=bind,
+                port=port or (previous.port if previous and previous.started else None),
+                detach=True,
+            )
         workshop = Workshop(
             where, class_name, host or (previous.host if previous and previous.started else server.host),
             server.port, server.url,

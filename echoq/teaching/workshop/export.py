@@ -105,6 +105,9 @@ def to_csv(found: list[Row]) -> str:
 
 
 def write_csv(path: str | Path, found: list[Row]) -> Path:
+    """The CSV, mode 0600 from its first byte: every learner's code and verdicts are the instructor's."""
+    from .admin import write_private
+
     where = Path(path)
-    where.write_text(to_csv(found), encoding="utf-8")
+    write_private(where, to_csv(found))
     return where
