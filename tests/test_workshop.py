@@ -281,6 +281,40 @@ def test_a_learner_runs_the_kit_in_their_namespace_and_the_class_queue(workshop:
     assert refused == []
 
 
+def test_a_learners_eval_on_the_class_server_is_one_line_saying_where_her_scripts_run(
+    started: Workshop, monkeypatch
+) -> None:
+    monkeypatch.setenv("VALKEY_URL", started.learner_url("ada"))
+    monkeypatch.setenv("ECHOQ_LEARNER", "ada")
+    with pytest.raises(echoq.PermissionDenied) as refused:
+        as_learner(started, "ada").eval("return 1", 0)
+    name, line = course.explain(refused.value)
+    assert name == "PermissionDenied" and "\n" not in line, line
+    assert "EVAL" in line and "runs only the library's scripts" in line and "your own private server" in line, line
+
+
+def test_an_exercise_check_runs_her_lua_on_her_own_server_and_records_the_attempt_on_the_class_server(
+    started: Workshop, monkeypatch
+) -> None:
+    from echoq.teaching import exercises
+
+    monkeypatch.setenv("VALKEY_URL", started.learner_url("ada"))
+    monkeypatch.setenv("ECHOQ_LEARNER", "ada")
+    def evals_refused() -> int:
+        log = started.admin().acl_log(count=200)
+        return sum(int(e["count"]) for e in log if e["username"] == "ada" and e["object"] == "eval")
+
+    refused = evals_refused()
+    before = progress.read(started.admin(), "ada").checks.get(("02", "claim"))
+    solution = (Path(exercises.__file__).parent / "claim" / "solution.lua").read_text()
+    feedback = exercises.check_claim_script(solution)
+    assert feedback.ok, feedback.lines
+    after = progress.read(started.admin(), "ada").checks[("02", "claim")]
+    assert after.attempts == (before.attempts if before else 0) + 1 and after.passed
+    # Nothing of hers knocked on the class server's closed door: her Lua never went there.
+    assert evals_refused() == refused
+
+
 def test_learner_b_starting_a_lesson_leaves_learner_as_queue_alone(workshop: Workshop, monkeypatch) -> None:
     """B's course.start("02") resets B's own lesson queue, never A's (both name it lesson-02)."""
     monkeypatch.setenv("VALKEY_URL", workshop.learner_url("ada"))

@@ -123,6 +123,7 @@ class Workshop:
     # The class's limits (see CLASS_SETTINGS): what a restarted server is started with again.
     settings: dict[str, str] = field(default_factory=dict)
     watcher_pid: int | None = None  # the watchdog `up` started (`workshop watch`), if any
+    restarted_at: float | None = None  # when `up`, `restart` or the watchdog last started it again (epoch s)
     # What `up` made itself ("." the folder, "server" the server's): all `down` may remove.
     # A folder that was there before is the instructor's: never chmodded, never deleted.
     created: list[str] = field(default_factory=list)
@@ -266,6 +267,9 @@ SERVER_CONFIG = {
     "appendfsync": "everysec",
     "maxmemory-policy": "noeviction",  # a full server refuses writes; it never drops a learner's job
     "acllog-max-len": "256",
+    # One argument (a payload, a field) of at most 1 MiB, the least Valkey allows (its
+    # default is 512 MiB): no learner's single write can hold the server for long.
+    "proto-max-bulk-len": "1mb",
 }
 
 # The class's limits, stored in workshop.json by `up` and given again to a restarted server.
@@ -376,25 +380,31 @@ def up(
         server_dir = where / SERVER_DIR
         if _make_dir(server_dir):
             created.add(SERVER_DIR)
+        class_port = port or (previous.port if previous and previous.started else None)
+        # On a port of its own first: learners reach the class's port only once their users,
+        # the settings and every script are in place (opened below, after the set-up).
         with private_files():  # its config, log and append-only file: the instructor's alone
             server = start_server(
                 extra_config={**SERVER_CONFIG, **{k: limits[k] for k in SERVER_SETTINGS}},
                 workdir=server_dir,
                 password=password or secrets.token_urlsafe(24),
                 bind=bind,
-                port=port or (previous.port if previous and previous.started else None),
+                port=None if class_port else port,
                 detach=True,
             )
+        opening = class_port or server.port
         workshop = Workshop(
             where, class_name, host or (previous.host if previous and previous.started else server.host),
-            server.port, server.url,
+            opening, _with_port(server.url, opening),
             previous.instructor_password if previous else secrets.token_urlsafe(18),
             started=True, server_pid=server.process.pid, bind=bind,
         )  # fmt: skip
         admin = connect(server.url)
+        if previous is not None and previous.started:
+            workshop.restarted_at = time.time()
         restarted = " (restarted on its append-only file)" if previous is not None and previous.started else ""
         lines.append(
-            f"started {_describe(admin)} at {bind}:{server.port}{restarted}: AOF everysec, "
+            f"started {_describe(admin)} at {bind}:{opening}{restarted}: AOF everysec, "
             f"admin password required, maxmemory {limits['maxmemory']} (noeviction), "
             f"scripts longer than {limits['busy-reply-threshold']} ms answered BUSY, at most "
             f"{limits['maxclients']} connections"
@@ -412,6 +422,8 @@ def up(
     for learner in workshop.learners.values():
         acl.set_user(admin, learner.id, acl.learner_rules(learner.id, class_name, learner.password))
     acl.set_user(admin, acl.INSTRUCTOR_USER, acl.instructor_rules(workshop.instructor_password))
+    if workshop.started:
+        _open_port(admin, workshop.port)
     workshop.save()
     roster_path = workshop.write_roster()
     dashboard = dashboard if dashboard is not None else _default_dashboard()
@@ -430,8 +442,9 @@ def up(
     lines += [
         f"{len(ids)} learner user(s): {shown}",
         f"  each may touch only emq:{{<learner>.* and the class queue emq:{{{workshop.class_queue}}}:*; "
-        "no FLUSHALL/FLUSHDB, SCRIPT, FUNCTION, CONFIG, KEYS, SHUTDOWN, DEBUG, MONITOR, CLIENT KILL or ACL",
-        f"  {len(loaded)} scripts preloaded (learners never need SCRIPT LOAD)",
+        "no EVAL, SCRIPT, FUNCTION, FLUSHALL/FLUSHDB, CONFIG, KEYS, SHUTDOWN, DEBUG, MONITOR, CLIENT KILL or ACL",
+        f"  {len(loaded)} scripts preloaded: the only Lua learners may run here (EVALSHA); "
+        "their own runs on a private server in their kernel",
         f"roster (learner -> VALKEY_URL), mode 0600:  {roster_path}",
         f"JupyterHub config snippet, mode 0600:       {hub_path}",
         f"  add to jupyterhub_config.py:  load_subconfig({str(hub_path)!r})",
@@ -439,6 +452,41 @@ def up(
         "passwords are in those files only; `python -m echoq.teaching workshop status --show-urls` prints them",
     ]
     return workshop, lines
+
+
+def _with_port(url: str, port: int) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{parts.netloc.rsplit(':', 1)[0]}:{port}"))
+
+
+def _open_port(admin: redis.Redis, port: int, timeout_s: float = 10.0) -> None:
+    """Move a started server to the class's port, now that it is ready for learners (a
+    server restarted a moment ago may still hold the port for a few milliseconds)."""
+    if str(admin.config_get("port").get("port")) == str(port):
+        return
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            admin.config_set("port", port)
+            return
+        except redis.ResponseError as exc:
+            if time.monotonic() > deadline:
+                raise InvalidArgument(
+                    f"port {port} is taken by another program ({str(exc).splitlines()[0]}); "
+                    "stop it, or run `workshop up --port P` with another port"
+                ) from None
+            time.sleep(0.05)
+
+
+def reload_scripts(admin: redis.Redis) -> int:
+    """Empty the server's script cache (and with it the Lua heap) and load every script of
+    the library and the kit again, in one transaction: learners, who may only EVALSHA what
+    is cached, never meet the cache empty. How many scripts are loaded."""
+    pipe = admin.pipeline(transaction=True)
+    pipe.script_flush()
+    for name in scripts.names():
+        pipe.script_load(scripts.expanded(name))
+    return len(pipe.execute()) - 1
 
 
 def start_watcher(workshop: Workshop) -> str:

@@ -39,9 +39,8 @@ from pathlib import Path
 
 import redis
 
-from ... import scripts
 from ...errors import EchoqError
-from .admin import Workshop, _wait_gone, bytes_of, up
+from .admin import Workshop, _wait_gone, bytes_of, reload_scripts, up
 
 __all__ = ["LOG_FILE", "Watchdog", "last_events"]
 
@@ -242,8 +241,7 @@ class Watchdog:
         if heap <= self.lua_cap:
             return
         who, what, _ms = self._whose_script(admin)
-        admin.script_flush()
-        scripts.preload(admin)
+        reload_scripts(admin)
         after = int(admin.info("memory").get("used_memory_vm_eval", 0))
         self.say(
             f"Lua heap at {heap // 2**20} MiB (the class allows {self.lua_cap // 2**20}): flushed it with "
