@@ -24,7 +24,7 @@ from traitlets.config import Config
 import echoq
 from echoq import scripts
 from echoq.teaching import course, learner, progress
-from echoq.teaching.workshop import Workshop, acl, admin, board, classroom
+from echoq.teaching.workshop import Workshop, acl, admin, board, classroom, watch
 from tests.support.helpers import wait_for_server_time
 
 LEARNERS = ["ada", "bob"]
@@ -439,6 +439,50 @@ def test_class_chaos_kills_travel_over_the_server_and_nothing_is_lost(started: W
         for worker in workers.values():
             worker.stop()
         dash.close()
+
+
+@pytest.mark.server
+def test_a_restart_under_a_running_class_chaos_round_loses_nothing_and_kills_no_worker(tmp_path: Path) -> None:
+    from echoq.teaching.workshop import views
+
+    folder = tmp_path / "class"
+    started, _lines = admin.up(folder, roster=["ada", "bob"], class_name="restarted")
+    learners = ["ada", "bob"]
+    workers = {
+        name: classroom.ClassWorker(as_learner(started, name), learner=name, klass="restarted", seed=n).start()
+        for n, name in enumerate(learners)
+    }
+    dash = views.Dashboard.for_workshop(started, auto=False)
+    try:
+        assert "echoq-restarted" not in (dash.refresh() and dash.view.value)  # no restart yet: no banner
+        classroom.produce(started.instructor(), 120, klass="restarted")
+        deadline = time.monotonic() + 20
+        while sum(w.mine["delivered"] for w in workers.values()) < 10 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        lines = admin.restart(folder)
+        after = Workshop.load(folder)
+        assert after.port == started.port and after.server_pid != started.server_pid, lines
+        instructor = after.instructor()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            sb = classroom.read_scoreboard(instructor, learners, klass="restarted")
+            if sb.jobs and sb.completed == sb.jobs:
+                break
+            time.sleep(0.05)
+        assert sb.jobs == 120 and sb.completed == sb.jobs and sb.total.lost == 0, sb
+        assert {name: w.state for name, w in workers.items()} == dict.fromkeys(learners, "running")
+        assert all(w.error is None for w in workers.values())
+        assert sum(w.worker.report.reconnected + w.rejoined for w in workers.values()) >= 1  # they met the gap
+        # The learners' users were there before the port took a connection: no refusal of theirs.
+        assert [e for e in after.admin().acl_log(count=100) if e["username"] in learners] == []
+        dash.refresh()
+        assert dash.view.value.count("class server restarted at") == 1, dash.view.value
+        assert any("restarted by the instructor" in line for line in watch.last_events(folder))
+    finally:
+        for worker in workers.values():
+            worker.stop()
+        dash.close()
+        admin.down(folder)
 
 
 # -- down -------------------------------------------------------------------------------------------

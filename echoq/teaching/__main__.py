@@ -92,6 +92,9 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--no-watch", action="store_true", help="do not start the class's watchdog")
     watch = actions.add_parser("watch", parents=[folder], help="the class's watchdog, in the foreground")
     watch.add_argument("--tick", type=float, default=0.1, help="seconds between looks (default 0.1)")
+    actions.add_parser(
+        "restart", parents=[folder], help="restart the class server: users, scripts and limits in place first"
+    )
     status = actions.add_parser("status", parents=[folder], help="what the class server holds, learner by learner")
     status.add_argument("--show-urls", action="store_true", help="print each learner's VALKEY_URL (with password)")
     hub = actions.add_parser("hub", parents=[folder], help="run JupyterHub for the class on this machine (offline)")
@@ -178,6 +181,10 @@ def _workshop(args: argparse.Namespace) -> int:
         lines = [f"{len(rows)} attempt(s) of {len(found.learners)} learner(s) written to {path}"]
     elif args.action == "status":
         lines = workshop.status(args.dir, show_urls=args.show_urls)
+    elif args.action == "restart":
+        from .workshop import admin
+
+        lines = admin.restart(args.dir)
     else:
         lines = workshop.down(args.dir, keep_server=args.keep_server)
     print("\n".join(lines))

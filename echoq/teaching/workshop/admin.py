@@ -311,7 +311,103 @@ def bytes_of(size: str, what: str = "size") -> int:
     raise InvalidArgument(f"{what} must be like 1gb, 100mb, 512kb or a number of bytes, got {size!r}")
 
 
+LOCK_FILE = ".echoq-lock"
+
+
+@contextlib.contextmanager
+def one_at_a_time(folder: Path) -> Iterator[None]:
+    """Hold the workshop's lock: one `up`, `restart` or watchdog restart at a time, so two
+    of them never start two servers for one class."""
+    if not folder.is_dir():  # the first `up`: nobody else knows the folder yet
+        yield
+        return
+    import fcntl
+
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def up(
+    folder: str | Path | None = None,
+    *,
+    roster: list[str] | None = None,
+    count: int | None = None,
+    class_name: str | None = None,
+    url: str | None = None,
+    admin_password: str | None = None,
+    bind: str | None = None,
+    port: int | None = None,
+    host: str | None = None,
+    instructors: Iterable[str] = (),
+    maxmemory: str | None = None,
+    settings: dict[str, str] | None = None,
+    dashboard: Path | None = None,
+    watch: bool = False,
+) -> tuple[Workshop, list[str]]:
+    """Bring a class's server up (or attach to one) and (re)create its users; the workshop and
+    the lines to print (which never contain a password). One at a time (see :func:`_up`)."""
+    with one_at_a_time(workshop_dir(folder)):
+        return _up(
+            folder,
+            roster=roster,
+            count=count,
+            class_name=class_name,
+            url=url,
+            admin_password=admin_password,
+            bind=bind,
+            port=port,
+            host=host,
+            instructors=instructors,
+            maxmemory=maxmemory,
+            settings=settings,
+            dashboard=dashboard,
+            watch=watch,
+        )
+
+
+def restart(folder: str | Path | None = None, *, by: str = "the instructor (workshop restart)") -> list[str]:
+    """Stop the class server `up` started (its append-only file fsynced) and start it again
+    on the same port, with its settings, users and scripts in place before it takes a
+    connection; the lines to print. Learners' Workers ride out the gap (a lost server is
+    retried for a lease time); the dashboard shows when it was restarted."""
+    where = workshop_dir(folder)
+    with one_at_a_time(where):
+        workshop = Workshop.load(where)
+        if not workshop.started:
+            raise InvalidArgument(
+                "the class server was lent to the workshop (--url): restart it yourself, then run `workshop up`"
+            )
+        try:
+            workshop.admin(ping=False).shutdown(nosave=True)  # AOF everysec: fsynced at shutdown
+        except (redis.ConnectionError, ServerUnavailable):
+            pass  # it closes the connection as it exits (or was not running)
+        except redis.ResponseError as exc:  # BUSY: a script holds it
+            raise InvalidArgument(
+                f"the class server would not stop ({str(exc).splitlines()[0]}); the watchdog ends a script that "
+                "holds it within a second: try again"
+            ) from None
+        _wait_gone(workshop.server_pid)
+        restarted, lines = _up(where)
+    log_event(where, f"class server restarted by {by}, on port {restarted.port}, with its users, scripts and limits")
+    return lines
+
+
+def log_event(folder: Path, what: str) -> None:
+    """One line in the class's log (``watch.log``, mode 0600), as the watchdog writes its own."""
+    line = f"{time.strftime('%H:%M:%S')} {what}\n"
+    with contextlib.suppress(OSError):
+        fd = os.open(folder / "watch.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+def _up(
     folder: str | Path | None = None,
     *,
     roster: list[str] | None = None,
@@ -662,7 +758,7 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False) -> list
             _wait_gone(workshop.server_pid)
             lines.append(f"stopped the class server at {workshop.bind}:{workshop.port}")
         admin.close()
-    for name in (ROSTER_FILE, HUB_SNIPPET, STATE_FILE, "watch.log"):
+    for name in (ROSTER_FILE, HUB_SNIPPET, STATE_FILE, "watch.log", LOCK_FILE):
         (workshop.dir / name).unlink(missing_ok=True)
     workshop.created = sorted(set(workshop.created) | _made(workshop.dir))
     if not (workshop.started and keep_server):  # else the server still runs in what we made

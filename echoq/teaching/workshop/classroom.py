@@ -44,7 +44,7 @@ import redis
 
 from ...clock import server_now_ms
 from ...effects import Effect, Effects
-from ...errors import EchoqError, InvalidArgument
+from ...errors import EchoqError, InvalidArgument, ServerUnavailable
 from ...keyspace import Keyspace, check_namespace
 from ...limits import whole
 from ...queue import Queue
@@ -120,6 +120,9 @@ class ClassKeys:
 # -- the learner's side ----------------------------------------------------------------------
 
 
+REJOIN_S = 30.0  # a class server back within this (a restart) is joined again by a new Worker
+
+
 class ClassWorker:
     """A learner's worker on the class queue, in a background thread of their kernel.
 
@@ -149,9 +152,9 @@ class ClassWorker:
             raise InvalidArgument(f"work_ms must be (low, high) with low <= high, got {work_ms!r}")
         self.work_ms = (low, high)
         self.watch_s = whole("watch_ms", watch_ms, 10, 10_000, unit="of milliseconds") / 1000
-        self.worker = Worker(
-            self.queue, self._handle, lease_ms=lease_ms, beat_ms=BEAT_MS, idle_wait_ms=100, max_attempts=1000
-        )
+        self.lease_ms = lease_ms
+        self.worker = self._new_worker()
+        self.rejoined = 0  # times the server was gone longer than the Worker rides out, and back
         self._random = random.Random(seed)
         self._done = threading.Event()
         self.killed_at_ms: int | None = None
@@ -160,6 +163,11 @@ class ClassWorker:
         self.error: str | None = None
         self.mine = dict.fromkeys(COUNTS, 0)  # this worker's own counts (the score hash sums all runs)
         self._threads: list[threading.Thread] = []
+
+    def _new_worker(self) -> Worker:
+        return Worker(
+            self.queue, self._handle, lease_ms=self.lease_ms, beat_ms=BEAT_MS, idle_wait_ms=100, max_attempts=1000
+        )
 
     # the handler: note the delivery, "work", then the effect once per JOB id
     def _handle(self, delivery: Delivery) -> None:
@@ -204,11 +212,33 @@ class ClassWorker:
 
     def _work(self) -> None:
         try:
-            self.worker.work()
+            while True:
+                try:
+                    self.worker.work()
+                    return
+                except ServerUnavailable:
+                    # Longer than the Worker rides out (a class server restarting on a busy
+                    # machine): the jobs it held come back when their leases run out; a new
+                    # Worker joins again once the server answers, unless it is gone for good.
+                    if self.killed_at_ms is not None or self.stopped_by_instructor or not self._server_back():
+                        raise
+                    self.worker = self._new_worker()
+                    self.rejoined += 1
         except Exception as exc:  # the server went away: say so in the readout
             self.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         finally:
             self._done.set()
+
+    def _server_back(self, within_s: float = REJOIN_S) -> bool:
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            try:
+                return bool(self.client.ping())
+            except redis.AuthenticationError:
+                return False  # the learner's user is gone (`workshop down`): not a restart
+            except (redis.RedisError, EchoqError):
+                time.sleep(0.1)
+        return False
 
     def _watch(self) -> None:
         while not self._done.wait(self.watch_s):

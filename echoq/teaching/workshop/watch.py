@@ -210,8 +210,10 @@ class Watchdog:
         self._restart("the class server had stopped")
 
     def _restart(self, why: str) -> None:
-        workshop, _lines = up(self.workshop.dir)
+        workshop, lines = up(self.workshop.dir)
         self.workshop = workshop
+        if lines and lines[0].startswith("the class server is already up"):
+            return  # someone restarted it meanwhile (`workshop restart`, `up`): they said so
         self.restarts += 1
         limits = ", ".join(f"{k} {workshop.settings[k]}" for k in ("maxmemory", "busy-reply-threshold", "maxclients"))
         self.say(f"{why}; restarted it on port {workshop.port} with the class's users and limits ({limits})")
