@@ -61,6 +61,8 @@ class LearnerView:
     record: progress.Progress | None = None
     alive: heartbeat.Alive | None = None  # None: no live heartbeat (no kernel, or one that died)
     server: str | None = None  # the learner's Jupyter server, as the hub says (None: no hub to ask)
+    worker_until_ms: int | None = None  # the latest deadline a class worker of theirs beat (server ms)
+    now_ms: int = 0  # the server's time of the reading
 
     @property
     def kernel(self) -> str:
@@ -72,8 +74,9 @@ class LearnerView:
 
     @property
     def worker(self) -> str:
-        """The class-chaos worker's state; a "running" one whose kernel died is ``gone``."""
-        if self.score.worker == "running" and self.alive is None:
+        """The class-chaos worker's state; a "running" one that beats no more (its kernel
+        died, even while another kernel of theirs lives) is ``gone``."""
+        if self.score.worker == "running" and (self.worker_until_ms or 0) <= self.now_ms:
             return "gone"
         return self.score.worker
 
@@ -143,6 +146,8 @@ class Board:
             pipe.hgetall(progress.key(name))
         for name in self.learners:
             pipe.get(heartbeat.alive_key(name))
+        for name in self.learners:  # the latest deadline only: one member, whatever the set holds
+            pipe.zrange(classroom.worker_beat_key(name), -1, -1, withscores=True)
         order: list[tuple[str, str]] = []
         for name in self.learners:
             for queue in self._queues.get(name, []):
@@ -167,7 +172,13 @@ class Board:
         beats = {}
         for name, raw in zip(self.learners, reply[1 + n : 1 + 2 * n], strict=True):
             beats[name] = None if isinstance(raw, Exception) else heartbeat.parse(raw)
-        base = 1 + 2 * n
+        until: dict[str, int | None] = {}
+        for name, raw in zip(self.learners, reply[1 + 2 * n : 1 + 3 * n], strict=True):
+            try:  # a learner's key: anything may be there
+                until[name] = int(float(raw[0][1])) if raw and not isinstance(raw, Exception) else None
+            except (TypeError, ValueError, IndexError, OverflowError):
+                until[name], skipped["worker beats"] = None, skipped["worker beats"] + 1
+        base = 1 + 3 * n
         counts: dict[str, dict[str, dict[str, int]]] = {name: {} for name in self.learners}
         for n, (name, queue) in enumerate(order):
             values = reply[base + n * len(PLACES) : base + (n + 1) * len(PLACES)]
@@ -186,6 +197,8 @@ class Board:
                 board.by_learner.get(name, classroom.Score()),
                 records[name],
                 beats[name],
+                worker_until_ms=until[name],
+                now_ms=now_ms,
             )
             for name in self.learners
         ]
