@@ -450,6 +450,16 @@ def _up(
     if "maxclients" in given_settings and not (settings and "maxclients" in settings):
         given_settings.pop("maxclients")  # recomputed for the roster as it is now
     limits = class_settings(len(known), given_settings)
+    if port is not None and not 1 <= port <= 65535:
+        raise InvalidArgument(f"--port must be a TCP port from 1 to 65535, got {port}")
+    if bind is not None:
+        _check_bind(bind)
+    if url is not None and previous is not None and previous.started:
+        raise InvalidArgument(
+            f"{where} holds a class whose server `up` started ({previous.host}:{previous.port}); to attach this "
+            "class to another server, run `workshop down` first (or use another --dir)"
+        )
+    bind_given = bind
     bind = bind or (previous.bind if previous and previous.started else "127.0.0.1")
     created = set(previous.created if previous else []) | (_made(where) if where.is_dir() else set())
     if _make_dir(where):  # only once what was given is known to be right: a mistake makes nothing
@@ -471,6 +481,22 @@ def _up(
         lines.append(f"the class server is already up: {_describe(admin)} at {workshop.host}:{workshop.port}")
         for name in SERVER_SETTINGS:  # a roster grown since, or limits given again: applied now
             admin.config_set(name, limits[name])
+        # What a running class cannot take without moving every learner: said, not ignored.
+        if port is not None and port != workshop.port:
+            lines.append(
+                f"not applied: --port {port} (the class server stays on port {workshop.port}, which every "
+                "learner's URL names); to move it, `workshop down`, then `up --port` again"
+            )
+        if bind_given is not None and bind_given.split() != workshop.bind.split():
+            lines.append(
+                f"not applied: --bind {bind_given!r} (the class server listens on {workshop.bind!r}); "
+                "`workshop restart` does not change it either: `workshop down`, then `up --bind` again"
+            )
+        if host is not None and host != workshop.host:
+            workshop.host = host
+            lines.append(
+                f"applied: --host {host}: the roster's URLs name it now; restart learners' servers from the hub"
+            )
     else:
         password = unquote(urlsplit(previous.admin_url).password or "") if previous and previous.started else None
         server_dir = where / SERVER_DIR
@@ -550,6 +576,21 @@ def _up(
     return workshop, lines
 
 
+def _check_bind(bind: str) -> None:
+    import ipaddress
+
+    addresses = bind.split()
+    for address in addresses or [""]:
+        if address in ("*", "-::*"):
+            continue
+        try:
+            ipaddress.ip_address(address.removeprefix("-"))
+        except ValueError:
+            raise InvalidArgument(
+                f"--bind takes IP addresses separated by spaces (e.g. '127.0.0.1 10.0.0.5'), got {bind!r}"
+            ) from None
+
+
 def _with_port(url: str, port: int) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(netloc=f"{parts.netloc.rsplit(':', 1)[0]}:{port}"))
@@ -567,6 +608,8 @@ def _open_port(admin: redis.Redis, port: int, timeout_s: float = 10.0) -> None:
             return
         except redis.ResponseError as exc:
             if time.monotonic() > deadline:
+                with contextlib.suppress(redis.RedisError):  # never leave a server nobody knows of
+                    admin.shutdown(nosave=True)
                 raise InvalidArgument(
                     f"port {port} is taken by another program ({str(exc).splitlines()[0]}); "
                     "stop it, or run `workshop up --port P` with another port"

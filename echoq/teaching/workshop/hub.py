@@ -184,6 +184,8 @@ def prepare(folder: str | Path | None = None, options: HubOptions | None = None)
     from .spawner import ensure_user, refuse_unsafe, system_user
 
     options = options or HubOptions()
+    if not 1 <= options.port <= 65535:
+        raise InvalidArgument(f"--port must be a TCP port from 1 to 65535, got {options.port}")
     check_root()
     workshop = Workshop.load(folder)
     proxy = find_proxy()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -326,6 +327,9 @@ def _first_line(exc: BaseException) -> str:
 
 def main(folder: str | None = None, *, tick_s: float = 0.1) -> int:
     """``python -m echoq.teaching workshop watch``: watch until interrupted, printing each event."""
+    if not 0.01 <= tick_s <= 10:
+        print(f"echoq: --tick must be from 0.01 to 10 seconds, got {tick_s:g}", file=sys.stderr)
+        return 2
     try:
         workshop = Workshop.load(folder)
     except EchoqError as exc:
