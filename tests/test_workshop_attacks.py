@@ -231,3 +231,45 @@ def test_up_starts_the_watchdog_and_down_stops_it(tmp_path: Path) -> None:
         lines = admin.down(tmp_path / "w")
     assert "stopped the class's watchdog" in lines
     assert not admin._process_alive(workshop.watcher_pid)
+
+
+def test_connections_that_never_authenticate_are_closed_and_named(klass: Workshop, watchdog: Watchdog) -> None:
+    import socket
+
+    current = Workshop.load(klass.dir)
+    bob = learner(klass, "bob")
+    bob.ping()  # his connection, opened before the flood
+    held: list[socket.socket] = []
+    for n in range(200):  # past maxclients (164): no new connection for anyone meanwhile
+        try:
+            sock = socket.create_connection(("127.0.0.1", current.port), timeout=2)
+        except OSError:
+            break
+        if n % 10 == 0:  # some log in, then forget it (RESET): as good as never logged in
+            password = current.learners["ada"].password
+            sock.sendall(f"AUTH ada {password}\r\nRESET\r\n".encode())
+        held.append(sock)
+    try:
+        started = time.monotonic()
+        assert bob.ping() and time.monotonic() - started < 1.0  # a connected learner is answered at once
+        line = heard(watchdog, "had not authenticated", "closed")
+        assert "127.0.0.1" in line, line
+        until(lambda: bob_works(klass), "bob connecting again")  # a new connection of his: room again
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_every_event_is_one_line_whatever_it_quotes_and_repeats_are_counted_not_dropped(klass: Workshop) -> None:
+    dog = Watchdog(Workshop.load(klass.dir))
+    before = len(last_events(klass.dir, 1000))
+    dog.say("BUSY: ada's script\n12:00:00 BUSY: bob's script \x1b[31mred\x1b[0m \u202eevil")  # a forged second line
+    for _ in range(3):
+        dog.say("the class server had stopped; restarted it")
+    dog.say("something else")
+    lines = last_events(klass.dir, 1000)[before:]
+    assert len(lines) == 4, lines
+    assert "\x1b" not in lines[0] and "\u202e" not in lines[0] and "bob's script" in lines[0], lines[0]
+    assert lines[1].endswith("the class server had stopped; restarted it")
+    assert "(the line above 2 more time(s)" in lines[2], lines
+    assert lines[3].endswith("something else")

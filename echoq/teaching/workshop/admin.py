@@ -54,16 +54,22 @@ SERVER_DIR = "server"
 MADE_FILE = ".echoq-made"  # what `up` made in the folder, one name a line: what `down` may remove
 DASHBOARD_SERVICE = "echoq-dashboard"
 MAX_LEARNERS = 500
+ADMIN_CLIENT = "echoq-admin"  # the name of every connection the workshop's tools open as the admin
 RESERVED = {"default", acl.INSTRUCTOR_USER}  # ACL users that exist or that we create
 
 
-def class_client(url: str, *, ping: bool = True) -> redis.Redis:
+def class_client(url: str, *, ping: bool = True, name: str | None = None) -> redis.Redis:
     """A client of the class server for the instructor's tools. Its replies are decoded with
     bad UTF-8 replaced (a learner may write any bytes into their keys: a reader must not
     fail on them); with ``ping=False`` it sends nothing until used (a server busy with a
     learner's script answers BUSY to PING, but still takes SCRIPT KILL)."""
     client = TypedRedis.from_url(
-        url, decode_responses=True, encoding_errors="replace", socket_connect_timeout=3, health_check_interval=0
+        url,
+        decode_responses=True,
+        encoding_errors="replace",
+        socket_connect_timeout=3,
+        health_check_interval=0,
+        client_name=name,
     )
     if ping:
         check(client, url)
@@ -149,7 +155,9 @@ class Workshop:
         return self._url(acl.INSTRUCTOR_USER, self.instructor_password)
 
     def admin(self, *, ping: bool = True) -> redis.Redis:
-        return class_client(self.admin_url, ping=ping)
+        # Named: the watchdog closes the server user's connections that have no echoq- name
+        # (connections that never authenticated look the same in CLIENT LIST).
+        return class_client(self.admin_url, ping=ping, name=ADMIN_CLIENT)
 
     def instructor(self) -> redis.Redis:
         return class_client(self.instructor_url)
@@ -473,11 +481,11 @@ def _up(
             where, class_name, host or parts.hostname or "127.0.0.1", parts.port or 6379, admin_url,
             previous.instructor_password if previous else secrets.token_urlsafe(18), started=False,
         )  # fmt: skip
-        admin = connect(admin_url)
+        admin = class_client(admin_url, name=ADMIN_CLIENT)
         lines.append(f"attached to {_describe(admin)} at {workshop.host}:{workshop.port}")
     elif previous is not None and previous.started and _alive(previous.admin_url):
         workshop = previous
-        admin = connect(previous.admin_url)
+        admin = class_client(previous.admin_url, name=ADMIN_CLIENT)
         lines.append(f"the class server is already up: {_describe(admin)} at {workshop.host}:{workshop.port}")
         for name in SERVER_SETTINGS:  # a roster grown since, or limits given again: applied now
             admin.config_set(name, limits[name])
@@ -521,7 +529,7 @@ def _up(
             previous.instructor_password if previous else secrets.token_urlsafe(18),
             started=True, server_pid=server.process.pid, bind=bind,
         )  # fmt: skip
-        admin = connect(server.url)
+        admin = class_client(server.url, name=ADMIN_CLIENT)
         if previous is not None and previous.started:
             workshop.restarted_at = time.time()
         restarted = " (restarted on its append-only file)" if previous is not None and previous.started else ""
@@ -701,7 +709,7 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     log = workshop.dir / "watch.log"
     if log.is_file():
         events = log.read_bytes().decode("utf-8", errors="replace").splitlines()[-5:]
-        lines += [f"  {line}" for line in events]
+        lines += [f"  {text(line, None)}" for line in events]
     try:
         admin = workshop.admin()
     except ServerUnavailable as exc:
@@ -745,7 +753,7 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         reached = ", ".join(text(lesson, 24) for lesson in sorted(record.lessons)) or "-"
         kernel = "alive" if admin.exists(heartbeat.alive_key(lid)) else "-"
         lines.append(
-            f"{lid:<24} {learner.hub_user:<24} {'ok' if lid in users else 'MISSING':<8} "
+            f"{lid:<24} {text(learner.hub_user, 24):<24} {'ok' if lid in users else 'MISSING':<8} "
             f"{connected.get(lid, 0):>5} {len(queues):>6} {kernel:<6}  {reached}"
         )
     if skipped:

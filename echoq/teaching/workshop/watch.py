@@ -42,10 +42,13 @@ import redis
 
 from ...errors import EchoqError
 from .admin import Workshop, _wait_gone, bytes_of, reload_scripts, up
+from .html import text
 
 __all__ = ["LOG_FILE", "Watchdog", "last_events"]
 
 LOG_FILE = "watch.log"
+REPEAT_S = 10.0  # the same event again within this is counted, not written again
+AUTH_GRACE_S = 3  # a connection that has not authenticated after this long is closed
 SCRIPT_COMMANDS = ("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro")
 
 
@@ -89,6 +92,8 @@ class Watchdog:
         self.restarts = 0
         self._admin: redis.Redis | None = None
         self._clients: list[dict] = []  # CLIENT LIST at the last look
+        self._repeats = 0  # times the last event came again, not yet written
+        self._repeat_since = float("-inf")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -127,6 +132,7 @@ class Watchdog:
             self._stop.wait(self.tick_s)
 
     def tick(self) -> None:
+        self._flush_repeats(due=True)
         try:
             admin = self._connection()
             admin.ping()
@@ -220,6 +226,8 @@ class Watchdog:
         self.say(f"{why}; restarted it on port {workshop.port} with the class's users and limits ({limits})")
 
     def _connections(self, admin: redis.Redis, clients: list[dict]) -> None:
+        if self.workshop.started:  # a lent server's other users are its owner's business
+            self._unauthenticated(admin, clients)
         mine: dict[str, list[int]] = {}
         for client in clients:
             user = client.get("user", "")
@@ -237,6 +245,32 @@ class Watchdog:
                 f"{user} had {len(ids)} connections (the class allows {self.per_learner} per learner): "
                 f"closed their {len(excess)} newest"
             )
+
+    def _unauthenticated(self, admin: redis.Redis, clients: list[dict]) -> None:
+        """Close connections still not authenticated ``AUTH_GRACE_S`` after they opened (or
+        back to that state by RESET): they hold a place under ``maxclients`` and are nobody's.
+        Such a connection is the server's ``default`` user without a name; every connection of
+        the workshop's own tools as that user is named ``echoq-...``."""
+        stale = [
+            c for c in clients
+            if c.get("user") == "default" and not str(c.get("name", "")).startswith("echoq-")
+            and int(c.get("age", 0) or 0) >= AUTH_GRACE_S
+        ]  # fmt: skip
+        if not stale:
+            return
+        pipe = admin.pipeline(transaction=False)
+        for client in stale:
+            pipe.execute_command("CLIENT", "KILL", "ID", client["id"])
+        pipe.execute(raise_on_error=False)
+        sources: dict[str, int] = {}
+        for client in stale:
+            host = str(client.get("addr", "?")).rsplit(":", 1)[0]
+            sources[host] = sources.get(host, 0) + 1
+        shown = ", ".join(f"{host}: {n}" for host, n in sorted(sources.items())[:5])
+        self.say(
+            f"closed {len(stale)} connection(s) that had not authenticated within {AUTH_GRACE_S} s "
+            f"(or had RESET their login), by address: {shown}"
+        )
 
     def _lua_heap(self, admin: redis.Redis) -> None:
         memory = admin.info("memory")
@@ -271,9 +305,29 @@ class Watchdog:
             self._admin = None
 
     def say(self, what: str) -> None:
-        if self.events and self.events[-1].what == what:
-            return  # a failure met at every look is said once, not ten times a second
-        event = Event(time.time(), what)
+        """One event: one line in the log, whatever a learner put into its words (control
+        characters, a newline, a terminal escape: dropped, so no line can be forged). The same
+        event again within ``REPEAT_S`` is counted, and the count written as a line of its own
+        (when another event comes, or ``REPEAT_S`` after it began): none is dropped."""
+        what = text(what, longest=None)
+        now = time.time()
+        last = self.events[-1] if self.events else None
+        if last is not None and last.what == what and now - self._repeat_since < REPEAT_S:
+            self._repeats += 1
+            return
+        self._flush_repeats()
+        self._write(Event(now, what))
+        self._repeat_since = now
+
+    def _flush_repeats(self, *, due: bool = False) -> None:
+        """Write how often the last event came again (``due``: only once ``REPEAT_S`` has passed)."""
+        if not self._repeats or (due and time.time() - self._repeat_since < REPEAT_S):
+            return
+        count, self._repeats = self._repeats, 0
+        self._write(Event(time.time(), f"(the line above {count} more time(s) since {_clock(self._repeat_since)})"))
+        self._repeat_since = float("-inf")
+
+    def _write(self, event: Event) -> None:
         # The log first: whoever sees the event in ``events`` can read it in the log too.
         if self.log:
             with contextlib.suppress(OSError):  # the instructor's alone, mode 0600 from its first byte
@@ -286,6 +340,10 @@ class Watchdog:
         del self.events[:-200]
         if self.on_event is not None:
             self.on_event(event.line())
+
+
+def _clock(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at))
 
 
 def _once_not_busy(read: Callable[[], list[dict]], timeout_s: float = 2.0) -> list[dict]:
