@@ -736,7 +736,8 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     lines.append(
         f"{'learner':<24} {'hub user':<24} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
     )
-    from .. import heartbeat, progress
+    from .. import heartbeat
+    from .board import ask_record, record_of
 
     skipped = 0
     for lid, learner in sorted(workshop.learners.items()):  # one order everywhere: the learner id
@@ -745,10 +746,9 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
             for key in admin.scan_iter(match=acl.namespace_pattern(lid), count=1000)
             if not key.endswith(":progress")
         }
-        try:  # the learner's own key: it may hold anything, even another type
-            record = progress.read(admin, lid)
-        except redis.ResponseError:
-            record = progress.Progress(lid, skipped=1)
+        pipe = admin.pipeline(transaction=False)
+        ask_record(pipe, lid)  # the learner's own key: anything, even another type or 100,000 fields
+        record = record_of(pipe.execute(raise_on_error=False)[0], lid)
         skipped += record.skipped
         reached = ", ".join(text(lesson, 24) for lesson in sorted(record.lessons)) or "-"
         kernel = "alive" if admin.exists(heartbeat.alive_key(lid)) else "-"

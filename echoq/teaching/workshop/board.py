@@ -37,6 +37,27 @@ from .hubinfo import HubView
 __all__ = ["Board", "BoardData", "LearnerView", "Refusal", "Step", "render", "where_the_class_is"]
 
 PLACES = ("pending", "active", "scheduled", "dead", "done")
+# The most fields of one learner's progress record any reader takes in. The kit writes a few
+# hundred at most; a record a learner grew past this costs only that learner's row.
+MAX_RECORD_FIELDS = 5_000
+
+
+def ask_record(pipe: redis.client.Pipeline, learner: str) -> None:
+    """Queue the read of ``learner``'s progress record, at most ``MAX_RECORD_FIELDS`` of it
+    (HSCAN: a record the learner swelled is not read whole; see :func:`record_of`)."""
+    pipe.hscan(progress.key(learner), 0, count=MAX_RECORD_FIELDS)
+
+
+def record_of(reply: object, learner: str) -> progress.Progress:
+    """The record from :func:`ask_record`'s reply: a record too large to read in one go, of
+    the wrong type, or unreadable is that learner's skipped record, never the reader's end."""
+    try:
+        cursor, fields = reply  # type: ignore[misc]
+        if int(cursor) != 0:
+            return progress.Progress(learner, skipped=1)
+        return progress.parse(fields, learner)
+    except (TypeError, ValueError):  # an error reply (WRONGTYPE), or not a pair
+        return progress.Progress(learner, skipped=1)
 
 
 @dataclass
@@ -143,7 +164,7 @@ class Board:
         pipe = self.client.pipeline(transaction=True)
         pipe.time()
         for name in self.learners:
-            pipe.hgetall(progress.key(name))
+            ask_record(pipe, name)
         for name in self.learners:
             pipe.get(heartbeat.alive_key(name))
         for name in self.learners:  # the latest deadline only: one member, whatever the set holds
@@ -163,10 +184,7 @@ class Board:
         skipped: Counter[str] = Counter({"queue names": self._bad_names})
         records = {}
         for name, raw in zip(self.learners, reply[1:], strict=False):
-            if isinstance(raw, Exception):
-                skipped["progress records"] += 1
-                raw = {}
-            records[name] = progress.parse(raw, name)
+            records[name] = record_of(raw, name)
             skipped["progress records"] += records[name].skipped
         n = len(self.learners)
         beats = {}
