@@ -158,3 +158,21 @@ def test_one_learners_bad_times_ids_and_100000_fields_cost_only_their_row(klass:
     assert "bob" in board.render(data)
     assert [r.learner for r in export.rows(klass.instructor(), list(klass.learners))] == ["bob"]
     ada.delete(progress.key("ada"), history)
+
+
+def test_a_forged_ledger_or_done_entry_is_shown_as_forged_never_as_duplicates_or_completed(klass: Workshop) -> None:
+    keys = classroom.ClassKeys("hostile")
+    queue = echoq.Keyspace(klass.class_queue)
+    instructor = klass.instructor()
+    instructor.delete(keys.produced, queue.pending, queue.done, queue.effects)
+    ids = classroom.produce(instructor, 3, klass="hostile")
+    ada = raw_learner(klass, "ada")
+    ada.hset(queue.effects, ids[0], 7)  # "6 duplicate effects" that never ran
+    ada.zrem(queue.pending, ids[1])  # a job lost ...
+    ada.zadd(queue.done, {ids[1]: 1})  # ... made to look completed
+    sb = classroom.read_scoreboard(instructor, list(klass.learners), klass="hostile")
+    assert sb.total.duplicates == 0 and sb.total.lost == 1 and sb.completed == 0, sb
+    assert sb.forged == {classroom.FORGED_DUPLICATES: 1, classroom.FORGED_DONE: 1} and not sb.ok
+    page = board.render(board.Board(instructor, list(klass.learners), class_name="hostile").read())
+    assert "written by hand" in page and "no job lost" not in page
+    instructor.delete(keys.produced, queue.pending, queue.done, queue.effects)

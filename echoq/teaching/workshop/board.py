@@ -510,11 +510,24 @@ def render(data: BoardData) -> Markup:
         '<span class="ok">no job lost, no effect duplicated</span>'
         if sb.ok
         else '<span class="bad">a job was lost or an effect duplicated</span>'
+        if not sb.forged
+        else '<span class="bad">the class queue was written by hand (below): its figures are not the workers\' doing'
+        "</span>"
+    )
+    forged = (
+        fill(
+            "<p class='bad'>Written by hand, not by the kit's moves (a learner may write the shared class queue): "
+            "$what. Not counted as what they claim; the lost jobs among them are counted lost.</p>",
+            what=", ".join(f"{n} {what}" for what, n in sorted(sb.forged.items())),
+        )
+        if sb.forged
+        else Markup("")
     )
     scoreboard = fill(
         "<p>Class queue <code>emq:{$queue}</code>: $jobs jobs produced, $completed completed, $waiting. $verdict.</p>"
         "<table><tr><th>learner</th><th>worker</th><th>delivered</th><th>redelivered</th><th>effects</th>"
-        "<th>duplicate effects</th><th>lost</th></tr>$rows$total</table>",
+        "<th>duplicate effects</th><th>lost</th></tr>$rows$total</table>$forged",
+        forged=forged,
         queue=sb.queue,
         jobs=sb.jobs,
         completed=sb.completed,

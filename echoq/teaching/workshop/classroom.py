@@ -436,10 +436,13 @@ class Scoreboard:
     by_learner: dict[str, Score] = field(default_factory=dict)
     total: Score = field(default_factory=Score)
     skipped: dict[str, int] = field(default_factory=dict)  # where -> learner-written entries not counted (bad)
+    # What -> how many entries the kit's own moves cannot have written: shown as forged,
+    # never counted as what they claim.
+    forged: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.total.lost == 0 and self.total.duplicates == 0
+        return self.total.lost == 0 and self.total.duplicates == 0 and not self.forged
 
 
 def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, klass: str | None = None) -> Scoreboard:
@@ -462,6 +465,7 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
     pipe.hgetall(places.effects)
     for place in PLACES:
         pipe.execute_command("ZINTERCARD", 2, keys.produced, getattr(places, place))
+    pipe.execute_command("ZINTER", 2, keys.produced, places.done)  # the class's jobs counted done
     reply = pipe.execute(raise_on_error=False)
     skipped: dict[str, int] = {}
 
@@ -477,8 +481,10 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
     produced = set(valid(reply[3], "the produced jobs", []))
     effect_counts = valid(reply[4], "the class effects ledger", {})
     counts = {
-        place: int(valid(n, f"the class queue's {place} set", 0)) for place, n in zip(PLACES, reply[5:], strict=True)
+        place: int(valid(n, f"the class queue's {place} set", 0))
+        for place, n in zip(PLACES, reply[5 : 5 + len(PLACES)], strict=True)
     }
+    done_ids = valid(reply[5 + len(PLACES)], "the class queue's done set", [])
     board = Scoreboard(
         keys.queue,
         int(seconds) * 1000 + int(micros) // 1000,
@@ -504,6 +510,7 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
             continue
         board.by_learner[name].worker, board.by_learner[name].since_ms = state, at
     effects = duplicates = 0
+    forged: dict[str, int] = {}
     for job_id, value in effect_counts.items():
         if job_id not in produced:
             continue  # not a job of the class's (a learner may enqueue into the class queue)
@@ -512,22 +519,35 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
             skipped["class effects ledger"] = skipped.get("class effects ledger", 0) + 1
             continue
         effects += 1
-        duplicates += number - 1
+        if number > 1:
+            # effect.lua runs a job's effect once and refuses it after (a class worker
+            # always goes through it): a count above 1 was written by hand.
+            forged[FORGED_DUPLICATES] = forged.get(FORGED_DUPLICATES, 0) + 1
+    # A class worker applies a job's effect before it completes it, and complete.lua keeps
+    # the ledger's entry while the id is in done: a class job in done with no entry was
+    # put there by hand (a lost job made to look completed). It is counted lost.
+    done_by_hand = [job_id for job_id in done_ids if job_id not in effect_counts]
+    if done_by_hand:
+        forged[FORGED_DONE] = len(done_by_hand)
+        board.completed -= len(done_by_hand)
     board.total = Score(
         delivered=sum(s.delivered for s in board.by_learner.values()),
         redelivered=sum(s.redelivered for s in board.by_learner.values()),
         effects=effects,
         duplicates=duplicates,
-        lost=max(0, board.jobs - sum(counts.values())),
+        lost=max(0, board.jobs - sum(counts.values())) + len(done_by_hand),
         worker=f"{sum(s.worker == 'running' for s in board.by_learner.values())} running",
     )
     board.skipped = skipped
+    board.forged = forged
     if board.total.lost:
         _attribute_lost(client, keys, produced, board)
     return board
 
 
 WORKER_STATES = ("running", "stopped", "killed")
+FORGED_DUPLICATES = "effects-ledger counts above 1 (the kit's effect move never counts a job twice)"
+FORGED_DONE = "class jobs in done with no effect recorded (a class worker records it before completing)"
 
 
 def _whole(value: object) -> int | None:
