@@ -156,12 +156,20 @@ def check_root() -> None:
         )
 
 
+# What a learner's server needs, found (not imported: a fraction of a second) as the learner.
+LEARNER_PYTHON_CHECK = (
+    "import echoq.teaching, importlib.util as u; "
+    "missing = [m for m in ('jupyterhub.singleuser', 'ipykernel', 'jupyterlab') if u.find_spec(m) is None]; "
+    "assert not missing, f'ModuleNotFoundError: {missing}'"
+)
+
+
 def check_learner_python(python: str, entry) -> None:  # noqa: ANN001 (a pwd entry)
     """The learners' Python must run for a learner (a Python under /root, mode 0700, does
     not): tried as that learner, before any server is started."""
     try:
         done = subprocess.run(
-            [python, "-c", "import echoq.teaching.workshop, jupyterhub.singleuser, ipykernel"],
+            [python, "-c", LEARNER_PYTHON_CHECK],
             user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], cwd=entry.pw_dir,
             env={"PATH": "/usr/bin:/bin", "HOME": entry.pw_dir}, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
