@@ -22,15 +22,17 @@ removes the files.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import json
 import os
 import secrets
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import redis
@@ -339,42 +341,19 @@ def one_at_a_time(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def up(
-    folder: str | Path | None = None,
-    *,
-    roster: list[str] | None = None,
-    count: int | None = None,
-    class_name: str | None = None,
-    url: str | None = None,
-    admin_password: str | None = None,
-    bind: str | None = None,
-    port: int | None = None,
-    host: str | None = None,
-    instructors: Iterable[str] = (),
-    maxmemory: str | None = None,
-    settings: dict[str, str] | None = None,
-    dashboard: Path | None = None,
-    watch: bool = False,
-) -> tuple[Workshop, list[str]]:
-    """Bring a class's server up (or attach to one) and (re)create its users; the workshop and
-    the lines to print (which never contain a password). One at a time (see :func:`_up`)."""
-    with one_at_a_time(workshop_dir(folder)):
-        return _up(
-            folder,
-            roster=roster,
-            count=count,
-            class_name=class_name,
-            url=url,
-            admin_password=admin_password,
-            bind=bind,
-            port=port,
-            host=host,
-            instructors=instructors,
-            maxmemory=maxmemory,
-            settings=settings,
-            dashboard=dashboard,
-            watch=watch,
-        )
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _locked(start: Callable[P, R]) -> Callable[P, R]:
+    """``start`` holding the workshop's lock (see :func:`one_at_a_time`)."""
+
+    @functools.wraps(start)
+    def locked(*args: P.args, **kwargs: P.kwargs) -> R:
+        with one_at_a_time(workshop_dir(args[0] if args else kwargs.get("folder"))):  # type: ignore[arg-type]
+            return start(*args, **kwargs)
+
+    return locked
 
 
 def restart(folder: str | Path | None = None, *, by: str = "the instructor (workshop restart)") -> list[str]:
@@ -584,6 +563,9 @@ def _up(
     return workshop, lines
 
 
+up = _locked(_up)  # one `up`, `restart` or watchdog restart at a time
+
+
 def _check_bind(bind: str) -> None:
     import ipaddress
 
@@ -627,13 +609,12 @@ def _open_port(admin: redis.Redis, port: int, timeout_s: float = 10.0) -> None:
 
 def reload_scripts(admin: redis.Redis) -> int:
     """Empty the server's script cache (and with it the Lua heap) and load every script of
-    the library and the kit again, in one transaction: learners, who may only EVALSHA what
-    is cached, never meet the cache empty. How many scripts are loaded."""
-    pipe = admin.pipeline(transaction=True)
-    pipe.script_flush()
-    for name in scripts.names():
-        pipe.script_load(scripts.expanded(name))
-    return len(pipe.execute()) - 1
+    the library and the kit again (the registry loads them: no other module sends Lua); how
+    many. Between the two, a learner's move meets NOSCRIPT and its fallback, EVAL, is
+    refused: a few milliseconds, and only after a Lua heap grew past the class's cap, which
+    no learner can make happen without EVAL."""
+    admin.script_flush()
+    return len(scripts.preload(admin))
 
 
 def start_watcher(workshop: Workshop) -> str:
