@@ -73,6 +73,7 @@ from tests.support.hub import (
     _descendants,
     alive,
     bring_to_front,
+    close_again,
     errors_in,
     finished_outputs,
     give_to,
@@ -144,20 +145,31 @@ class Class:
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[Class]:  # noqa: F811
-    proxy_path()
+def learners_space() -> Iterator[tuple[Path, str, str]]:
+    """What learners may reach, outside the test's own folder (mode 0700): their homes and,
+    where this Python is not reachable by them, a Python they can run; and the prefix of
+    their Unix users. All of it, the users too, removed at the end."""
     if os.geteuid() != 0:
         _cannot("the class hub runs each learner as a Unix user of their own, which needs root")
     remove_test_users()  # those a killed session left behind
-    tmp = tmp_path_factory.mktemp("guide")
-    # What learners may reach lives outside the test's own folder (mode 0700): their homes
-    # and, where this Python is not reachable by them, a Python they can run.
     shared = Path(tempfile.mkdtemp(prefix="echoq-hub-"))
-    shared.chmod(0o755)
-    homes = shared / "home"
-    homes.mkdir(mode=0o755)
-    python = learner_python(shared / "python")
+    opened: list[tuple[Path, int]] = []  # folders opened for search (CI only), closed again at the end
     prefix = session_user_prefix()
+    try:
+        shared.chmod(0o755)
+        (shared / "home").mkdir(mode=0o755)
+        yield shared / "home", learner_python(shared / "python", opened), prefix
+    finally:
+        remove_test_users(prefix)
+        shutil.rmtree(shared, ignore_errors=True)
+        close_again(opened)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory, chromium: str, learners_space) -> Iterator[Class]:  # noqa: F811
+    proxy_path()
+    homes, python, prefix = learners_space
+    tmp = tmp_path_factory.mktemp("guide")
     env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_WORKSHOP", "ECHOQ_LEARNER")}
     (tmp / "roster.txt").write_text("\n".join(ROSTER) + "\n")
     folder = tmp / "class"
@@ -198,8 +210,6 @@ def hub(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[Cla
             subprocess.run(
                 [PYTHON, "-m", "echoq.teaching", "workshop", "down", "--dir", str(folder)], env=env, timeout=60
             )
-        remove_test_users(prefix)
-        shutil.rmtree(shared, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -71,10 +72,22 @@ def remove_test_users(prefix: str | None = None) -> list[str]:
         if not pid.isdigit():
             continue
         if name.startswith(prefix) if prefix else not alive(int(pid)):
-            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+            for pid in processes_of(entry.pw_uid):  # what the hub left running as them
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             subprocess.run(["userdel", "--force", name], capture_output=True)
             gone.append(name)
     return gone
+
+
+def processes_of(uid: int) -> list[int]:
+    """The pids of the processes running as ``uid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                found.append(int(entry.name))
+    return found
 
 
 def _reachable_by_all(path: Path) -> bool:
@@ -88,13 +101,35 @@ def _cannot(why: str) -> None:
     pytest.skip(why)
 
 
-def learner_python(where: Path) -> str:
+def open_for_search(path: Path, opened: list[tuple[Path, int]]) -> None:
+    """Let other users pass through every folder above ``path`` (o+x: search, not list),
+    noting each folder changed and its mode in ``opened``, for :func:`close_again`. Only
+    under CI, a machine of its own: a clone under /root (0700) is out of the learners' reach."""
+    for folder in reversed([*path.resolve().parents][:-1]):
+        mode = folder.stat().st_mode & 0o7777
+        if not mode & 0o001:
+            opened.append((folder, mode))
+            folder.chmod(mode | 0o001)
+
+
+def close_again(opened: list[tuple[Path, int]]) -> None:
+    for folder, mode in reversed(opened):
+        with contextlib.suppress(OSError):
+            folder.chmod(mode)
+    opened.clear()
+
+
+def learner_python(where: Path, opened: list[tuple[Path, int]]) -> str:
     """A Python every user can run, with this checkout's packages: the venv's own when every
     user can reach it; else a venv made in ``where`` over the system's Python of the same
-    version (its site-packages added to the venv's: same version, same ABI). Skipped with the
-    reason (failed under CI) when neither can be had."""
+    version (its site-packages added to the venv's: same version, same ABI). A checkout other
+    users cannot reach is opened for search under CI (see :func:`open_for_search`), skipped
+    with the reason elsewhere."""
     python = Path(sys.executable)
     site = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    for needed in (ROOT / "echoq", site):
+        if not _reachable_by_all(needed) and IN_CI and os.geteuid() == 0:
+            open_for_search(needed, opened)
     if not _reachable_by_all(ROOT / "echoq") or not _reachable_by_all(site):
         _cannot(f"the checkout {ROOT} is not readable by other users, whom the class hub runs learners as")
     if _reachable_by_all(python.resolve()):
