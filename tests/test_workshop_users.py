@@ -74,3 +74,16 @@ def test_lessons_are_copied_without_following_a_learners_symlink_nor_over_their_
     assert (home / "01_b.ipynb").read_text() == "my own work"
     assert (home / "02_c.ipynb").read_text() == "lesson 02_c.ipynb"
     assert (home / "02_c.ipynb").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.server
+def test_an_existing_account_the_hub_did_not_make_is_never_used_nor_its_home_touched(tmp_path: Path) -> None:
+    from echoq.teaching.workshop.spawner import ensure_user
+
+    if os.geteuid() != 0:
+        pytest.skip("only root reaches the check (ensure_user makes users)")
+    daemon = pwd.getpwnam("daemon")  # /usr/sbin on Debian: chmod 0700 there would break the machine
+    mode = os.stat(daemon.pw_dir).st_mode
+    with pytest.raises(RuntimeError, match="it is not a learner's user this hub made"):
+        ensure_user("daemon", tmp_path)
+    assert os.stat(daemon.pw_dir).st_mode == mode

@@ -207,10 +207,16 @@ def prepare(folder: str | Path | None = None, options: HubOptions | None = None)
         )
     if not Path(options.homes).is_dir():
         raise InvalidArgument(f"--homes {options.homes}: no such folder (the learners' homes are made in it)")
-    entries = [ensure_user(system_user(ln.hub_user, options.user_prefix), options.homes)
-               for ln in sorted(workshop.learners.values(), key=lambda ln: ln.id)]  # fmt: skip
-    for entry in entries:
-        refuse_unsafe(entry)
+    try:
+        entries = [ensure_user(system_user(ln.hub_user, options.user_prefix), options.homes)
+                   for ln in sorted(workshop.learners.values(), key=lambda ln: ln.id)]  # fmt: skip
+        for entry in entries:
+            refuse_unsafe(entry)
+    except RuntimeError as exc:  # an account not ours, or one that would be root: one line, no hub
+        raise InvalidArgument(str(exc)) from None
+    except subprocess.CalledProcessError as exc:
+        said = (exc.stderr or b"").decode(errors="replace").strip().splitlines() or [f"exit status {exc.returncode}"]
+        raise InvalidArgument(f"useradd could not make a learner's Unix user: {said[-1]}") from None
     check_learner_python(options.learner_python, entries[0])
     where = workshop.dir / HUB_DIR
     where.mkdir(mode=0o700, exist_ok=True)

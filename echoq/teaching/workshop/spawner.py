@@ -56,6 +56,13 @@ def ensure_user(name: str, homes: str | Path) -> pwd.struct_passwd:
         )
         entry = pwd.getpwnam(name)
     home = Path(entry.pw_dir)
+    if home.parent.resolve() != Path(homes).resolve():
+        # An account this hub did not make (its home is elsewhere: /usr/sbin, /root, ...):
+        # never run a learner as it, never touch its home.
+        raise RuntimeError(
+            f"Unix user {name!r} exists with its home at {home}, outside {homes}: it is not a learner's user "
+            "this hub made; choose another --user-prefix"
+        )
     home.mkdir(mode=0o700, exist_ok=True)
     os.chown(home, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
     home.chmod(0o700)
