@@ -273,3 +273,34 @@ def test_every_event_is_one_line_whatever_it_quotes_and_repeats_are_counted_not_
     assert lines[1].endswith("the class server had stopped; restarted it")
     assert "(the line above 2 more time(s)" in lines[2], lines
     assert lines[3].endswith("something else")
+
+
+def test_when_the_server_is_crowded_learners_idle_connections_are_closed_and_named(
+    klass: Workshop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from echoq.teaching.workshop import watch
+
+    # The class's maxclients is 164: "crowded" brought down to 30% of it (50 connections), so
+    # that 49 of ada's (within her share of 50), bob's and the watchdog's crowd it.
+    monkeypatch.setattr(watch, "CROWDED", 0.3)
+    monkeypatch.setattr(watch, "ROOMY", 0.2)
+    url = Workshop.load(klass.dir).learner_url("ada")
+    held = [redis.Redis.from_url(url, socket_connect_timeout=2) for _ in range(49)]
+    bob = learner(klass, "bob")
+    dog = Watchdog(Workshop.load(klass.dir), tick_s=0.05, look_s=0.1, idle_s=0.5)
+    try:
+        for client in held:
+            client.ping()
+        dog.start()
+        deadline = time.monotonic() + RECOVERS_S
+        while not said(dog, "idle for 0.5 s"):
+            assert bob.ping() and time.monotonic() < deadline, [e.what for e in dog.events]  # bob stays busy
+            time.sleep(0.05)
+        line = said(dog, "idle for 0.5 s")
+        assert "ada" in line and "bob" not in line, line
+        admin_client = Workshop.load(klass.dir).admin()
+        assert [c.get("user") for c in admin_client.client_list()].count("ada") < 49
+    finally:
+        dog.stop()
+        for client in held:
+            client.close()

@@ -49,6 +49,8 @@ __all__ = ["LOG_FILE", "Watchdog", "last_events"]
 LOG_FILE = "watch.log"
 REPEAT_S = 10.0  # the same event again within this is counted, not written again
 AUTH_GRACE_S = 3  # a connection that has not authenticated after this long is closed
+CROWDED, ROOMY = 0.9, 0.8  # of maxclients: idle learners' connections closed from the first down to the second
+IDLE_S = 300.0  # how long a learner's connection must have been idle to be closed when crowded
 SCRIPT_COMMANDS = ("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro")
 
 
@@ -81,10 +83,12 @@ class Watchdog:
         look_s: float = 1.0,
         on_event: Callable[[str], None] | None = None,
         log: bool = True,
+        idle_s: float = IDLE_S,
     ) -> None:
         self.workshop = workshop
         self.tick_s = tick_s  # how often it PINGs (a BUSY server is noticed this fast)
         self.look_s = look_s  # how often it reads CLIENT LIST and the Lua heap (heavier)
+        self.idle_s = idle_s
         self._looked = float("-inf")
         self.on_event = on_event
         self.log = log
@@ -245,6 +249,33 @@ class Watchdog:
                 f"{user} had {len(ids)} connections (the class allows {self.per_learner} per learner): "
                 f"closed their {len(excess)} newest"
             )
+        self._idle_when_crowded(admin, clients)
+
+    def _idle_when_crowded(self, admin: redis.Redis, clients: list[dict]) -> None:
+        """A server near ``maxclients`` (``CROWDED`` of it) takes few new connections: the
+        learners' connections idle for ``idle_s`` or more are closed, the longest idle first,
+        until it is back under ``ROOMY`` of it (the kit's clients reconnect when they next
+        need the server). Who lost how many is said in one line."""
+        cap = int(self.workshop.settings.get("maxclients", 0) or 0)
+        if not cap or len(clients) < CROWDED * cap:
+            return
+        idle = sorted(
+            (c for c in clients if c.get("user") in self.workshop.learners and int(c.get("idle", 0)) >= self.idle_s),
+            key=lambda c: -int(c.get("idle", 0)),
+        )[: max(0, len(clients) - int(ROOMY * cap))]
+        if not idle:
+            return
+        pipe = admin.pipeline(transaction=False)
+        for client in idle:
+            pipe.execute_command("CLIENT", "KILL", "ID", client["id"])
+        pipe.execute(raise_on_error=False)
+        whose: dict[str, int] = {}
+        for client in idle:
+            whose[client["user"]] = whose.get(client["user"], 0) + 1
+        self.say(
+            f"the server held {len(clients)} of its {cap} connections: closed {len(idle)} idle for "
+            f"{self.idle_s:g} s or more ({', '.join(f'{u} {n}' for u, n in sorted(whose.items()))})"
+        )
 
     def _unauthenticated(self, admin: redis.Redis, clients: list[dict]) -> None:
         """Close connections still not authenticated ``AUTH_GRACE_S`` after they opened (or
