@@ -265,13 +265,7 @@ class Watchdog:
         )[: max(0, len(clients) - int(ROOMY * cap))]
         if not idle:
             return
-        pipe = admin.pipeline(transaction=False)
-        for client in idle:
-            pipe.execute_command("CLIENT", "KILL", "ID", client["id"])
-        pipe.execute(raise_on_error=False)
-        whose: dict[str, int] = {}
-        for client in idle:
-            whose[client["user"]] = whose.get(client["user"], 0) + 1
+        whose = _close(admin, idle, lambda c: str(c["user"]))
         self.say(
             f"the server held {len(clients)} of its {cap} connections: closed {len(idle)} idle for "
             f"{self.idle_s:g} s or more ({', '.join(f'{u} {n}' for u, n in sorted(whose.items()))})"
@@ -289,14 +283,7 @@ class Watchdog:
         ]  # fmt: skip
         if not stale:
             return
-        pipe = admin.pipeline(transaction=False)
-        for client in stale:
-            pipe.execute_command("CLIENT", "KILL", "ID", client["id"])
-        pipe.execute(raise_on_error=False)
-        sources: dict[str, int] = {}
-        for client in stale:
-            host = str(client.get("addr", "?")).rsplit(":", 1)[0]
-            sources[host] = sources.get(host, 0) + 1
+        sources = _close(admin, stale, lambda c: str(c.get("addr", "?")).rsplit(":", 1)[0])
         shown = ", ".join(f"{host}: {n}" for host, n in sorted(sources.items())[:5])
         self.say(
             f"closed {len(stale)} connection(s) that had not authenticated within {AUTH_GRACE_S} s "
@@ -371,6 +358,17 @@ class Watchdog:
         del self.events[:-200]
         if self.on_event is not None:
             self.on_event(event.line())
+
+
+def _close(admin: redis.Redis, clients: list[dict], by: Callable[[dict], str]) -> dict[str, int]:
+    """Close ``clients`` (CLIENT KILL ID, in one round trip); how many, by ``by`` of each."""
+    pipe = admin.pipeline(transaction=False)
+    counts: dict[str, int] = {}
+    for client in clients:
+        pipe.execute_command("CLIENT", "KILL", "ID", client["id"])
+        counts[by(client)] = counts.get(by(client), 0) + 1
+    pipe.execute(raise_on_error=False)
+    return counts
 
 
 def _clock(at: float) -> str:
