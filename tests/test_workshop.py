@@ -24,7 +24,7 @@ from traitlets.config import Config
 import echoq
 from echoq import scripts
 from echoq.teaching import course, learner, progress
-from echoq.teaching.workshop import Workshop, acl, admin, board, classroom
+from echoq.teaching.workshop import Workshop, acl, admin, board, classroom, watch
 from tests.support.helpers import wait_for_server_time
 
 LEARNERS = ["ada", "bob"]
@@ -281,6 +281,40 @@ def test_a_learner_runs_the_kit_in_their_namespace_and_the_class_queue(workshop:
     assert refused == []
 
 
+def test_a_learners_eval_on_the_class_server_is_one_line_saying_where_her_scripts_run(
+    started: Workshop, monkeypatch
+) -> None:
+    monkeypatch.setenv("VALKEY_URL", started.learner_url("ada"))
+    monkeypatch.setenv("ECHOQ_LEARNER", "ada")
+    with pytest.raises(echoq.PermissionDenied) as refused:
+        as_learner(started, "ada").eval("return 1", 0)
+    name, line = course.explain(refused.value)
+    assert name == "PermissionDenied" and "\n" not in line, line
+    assert "EVAL" in line and "runs only the library's scripts" in line and "your own private server" in line, line
+
+
+def test_an_exercise_check_runs_her_lua_on_her_own_server_and_records_the_attempt_on_the_class_server(
+    started: Workshop, monkeypatch
+) -> None:
+    from echoq.teaching import exercises
+
+    monkeypatch.setenv("VALKEY_URL", started.learner_url("ada"))
+    monkeypatch.setenv("ECHOQ_LEARNER", "ada")
+    def evals_refused() -> int:
+        log = started.admin().acl_log(count=200)
+        return sum(int(e["count"]) for e in log if e["username"] == "ada" and e["object"] == "eval")
+
+    refused = evals_refused()
+    before = progress.read(started.admin(), "ada").checks.get(("02", "claim"))
+    solution = (Path(exercises.__file__).parent / "claim" / "solution.lua").read_text()
+    feedback = exercises.check_claim_script(solution)
+    assert feedback.ok, feedback.lines
+    after = progress.read(started.admin(), "ada").checks[("02", "claim")]
+    assert after.attempts == (before.attempts if before else 0) + 1 and after.passed
+    # Nothing of hers knocked on the class server's closed door: her Lua never went there.
+    assert evals_refused() == refused
+
+
 def test_learner_b_starting_a_lesson_leaves_learner_as_queue_alone(workshop: Workshop, monkeypatch) -> None:
     """B's course.start("02") resets B's own lesson queue, never A's (both name it lesson-02)."""
     monkeypatch.setenv("VALKEY_URL", workshop.learner_url("ada"))
@@ -405,6 +439,54 @@ def test_class_chaos_kills_travel_over_the_server_and_nothing_is_lost(started: W
         for worker in workers.values():
             worker.stop()
         dash.close()
+
+
+@pytest.mark.server
+def test_a_restart_under_a_running_class_chaos_round_loses_nothing_and_kills_no_worker(tmp_path: Path) -> None:
+    from echoq.teaching.workshop import views
+
+    folder = tmp_path / "class"
+    started, _lines = admin.up(folder, roster=["ada", "bob"], class_name="restarted")
+    learners = ["ada", "bob"]
+    workers = {
+        name: classroom.ClassWorker(
+            as_learner(started, name), learner=name, klass="restarted", work_ms=(10, 40), seed=n
+        ).start()
+        for n, name in enumerate(learners)
+    }
+    dash = views.Dashboard.for_workshop(started, auto=False)
+    try:
+        assert "echoq-restarted" not in (dash.refresh() and dash.view.value)  # no restart yet: no banner
+        classroom.produce(started.instructor(), 60, klass="restarted")
+        deadline = time.monotonic() + 20
+        while sum(w.mine["delivered"] for w in workers.values()) < 6 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        before = classroom.read_scoreboard(started.instructor(), learners, klass="restarted")
+        lines = admin.restart(folder)
+        assert before.completed < before.jobs  # the round was still running when the server went
+        after = Workshop.load(folder)
+        assert after.port == started.port and after.server_pid != started.server_pid, lines
+        instructor = after.instructor()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            sb = classroom.read_scoreboard(instructor, learners, klass="restarted")
+            if sb.jobs and sb.completed == sb.jobs:
+                break
+            time.sleep(0.05)
+        assert sb.jobs == 60 and sb.completed == sb.jobs and sb.total.lost == 0, sb
+        assert {name: w.state for name, w in workers.items()} == dict.fromkeys(learners, "running")
+        assert all(w.error is None for w in workers.values())
+        assert sum(w.worker.report.reconnected + w.rejoined for w in workers.values()) >= 1  # they met the gap
+        # The learners' users were there before the port took a connection: no refusal of theirs.
+        assert [e for e in after.admin().acl_log(count=100) if e["username"] in learners] == []
+        dash.refresh()
+        assert dash.view.value.count("class server restarted at") == 1, dash.view.value
+        assert any("restarted by the instructor" in line for line in watch.last_events(folder))
+    finally:
+        for worker in workers.values():
+            worker.stop()
+        dash.close()
+        admin.down(folder)
 
 
 # -- down -------------------------------------------------------------------------------------------

@@ -1,6 +1,10 @@
 """Class chaos from a learner's side: each thing one learner can do to the whole class server,
 done for real, and the class back on its feet by itself (the watchdog) within seconds.
 
+A learner may run no Lua of their own on the class server (EVAL, SCRIPT LOAD, FUNCTION are
+refused at once: first test). The watchdog stays as the second line of defence, for a
+server whose ACL lets someone run Lua: its tests give Ada ``+eval`` to play that someone.
+
 Small numbers keep it fast: scripts answered BUSY after 300 ms, 50 connections per learner,
 a Lua heap of 16 MiB. Every wait is a poll with a deadline."""
 
@@ -52,8 +56,37 @@ def until(check: Callable[[], object], what: str, timeout_s: float = RECOVERS_S)
         time.sleep(0.02)
 
 
-def learner(workshop: Workshop, name: str) -> redis.Redis:
-    return echoq.connect(Workshop.load(workshop.dir).learner_url(name))
+def learner(workshop: Workshop, name: str, *, lua: bool = False) -> redis.Redis:
+    """The learner's client; with ``lua``, their user first given EVAL (which a class never
+    gives: see the module's docstring)."""
+    current = Workshop.load(workshop.dir)
+    if lua:
+        current.admin().execute_command("ACL", "SETUSER", name, "+eval")
+    return echoq.connect(current.learner_url(name))
+
+
+# The issue's attacks by Lua: C calls that hold the server, a heap past any cap, a script
+# allowed past maxmemory, a loop. Each is refused before it runs.
+OWN_LUA = {
+    "string.rep in C": lambda c: c.eval("for i = 1, 30 do local s = string.rep('x', 32 * 2^20) end", 0),
+    "a huge heap": lambda c: c.eval("local t = {} for i = 1, 1e6 do t[i] = string.rep('x', 1000) end", 0),
+    "allow-oom": lambda c: c.eval("#!lua flags=allow-oom\nreturn redis.call('SET', KEYS[1], 'x')", 1, "emq:{ada.x}:k"),
+    "a loop": lambda c: c.eval("while true do end", 0),
+    "read-only EVAL": lambda c: c.execute_command("EVAL_RO", "while true do end", 0),
+    "SCRIPT LOAD": lambda c: c.script_load("while true do end"),
+    "FUNCTION LOAD": lambda c: c.function_load("#!lua name=x\nredis.register_function('f', function() end)"),
+}
+
+
+def test_a_learners_own_lua_is_refused_at_once_and_the_class_never_waits(klass: Workshop) -> None:
+    ada, bob = learner(klass, "ada"), learner(klass, "bob")
+    for what, attack in OWN_LUA.items():
+        with pytest.raises(echoq.PermissionDenied) as refused:
+            attack(ada)
+        assert "\n" not in str(refused.value) and "user 'ada' may not use the command" in str(refused.value), what
+        started = time.monotonic()
+        assert bob.ping() and time.monotonic() - started < 1.0, what  # answered at once: nothing ran
+        assert bob_works(klass), what  # the library's scripts, by EVALSHA: still there for everyone
 
 
 def bob_works(workshop: Workshop) -> bool:
@@ -89,7 +122,7 @@ def heard(dog: Watchdog, *words: str) -> str:
 
 
 def test_a_script_that_never_ends_is_killed_and_named(klass: Workshop, watchdog: Watchdog) -> None:
-    ada = learner(klass, "ada")
+    ada = learner(klass, "ada", lua=True)
     thread, errors = in_background(lambda: ada.eval("while true do end", 0))
     line = heard(watchdog, "BUSY", "SCRIPT KILL")
     assert "ada's script" in line, line
@@ -111,7 +144,7 @@ def test_a_script_that_writes_then_loops_restarts_the_server_with_its_settings(
     klass: Workshop, watchdog: Watchdog
 ) -> None:
     before = Workshop.load(klass.dir)
-    ada = learner(klass, "ada")
+    ada = learner(klass, "ada", lua=True)
     ada.eval("return 1", 0)  # her connection's last command is a script at the watchdog's next look
     until(lambda: any(c.get("user") == "ada" and c.get("cmd") == "eval" for c in watchdog._clients), "a look")
     thread, _errors = in_background(
@@ -152,7 +185,7 @@ def test_a_learners_connections_beyond_the_cap_are_closed(klass: Workshop, watch
 
 
 def test_a_huge_lua_heap_is_flushed(klass: Workshop, watchdog: Watchdog) -> None:
-    ada = learner(klass, "ada")
+    ada = learner(klass, "ada", lua=True)
     # 40 MiB in a few milliseconds: well within the busy limit, so only the heap check sees it.
     grow = "local t = {} for i = 1, 400 do t[i] = string.rep('x', 100000) .. i end return #t"
     in_background(lambda: ada.eval(grow, 0))
@@ -174,7 +207,7 @@ def test_a_server_that_died_is_started_again_with_its_settings(klass: Workshop, 
 
 def test_workshop_status_answers_while_a_script_holds_the_server(klass: Workshop) -> None:
     # No watchdog here: status alone, against a server that answers BUSY.
-    ada = learner(klass, "ada")
+    ada = learner(klass, "ada", lua=True)
     thread, _ = in_background(lambda: ada.eval("while true do end", 0))
     try:
         lines = until(
@@ -198,3 +231,76 @@ def test_up_starts_the_watchdog_and_down_stops_it(tmp_path: Path) -> None:
         lines = admin.down(tmp_path / "w")
     assert "stopped the class's watchdog" in lines
     assert not admin._process_alive(workshop.watcher_pid)
+
+
+def test_connections_that_never_authenticate_are_closed_and_named(klass: Workshop, watchdog: Watchdog) -> None:
+    import socket
+
+    current = Workshop.load(klass.dir)
+    bob = learner(klass, "bob")
+    bob.ping()  # his connection, opened before the flood
+    held: list[socket.socket] = []
+    for n in range(200):  # past maxclients (164): no new connection for anyone meanwhile
+        try:
+            sock = socket.create_connection(("127.0.0.1", current.port), timeout=2)
+        except OSError:
+            break
+        if n % 10 == 0:  # some log in, then forget it (RESET): as good as never logged in
+            password = current.learners["ada"].password
+            sock.sendall(f"AUTH ada {password}\r\nRESET\r\n".encode())
+        held.append(sock)
+    try:
+        started = time.monotonic()
+        assert bob.ping() and time.monotonic() - started < 1.0  # a connected learner is answered at once
+        line = heard(watchdog, "had not authenticated", "closed")
+        assert "127.0.0.1" in line, line
+        until(lambda: bob_works(klass), "bob connecting again")  # a new connection of his: room again
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_every_event_is_one_line_whatever_it_quotes_and_repeats_are_counted_not_dropped(klass: Workshop) -> None:
+    dog = Watchdog(Workshop.load(klass.dir))
+    before = len(last_events(klass.dir, 1000))
+    dog.say("BUSY: ada's script\n12:00:00 BUSY: bob's script \x1b[31mred\x1b[0m \u202eevil")  # a forged second line
+    for _ in range(3):
+        dog.say("the class server had stopped; restarted it")
+    dog.say("something else")
+    lines = last_events(klass.dir, 1000)[before:]
+    assert len(lines) == 4, lines
+    assert "\x1b" not in lines[0] and "\u202e" not in lines[0] and "bob's script" in lines[0], lines[0]
+    assert lines[1].endswith("the class server had stopped; restarted it")
+    assert "(the line above 2 more time(s)" in lines[2], lines
+    assert lines[3].endswith("something else")
+
+
+def test_when_the_server_is_crowded_learners_idle_connections_are_closed_and_named(
+    klass: Workshop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from echoq.teaching.workshop import watch
+
+    # The class's maxclients is 164: "crowded" brought down to 30% of it (50 connections), so
+    # that 49 of ada's (within her share of 50), bob's and the watchdog's crowd it.
+    monkeypatch.setattr(watch, "CROWDED", 0.3)
+    monkeypatch.setattr(watch, "ROOMY", 0.2)
+    url = Workshop.load(klass.dir).learner_url("ada")
+    held = [redis.Redis.from_url(url, socket_connect_timeout=2) for _ in range(49)]
+    bob = learner(klass, "bob")
+    dog = Watchdog(Workshop.load(klass.dir), tick_s=0.05, look_s=0.1, idle_s=0.5)
+    try:
+        for client in held:
+            client.ping()
+        dog.start()
+        deadline = time.monotonic() + RECOVERS_S
+        while not said(dog, "idle for 0.5 s"):
+            assert bob.ping() and time.monotonic() < deadline, [e.what for e in dog.events]  # bob stays busy
+            time.sleep(0.05)
+        line = said(dog, "idle for 0.5 s")
+        assert "ada" in line and "bob" not in line, line
+        admin_client = Workshop.load(klass.dir).admin()
+        assert [c.get("user") for c in admin_client.client_list()].count("ada") < 49
+    finally:
+        dog.stop()
+        for client in held:
+            client.close()

@@ -145,3 +145,65 @@ def test_make_dashboard_asks_for_a_token_and_prints_the_url_with_it(tmp_path: Pa
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(15)
+
+
+def _servers_in(folder: Path) -> list[int]:
+    """valkey-server processes whose working folder is in ``folder`` (what a failed `up` must not leave)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if "valkey-server" in (entry / "comm").read_text() and str(folder) in os.readlink(entry / "cwd"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+BAD_OPTIONS = {
+    "a port past 65535": ["up", "--count", "1", "--port", "70000"],
+    "a negative port": ["up", "--count", "1", "--port", "-1"],
+    "a bind that is no address": ["up", "--count", "1", "--bind", "999.1.1.1"],
+    "no learner": ["up", "--count", "0"],
+    "a class name with a space": ["up", "--count", "1", "--class", "Bad Name"],
+    "a hub port past 65535": ["hub", "--port", "70000"],
+    "a tick below zero": ["watch", "--tick", "-1"],
+}
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("what", list(BAD_OPTIONS))
+def test_a_bad_option_is_one_line_and_exit_2_and_starts_nothing(
+    what: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from echoq.teaching.__main__ import main
+
+    folder = tmp_path / "class"
+    action, *rest = BAD_OPTIONS[what]
+    assert main(["workshop", action, "--dir", str(folder), *rest, *(["--no-watch"] if action == "up" else [])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("echoq: ") and "\n" not in err and "Traceback" not in err, err
+    assert not (folder / admin.STATE_FILE).exists() and _servers_in(tmp_path) == []
+
+
+@pytest.mark.server
+def test_up_again_with_other_options_applies_them_or_says_it_does_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from echoq.teaching.__main__ import main
+
+    folder = tmp_path / "class"
+    workshop, _ = admin.up(folder, count=1)
+    try:
+        other = 1 + workshop.port % 60000
+        again = ["workshop", "up", "--dir", str(folder), "--no-watch"]
+        assert main([*again, "--port", str(other), "--bind", "127.0.0.2", "--host", "10.1.2.3"]) == 0
+        out = capsys.readouterr().out
+        assert f"not applied: --port {other}" in out and "not applied: --bind '127.0.0.2'" in out, out
+        assert "applied: --host 10.1.2.3" in out, out
+        now = admin.Workshop.load(folder)
+        assert now.port == workshop.port and now.host == "10.1.2.3" and "@10.1.2.3:" in now.learner_url("learner-01")
+        assert main([*again, "--url", "redis://127.0.0.1:1"]) == 2  # a started class is not moved by --url
+        assert "workshop down` first" in capsys.readouterr().err
+    finally:
+        admin.down(folder)

@@ -3,8 +3,9 @@
 The instructor's commands as the guide gives them (``.venv/bin/python -m echoq.teaching workshop up``,
 ``... workshop hub``, ``... workshop export --csv``, ``... workshop down``): the class server,
 then JupyterHub from PyPI with configurable-http-proxy from npm (``tools/hub-deps.sh``
-installs it into build/hub), ``SharedPasswordAuthenticator`` and ``SimpleLocalProcessSpawner``
-(a local process per user, no system users needed), all on 127.0.0.1. The roster has a name
+installs it into build/hub), ``SharedPasswordAuthenticator`` and the class spawner (each
+learner's server and kernels as a Unix user of their own, made by ``workshop hub``), all on
+127.0.0.1. The roster has a name
 in capitals (``Katherine.Johnson@nasa.gov``: the hub lowercases it at login); both learners
 log in with the class password, the instructor with the instructor password.
 
@@ -16,16 +17,18 @@ workshop, each leaving the class as the next expects:
    their own queues;
 2. each runs class chaos (one worker, and Run All stops in one line) and a notebook that
    reaches for the other's queue, refused in one line;
-3. the instructor's dashboard shows both, produces jobs and kills Ada's worker: the kill
+3. Ada's kernel, as her own Unix user, is refused every file of the class, Katherine's home
+   and her kernels' environment, and has no Terminal;
+4. the instructor's dashboard shows both, produces jobs and kills Ada's worker: the kill
    travels over the server, the scoreboard keeps 0 lost and 0 duplicate effects;
-4. Katherine's kernels are killed with SIGKILL: the dashboard says "not alive" within
+5. Katherine's kernels are killed with SIGKILL: the dashboard says "not alive" within
    seconds, and her page says its line is old;
-5. a recorded check is a row of the CSV export;
-6. the hub stops promptly, the dashboard page says it is disconnected, and ``down`` leaves
+6. a recorded check is a row of the CSV export;
+7. the hub stops promptly, the dashboard page says it is disconnected, and ``down`` leaves
    no process of the class behind. Later tests would have no hub.
 
-Skipped with the reason only where node (npm) or Chromium cannot be installed; under
-``CI=true`` it fails instead.
+Skipped with the reason only where node (npm) or Chromium cannot be installed, or where not
+run as root (no Unix users can be made); under ``CI=true`` it fails instead.
 """
 
 from __future__ import annotations
@@ -33,10 +36,14 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import json
 import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -48,6 +55,7 @@ import pytest
 import echoq
 from echoq.teaching import heartbeat, learner, progress
 from echoq.teaching.workshop import Workshop, classroom
+from echoq.teaching.workshop.spawner import system_user
 from tests.support.browser import (  # noqa: F401  (fixtures)
     ROOT,
     _free_port,
@@ -61,14 +69,21 @@ from tests.support.browser import (  # noqa: F401  (fixtures)
 )
 from tests.support.hub import (
     READY_S,
+    _cannot,
     _descendants,
     alive,
     bring_to_front,
+    close_again,
     errors_in,
     finished_outputs,
+    give_to,
     kernels_of,
+    learner_python,
     proxy_path,
+    remove_test_users,
     run_cell,
+    run_in_kernel,
+    session_user_prefix,
     start_notebook,
     text_of,
 )
@@ -113,19 +128,47 @@ class Class:
     process: subprocess.Popen[bytes]
     log: Path
     env: dict[str, str]
+    homes: Path  # where the learners' homes are (`workshop hub --homes`)
+    prefix: str  # their Unix users' prefix (`workshop hub --user-prefix`)
     below: list[int] = field(default_factory=list)  # the hub's processes, noted before it is stopped
 
+    def unix_user(self, lid: str) -> str:
+        """The Unix user the learner's server and kernels run as."""
+        return system_user(self.workshop.learners[lid].hub_user, self.prefix)
+
     def home(self, lid: str) -> Path:
-        """Where the hub keeps the learner's notebooks (their hub user name, as the hub has it)."""
-        return self.folder / "hub" / "home" / self.workshop.learners[lid].hub_user
+        """Where the learner's notebooks are: their Unix user's home."""
+        return Path(pwd.getpwnam(self.unix_user(lid)).pw_dir)
 
     def password(self, who: str) -> str:
         return (self.folder / "hub" / f"{who}-password").read_text().strip()
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[Class]:  # noqa: F811
+def learners_space() -> Iterator[tuple[Path, str, str]]:
+    """What learners may reach, outside the test's own folder (mode 0700): their homes and,
+    where this Python is not reachable by them, a Python they can run; and the prefix of
+    their Unix users. All of it, the users too, removed at the end."""
+    if os.geteuid() != 0:
+        _cannot("the class hub runs each learner as a Unix user of their own, which needs root")
+    remove_test_users()  # those a killed session left behind
+    shared = Path(tempfile.mkdtemp(prefix="echoq-hub-"))
+    opened: list[tuple[Path, int]] = []  # folders opened for search (CI only), closed again at the end
+    prefix = session_user_prefix()
+    try:
+        shared.chmod(0o755)
+        (shared / "home").mkdir(mode=0o755)
+        yield shared / "home", learner_python(shared / "python", opened), prefix
+    finally:
+        remove_test_users(prefix)
+        shutil.rmtree(shared, ignore_errors=True)
+        close_again(opened)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory, chromium: str, learners_space) -> Iterator[Class]:  # noqa: F811
     proxy_path()
+    homes, python, prefix = learners_space
     tmp = tmp_path_factory.mktemp("guide")
     env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_WORKSHOP", "ECHOQ_LEARNER")}
     (tmp / "roster.txt").write_text("\n".join(ROSTER) + "\n")
@@ -135,14 +178,16 @@ def hub(tmp_path_factory: pytest.TempPathFactory, chromium: str) -> Iterator[Cla
     log = tmp / "hub.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [PYTHON, "-m", "echoq.teaching", "workshop", "hub", "--dir", str(folder), "--port", str(port)],
+            [PYTHON, "-m", "echoq.teaching", "workshop", "hub", "--dir", str(folder), "--port", str(port),
+             "--homes", str(homes), "--user-prefix", prefix, "--learner-python", python],  # fmt: skip
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,
         )
-    klass = Class(folder, Workshop.load(folder), up.stdout, f"http://127.0.0.1:{port}", process, log, env)
+    url = f"http://127.0.0.1:{port}"
+    klass = Class(folder, Workshop.load(folder), up.stdout, url, process, log, env, homes, prefix)
     try:
         deadline = time.monotonic() + READY_S
         while _http_status(klass.url + "/hub/api") != 200:
@@ -175,12 +220,13 @@ def pages(hub: Class, browser) -> Iterator[dict[str, object]]:  # noqa: F811
     for lid, other in OTHER.items():
         # Before the learner's server starts: the hub copies the lessons beside it and never
         # overwrites a notebook that is there.
-        home = hub.home(lid)
+        home = hub.home(lid)  # made by `workshop hub`, with its Unix user, before anyone logs in
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in probe_cells(other)])
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        home.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, home / PROBE)
         no_news(home / ".jupyter" / "lab" / "user-settings")
+        give_to(home / PROBE, hub.unix_user(lid))
+        give_to(home / ".jupyter", hub.unix_user(lid))
     contexts, found = [], {}
     logins = {ADA: ROSTER[0], KATHERINE: ROSTER[1], "teacher": "teacher"}
     for who, typed in logins.items():
@@ -251,6 +297,60 @@ def test_class_chaos_starts_one_worker_each_and_the_other_ones_queue_is_refused_
     instructor = echoq.connect(hub.workshop.instructor_url)
     beats = {lid: heartbeat.parse(instructor.get(heartbeat.alive_key(lid))) for lid in LEARNERS}
     assert all(beats.values()), beats  # Katherine is on the class server too, under her own id
+
+
+# What a learner's kernel tries against the class's secrets and the other learner: each
+# target, read (a file) or listed (a folder); the outcome in one word.
+ATTACK = """
+import json, os
+def attempt(path):
+    try:
+        os.listdir(path) if os.path.isdir(path) else open(path, "rb").read(1)
+        return "READ"
+    except PermissionError:
+        return "refused"
+    except OSError as exc:
+        return type(exc).__name__
+print(json.dumps({"uid": os.getuid(), "euid": os.geteuid(), "found": {p: attempt(p) for p in TARGETS}}))
+"""
+
+
+def test_adas_kernel_runs_as_her_own_unix_user_and_is_refused_every_secret_and_katherines_home(
+    hub: Class, pages
+) -> None:
+    ada, katherine = hub.unix_user(ADA), hub.unix_user(KATHERINE)
+    ada_uid = pwd.getpwnam(ada).pw_uid
+    (kernel, *_) = kernels_of(hub.process.pid, hub.workshop.learners[ADA].hub_user)
+    her_kernels = kernels_of(hub.process.pid, hub.workshop.learners[KATHERINE].hub_user)
+    assert her_kernels and os.stat(f"/proc/{kernel}").st_uid == ada_uid != 0
+    assert {os.stat(f"/proc/{pid}").st_uid for pid in her_kernels} == {pwd.getpwnam(katherine).pw_uid}
+    # Every file of the class (the workshop folder: state, roster, snippet, the server's config
+    # and data, the hub's passwords, database and cookie secret): root's, mode 0600.
+    secrets = [Path(d) / f for d, _, files in os.walk(hub.folder) for f in files]
+    assert {"workshop.json", "roster.json", "class-password", "instructor-password", "cookie_secret",
+            "jupyterhub.sqlite", "server.conf"} <= {p.name for p in secrets}  # fmt: skip
+    loose = [f"{p} {p.stat().st_mode & 0o777:o} uid {p.stat().st_uid}" for p in secrets
+             if p.stat().st_mode & 0o077 or p.stat().st_uid != os.geteuid()]  # fmt: skip
+    assert loose == [], loose
+    homes = {lid: hub.home(lid) for lid in LEARNERS}
+    assert all(h.stat().st_mode & 0o777 == 0o700 for h in homes.values()), homes
+    assert not any(hub.folder in h.parents for h in homes.values())  # no secret in a home, no home by a secret
+    targets = [str(p) for p in secrets] + [str(hub.folder), str(homes[KATHERINE]), str(homes[KATHERINE] / PROBE)]
+    targets += [f"/proc/{pid}/environ" for pid in her_kernels]
+    printed = run_in_kernel(kernel, f"TARGETS = {targets!r}\n{ATTACK}")
+    found = json.loads(printed.strip().splitlines()[-1])
+    assert found["uid"] == found["euid"] == ada_uid
+    assert {p: r for p, r in found["found"].items() if r != "refused"} == {}, printed
+    # Her own kernel holds her own URL and nothing of anyone else's (as root reads it).
+    environ = Path(f"/proc/{kernel}/environ").read_bytes().decode(errors="replace")
+    assert f"VALKEY_URL={hub.workshop.learner_url(ADA)}" in environ.split("\0")
+    others = [hub.workshop.learners[KATHERINE].password, hub.workshop.instructor_password, hub.password("class")]
+    assert not [word for word in others if word in environ]
+    # No Terminal: the learner's server has no terminals API at all.
+    status = pages[ADA].evaluate(
+        "(url) => fetch(url).then(r => r.status)", f"/user/{hub.workshop.learners[ADA].hub_user}/api/terminals"
+    )
+    assert status == 404, status
 
 
 def test_the_dashboard_shows_both_learners_and_drives_class_chaos_with_a_kill(hub: Class, pages) -> None:
@@ -332,6 +432,7 @@ def test_export_csv_holds_a_recorded_check_as_its_one_row(hub: Class, monkeypatc
         progress.record_check(ada, "02", "claim", False, "deadline-in-the-past", code="-- ada's try")
     out = hub.folder.parent / "attempts.csv"
     guide("export", "--dir", str(hub.folder), "--csv", str(out), env=hub.env)
+    assert out.stat().st_mode & 0o777 == 0o600  # every learner's code and verdicts: the instructor's alone
     rows = list(csv.DictReader(io.StringIO(out.read_bytes().decode(), newline="")))
     assert [(r["learner"], r["exercise"], r["misconception"]) for r in rows] == [(ADA, "claim", "deadline-in-the-past")]
 

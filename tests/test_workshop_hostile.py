@@ -127,3 +127,52 @@ def test_a_learner_may_not_write_the_produced_jobs(klass: Workshop) -> None:
     with pytest.raises(echoq.PermissionDenied):
         ada.zadd(classroom.ClassKeys("hostile").produced, {"forged": 1})
     assert Path(klass.dir).is_dir()
+
+
+def test_one_learners_bad_times_ids_and_100000_fields_cost_only_their_row(klass: Workshop) -> None:
+    from echoq.teaching.workshop import export
+
+    ada, bob = raw_learner(klass, "ada"), raw_learner(klass, "bob")
+    progress_key = progress.key("bob")
+    bob.delete(progress_key)
+    with echoq.connect(klass.learner_url("bob")) as honest:  # bob's one real attempt
+        os.environ["ECHOQ_LEARNER"] = "bob"
+        try:
+            progress.record_check(honest, "02", "claim", True, None, code="-- bob's")
+        finally:
+            del os.environ["ECHOQ_LEARNER"]
+    history = progress.attempts_key("02", "claim", "ada")
+    ada.delete(progress.key("ada"), history)
+    ada.hset(progress.key("ada"), mapping={"check:02:claim:attempts": "3", "check:02:claim:at": "1"})
+    for at in ("Infinity", "1e300", "-5", '"soon"'):  # times no attempt of the kit has
+        ada.lpush(history, f'{{"at": {at}, "passed": false}}')
+    ada.hset(progress.key("ada"), mapping={"check:bad lesson!:claim:attempts": "1", "check:bad lesson!:claim:at": "1"})
+    rows = export.rows(klass.instructor(), list(klass.learners))
+    assert [(r.learner, r.exercise) for r in rows] == [("bob", "claim")]  # ada's junk is skipped, bob's row is there
+    for n in range(0, 100_000, 10_000):  # a record swelled past what any reader takes in
+        ada.hset(progress.key("ada"), mapping={f"junk:{i}": "x" for i in range(n, n + 10_000)})
+    data = board.Board(klass.instructor(), list(klass.learners), class_name="hostile").read()
+    shown = {lv.learner: lv for lv in data.learners}
+    assert shown["ada"].lessons == [] and shown["ada"].checks == [] and data.skipped["progress records"] >= 1
+    assert [c.exercise for c in shown["bob"].checks] == ["claim"]
+    assert "bob" in board.render(data)
+    assert [r.learner for r in export.rows(klass.instructor(), list(klass.learners))] == ["bob"]
+    ada.delete(progress.key("ada"), history)
+
+
+def test_a_forged_ledger_or_done_entry_is_shown_as_forged_never_as_duplicates_or_completed(klass: Workshop) -> None:
+    keys = classroom.ClassKeys("hostile")
+    queue = echoq.Keyspace(klass.class_queue)
+    instructor = klass.instructor()
+    instructor.delete(keys.produced, queue.pending, queue.done, queue.effects)
+    ids = classroom.produce(instructor, 3, klass="hostile")
+    ada = raw_learner(klass, "ada")
+    ada.hset(queue.effects, ids[0], 7)  # "6 duplicate effects" that never ran
+    ada.zrem(queue.pending, ids[1])  # a job lost ...
+    ada.zadd(queue.done, {ids[1]: 1})  # ... made to look completed
+    sb = classroom.read_scoreboard(instructor, list(klass.learners), klass="hostile")
+    assert sb.total.duplicates == 0 and sb.total.lost == 1 and sb.completed == 0, sb
+    assert sb.forged == {classroom.FORGED_DUPLICATES: 1, classroom.FORGED_DONE: 1} and not sb.ok
+    page = board.render(board.Board(instructor, list(klass.learners), class_name="hostile").read())
+    assert "written by hand" in page and "no job lost" not in page
+    instructor.delete(keys.produced, queue.pending, queue.done, queue.effects)

@@ -27,7 +27,7 @@ import pytest
 from traitlets.config import Config
 
 import echoq
-from echoq.teaching import heartbeat, progress
+from echoq.teaching import heartbeat, learner, progress
 from echoq.teaching.workshop import Workshop, admin, board, hubinfo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,11 +52,11 @@ def klass(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workshop]:
         admin.down(folder)
 
 
-def kernel_of(workshop: Workshop, learner: str) -> subprocess.Popen[str]:
+def kernel_of(workshop: Workshop, learner: str, *, code: str = KERNEL) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("ECHOQ_WORKSHOP", "JUPYTERHUB_USER")}
     env |= {"VALKEY_URL": workshop.learner_url(learner), "ECHOQ_LEARNER": learner, "ECHOQ_CLASS": "people"}
     process = subprocess.Popen(
-        [sys.executable, "-c", KERNEL], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", code], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     assert process.stdout is not None and process.stdout.readline().strip() == "ready"
     return process
@@ -395,3 +395,44 @@ def test_a_running_workers_readout_redraws_a_note_that_shows_only_when_updates_s
         assert time.monotonic() < deadline, panel.readout.value
         time.sleep(0.02)
     assert "stopped" in panel.readout.value
+
+
+# Last in the file: it leaves a kill order and a learner connected.
+KATHERINE = learner.from_hub_user(ROSTER[2])
+
+
+LESSON_KERNEL = """
+import sys
+from echoq.teaching import course
+course.start("02", quiet=True)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_sigkilled_class_chaos_kernel_is_gone_within_3_s_while_another_kernel_of_hers_lives(klass) -> None:
+    from echoq.teaching.workshop import classroom, views
+
+    lesson = kernel_of(klass, KATHERINE, code=LESSON_KERNEL)
+    chaos, other = kernel_of(klass, KATHERINE), kernel_of(klass, "ada")
+    dash = views.Dashboard.for_workshop(klass, auto=False)
+    try:
+        assert {"ada", KATHERINE} <= set(dash.running())
+        os.kill(chaos.pid, signal.SIGKILL)
+        chaos.wait()
+        killed = time.monotonic()
+        while (lv := views_of(klass)[KATHERINE]).worker != "gone":
+            assert time.monotonic() - killed < 3.0, f"Katherine's dead worker still shows {lv.worker!r}"
+            time.sleep(0.05)
+        assert lv.kernel == "alive"  # her lesson kernel still beats: only the worker is gone
+        assert lv.worker_until_ms is not None and lv.worker_until_ms <= lv.now_ms
+        assert KATHERINE not in dash.running() and "ada" in dash.running()
+        assert dash.kill_random().startswith("Kill ordered for ada:")  # the one live worker, never Katherine's dead one
+        key = classroom.worker_beat_key(KATHERINE)
+        assert klass.instructor().zcard(key) >= 1 and klass.instructor().pttl(key) > 0  # bounded, expiring
+    finally:
+        dash.close()
+        for process in (lesson, chaos, other):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+            process.wait()

@@ -92,11 +92,18 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--no-watch", action="store_true", help="do not start the class's watchdog")
     watch = actions.add_parser("watch", parents=[folder], help="the class's watchdog, in the foreground")
     watch.add_argument("--tick", type=float, default=0.1, help="seconds between looks (default 0.1)")
+    actions.add_parser(
+        "restart", parents=[folder], help="restart the class server: users, scripts and limits in place first"
+    )
     status = actions.add_parser("status", parents=[folder], help="what the class server holds, learner by learner")
     status.add_argument("--show-urls", action="store_true", help="print each learner's VALKEY_URL (with password)")
     hub = actions.add_parser("hub", parents=[folder], help="run JupyterHub for the class on this machine (offline)")
     hub.add_argument("--ip", default="127.0.0.1", help="address the hub listens on (default 127.0.0.1)")
     hub.add_argument("--port", type=int, default=8000, help="its port (default 8000)")
+    hub.add_argument("--homes", default="/home", help="where each learner's home (mode 0700) is made (default /home)")
+    hub.add_argument("--user-prefix", default="jupyter-", help="learners' Unix users are PREFIX<learner> (jupyter-)")
+    hub.add_argument("--learner-python", help="the Python learners' servers run, readable by all (default: this one)")
+    hub.add_argument("--terminals", action="store_true", help="give learners a Terminal (default: none)")
     export = actions.add_parser("export", parents=[folder], help="every learner's attempts, one CSV row each")
     export.add_argument("--csv", required=True, help="the file to write ('-': standard output)")
     down = actions.add_parser("down", parents=[folder], help="delete the users and keys; stop a started server")
@@ -145,9 +152,18 @@ def _workshop(args: argparse.Namespace) -> int:
 
         from .workshop import hub
 
-        config, lines = hub.prepare(args.dir, ip=args.ip, port=args.port)
+        options = hub.HubOptions(
+            ip=args.ip,
+            port=args.port,
+            homes=args.homes,
+            user_prefix=args.user_prefix,
+            learner_python=args.learner_python or sys.executable,
+            terminals=args.terminals,
+        )
+        config, lines = hub.prepare(args.dir, options)
         print("\n".join(lines), flush=True)
         os.chdir(config.parent)
+        os.umask(0o077)  # the hub's database, pid and log files, and all it starts: private
         os.execv(sys.executable, [sys.executable, "-m", "jupyterhub", "-f", str(config)])
     elif args.action == "export":
         from .workshop import export
@@ -165,6 +181,10 @@ def _workshop(args: argparse.Namespace) -> int:
         lines = [f"{len(rows)} attempt(s) of {len(found.learners)} learner(s) written to {path}"]
     elif args.action == "status":
         lines = workshop.status(args.dir, show_urls=args.show_urls)
+    elif args.action == "restart":
+        from .workshop import admin
+
+        lines = admin.restart(args.dir)
     else:
         lines = workshop.down(args.dir, keep_server=args.keep_server)
     print("\n".join(lines))

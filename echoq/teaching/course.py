@@ -162,6 +162,12 @@ def _refused_line(exc: BaseException) -> str:
     # The library's advice ends the line after its last "; ": on a class server the only
     # keys a learner may touch are their own, and the instructor is who to ask.
     what = said.rsplit("; ", 1)[0] if isinstance(exc, PermissionDenied) else f"the server's ACL said: {said}"
+    if re.search(r"\b(EVAL|EVAL_RO|SCRIPT|FUNCTION|FCALL|FCALL_RO)\b|'(eval|eval_ro|script|function|fcall)", said):
+        return (
+            f"{what}; the class server runs only the library's scripts, loaded by your instructor: your own Lua "
+            "runs on your own private server (the exercise checks start one in your kernel: "
+            "echoq.teaching.learner.own_lua_client())"
+        )
     mine = f"{learner.learner_id()}.<name>"
     return (
         f"{what}; on the class server you may touch only your own queues ({mine!r}: lesson.name('part') "

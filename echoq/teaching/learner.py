@@ -17,7 +17,29 @@ import re
 
 from ..keyspace import NAMESPACE_RE, check_namespace, check_queue_name
 
-__all__ = ["learner_id", "from_hub_user", "normalize_hub_user", "queue_name"]
+__all__ = ["learner_id", "from_hub_user", "normalize_hub_user", "queue_name", "own_lua_client"]
+
+_private = None  # this kernel's private server for a learner's own Lua (see own_lua_client)
+
+
+def own_lua_client():  # noqa: ANN201 (an echoq client)
+    """Where the Lua a learner writes runs. On a class server (a learner id and
+    ``VALKEY_URL``) learners may run only the scripts the instructor loaded (Valkey cannot
+    bound a script's heap or its time inside a C call, so one learner's Lua could stop the
+    class): theirs runs on a private server of this kernel's own (loopback, a password,
+    stopped at exit), started on first use. Anywhere else, the server :func:`echoq.connect`
+    gives."""
+    global _private
+    from .. import server
+
+    if not (os.environ.get("VALKEY_URL", "").strip() and learner_id()):
+        return server.connect()
+    if _private is None or not _private.alive():
+        import atexit
+
+        _private = server.start_server()
+        atexit.register(_private.stop)
+    return server.connect(_private.url)
 
 
 def normalize_hub_user(user: str) -> str:

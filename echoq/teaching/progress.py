@@ -177,15 +177,21 @@ def attempts(client: redis.Redis, lesson: str, exercise: str, learner: str | Non
     return parse_attempts(client.lrange(attempts_key(lesson, exercise, learner), 0, -1))
 
 
+LATEST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: no attempt of the kit is later
+
+
 def parse_attempts(raw: list) -> list[Attempt]:
     """Attempts from the list as LRANGE returns it (newest first), oldest first."""
     found = []
     for item in reversed(raw):
         try:
             data = json.loads(item)
+            at = data["at"]
+            if type(at) is not int or not 0 <= at <= LATEST_MS:  # Infinity, 1e300, -1, "x": not the kit's
+                continue
             found.append(
                 Attempt(
-                    int(data["at"]),
+                    at,
                     bool(data["passed"]),
                     data.get("misconception") or None,
                     data.get("code"),
@@ -219,6 +225,8 @@ def parse(fields: dict, learner: str | None) -> Progress:
                 progress.skipped += 1
             else:
                 progress.lessons[parts[1]] = started
+        elif parts[0] == "check" and len(parts) in (4, 5) and not (_PART.match(parts[1]) and _PART.match(parts[2])):
+            progress.skipped += 1  # a lesson or exercise id the kit never writes: its keys cannot be named
         elif parts[0] == "check" and len(parts) == 4:
             found.setdefault((parts[1], parts[2]), {})[parts[3]] = value
         elif parts[0] == "check" and len(parts) == 5 and parts[3] == "miss":

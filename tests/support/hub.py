@@ -11,7 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
 import shutil
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -42,6 +46,120 @@ def proxy_path() -> Path:
     if shutil.which("npm") is None:
         pytest.skip(f"{why}, and npm is missing here (as root, `make test` installs nodejs and npm with apt-get)")
     pytest.skip(f"{why}: run `make test` or `bash tools/hub-deps.sh`")
+
+
+# ---------------------------------------------------------------- learners' Unix users
+
+# The class hub runs each learner as a Unix user of their own (`workshop hub --user-prefix`):
+# the tests' users carry the test process's pid, so no real account and no other session's
+# users can clash, and one left by a killed session is known by its dead pid.
+TEST_USERS = "eqt"
+
+
+def session_user_prefix() -> str:
+    return f"{TEST_USERS}{os.getpid()}-"
+
+
+def remove_test_users(prefix: str | None = None) -> list[str]:
+    """Delete the Unix users made with ``prefix`` (default: those of sessions no longer
+    running, whatever their pid); the names deleted."""
+    gone = []
+    for entry in pwd.getpwall():
+        name = entry.pw_name
+        if not name.startswith(TEST_USERS) or "-" not in name:
+            continue
+        pid = name[len(TEST_USERS) : name.index("-")]
+        if not pid.isdigit():
+            continue
+        if name.startswith(prefix) if prefix else not alive(int(pid)):
+            for pid in processes_of(entry.pw_uid):  # what the hub left running as them
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            subprocess.run(["userdel", "--force", name], capture_output=True)
+            gone.append(name)
+    return gone
+
+
+def processes_of(uid: int) -> list[int]:
+    """The pids of the processes running as ``uid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                found.append(int(entry.name))
+    return found
+
+
+def _reachable_by_all(path: Path) -> bool:
+    """Whether any user may reach ``path`` (every folder above it searchable by others)."""
+    return all(p.stat().st_mode & 0o001 for p in [*path.resolve().parents][:-1] if p != Path("/"))
+
+
+def _cannot(why: str) -> None:
+    if IN_CI:
+        pytest.fail(f"CI must run the class hub: {why}")
+    pytest.skip(why)
+
+
+def open_for_search(path: Path, opened: list[tuple[Path, int]]) -> None:
+    """Let other users pass through every folder above ``path`` (o+x: search, not list),
+    noting each folder changed and its mode in ``opened``, for :func:`close_again`. Only
+    under CI, a machine of its own: a clone under /root (0700) is out of the learners' reach."""
+    for folder in reversed([*path.resolve().parents][:-1]):
+        mode = folder.stat().st_mode & 0o7777
+        if not mode & 0o001:
+            opened.append((folder, mode))
+            folder.chmod(mode | 0o001)
+
+
+def close_again(opened: list[tuple[Path, int]]) -> None:
+    for folder, mode in reversed(opened):
+        with contextlib.suppress(OSError):
+            folder.chmod(mode)
+    opened.clear()
+
+
+def learner_python(where: Path, opened: list[tuple[Path, int]]) -> str:
+    """A Python every user can run, with this checkout's packages: the venv's own when every
+    user can reach it; else a venv made in ``where`` over the system's Python of the same
+    version (its site-packages added to the venv's: same version, same ABI). A checkout other
+    users cannot reach is opened for search under CI (see :func:`open_for_search`), skipped
+    with the reason elsewhere."""
+    python = Path(sys.executable)
+    site = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    for needed in (ROOT / "echoq", site):
+        if not _reachable_by_all(needed) and IN_CI and os.geteuid() == 0:
+            open_for_search(needed, opened)
+    if not _reachable_by_all(ROOT / "echoq") or not _reachable_by_all(site):
+        _cannot(f"the checkout {ROOT} is not readable by other users, whom the class hub runs learners as")
+    if _reachable_by_all(python.resolve()):
+        return str(python)
+    system = Path(f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}")
+    if not system.exists():
+        _cannot(f"{python.resolve()} is not reachable by other users and there is no {system}")
+    where.mkdir(mode=0o755)
+    (where / "bin").mkdir()
+    (where / "bin" / "python").symlink_to(system)
+    (where / "pyvenv.cfg").write_text(f"home = {system.parent}\ninclude-system-site-packages = false\n")
+    own = where / site.relative_to(sys.prefix)
+    own.mkdir(parents=True)
+    (own / "echoq-tests.pth").write_text(f"import site; site.addsitedir({str(site)!r})\n")
+    # redis-py imports the package async_timeout on a Python before 3.11.3 (Debian 12 has
+    # 3.11.2), where this venv's Python has asyncio.timeout instead: the same context manager.
+    (own / "async_timeout.py").write_text("from asyncio import timeout  # noqa: F401\n")
+    for data in ("share", "etc"):  # JupyterLab's assets and settings, found under sys.prefix
+        (where / data).symlink_to(Path(sys.prefix) / data)
+    for path in [where, *where.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    return str(where / "bin" / "python")
+
+
+def give_to(path: Path, user: str) -> None:
+    """``path`` and everything in it (written by the test, as root) made ``user``'s."""
+    entry = pwd.getpwnam(user)
+    for item in [path, *path.rglob("*")] if path.is_dir() else [path]:
+        os.chown(item, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
 
 
 # ---------------------------------------------------------------- processes
@@ -84,6 +202,32 @@ def kernels_of(hub_pid: int, hub_user: str) -> list[int]:
             if b"ipykernel_launcher" in argv and f"JUPYTERHUB_USER={hub_user}".encode() in env:
                 found.append(pid)
     return found
+
+
+def run_in_kernel(pid: int, code: str, timeout_s: float = 60.0) -> str:
+    """Run ``code`` in the running kernel ``pid`` (through its connection file, as a second
+    client beside the learner's page: the kernel runs as the learner's Unix user) and return
+    what it printed."""
+    from jupyter_client import BlockingKernelClient
+
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    client = BlockingKernelClient(connection_file=argv[argv.index("-f") + 1])
+    client.load_connection_file()
+    client.start_channels()
+    printed: list[str] = []
+    try:
+        client.wait_for_ready(timeout=timeout_s)
+
+        def keep(msg: dict) -> None:
+            if msg["msg_type"] == "stream":
+                printed.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                printed.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
+
+        client.execute_interactive(code, timeout=timeout_s, output_hook=keep)
+    finally:
+        client.stop_channels()
+    return "".join(printed)
 
 
 # ---------------------------------------------------------------- JupyterLab, driven

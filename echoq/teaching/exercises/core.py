@@ -328,7 +328,10 @@ class Run:
     def __init__(self, exercise: Exercise, client: redis.Redis | None) -> None:
         self.exercise = exercise
         self.feedback = Feedback(exercise)
-        self.client = client if client is not None else connect()
+        # The learner's Lua runs on their own server when the class server allows none;
+        # the attempt is recorded where the instructor sees it.
+        self.client = client if client is not None else learner.own_lua_client()
+        self.record_client = client if client is not None else connect()
         self._queues: list[Queue] = []
         self._cleanups: list[Callable[[], object]] = []
         self.server_stuck = False  # a learner's script the server will not stop holds it
@@ -509,7 +512,7 @@ def running(exercise: Exercise, client: redis.Redis | None) -> Iterator[Run]:
     if fb.misconception is not None and fb.misconception.name == "no-answer":
         return  # nothing was answered, so nothing was tried: no attempt is recorded
     progress.record_check(
-        run.client,
+        run.record_client,
         exercise.lesson,
         exercise.key,
         fb.ok,

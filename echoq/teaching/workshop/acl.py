@@ -10,13 +10,18 @@ kit except the ones that reach past their keys or can hurt the others:
   naming their own connection), ACL, SAVE, replication, cluster or module commands:
   everything in Valkey's ``@dangerous`` category, and each of those named again here so
   that a server whose categories differ still refuses them;
-* no SCRIPT (no FLUSH, no KILL, no LOAD: the scripts are preloaded, and the registry's
-  EVALSHA-then-EVAL never needs SCRIPT LOAD) and no FUNCTION / FCALL;
+* no code of their own: no EVAL / EVAL_RO, no SCRIPT (no FLUSH, no KILL, no LOAD), no
+  FUNCTION / FCALL, no MODULE. Valkey cannot bound a script's heap nor the time it spends
+  inside one C call, so a learner's Lua on the shared server could stop the whole class;
+  the Lua a learner writes runs on their own private server instead (the exercises' judges
+  start one in the learner's kernel);
 * no Pub/Sub channel.
 
-EVAL and EVALSHA stay allowed (the kit runs its moves as scripts, and exercises run the
-learner's own Lua), and a script runs with its caller's rights: a script that reaches
-another learner's key is refused inside, just as a direct command is.
+EVALSHA and EVALSHA_RO stay allowed: they run only scripts already in the server's cache,
+and only the admin puts scripts there (every script of the library and the kit, loaded by
+``up`` before learners connect, and again after every restart and flush). A script runs
+with its caller's rights: one that reaches another learner's key is refused inside, just
+as a direct command is.
 
 The **instructor** (the dashboard's user) may read every ``emq:*`` key, write the class
 queue and the kill orders, and read the ACL log; not flush, configure or shut down.
@@ -56,6 +61,8 @@ DENIED = (
     "monitor",
     "client",
     "acl",
+    "eval",
+    "eval_ro",
     "script",
     "function",
     "fcall",

@@ -21,15 +21,18 @@ removes the files.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
 import json
 import os
 import secrets
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import redis
@@ -53,16 +56,22 @@ SERVER_DIR = "server"
 MADE_FILE = ".echoq-made"  # what `up` made in the folder, one name a line: what `down` may remove
 DASHBOARD_SERVICE = "echoq-dashboard"
 MAX_LEARNERS = 500
+ADMIN_CLIENT = "echoq-admin"  # the name of every connection the workshop's tools open as the admin
 RESERVED = {"default", acl.INSTRUCTOR_USER}  # ACL users that exist or that we create
 
 
-def class_client(url: str, *, ping: bool = True) -> redis.Redis:
+def class_client(url: str, *, ping: bool = True, name: str | None = None) -> redis.Redis:
     """A client of the class server for the instructor's tools. Its replies are decoded with
     bad UTF-8 replaced (a learner may write any bytes into their keys: a reader must not
     fail on them); with ``ping=False`` it sends nothing until used (a server busy with a
     learner's script answers BUSY to PING, but still takes SCRIPT KILL)."""
     client = TypedRedis.from_url(
-        url, decode_responses=True, encoding_errors="replace", socket_connect_timeout=3, health_check_interval=0
+        url,
+        decode_responses=True,
+        encoding_errors="replace",
+        socket_connect_timeout=3,
+        health_check_interval=0,
+        client_name=name,
     )
     if ping:
         check(client, url)
@@ -84,6 +93,17 @@ def write_private(path: Path, text: str) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def private_files() -> Iterator[None]:
+    """Files made meanwhile (by this process and the ones it starts: the class server, the
+    hub) are readable by their owner only: umask 077."""
+    before = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(before)
 
 
 @dataclass
@@ -111,6 +131,7 @@ class Workshop:
     # The class's limits (see CLASS_SETTINGS): what a restarted server is started with again.
     settings: dict[str, str] = field(default_factory=dict)
     watcher_pid: int | None = None  # the watchdog `up` started (`workshop watch`), if any
+    restarted_at: float | None = None  # when `up`, `restart` or the watchdog last started it again (epoch s)
     # What `up` made itself ("." the folder, "server" the server's): all `down` may remove.
     # A folder that was there before is the instructor's: never chmodded, never deleted.
     created: list[str] = field(default_factory=list)
@@ -136,7 +157,9 @@ class Workshop:
         return self._url(acl.INSTRUCTOR_USER, self.instructor_password)
 
     def admin(self, *, ping: bool = True) -> redis.Redis:
-        return class_client(self.admin_url, ping=ping)
+        # Named: the watchdog closes the server user's connections that have no echoq- name
+        # (connections that never authenticated look the same in CLIENT LIST).
+        return class_client(self.admin_url, ping=ping, name=ADMIN_CLIENT)
 
     def instructor(self) -> redis.Redis:
         return class_client(self.instructor_url)
@@ -254,6 +277,9 @@ SERVER_CONFIG = {
     "appendfsync": "everysec",
     "maxmemory-policy": "noeviction",  # a full server refuses writes; it never drops a learner's job
     "acllog-max-len": "256",
+    # One argument (a payload, a field) of at most 1 MiB, the least Valkey allows (its
+    # default is 512 MiB): no learner's single write can hold the server for long.
+    "proto-max-bulk-len": "1mb",
 }
 
 # The class's limits, stored in workshop.json by `up` and given again to a restarted server.
@@ -295,7 +321,80 @@ def bytes_of(size: str, what: str = "size") -> int:
     raise InvalidArgument(f"{what} must be like 1gb, 100mb, 512kb or a number of bytes, got {size!r}")
 
 
-def up(
+LOCK_FILE = ".echoq-lock"
+
+
+@contextlib.contextmanager
+def one_at_a_time(folder: Path) -> Iterator[None]:
+    """Hold the workshop's lock: one `up`, `restart` or watchdog restart at a time, so two
+    of them never start two servers for one class."""
+    if not folder.is_dir():  # the first `up`: nobody else knows the folder yet
+        yield
+        return
+    import fcntl
+
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _locked(start: Callable[P, R]) -> Callable[P, R]:
+    """``start`` holding the workshop's lock (see :func:`one_at_a_time`)."""
+
+    @functools.wraps(start)
+    def locked(*args: P.args, **kwargs: P.kwargs) -> R:
+        with one_at_a_time(workshop_dir(args[0] if args else kwargs.get("folder"))):  # type: ignore[arg-type]
+            return start(*args, **kwargs)
+
+    return locked
+
+
+def restart(folder: str | Path | None = None, *, by: str = "the instructor (workshop restart)") -> list[str]:
+    """Stop the class server `up` started (its append-only file fsynced) and start it again
+    on the same port, with its settings, users and scripts in place before it takes a
+    connection; the lines to print. Learners' Workers ride out the gap (a lost server is
+    retried for a lease time); the dashboard shows when it was restarted."""
+    where = workshop_dir(folder)
+    with one_at_a_time(where):
+        workshop = Workshop.load(where)
+        if not workshop.started:
+            raise InvalidArgument(
+                "the class server was lent to the workshop (--url): restart it yourself, then run `workshop up`"
+            )
+        try:
+            workshop.admin(ping=False).shutdown(nosave=True)  # AOF everysec: fsynced at shutdown
+        except (redis.ConnectionError, ServerUnavailable):
+            pass  # it closes the connection as it exits (or was not running)
+        except redis.ResponseError as exc:  # BUSY: a script holds it
+            raise InvalidArgument(
+                f"the class server would not stop ({str(exc).splitlines()[0]}); the watchdog ends a script that "
+                "holds it within a second: try again"
+            ) from None
+        _wait_gone(workshop.server_pid)
+        restarted, lines = _up(where)
+    log_event(where, f"class server restarted by {by}, on port {restarted.port}, with its users, scripts and limits")
+    return lines
+
+
+def log_event(folder: Path, what: str) -> None:
+    """One line in the class's log (``watch.log``, mode 0600), as the watchdog writes its own."""
+    line = f"{time.strftime('%H:%M:%S')} {what}\n"
+    with contextlib.suppress(OSError):
+        fd = os.open(folder / "watch.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+def _up(
     folder: str | Path | None = None,
     *,
     roster: list[str] | None = None,
@@ -338,6 +437,16 @@ def up(
     if "maxclients" in given_settings and not (settings and "maxclients" in settings):
         given_settings.pop("maxclients")  # recomputed for the roster as it is now
     limits = class_settings(len(known), given_settings)
+    if port is not None and not 1 <= port <= 65535:
+        raise InvalidArgument(f"--port must be a TCP port from 1 to 65535, got {port}")
+    if bind is not None:
+        _check_bind(bind)
+    if url is not None and previous is not None and previous.started:
+        raise InvalidArgument(
+            f"{where} holds a class whose server `up` started ({previous.host}:{previous.port}); to attach this "
+            "class to another server, run `workshop down` first (or use another --dir)"
+        )
+    bind_given = bind
     bind = bind or (previous.bind if previous and previous.started else "127.0.0.1")
     created = set(previous.created if previous else []) | (_made(where) if where.is_dir() else set())
     if _make_dir(where):  # only once what was given is known to be right: a mistake makes nothing
@@ -351,37 +460,60 @@ def up(
             where, class_name, host or parts.hostname or "127.0.0.1", parts.port or 6379, admin_url,
             previous.instructor_password if previous else secrets.token_urlsafe(18), started=False,
         )  # fmt: skip
-        admin = connect(admin_url)
+        admin = class_client(admin_url, name=ADMIN_CLIENT)
         lines.append(f"attached to {_describe(admin)} at {workshop.host}:{workshop.port}")
     elif previous is not None and previous.started and _alive(previous.admin_url):
         workshop = previous
-        admin = connect(previous.admin_url)
+        admin = class_client(previous.admin_url, name=ADMIN_CLIENT)
         lines.append(f"the class server is already up: {_describe(admin)} at {workshop.host}:{workshop.port}")
         for name in SERVER_SETTINGS:  # a roster grown since, or limits given again: applied now
             admin.config_set(name, limits[name])
+        # What a running class cannot take without moving every learner: said, not ignored.
+        if port is not None and port != workshop.port:
+            lines.append(
+                f"not applied: --port {port} (the class server stays on port {workshop.port}, which every "
+                "learner's URL names); to move it, `workshop down`, then `up --port` again"
+            )
+        if bind_given is not None and bind_given.split() != workshop.bind.split():
+            lines.append(
+                f"not applied: --bind {bind_given!r} (the class server listens on {workshop.bind!r}); "
+                "`workshop restart` does not change it either: `workshop down`, then `up --bind` again"
+            )
+        if host is not None and host != workshop.host:
+            workshop.host = host
+            lines.append(
+                f"applied: --host {host}: the roster's URLs name it now; restart learners' servers from the hub"
+            )
     else:
         password = unquote(urlsplit(previous.admin_url).password or "") if previous and previous.started else None
         server_dir = where / SERVER_DIR
         if _make_dir(server_dir):
             created.add(SERVER_DIR)
-        server = start_server(
-            extra_config={**SERVER_CONFIG, **{k: limits[k] for k in SERVER_SETTINGS}},
-            workdir=server_dir,
-            password=password or secrets.token_urlsafe(24),
-            bind=bind,
-            port=port or (previous.port if previous and previous.started else None),
-            detach=True,
-        )
+        class_port = port or (previous.port if previous and previous.started else None)
+        # On a port of its own first: learners reach the class's port only once their users,
+        # the settings and every script are in place (opened below, after the set-up).
+        with private_files():  # its config, log and append-only file: the instructor's alone
+            server = start_server(
+                extra_config={**SERVER_CONFIG, **{k: limits[k] for k in SERVER_SETTINGS}},
+                workdir=server_dir,
+                password=password or secrets.token_urlsafe(24),
+                bind=bind,
+                port=None if class_port else port,
+                detach=True,
+            )
+        opening = class_port or server.port
         workshop = Workshop(
             where, class_name, host or (previous.host if previous and previous.started else server.host),
-            server.port, server.url,
+            opening, _with_port(server.url, opening),
             previous.instructor_password if previous else secrets.token_urlsafe(18),
             started=True, server_pid=server.process.pid, bind=bind,
         )  # fmt: skip
-        admin = connect(server.url)
+        admin = class_client(server.url, name=ADMIN_CLIENT)
+        if previous is not None and previous.started:
+            workshop.restarted_at = time.time()
         restarted = " (restarted on its append-only file)" if previous is not None and previous.started else ""
         lines.append(
-            f"started {_describe(admin)} at {bind}:{server.port}{restarted}: AOF everysec, "
+            f"started {_describe(admin)} at {bind}:{opening}{restarted}: AOF everysec, "
             f"admin password required, maxmemory {limits['maxmemory']} (noeviction), "
             f"scripts longer than {limits['busy-reply-threshold']} ms answered BUSY, at most "
             f"{limits['maxclients']} connections"
@@ -399,6 +531,8 @@ def up(
     for learner in workshop.learners.values():
         acl.set_user(admin, learner.id, acl.learner_rules(learner.id, class_name, learner.password))
     acl.set_user(admin, acl.INSTRUCTOR_USER, acl.instructor_rules(workshop.instructor_password))
+    if workshop.started:
+        _open_port(admin, workshop.port)
     workshop.save()
     roster_path = workshop.write_roster()
     dashboard = dashboard if dashboard is not None else _default_dashboard()
@@ -417,8 +551,9 @@ def up(
     lines += [
         f"{len(ids)} learner user(s): {shown}",
         f"  each may touch only emq:{{<learner>.* and the class queue emq:{{{workshop.class_queue}}}:*; "
-        "no FLUSHALL/FLUSHDB, SCRIPT, FUNCTION, CONFIG, KEYS, SHUTDOWN, DEBUG, MONITOR, CLIENT KILL or ACL",
-        f"  {len(loaded)} scripts preloaded (learners never need SCRIPT LOAD)",
+        "no EVAL, SCRIPT, FUNCTION, FLUSHALL/FLUSHDB, CONFIG, KEYS, SHUTDOWN, DEBUG, MONITOR, CLIENT KILL or ACL",
+        f"  {len(loaded)} scripts preloaded: the only Lua learners may run here (EVALSHA); "
+        "their own runs on a private server in their kernel",
         f"roster (learner -> VALKEY_URL), mode 0600:  {roster_path}",
         f"JupyterHub config snippet, mode 0600:       {hub_path}",
         f"  add to jupyterhub_config.py:  load_subconfig({str(hub_path)!r})",
@@ -426,6 +561,60 @@ def up(
         "passwords are in those files only; `python -m echoq.teaching workshop status --show-urls` prints them",
     ]
     return workshop, lines
+
+
+up = _locked(_up)  # one `up`, `restart` or watchdog restart at a time
+
+
+def _check_bind(bind: str) -> None:
+    import ipaddress
+
+    addresses = bind.split()
+    for address in addresses or [""]:
+        if address in ("*", "-::*"):
+            continue
+        try:
+            ipaddress.ip_address(address.removeprefix("-"))
+        except ValueError:
+            raise InvalidArgument(
+                f"--bind takes IP addresses separated by spaces (e.g. '127.0.0.1 10.0.0.5'), got {bind!r}"
+            ) from None
+
+
+def _with_port(url: str, port: int) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"{parts.netloc.rsplit(':', 1)[0]}:{port}"))
+
+
+def _open_port(admin: redis.Redis, port: int, timeout_s: float = 10.0) -> None:
+    """Move a started server to the class's port, now that it is ready for learners (a
+    server restarted a moment ago may still hold the port for a few milliseconds)."""
+    if str(admin.config_get("port").get("port")) == str(port):
+        return
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            admin.config_set("port", port)
+            return
+        except redis.ResponseError as exc:
+            if time.monotonic() > deadline:
+                with contextlib.suppress(redis.RedisError):  # never leave a server nobody knows of
+                    admin.shutdown(nosave=True)
+                raise InvalidArgument(
+                    f"port {port} is taken by another program ({str(exc).splitlines()[0]}); "
+                    "stop it, or run `workshop up --port P` with another port"
+                ) from None
+            time.sleep(0.05)
+
+
+def reload_scripts(admin: redis.Redis) -> int:
+    """Empty the server's script cache (and with it the Lua heap) and load every script of
+    the library and the kit again (the registry loads them: no other module sends Lua); how
+    many. Between the two, a learner's move meets NOSCRIPT and its fallback, EVAL, is
+    refused: a few milliseconds, and only after a Lua heap grew past the class's cap, which
+    no learner can make happen without EVAL."""
+    admin.script_flush()
+    return len(scripts.preload(admin))
 
 
 def start_watcher(workshop: Workshop) -> str:
@@ -501,7 +690,7 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     log = workshop.dir / "watch.log"
     if log.is_file():
         events = log.read_bytes().decode("utf-8", errors="replace").splitlines()[-5:]
-        lines += [f"  {line}" for line in events]
+        lines += [f"  {text(line, None)}" for line in events]
     try:
         admin = workshop.admin()
     except ServerUnavailable as exc:
@@ -528,7 +717,8 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     lines.append(
         f"{'learner':<24} {'hub user':<24} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
     )
-    from .. import heartbeat, progress
+    from .. import heartbeat
+    from .board import ask_record, record_of
 
     skipped = 0
     for lid, learner in sorted(workshop.learners.items()):  # one order everywhere: the learner id
@@ -537,15 +727,14 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
             for key in admin.scan_iter(match=acl.namespace_pattern(lid), count=1000)
             if not key.endswith(":progress")
         }
-        try:  # the learner's own key: it may hold anything, even another type
-            record = progress.read(admin, lid)
-        except redis.ResponseError:
-            record = progress.Progress(lid, skipped=1)
+        pipe = admin.pipeline(transaction=False)
+        ask_record(pipe, lid)  # the learner's own key: anything, even another type or 100,000 fields
+        record = record_of(pipe.execute(raise_on_error=False)[0], lid)
         skipped += record.skipped
         reached = ", ".join(text(lesson, 24) for lesson in sorted(record.lessons)) or "-"
         kernel = "alive" if admin.exists(heartbeat.alive_key(lid)) else "-"
         lines.append(
-            f"{lid:<24} {learner.hub_user:<24} {'ok' if lid in users else 'MISSING':<8} "
+            f"{lid:<24} {text(learner.hub_user, 24):<24} {'ok' if lid in users else 'MISSING':<8} "
             f"{connected.get(lid, 0):>5} {len(queues):>6} {kernel:<6}  {reached}"
         )
     if skipped:
@@ -601,7 +790,7 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False) -> list
             _wait_gone(workshop.server_pid)
             lines.append(f"stopped the class server at {workshop.bind}:{workshop.port}")
         admin.close()
-    for name in (ROSTER_FILE, HUB_SNIPPET, STATE_FILE, "watch.log"):
+    for name in (ROSTER_FILE, HUB_SNIPPET, STATE_FILE, "watch.log", LOCK_FILE):
         (workshop.dir / name).unlink(missing_ok=True)
     workshop.created = sorted(set(workshop.created) | _made(workshop.dir))
     if not (workshop.started and keep_server):  # else the server still runs in what we made

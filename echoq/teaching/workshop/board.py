@@ -37,6 +37,27 @@ from .hubinfo import HubView
 __all__ = ["Board", "BoardData", "LearnerView", "Refusal", "Step", "render", "where_the_class_is"]
 
 PLACES = ("pending", "active", "scheduled", "dead", "done")
+# The most fields of one learner's progress record any reader takes in. The kit writes a few
+# hundred at most; a record a learner grew past this costs only that learner's row.
+MAX_RECORD_FIELDS = 5_000
+
+
+def ask_record(pipe: redis.client.Pipeline, learner: str) -> None:
+    """Queue the read of ``learner``'s progress record, at most ``MAX_RECORD_FIELDS`` of it
+    (HSCAN: a record the learner swelled is not read whole; see :func:`record_of`)."""
+    pipe.hscan(progress.key(learner), 0, count=MAX_RECORD_FIELDS)
+
+
+def record_of(reply: object, learner: str) -> progress.Progress:
+    """The record from :func:`ask_record`'s reply: a record too large to read in one go, of
+    the wrong type, or unreadable is that learner's skipped record, never the reader's end."""
+    try:
+        cursor, fields = reply  # type: ignore[misc]
+        if int(cursor) != 0:
+            return progress.Progress(learner, skipped=1)
+        return progress.parse(fields, learner)
+    except (TypeError, ValueError):  # an error reply (WRONGTYPE), or not a pair
+        return progress.Progress(learner, skipped=1)
 
 
 @dataclass
@@ -61,6 +82,8 @@ class LearnerView:
     record: progress.Progress | None = None
     alive: heartbeat.Alive | None = None  # None: no live heartbeat (no kernel, or one that died)
     server: str | None = None  # the learner's Jupyter server, as the hub says (None: no hub to ask)
+    worker_until_ms: int | None = None  # the latest deadline a class worker of theirs beat (server ms)
+    now_ms: int = 0  # the server's time of the reading
 
     @property
     def kernel(self) -> str:
@@ -72,8 +95,9 @@ class LearnerView:
 
     @property
     def worker(self) -> str:
-        """The class-chaos worker's state; a "running" one whose kernel died is ``gone``."""
-        if self.score.worker == "running" and self.alive is None:
+        """The class-chaos worker's state; a "running" one that beats no more (its kernel
+        died, even while another kernel of theirs lives) is ``gone``."""
+        if self.score.worker == "running" and (self.worker_until_ms or 0) <= self.now_ms:
             return "gone"
         return self.score.worker
 
@@ -140,9 +164,11 @@ class Board:
         pipe = self.client.pipeline(transaction=True)
         pipe.time()
         for name in self.learners:
-            pipe.hgetall(progress.key(name))
+            ask_record(pipe, name)
         for name in self.learners:
             pipe.get(heartbeat.alive_key(name))
+        for name in self.learners:  # the latest deadline only: one member, whatever the set holds
+            pipe.zrange(classroom.worker_beat_key(name), -1, -1, withscores=True)
         order: list[tuple[str, str]] = []
         for name in self.learners:
             for queue in self._queues.get(name, []):
@@ -158,16 +184,19 @@ class Board:
         skipped: Counter[str] = Counter({"queue names": self._bad_names})
         records = {}
         for name, raw in zip(self.learners, reply[1:], strict=False):
-            if isinstance(raw, Exception):
-                skipped["progress records"] += 1
-                raw = {}
-            records[name] = progress.parse(raw, name)
+            records[name] = record_of(raw, name)
             skipped["progress records"] += records[name].skipped
         n = len(self.learners)
         beats = {}
         for name, raw in zip(self.learners, reply[1 + n : 1 + 2 * n], strict=True):
             beats[name] = None if isinstance(raw, Exception) else heartbeat.parse(raw)
-        base = 1 + 2 * n
+        until: dict[str, int | None] = {}
+        for name, raw in zip(self.learners, reply[1 + 2 * n : 1 + 3 * n], strict=True):
+            try:  # a learner's key: anything may be there
+                until[name] = int(float(raw[0][1])) if raw and not isinstance(raw, Exception) else None
+            except (TypeError, ValueError, IndexError, OverflowError):
+                until[name], skipped["worker beats"] = None, skipped["worker beats"] + 1
+        base = 1 + 3 * n
         counts: dict[str, dict[str, dict[str, int]]] = {name: {} for name in self.learners}
         for n, (name, queue) in enumerate(order):
             values = reply[base + n * len(PLACES) : base + (n + 1) * len(PLACES)]
@@ -186,6 +215,8 @@ class Board:
                 board.by_learner.get(name, classroom.Score()),
                 records[name],
                 beats[name],
+                worker_until_ms=until[name],
+                now_ms=now_ms,
             )
             for name in self.learners
         ]
@@ -479,11 +510,24 @@ def render(data: BoardData) -> Markup:
         '<span class="ok">no job lost, no effect duplicated</span>'
         if sb.ok
         else '<span class="bad">a job was lost or an effect duplicated</span>'
+        if not sb.forged
+        else '<span class="bad">the class queue was written by hand (below): its figures are not the workers\' doing'
+        "</span>"
+    )
+    forged = (
+        fill(
+            "<p class='bad'>Written by hand, not by the kit's moves (a learner may write the shared class queue): "
+            "$what. Not counted as what they claim; the lost jobs among them are counted lost.</p>",
+            what=", ".join(f"{n} {what}" for what, n in sorted(sb.forged.items())),
+        )
+        if sb.forged
+        else Markup("")
     )
     scoreboard = fill(
         "<p>Class queue <code>emq:{$queue}</code>: $jobs jobs produced, $completed completed, $waiting. $verdict.</p>"
         "<table><tr><th>learner</th><th>worker</th><th>delivered</th><th>redelivered</th><th>effects</th>"
-        "<th>duplicate effects</th><th>lost</th></tr>$rows$total</table>",
+        "<th>duplicate effects</th><th>lost</th></tr>$rows$total</table>$forged",
+        forged=forged,
         queue=sb.queue,
         jobs=sb.jobs,
         completed=sb.completed,

@@ -44,7 +44,7 @@ import redis
 
 from ...clock import server_now_ms
 from ...effects import Effect, Effects
-from ...errors import EchoqError, InvalidArgument
+from ...errors import EchoqError, InvalidArgument, ServerUnavailable
 from ...keyspace import Keyspace, check_namespace
 from ...limits import whole
 from ...queue import Queue
@@ -120,6 +120,22 @@ class ClassKeys:
 # -- the learner's side ----------------------------------------------------------------------
 
 
+# Each class worker (each kernel running one) beats on its own member of its learner's
+# sorted set, scored by a deadline on the server's clock: a worker SIGKILLed shows "gone"
+# once its deadline passes, whatever the learner's other kernels do.
+WORKER_BEAT_S = 0.5
+WORKER_TTL_MS = 2_000  # four beats; with the dashboard's 1 s refresh, "gone" within 3 s
+WORKER_BEATS_KEPT_MS = 60_000  # older members are dropped at each beat: the set stays small
+
+
+def worker_beat_key(learner: str) -> str:
+    """``emq:{<learner>.class-worker}:alive``: member = one worker, score = its deadline (server ms)."""
+    return Keyspace(f"{check_namespace(learner)}.class-worker").prefix + "alive"
+
+
+REJOIN_S = 30.0  # a class server back within this (a restart) is joined again by a new Worker
+
+
 class ClassWorker:
     """A learner's worker on the class queue, in a background thread of their kernel.
 
@@ -149,9 +165,11 @@ class ClassWorker:
             raise InvalidArgument(f"work_ms must be (low, high) with low <= high, got {work_ms!r}")
         self.work_ms = (low, high)
         self.watch_s = whole("watch_ms", watch_ms, 10, 10_000, unit="of milliseconds") / 1000
-        self.worker = Worker(
-            self.queue, self._handle, lease_ms=lease_ms, beat_ms=BEAT_MS, idle_wait_ms=100, max_attempts=1000
-        )
+        self.lease_ms = lease_ms
+        self.worker = self._new_worker()
+        self.rejoined = 0  # times the server was gone longer than the Worker rides out, and back
+        self.beat_id = f"{os.getpid()}-{os.urandom(4).hex()}"
+        self._beat_at = float("-inf")
         self._random = random.Random(seed)
         self._done = threading.Event()
         self.killed_at_ms: int | None = None
@@ -160,6 +178,11 @@ class ClassWorker:
         self.error: str | None = None
         self.mine = dict.fromkeys(COUNTS, 0)  # this worker's own counts (the score hash sums all runs)
         self._threads: list[threading.Thread] = []
+
+    def _new_worker(self) -> Worker:
+        return Worker(
+            self.queue, self._handle, lease_ms=self.lease_ms, beat_ms=BEAT_MS, idle_wait_ms=100, max_attempts=1000
+        )
 
     # the handler: note the delivery, "work", then the effect once per JOB id
     def _handle(self, delivery: Delivery) -> None:
@@ -195,6 +218,7 @@ class ClassWorker:
         if self.learner != "solo":  # the dashboard orders kills only to a kernel that is alive
             heartbeat.start(self.client, learner=self.learner)
         self._status("running")
+        self._beat()
         work = threading.Thread(target=self._work, name=f"echoq-class-worker-{self.learner}", daemon=True)
         watch = threading.Thread(target=self._watch, name=f"echoq-class-watch-{self.learner}", daemon=True)
         self._threads = [work, watch]
@@ -204,14 +228,61 @@ class ClassWorker:
 
     def _work(self) -> None:
         try:
-            self.worker.work()
+            while True:
+                try:
+                    self.worker.work()
+                    return
+                except ServerUnavailable:
+                    # Longer than the Worker rides out (a class server restarting on a busy
+                    # machine): the jobs it held come back when their leases run out; a new
+                    # Worker joins again once the server answers, unless it is gone for good.
+                    if self.killed_at_ms is not None or self.stopped_by_instructor or not self._server_back():
+                        raise
+                    self.worker = self._new_worker()
+                    self.rejoined += 1
         except Exception as exc:  # the server went away: say so in the readout
             self.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         finally:
             self._done.set()
 
+    def _server_back(self, within_s: float = REJOIN_S) -> bool:
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            try:
+                return bool(self.client.ping())
+            except redis.AuthenticationError:
+                return False  # the learner's user is gone (`workshop down`): not a restart
+            except (redis.RedisError, EchoqError):
+                time.sleep(0.1)
+        return False
+
+    def _beat(self, *, last: bool = False) -> None:
+        """This worker's deadline, renewed; at its end (``last``) its member is removed."""
+        try:
+            key = worker_beat_key(self.learner)
+            if last:
+                self.client.zrem(key, self.beat_id)
+                return
+            now = server_now_ms(self.client)
+            pipe = self.client.pipeline(transaction=True)
+            pipe.zadd(key, {self.beat_id: now + WORKER_TTL_MS})
+            pipe.zremrangebyscore(key, "-inf", now - WORKER_BEATS_KEPT_MS)
+            pipe.pexpire(key, WORKER_BEATS_KEPT_MS)
+            pipe.execute()
+            self._beat_at = time.monotonic()
+        except Exception:  # noqa: S110 - a missed beat shows as "gone" soon: the truth
+            pass
+
     def _watch(self) -> None:
+        try:
+            self._watching()
+        finally:
+            self._beat(last=True)
+
+    def _watching(self) -> None:
         while not self._done.wait(self.watch_s):
+            if time.monotonic() - self._beat_at >= WORKER_BEAT_S:
+                self._beat()
             try:
                 kills, stops = self.client.hmget(self.keys.kills, [self.learner, STOP_FIELD])
                 ordered = int(kills or 0)
@@ -365,10 +436,13 @@ class Scoreboard:
     by_learner: dict[str, Score] = field(default_factory=dict)
     total: Score = field(default_factory=Score)
     skipped: dict[str, int] = field(default_factory=dict)  # where -> learner-written entries not counted (bad)
+    # What -> how many entries the kit's own moves cannot have written: shown as forged,
+    # never counted as what they claim.
+    forged: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.total.lost == 0 and self.total.duplicates == 0
+        return self.total.lost == 0 and self.total.duplicates == 0 and not self.forged
 
 
 def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, klass: str | None = None) -> Scoreboard:
@@ -391,6 +465,7 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
     pipe.hgetall(places.effects)
     for place in PLACES:
         pipe.execute_command("ZINTERCARD", 2, keys.produced, getattr(places, place))
+    pipe.execute_command("ZINTER", 2, keys.produced, places.done)  # the class's jobs counted done
     reply = pipe.execute(raise_on_error=False)
     skipped: dict[str, int] = {}
 
@@ -406,8 +481,10 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
     produced = set(valid(reply[3], "the produced jobs", []))
     effect_counts = valid(reply[4], "the class effects ledger", {})
     counts = {
-        place: int(valid(n, f"the class queue's {place} set", 0)) for place, n in zip(PLACES, reply[5:], strict=True)
+        place: int(valid(n, f"the class queue's {place} set", 0))
+        for place, n in zip(PLACES, reply[5 : 5 + len(PLACES)], strict=True)
     }
+    done_ids = valid(reply[5 + len(PLACES)], "the class queue's done set", [])
     board = Scoreboard(
         keys.queue,
         int(seconds) * 1000 + int(micros) // 1000,
@@ -433,6 +510,7 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
             continue
         board.by_learner[name].worker, board.by_learner[name].since_ms = state, at
     effects = duplicates = 0
+    forged: dict[str, int] = {}
     for job_id, value in effect_counts.items():
         if job_id not in produced:
             continue  # not a job of the class's (a learner may enqueue into the class queue)
@@ -441,22 +519,35 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
             skipped["class effects ledger"] = skipped.get("class effects ledger", 0) + 1
             continue
         effects += 1
-        duplicates += number - 1
+        if number > 1:
+            # effect.lua runs a job's effect once and refuses it after (a class worker
+            # always goes through it): a count above 1 was written by hand.
+            forged[FORGED_DUPLICATES] = forged.get(FORGED_DUPLICATES, 0) + 1
+    # A class worker applies a job's effect before it completes it, and complete.lua keeps
+    # the ledger's entry while the id is in done: a class job in done with no entry was
+    # put there by hand (a lost job made to look completed). It is counted lost.
+    done_by_hand = [job_id for job_id in done_ids if job_id not in effect_counts]
+    if done_by_hand:
+        forged[FORGED_DONE] = len(done_by_hand)
+        board.completed -= len(done_by_hand)
     board.total = Score(
         delivered=sum(s.delivered for s in board.by_learner.values()),
         redelivered=sum(s.redelivered for s in board.by_learner.values()),
         effects=effects,
         duplicates=duplicates,
-        lost=max(0, board.jobs - sum(counts.values())),
+        lost=max(0, board.jobs - sum(counts.values())) + len(done_by_hand),
         worker=f"{sum(s.worker == 'running' for s in board.by_learner.values())} running",
     )
     board.skipped = skipped
+    board.forged = forged
     if board.total.lost:
         _attribute_lost(client, keys, produced, board)
     return board
 
 
 WORKER_STATES = ("running", "stopped", "killed")
+FORGED_DUPLICATES = "effects-ledger counts above 1 (the kit's effect move never counts a job twice)"
+FORGED_DONE = "class jobs in done with no effect recorded (a class worker records it before completing)"
 
 
 def _whole(value: object) -> int | None:

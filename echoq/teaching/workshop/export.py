@@ -66,17 +66,20 @@ def rows(client: redis.Redis, learners: dict[str, str] | Iterable[str]) -> list[
     round trips: the progress records, then every exercise's history."""
     hub = dict(learners) if isinstance(learners, dict) else {name: name for name in learners}
     names = sorted(hub)
+    from .board import ask_record, record_of
+
     pipe = client.pipeline(transaction=False)
     for name in names:
-        pipe.hgetall(progress.key(name))
-    records = [progress.parse(raw, name) for name, raw in zip(names, pipe.execute(), strict=True)]
+        ask_record(pipe, name)
+    replies = pipe.execute(raise_on_error=False)
+    records = [record_of(raw, name) for name, raw in zip(names, replies, strict=True)]
     wanted = [(record, check) for record in records for check in record.checks.values()]
     pipe = client.pipeline(transaction=False)
     for record, check in wanted:
         pipe.lrange(progress.attempts_key(check.lesson, check.exercise, record.learner), 0, -1)
     found: list[Row] = []
-    for (record, check), raw in zip(wanted, pipe.execute() if wanted else [], strict=True):
-        kept = progress.parse_attempts(raw)
+    for (record, check), raw in zip(wanted, pipe.execute(raise_on_error=False) if wanted else [], strict=True):
+        kept = progress.parse_attempts(raw) if isinstance(raw, list) else []  # a key of another type: skipped
         first = max(1, check.attempts - len(kept) + 1)  # older attempts beyond the bound were dropped
         for n, attempt in enumerate(kept):
             found.append(
@@ -105,6 +108,9 @@ def to_csv(found: list[Row]) -> str:
 
 
 def write_csv(path: str | Path, found: list[Row]) -> Path:
+    """The CSV, mode 0600 from its first byte: every learner's code and verdicts are the instructor's."""
+    from .admin import write_private
+
     where = Path(path)
-    where.write_text(to_csv(found), encoding="utf-8")
+    write_private(where, to_csv(found))
     return where

@@ -7,33 +7,42 @@ What it runs, all on the machine and nothing fetched from the internet:
   ``build/hub`` by ``tools/hub-deps.sh`` (or any ``configurable-http-proxy`` on ``PATH``);
 * ``SharedPasswordAuthenticator``: learners on the roster log in with the class password,
   instructors (``workshop up --instructor``) with their own; nobody else gets in;
-* ``SimpleLocalProcessSpawner``: one Jupyter server per learner, a process of this user, in
-  ``<workshop>/hub/home/<user>`` (no system accounts needed); before each server starts the
-  lessons are copied there (``notebooks/*.ipynb``; a notebook the learner already has is
-  never overwritten);
+* :class:`~.spawner.ClassSpawner`: one Jupyter server per learner, run as that learner's
+  own Unix user (``jupyter-<learner>``, made with ``useradd`` as The Littlest JupyterHub
+  does), in a home of mode 0700 (``/home/jupyter-<learner>``; ``--homes``); before each
+  server starts the lessons are copied there (``notebooks/*.ipynb``; a notebook the learner
+  already has is never overwritten). No Terminal unless ``--terminals``. The hub must run
+  as root (only root can start a process as another user) and refuses otherwise, in one
+  line; the learners' Python (``--learner-python``) must be one every user can run;
 * the workshop's own snippet (their ``VALKEY_URL``, the dashboard service).
 
-Files (in ``<workshop>/hub``, mode 0700; passwords 0600): ``jupyterhub_config.py``, the
-hub's database and cookie secret, ``class-password`` and ``instructor-password``, the
-learners' homes. The hub runs in the foreground; Ctrl-C stops it and with it every
-learner's server (their notebooks stay in their homes). ``workshop down`` leaves this
-folder (the learners' notebooks) where it is: delete it when they are no longer needed.
+Files (in ``<workshop>/hub``, mode 0700, each file 0600 and root's): ``jupyterhub_config.py``,
+the hub's database and cookie secret, ``class-password`` and ``instructor-password``. The
+learners' homes are elsewhere (``--homes``), each its learner's alone. The hub runs in the
+foreground; Ctrl-C stops it and with it every learner's server (their notebooks stay in
+their homes). ``workshop down`` leaves the
+learners' Unix users and homes where they are: ``userdel -r <user>`` each when they are no
+longer needed.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
+import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import InvalidArgument
 from .admin import FREE_PORT_SOURCE, HUB_SNIPPET, Workshop, write_private
 
-__all__ = ["HUB_DIR", "find_proxy", "lesson_notebooks", "prepare", "config_text"]
+__all__ = ["HUB_DIR", "HubOptions", "find_proxy", "lesson_notebooks", "prepare", "config_text"]
 
 HUB_DIR = "hub"
+DATABASE = "jupyterhub.sqlite"
 LAB_ARGS = [
     "--LabApp.news_url=None",
     "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
@@ -70,23 +79,32 @@ def _password(path: Path, length: int) -> str:
     return word
 
 
-def config_text(workshop: Workshop, folder: Path, *, ip: str, port: int, proxy: Path) -> str:
+@dataclass(frozen=True)
+class HubOptions:
+    """How the class hub runs its learners (``workshop hub``'s options)."""
+
+    ip: str = "127.0.0.1"
+    port: int = 8000
+    homes: str = "/home"  # where each learner's home (mode 0700) is made
+    user_prefix: str = "jupyter-"  # Unix users are <prefix><learner id>, as TLJH names them
+    learner_python: str = sys.executable  # the Python learners' servers and kernels run
+    terminals: bool = False  # a Terminal for learners only when the instructor asks
+
+
+def config_text(workshop: Workshop, folder: Path, options: HubOptions, *, proxy: Path) -> str:
     """The hub's jupyterhub_config.py (no password in it: they are read from 0600 files)."""
     users = sorted(ln.hub_user for ln in workshop.learners.values())
     notebooks = [str(p) for p in lesson_notebooks()]
-    root_flag = ["--allow-root"] if os.geteuid() == 0 else []
+    terminals = [] if options.terminals else ["--ServerApp.terminals_enabled=False"]
     return f"""# JupyterHub for echoq workshop {workshop.class_name!r},
 # written by `python -m echoq.teaching workshop hub`.
-import shutil as _shutil
-from pathlib import Path as _Path
-
 {FREE_PORT_SOURCE}
 
 c = get_config()  # noqa: F821
 load_subconfig({str(workshop.dir / HUB_SNIPPET)!r})  # noqa: F821  (VALKEY_URL per learner, the dashboard)
 
-c.JupyterHub.ip = {ip!r}
-c.JupyterHub.port = {port}
+c.JupyterHub.ip = {options.ip!r}
+c.JupyterHub.port = {options.port}
 c.JupyterHub.hub_ip = "127.0.0.1"
 # The hub's own API and the proxy's API on loopback ports free at start, not JupyterHub's
 # fixed 8081 and 8001: another hub or program on this machine may hold those. Each learner's
@@ -96,70 +114,133 @@ c.JupyterHub.hub_port = _echoq_free_port()
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{{_echoq_free_port()}}"
 c.ConfigurableHTTPProxy.command = [{str(proxy)!r}]
 c.ConfigurableHTTPProxy.pid_file = {str(folder / "proxy.pid")!r}
-c.JupyterHub.db_url = "sqlite:///{folder / "jupyterhub.sqlite"}"
+c.JupyterHub.db_url = "sqlite:///{folder / DATABASE}"
 c.JupyterHub.cookie_secret_file = {str(folder / "cookie_secret")!r}
 
 c.JupyterHub.authenticator_class = "shared-password"
-c.SharedPasswordAuthenticator.user_password = _Path({str(folder / "class-password")!r}).read_text().strip()
-c.SharedPasswordAuthenticator.admin_password = _Path({str(folder / "instructor-password")!r}).read_text().strip()
+c.SharedPasswordAuthenticator.user_password = open({str(folder / "class-password")!r}).read().strip()
+c.SharedPasswordAuthenticator.admin_password = open({str(folder / "instructor-password")!r}).read().strip()
 c.Authenticator.allowed_users = set({users!r})
 c.Authenticator.admin_users = set({sorted(workshop.instructors)!r})
 
-c.JupyterHub.spawner_class = "simple"
-c.SimpleLocalProcessSpawner.home_dir_template = {str(folder / "home" / "{username}")!r}
-c.Spawner.cmd = [{sys.executable!r}, "-m", "jupyterhub.singleuser"]
-# Offline: no news or update fetches; the app object exposed lets a script drive JupyterLab (the tests).
-c.Spawner.args = {[*root_flag, *LAB_ARGS]!r}
+# One learner, one Unix user (echoq/teaching/workshop/spawner.py): never the hub's own.
+c.JupyterHub.spawner_class = "echoq.teaching.workshop.spawner.ClassSpawner"
+c.ClassSpawner.user_prefix = {options.user_prefix!r}
+c.ClassSpawner.homes = {options.homes!r}
+c.ClassSpawner.lessons = {notebooks!r}
+c.Spawner.cmd = [{options.learner_python!r}, "-m", "jupyterhub.singleuser"]
+# Offline: no news or update fetches; the app object exposed lets a script drive JupyterLab
+# (the tests). No Terminal unless the instructor asked for one (`workshop hub --terminals`).
+c.Spawner.args = {[*LAB_ARGS, *terminals]!r}
 c.Spawner.default_url = "/lab"
 # A stopped server ends at once (the defaults wait 10 s + 5 s per server at hub shutdown).
 c.Spawner.interrupt_timeout = 3
 c.Spawner.term_timeout = 3
 
-_LESSONS = {notebooks!r}
-
-
-def _copy_lessons(spawner):
-    home = _Path(spawner.home_dir_template.format(username=spawner.user.name))
-    home.mkdir(parents=True, exist_ok=True)
-    for notebook in _LESSONS:
-        target = home / _Path(notebook).name
-        if not target.exists():  # never over a learner's own work
-            _shutil.copyfile(notebook, target)
-
 
 def _before_spawn(spawner):
     spawner.port = _echoq_free_port()
-    _copy_lessons(spawner)
 
 
 c.Spawner.pre_spawn_hook = _before_spawn
 """
 
 
-def prepare(folder: str | Path | None = None, *, ip: str = "127.0.0.1", port: int = 8000) -> tuple[Path, list[str]]:
-    """Write the hub's folder and config for the workshop in ``folder``; the config's path
-    and the lines to print (which never contain a password)."""
+def check_root() -> None:
+    """Only root can start a process as another user: refuse, in one line, anyone else."""
+    if os.geteuid() != 0:
+        raise InvalidArgument(
+            "the class hub starts each learner's server as that learner's own Unix user, which only root can do: "
+            "run `sudo .venv/bin/python -m echoq.teaching workshop hub ...` (or use The Littlest JupyterHub, "
+            "docs/WORKSHOP.md); it never runs learners as your own user"
+        )
+
+
+# What a learner's server needs, found (not imported: a fraction of a second) as the learner.
+LEARNER_PYTHON_CHECK = (
+    "import echoq.teaching, importlib.util as u; "
+    "missing = [m for m in ('jupyterhub.singleuser', 'ipykernel', 'jupyterlab') if u.find_spec(m) is None]; "
+    "assert not missing, f'ModuleNotFoundError: {missing}'"
+)
+
+
+def check_learner_python(python: str, entry) -> None:  # noqa: ANN001 (a pwd entry)
+    """The learners' Python must run for a learner (a Python under /root, mode 0700, does
+    not): tried as that learner, before any server is started."""
+    try:
+        done = subprocess.run(
+            [python, "-c", LEARNER_PYTHON_CHECK],
+            user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], cwd=entry.pw_dir,
+            env={"PATH": "/usr/bin:/bin", "HOME": entry.pw_dir}, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        failed = done.returncode != 0 and (done.stderr.strip().splitlines() or ["?"])[-1]
+    except OSError as exc:
+        failed = f"{type(exc).__name__}: {exc.strerror}"
+    if failed:
+        raise InvalidArgument(
+            f"learners cannot run the kit with {python} as Unix user {entry.pw_name!r} ({failed}): "
+            "install it where every user can read it (`python3 -m venv /opt/echoq && "
+            "/opt/echoq/bin/pip install -e '<checkout>[teaching,test]'`, the checkout readable by all) "
+            "and pass --learner-python /opt/echoq/bin/python"
+        )
+
+
+def prepare(folder: str | Path | None = None, options: HubOptions | None = None) -> tuple[Path, list[str]]:
+    """Write the hub's folder and config for the workshop in ``folder`` and make each
+    roster learner's Unix user; the config's path and the lines to print (which never
+    contain a password)."""
+    from .spawner import ensure_user, refuse_unsafe, system_user
+
+    options = options or HubOptions()
+    if not 1 <= options.port <= 65535:
+        raise InvalidArgument(f"--port must be a TCP port from 1 to 65535, got {options.port}")
+    check_root()
     workshop = Workshop.load(folder)
     proxy = find_proxy()
     if not workshop.instructors:
         raise InvalidArgument(
             "no instructor for the hub's dashboard: run `workshop up --instructor NAME` (your hub user name) first"
         )
+    if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,15}", options.user_prefix):
+        raise InvalidArgument(
+            f"--user-prefix {options.user_prefix!r}: use up to 16 of a-z, 0-9, '_' and '-', starting with a letter"
+        )
+    if not Path(options.homes).is_dir():
+        raise InvalidArgument(f"--homes {options.homes}: no such folder (the learners' homes are made in it)")
+    try:
+        entries = [ensure_user(system_user(ln.hub_user, options.user_prefix), options.homes)
+                   for ln in sorted(workshop.learners.values(), key=lambda ln: ln.id)]  # fmt: skip
+        for entry in entries:
+            refuse_unsafe(entry)
+    except RuntimeError as exc:  # an account not ours, or one that would be root: one line, no hub
+        raise InvalidArgument(str(exc)) from None
+    except subprocess.CalledProcessError as exc:
+        said = (exc.stderr or b"").decode(errors="replace").strip().splitlines() or [f"exit status {exc.returncode}"]
+        raise InvalidArgument(f"useradd could not make a learner's Unix user: {said[-1]}") from None
+    check_learner_python(options.learner_python, entries[0])
     where = workshop.dir / HUB_DIR
     where.mkdir(mode=0o700, exist_ok=True)
     where.chmod(0o700)
     _password(where / "class-password", 12)
     _password(where / "instructor-password", 32)
+    if not (where / "cookie_secret").is_file() or not (where / "cookie_secret").read_text().strip():
+        write_private(where / "cookie_secret", secrets.token_hex(32) + "\n")
+    database = where / DATABASE  # the hub writes into it: 0600 from its first byte (SQLite takes an empty file)
+    os.close(os.open(database, os.O_WRONLY | os.O_CREAT, 0o600))
+    database.chmod(0o600)
     config = where / "jupyterhub_config.py"
-    write_private(config, config_text(workshop, where, ip=ip, port=port, proxy=proxy))
+    write_private(config, config_text(workshop, where, options, proxy=proxy))
     users = sorted(ln.hub_user for ln in workshop.learners.values())
     shown = ", ".join(users[:6]) + (f", ... ({len(users)} in all)" if len(users) > 6 else "")
+    ip, port = options.ip, options.port
     lines = [
         f"JupyterHub for class {workshop.class_name!r} at http://{ip}:{port}/ "
         "(Ctrl-C stops it, and every learner's server)",
         f"  learners ({shown}) log in with the class password: {where / 'class-password'} (mode 0600)",
         f"  instructors ({', '.join(workshop.instructors)}) log in with: {where / 'instructor-password'} (mode 0600)",
         f"  the dashboard: http://{ip}:{port}/services/echoq-dashboard/ (instructors only)",
-        f"  each learner starts with the lessons copied into {where / 'home' / '<user>'}",
+        f"  each learner's server runs as their own Unix user ({entries[0].pw_name}, ...), in a home of mode 0700 "
+        f"in {options.homes}, with the lessons copied there; "
+        + ("a Terminal allowed (--terminals)" if options.terminals else "no Terminal"),
     ]
     return config, lines

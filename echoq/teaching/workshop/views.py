@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -242,10 +243,28 @@ class Dashboard(widgets.VBox):
             )
             return None
         self.last = data
-        self.view.value = page + self._watchdog() + (stale_banner() if self.live.value else "")
+        self.view.value = self._restarted() + page + self._watchdog() + (stale_banner() if self.live.value else "")
         if hasattr(self, "attempts_view"):
             self.show_attempts(force=False)
         return data
+
+    def _restarted(self) -> Markup:
+        """A banner when the class server was started again (`workshop restart`, `up`, the
+        watchdog): the instructor's own doing, said as such, never as learners' refusals."""
+        if self.folder is None:
+            return Markup("")
+        try:
+            at = Workshop.load(self.folder).restarted_at
+        except EchoqError:
+            return Markup("")
+        if not at:
+            return Markup("")
+        return fill(
+            "<div class='echoq-restarted' role='status' style='background:#fff3cd;padding:6px 12px'>"
+            "class server restarted at $at (its users, scripts and limits in place before it took a connection; "
+            "learners' workers reconnect by themselves)</div>",
+            at=time.strftime("%H:%M:%S", time.localtime(at)),
+        )
 
     def _watchdog(self) -> Markup:
         """The watchdog's last lines (watch.log): what a learner did to the class, and what was done."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -39,13 +40,17 @@ from pathlib import Path
 
 import redis
 
-from ... import scripts
 from ...errors import EchoqError
-from .admin import Workshop, _wait_gone, bytes_of, up
+from .admin import Workshop, _wait_gone, bytes_of, reload_scripts, up
+from .html import text
 
 __all__ = ["LOG_FILE", "Watchdog", "last_events"]
 
 LOG_FILE = "watch.log"
+REPEAT_S = 10.0  # the same event again within this is counted, not written again
+AUTH_GRACE_S = 3  # a connection that has not authenticated after this long is closed
+CROWDED, ROOMY = 0.9, 0.8  # of maxclients: idle learners' connections closed from the first down to the second
+IDLE_S = 300.0  # how long a learner's connection must have been idle to be closed when crowded
 SCRIPT_COMMANDS = ("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro")
 
 
@@ -78,10 +83,12 @@ class Watchdog:
         look_s: float = 1.0,
         on_event: Callable[[str], None] | None = None,
         log: bool = True,
+        idle_s: float = IDLE_S,
     ) -> None:
         self.workshop = workshop
         self.tick_s = tick_s  # how often it PINGs (a BUSY server is noticed this fast)
         self.look_s = look_s  # how often it reads CLIENT LIST and the Lua heap (heavier)
+        self.idle_s = idle_s
         self._looked = float("-inf")
         self.on_event = on_event
         self.log = log
@@ -89,6 +96,8 @@ class Watchdog:
         self.restarts = 0
         self._admin: redis.Redis | None = None
         self._clients: list[dict] = []  # CLIENT LIST at the last look
+        self._repeats = 0  # times the last event came again, not yet written
+        self._repeat_since = float("-inf")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -127,6 +136,7 @@ class Watchdog:
             self._stop.wait(self.tick_s)
 
     def tick(self) -> None:
+        self._flush_repeats(due=True)
         try:
             admin = self._connection()
             admin.ping()
@@ -211,13 +221,17 @@ class Watchdog:
         self._restart("the class server had stopped")
 
     def _restart(self, why: str) -> None:
-        workshop, _lines = up(self.workshop.dir)
+        workshop, lines = up(self.workshop.dir)
         self.workshop = workshop
+        if lines and lines[0].startswith("the class server is already up"):
+            return  # someone restarted it meanwhile (`workshop restart`, `up`): they said so
         self.restarts += 1
         limits = ", ".join(f"{k} {workshop.settings[k]}" for k in ("maxmemory", "busy-reply-threshold", "maxclients"))
         self.say(f"{why}; restarted it on port {workshop.port} with the class's users and limits ({limits})")
 
     def _connections(self, admin: redis.Redis, clients: list[dict]) -> None:
+        if self.workshop.started:  # a lent server's other users are its owner's business
+            self._unauthenticated(admin, clients)
         mine: dict[str, list[int]] = {}
         for client in clients:
             user = client.get("user", "")
@@ -235,6 +249,46 @@ class Watchdog:
                 f"{user} had {len(ids)} connections (the class allows {self.per_learner} per learner): "
                 f"closed their {len(excess)} newest"
             )
+        self._idle_when_crowded(admin, clients)
+
+    def _idle_when_crowded(self, admin: redis.Redis, clients: list[dict]) -> None:
+        """A server near ``maxclients`` (``CROWDED`` of it) takes few new connections: the
+        learners' connections idle for ``idle_s`` or more are closed, the longest idle first,
+        until it is back under ``ROOMY`` of it (the kit's clients reconnect when they next
+        need the server). Who lost how many is said in one line."""
+        cap = int(self.workshop.settings.get("maxclients", 0) or 0)
+        if not cap or len(clients) < CROWDED * cap:
+            return
+        idle = sorted(
+            (c for c in clients if c.get("user") in self.workshop.learners and int(c.get("idle", 0)) >= self.idle_s),
+            key=lambda c: -int(c.get("idle", 0)),
+        )[: max(0, len(clients) - int(ROOMY * cap))]
+        if not idle:
+            return
+        whose = _close(admin, idle, lambda c: str(c["user"]))
+        self.say(
+            f"the server held {len(clients)} of its {cap} connections: closed {len(idle)} idle for "
+            f"{self.idle_s:g} s or more ({', '.join(f'{u} {n}' for u, n in sorted(whose.items()))})"
+        )
+
+    def _unauthenticated(self, admin: redis.Redis, clients: list[dict]) -> None:
+        """Close connections still not authenticated ``AUTH_GRACE_S`` after they opened (or
+        back to that state by RESET): they hold a place under ``maxclients`` and are nobody's.
+        Such a connection is the server's ``default`` user without a name; every connection of
+        the workshop's own tools as that user is named ``echoq-...``."""
+        stale = [
+            c for c in clients
+            if c.get("user") == "default" and not str(c.get("name", "")).startswith("echoq-")
+            and int(c.get("age", 0) or 0) >= AUTH_GRACE_S
+        ]  # fmt: skip
+        if not stale:
+            return
+        sources = _close(admin, stale, lambda c: str(c.get("addr", "?")).rsplit(":", 1)[0])
+        shown = ", ".join(f"{host}: {n}" for host, n in sorted(sources.items())[:5])
+        self.say(
+            f"closed {len(stale)} connection(s) that had not authenticated within {AUTH_GRACE_S} s "
+            f"(or had RESET their login), by address: {shown}"
+        )
 
     def _lua_heap(self, admin: redis.Redis) -> None:
         memory = admin.info("memory")
@@ -242,8 +296,7 @@ class Watchdog:
         if heap <= self.lua_cap:
             return
         who, what, _ms = self._whose_script(admin)
-        admin.script_flush()
-        scripts.preload(admin)
+        reload_scripts(admin)
         after = int(admin.info("memory").get("used_memory_vm_eval", 0))
         self.say(
             f"Lua heap at {heap // 2**20} MiB (the class allows {self.lua_cap // 2**20}): flushed it with "
@@ -270,17 +323,56 @@ class Watchdog:
             self._admin = None
 
     def say(self, what: str) -> None:
-        if self.events and self.events[-1].what == what:
-            return  # a failure met at every look is said once, not ten times a second
-        event = Event(time.time(), what)
+        """One event: one line in the log, whatever a learner put into its words (control
+        characters, a newline, a terminal escape: dropped, so no line can be forged). The same
+        event again within ``REPEAT_S`` is counted, and the count written as a line of its own
+        (when another event comes, or ``REPEAT_S`` after it began): none is dropped."""
+        what = text(what, longest=None)
+        now = time.time()
+        last = self.events[-1] if self.events else None
+        if last is not None and last.what == what and now - self._repeat_since < REPEAT_S:
+            self._repeats += 1
+            return
+        self._flush_repeats()
+        self._write(Event(now, what))
+        self._repeat_since = now
+
+    def _flush_repeats(self, *, due: bool = False) -> None:
+        """Write how often the last event came again (``due``: only once ``REPEAT_S`` has passed)."""
+        if not self._repeats or (due and time.time() - self._repeat_since < REPEAT_S):
+            return
+        count, self._repeats = self._repeats, 0
+        self._write(Event(time.time(), f"(the line above {count} more time(s) since {_clock(self._repeat_since)})"))
+        self._repeat_since = float("-inf")
+
+    def _write(self, event: Event) -> None:
         # The log first: whoever sees the event in ``events`` can read it in the log too.
         if self.log:
-            with contextlib.suppress(OSError), open(self.workshop.dir / LOG_FILE, "a", encoding="utf-8") as f:
-                f.write(event.line() + "\n")
+            with contextlib.suppress(OSError):  # the instructor's alone, mode 0600 from its first byte
+                fd = os.open(self.workshop.dir / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    os.write(fd, (event.line() + "\n").encode())
+                finally:
+                    os.close(fd)
         self.events.append(event)
         del self.events[:-200]
         if self.on_event is not None:
             self.on_event(event.line())
+
+
+def _close(admin: redis.Redis, clients: list[dict], by: Callable[[dict], str]) -> dict[str, int]:
+    """Close ``clients`` (CLIENT KILL ID, in one round trip); how many, by ``by`` of each."""
+    pipe = admin.pipeline(transaction=False)
+    counts: dict[str, int] = {}
+    for client in clients:
+        pipe.execute_command("CLIENT", "KILL", "ID", client["id"])
+        counts[by(client)] = counts.get(by(client), 0) + 1
+    pipe.execute(raise_on_error=False)
+    return counts
+
+
+def _clock(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at))
 
 
 def _once_not_busy(read: Callable[[], list[dict]], timeout_s: float = 2.0) -> list[dict]:
@@ -322,6 +414,9 @@ def _first_line(exc: BaseException) -> str:
 
 def main(folder: str | None = None, *, tick_s: float = 0.1) -> int:
     """``python -m echoq.teaching workshop watch``: watch until interrupted, printing each event."""
+    if not 0.01 <= tick_s <= 10:
+        print(f"echoq: --tick must be from 0.01 to 10 seconds, got {tick_s:g}", file=sys.stderr)
+        return 2
     try:
         workshop = Workshop.load(folder)
     except EchoqError as exc:

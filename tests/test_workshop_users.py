@@ -1,0 +1,89 @@
+"""The class hub's Unix users: one per learner, never root nor the hub's own, made only by
+root; lessons copied into a home without following what its learner put there. (The hub
+itself, with learners as their own users in Chromium, is tests/test_workshop_guide.py.)"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from pathlib import Path
+
+import pytest
+
+from echoq.errors import InvalidArgument
+from echoq.teaching.workshop import hub
+from echoq.teaching.workshop.spawner import MAX_UNIX_NAME, copy_lessons, refuse_unsafe, system_user
+
+NOBODY = 65534
+
+
+def test_unix_names_fit_and_never_share_a_user() -> None:
+    names = ["ada", "Katherine.Johnson@nasa.gov", "k" * 60, "k" * 61, "x" * 30 + "@a.b", "x" * 30 + "@a.c"]
+    made = [system_user(n, "jupyter-") for n in names]
+    assert made[0] == "jupyter-ada"
+    assert all(len(m) <= MAX_UNIX_NAME and m.startswith("jupyter-") for m in made), made
+    assert len(set(made)) == len(made), made
+
+
+def test_a_learner_who_would_run_as_root_or_as_the_hub_user_is_refused_in_one_line() -> None:
+    for entry in (pwd.getpwuid(0), pwd.getpwuid(os.geteuid())):
+        with pytest.raises(RuntimeError) as refused:
+            refuse_unsafe(entry)
+        assert "\n" not in str(refused.value) and "refusing to start a learner's server" in str(refused.value)
+
+
+@pytest.mark.server
+def test_the_hub_refuses_to_start_without_root_in_one_line(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        with pytest.raises(InvalidArgument) as refused:
+            hub.prepare(tmp_path)
+        message = str(refused.value)
+    else:  # as root (CI): the check, run by a child that gave root up
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover (the child)
+            os.close(read)
+            try:
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+                hub.prepare(tmp_path)
+                os.write(write, b"started")
+            except InvalidArgument as exc:
+                os.write(write, str(exc).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as f:
+            message = f.read().decode()
+        os.waitpid(child, 0)
+    assert "\n" not in message and "only root can do" in message and "sudo" in message, message
+
+
+def test_lessons_are_copied_without_following_a_learners_symlink_nor_over_their_work(tmp_path: Path) -> None:
+    home, outside, lessons = tmp_path / "home", tmp_path / "outside", tmp_path / "lessons"
+    for folder in (home, outside, lessons):
+        folder.mkdir()
+    for name in ("00_a.ipynb", "01_b.ipynb", "02_c.ipynb"):
+        (lessons / name).write_text(f"lesson {name}")
+    (home / "00_a.ipynb").symlink_to(outside / "planted")  # a learner's trap: root would write there
+    (home / "01_b.ipynb").write_text("my own work")
+    me = pwd.getpwuid(os.geteuid())
+    entry = pwd.struct_passwd((me.pw_name, "x", me.pw_uid, me.pw_gid, "", str(home), "/bin/sh"))
+    copy_lessons(sorted(str(p) for p in lessons.iterdir()), entry)
+    assert not (outside / "planted").exists()
+    assert (home / "01_b.ipynb").read_text() == "my own work"
+    assert (home / "02_c.ipynb").read_text() == "lesson 02_c.ipynb"
+    assert (home / "02_c.ipynb").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.server
+def test_an_existing_account_the_hub_did_not_make_is_never_used_nor_its_home_touched(tmp_path: Path) -> None:
+    from echoq.teaching.workshop.spawner import ensure_user
+
+    if os.geteuid() != 0:
+        pytest.skip("only root reaches the check (ensure_user makes users)")
+    daemon = pwd.getpwnam("daemon")  # /usr/sbin on Debian: chmod 0700 there would break the machine
+    mode = os.stat(daemon.pw_dir).st_mode
+    with pytest.raises(RuntimeError, match="it is not a learner's user this hub made"):
+        ensure_user("daemon", tmp_path)
+    assert os.stat(daemon.pw_dir).st_mode == mode
