@@ -128,10 +128,28 @@ def _skew_clock(seconds: float, fn: Callable[..., Any]) -> None:
             names[name] = Fast
 
 
-def _read_in_child(read_expired: Reader, queue: Queue, skew_s: float) -> list[str]:
+def _read_in_child(read_expired: Reader, queue: Queue, skew_s: float, edge: str | None = None) -> dict[str, Any]:
+    """Step 1 in a child. With ``edge``: the moment the learner's code has the server's TIME,
+    that job's lease deadline is set to exactly that millisecond (the check's own write, on
+    its own connection), so "at or before now" is tested at "at"."""
     if skew_s:
         _skew_clock(skew_s, read_expired)
-    return [str(i) for i in (read_expired(processes.counting_client(queue.client), queue.keys) or [])]
+    client = processes.counting_client(queue.client)
+    planted: list[int] = []
+    if edge is not None:
+        send = client.execute_command
+
+        def execute_command(*args: Any, **options: Any) -> Any:
+            reply = send(*args, **options)
+            if not planted and args and str(args[0]).upper() == "TIME":
+                seconds, micros = (int(x) for x in reply)
+                planted.append(seconds * 1000 + micros // 1000)
+                queue.client.zadd(queue.keys.active, {edge: planted[0]})
+            return reply
+
+        client.execute_command = execute_command  # type: ignore[method-assign]
+    ids = [str(_text(i)) for i in (read_expired(client, queue.keys) or [])]
+    return {"ids": ids, "edge_at": planted[0] if planted else None}
 
 
 def _move_in_child(move_back: Mover, queue: Queue, ids: list[str]) -> None:
@@ -185,16 +203,22 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
 
     # 1. Alone: one dead worker's expired lease, one live worker's running lease.
     queue = run.queue()
-    dead, live = queue.enqueue_many(["crashed", "alive"])
+    dead, live, edge = queue.enqueue_many(["crashed", "alive", "due this very millisecond"])
     run.waited("runs", "A worker", processes.spawn(_claim_and_die, queue, kill_at="claim"), 15)
-    queue.claim(lease_ms=60_000)  # the live worker
+    queue.claim_many(2, lease_ms=60_000)  # the live worker, and the job whose deadline will be exactly now
     fast_forward(queue, POISON_LEASE_MS)
     left = f"{(queue.client.zscore(queue.keys.active, live) - queue.snapshot().now_ms) / 1000:.0f} s"
+    edge_seen = False
     for skew in (0.0, 3600.0):
-        child = run.waited("runs", "Your read_expired", processes.spawn(_read_in_child, read_expired, queue, skew), 15)
+        child = run.waited(
+            "runs",
+            "Your read_expired",
+            processes.spawn(_read_in_child, read_expired, queue, skew, None if skew else edge),
+            15,
+        )
         if child.error is not None:
             run.code_failed("runs", "Your read_expired", child)
-        ids = child.value or []
+        ids = (child.value or {}).get("ids", [])
         if live in ids:
             run.fail("read", "reads-worker-clock" if skew else "reads-every-lease", job=live, left=left)
         if dead not in ids:
@@ -203,8 +227,21 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
                 "not-yet",
                 what=f"Step 1 returned {ids}; the lease of {dead} had run out on the server's clock.",
             )
+        if not skew and (child.value or {}).get("edge_at") is not None:
+            if edge not in ids:
+                run.fail(
+                    "read",
+                    "not-yet",
+                    what="Step 1 left out a job whose lease deadline was exactly the server's now (the millisecond "
+                    "your code read from TIME): the exercise asks for deadlines at or before now, and a lease ends "
+                    "at its deadline. Does your range include its upper end?",
+                )
+            edge_seen = True
+    exact = ", a deadline exactly at the server's now included" if edge_seen else ""
     run.good(
-        "read", "Step 1 returned the expired lease only, judged on the server's clock (even from a clock an hour fast)."
+        "read",
+        f"Step 1 returned the expired leases only{exact}, judged on the server's clock (even from a clock an hour "
+        "fast).",
     )
     child = run.waited("runs", "Your move_back", processes.spawn(_move_in_child, move_back, queue, [dead]), 15)
     if child.error is not None:
