@@ -13,9 +13,16 @@ and plays three seeded scenes:
 3. **a poison job** -- it SIGKILLs every worker that works on it; killed workers are
    restarted; it must end in the dead set at the MAX_STALLED-th stall and the others done.
 
-While idle, a worker must wait between claims rather than spin: judged by the loop's own
-pauses between a reply and its next command, which a busy machine does not shorten. Every verdict comes from
-the server (where each job is, the effects ledger) and the processes (who died, how).
+Beside them: a job whose work takes longer than a beat (150 ms), with two workers -- a lease
+shorter than the work lets the other worker's beat take it back, and the scene then waits for
+that second delivery, so it always happens; the row of the failing job, read as its second try
+begins (it must carry the error); and the stop: told to stop, every worker must return within
+STOP_S, or it is killed and the loop is told it never stops.
+
+While idle, a worker must wait between claims rather than spin: judged by the commands it
+sends per second of its own time (a reply in, the next command out, summed over IDLE_S), which
+a busy machine never raises. Every verdict comes from the server (where each job is, the rows,
+the effects ledger) and the processes (who died, how, what they saw).
 """
 
 from __future__ import annotations
@@ -23,10 +30,10 @@ from __future__ import annotations
 import os
 import random
 import signal
-import statistics
 import time
 from collections.abc import Callable
 
+from echoq.clock import server_now_ms
 from echoq.effects import Effects
 from echoq.queue import Claim, Queue
 from echoq.teaching import processes
@@ -36,9 +43,15 @@ LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2
 
 
 RECOVERY_MS = 1_500  # a beat must bring an expired lease back within this (ample on a loaded machine)
-# An idle loop whose typical pause between a reply and its next command is shorter than this
-# spins (a sleep of 2 ms or more between claims passes; Python's own pace is microseconds).
-SPIN_PAUSE_S = 0.002
+# Idle, a loop spins when it sends more commands than this per second of its OWN time (the
+# time between a reply and its next command, summed over a window): a loop that sleeps 1 ms
+# or more after an empty claim sends at most about 1,000 (its beats aside), and a busy machine
+# only makes its sleeps longer; one that asks again at once spends microseconds between
+# commands, tens of thousands per second of its own time, however slow the server answers.
+SPIN_RATE = 2_000
+IDLE_S = 0.5  # the window the idle rate is measured over
+STOP_S = 3.0  # a loop must return within this after running() turns False (it sleeps at most a beat)
+LONG_WORK_MS = 150  # a job whose work outlasts the beat (and not the lease)
 
 
 LOOP_MISCONCEPTIONS = [
@@ -101,10 +114,36 @@ LOOP_MISCONCEPTIONS = [
         "q.reap() returns it forever.",
     ),
     Misconception(
+        "lease-shorter-than-the-work",
+        "a lease shorter than the work",
+        "A job whose work takes {work_ms} ms was claimed under a {lease_ms} ms lease: it ran out while the work was "
+        "still running, another worker's beat brought the job back, and it was worked on {runs} times.",
+        "How long may a worker hold a job before the others take it back? Longer than the work takes.",
+        "Claim with lease_ms=LEASE_MS: the beat is how often the check runs, not how long a job may take.",
+    ),
+    Misconception(
+        "retried-without-its-error",
+        "given back without its error",
+        "work(claim) raised FlakyError on {job}; your loop gave the job back, but when it was claimed again its row "
+        "said error = {error!r}: what went wrong is recorded nowhere, and a job that fails every time would end "
+        "in the dead set with no reason anyone can read.",
+        "A job that failed carries why it failed, for whoever looks at it next.",
+        "Pass the exception's text to q.retry (error=...).",
+    ),
+    Misconception(
+        "never-stops",
+        "never stops",
+        "running() returned False, and {seconds:g} s later your loop was still running: the worker could not be "
+        "stopped (a deploy, a shutdown), so it was killed, holding whatever it held.",
+        "Who decides when the worker stops? Ask it every time round the loop.",
+        "Loop while running(): that is the stop signal.",
+    ),
+    Misconception(
         "spins-when-idle",
         "spins when idle",
-        "With nothing to do, one worker sent {commands} commands to Valkey in {seconds:.1f} s: it asks again at "
-        "once when a claim comes back empty. A fleet of those keeps the server busy doing nothing.",
+        "With nothing to do, one worker sent {commands} commands to Valkey in {seconds:.1f} s, about {rate:,} per "
+        "second of its own time between a reply and its next command: it asks again at once when a claim comes "
+        "back empty. A fleet of those keeps the server busy doing nothing.",
         "What should a worker do when there is no job?",
         "Sleep a little (a few ms up to the beat) when claim returns None.",
     ),
@@ -134,6 +173,24 @@ class FlakyError(RuntimeError):
     """What the check's work raises on a flaky job's first delivery."""
 
 
+LONG = "a long job"
+
+
+def _long_work(queue: Queue, claim: Claim) -> None:
+    """A job that works LONG_WORK_MS, longer than the beat. Under a lease shorter than that,
+    it works on until another worker has taken the job (its row's token moved on) or 3 s
+    passed: so the second delivery that lease allows always happens, whatever the machine's pace."""
+    lease_ms = claim.deadline_ms - server_now_ms(queue.client)
+    processes.mark(f"long work, lease {lease_ms}")
+    time.sleep(LONG_WORK_MS / 1000)
+    give_up = time.monotonic() + 3
+    while lease_ms < LONG_WORK_MS and time.monotonic() < give_up:
+        row = queue.job(claim.job_id)
+        if row is None or row.token != claim.token:
+            break
+        time.sleep(0.01)
+
+
 def _work(queue: Queue, work_ms: float) -> Callable[[Claim], None]:
     effects = Effects(queue)
 
@@ -143,6 +200,11 @@ def _work(queue: Queue, work_ms: float) -> Callable[[Claim], None]:
             os.kill(os.getpid(), signal.SIGKILL)  # this job kills whoever works on it (once, or always)
         if claim.payload == "flaky" and claim.attempts == 1:
             raise FlakyError("the payment API timed out")
+        if claim.payload == "flaky":  # what its row says of the first try, as this try begins
+            row = queue.job(claim.job_id)
+            processes.mark(f"flaky row error {row.error if row is not None else None!r}")
+        if claim.payload == LONG:
+            _long_work(queue, claim)
         time.sleep(work_ms / 1000)
         effects.apply_once(claim.job_id, claim.payload)
         processes.mark("effect")
@@ -189,22 +251,33 @@ class Fleet:
         for c, w in self.workers:
             if c is child and w >= 0:
                 os.write(w, b"x")
-        child.wait(5)
+        try:
+            child.wait(STOP_S)
+        except processes.ChildTimeout:
+            self.run.fail("stop", "never-stops", seconds=STOP_S)
 
-    def stop_all(self) -> None:
+    def stop_all(self) -> list[processes.Child]:
+        """Tell every worker to stop; the ones still running STOP_S later are killed and returned."""
         for child, w in self.workers:
             if not child.ended:
                 try:
                     os.write(w, b"x")
                 except OSError:
                     pass
+        late = []
         for child, w in self.workers:
             try:
-                child.wait(5)
+                child.wait(STOP_S)
             except processes.ChildTimeout:
-                pass
+                late.append(child)
             os.close(w)
         self.workers = []
+        return late
+
+    def steps(self, prefix: str) -> list[str]:
+        """The steps of every worker so far whose label starts with ``prefix``."""
+        self.poll()
+        return [step for child, _ in self.workers for step in child.steps if step.startswith(prefix)]
 
     def raised(self) -> processes.Child | None:
         self.poll()
@@ -299,17 +372,24 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         f"all {len(ids)} jobs done, each effect once ({sum(effects.values())} effects).",
     )
 
-    # While idle: how often does the survivor ask the server for work, and does it pause in
-    # between? The pauses are the loop's own (a reply in, the next command out), so a busy
-    # machine, which slows the commands, does not make a spinning loop look like a waiting one.
+    # While idle: how many commands does the survivor send per second of its own time (a reply
+    # in, the next command out)? A busy machine slows the server's replies and lengthens a
+    # sleep, never shortens it, so a loop that waits between claims cannot reach the rate of
+    # one that asks again at once.
     before = len(survivor.poll().steps)
-    time.sleep(0.3)
+    time.sleep(IDLE_S)
     commands = len(survivor.poll().steps) - before
-    pauses = survivor.pauses(before)
-    fleet.stop_all()
-    if commands > 200 or (pauses and statistics.median(pauses) < SPIN_PAUSE_S):
-        run.fail("idle", "spins-when-idle", commands=commands, seconds=0.3)
-    run.good("idle", f"Idle, a worker sent {commands} commands in 0.3 s: it waits between claims.")
+    own = sum(survivor.pauses(before))
+    rate = round(commands / own) if own > 0 else commands * 1_000_000
+    if fleet.stop_all():
+        run.fail("stop", "never-stops", seconds=STOP_S)
+    if rate > SPIN_RATE:
+        run.fail("idle", "spins-when-idle", commands=commands, seconds=IDLE_S, rate=rate)
+    run.good(
+        "idle",
+        f"Idle, a worker sent {commands} commands in {IDLE_S:g} s: it waits between claims. Told to stop, every "
+        f"worker returned within {STOP_S:g} s.",
+    )
 
     # 2. A failing job: its work raises on its first delivery.
     queue = run.queue("-flaky")
@@ -344,12 +424,41 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
             "would end in emq:{q}:dead as 'stalled', its real error lost. Give a failed job back through the retry "
             "path, with the error, so the row keeps it.",
         )
+    seen = [step.removeprefix("flaky row error ") for step in fleet.steps("flaky row error ")]
     fleet.stop_all()
+    if not seen:
+        raise RuntimeError(f"the flaky job's second try was never seen: {worker!r}")
+    if seen[0] in ("None", "''"):
+        run.fail("error", "retried-without-its-error", job=ids[1], error="")
     run.one_place_each("error", queue, ids)
     run.good(
         "error",
-        "A job whose work raised once: it went back through the retry path with its error, was tried again "
-        "and done, and the same worker ran on.",
+        f"A job whose work raised once: it went back through the retry path, its row said error = {seen[0]} as its "
+        "second try began, and it was done; the same worker ran on.",
+    )
+
+    # 2b. A job whose work outlasts the beat, with two workers: the lease must outlast the work.
+    queue = run.queue("-long")
+    ids = queue.enqueue_many([LONG])
+    fleet = Fleet(run, worker_loop, queue, seed + 3)
+    run.cleanup(fleet.stop_all)
+    fleet.start(), fleet.start()
+    fleet.until(lambda: queue.snapshot().counts["done"] == 1 or len(fleet.steps("long work")) > 1, 5.0)
+    if (raised := fleet.raised()) is not None:
+        run.code_failed("runs", "Your loop", raised)
+    runs = fleet.steps("long work")
+    fleet.stop_all()
+    leases = [int(step.rsplit(" ", 1)[1]) for step in runs]
+    if not leases:
+        run.fail("long", "not-yet", what=f"A job whose work takes {LONG_WORK_MS} ms was never worked on within 5 s.")
+    if len(runs) > 1 and min(leases) < LONG_WORK_MS:
+        run.fail("long", "lease-shorter-than-the-work", work_ms=LONG_WORK_MS, lease_ms=min(leases), runs=len(runs))
+    if queue.snapshot().counts["done"] != 1:
+        run.fail("long", "not-yet", what=f"A job whose work takes {LONG_WORK_MS} ms was not done within 5 s.")
+    run.good(
+        "long",
+        f"A job whose work took {LONG_WORK_MS} ms, longer than a beat, under a lease of {leases[0]} ms left at its "
+        f"start: it was worked on {len(runs)} time(s) and done.",
     )
 
     # 3. A poison job: every worker that works on it dies; dead workers are restarted.
