@@ -15,7 +15,7 @@ from typing import Any
 
 from echoq.queue import Queue, _text
 from echoq.teaching import processes
-from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
+from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register, skew_clock
 from echoq.teaching.exercises.differential import Move, State, contract_step, states
 from echoq.teaching.fast_forward import fast_forward
 
@@ -98,42 +98,12 @@ Reader = Callable[[Any, Any], list[str]]
 Mover = Callable[[Any, Any, list[str]], object]
 
 
-def _skew_clock(seconds: float, fn: Callable[..., Any]) -> None:
-    """In a child: make this process's wall clock run ``seconds`` fast (time.time, time_ns,
-    datetime.now), including names the learner's module imported from them."""
-    import datetime as dt
-    import time
-
-    real_time, real_ns, real_dt = time.time, time.time_ns, dt.datetime
-
-    class Fast(real_dt):  # type: ignore[misc, valid-type]
-        @classmethod
-        def now(cls, tz: Any = None) -> Any:
-            return real_dt.now(tz) + dt.timedelta(seconds=seconds)
-
-        @classmethod
-        def utcnow(cls) -> Any:
-            return real_dt.utcnow() + dt.timedelta(seconds=seconds)
-
-    time.time = lambda: real_time() + seconds  # type: ignore[assignment]
-    time.time_ns = lambda: real_ns() + int(seconds * 1e9)  # type: ignore[assignment]
-    dt.datetime = Fast  # type: ignore[misc]
-    names = getattr(fn, "__globals__", {})
-    for name, value in list(names.items()):
-        if value is real_time:
-            names[name] = time.time
-        elif value is real_ns:
-            names[name] = time.time_ns
-        elif value is real_dt:
-            names[name] = Fast
-
-
 def _read_in_child(read_expired: Reader, queue: Queue, skew_s: float, edge: str | None = None) -> dict[str, Any]:
     """Step 1 in a child. With ``edge``: the moment the learner's code has the server's TIME,
     that job's lease deadline is set to exactly that millisecond (the check's own write, on
     its own connection), so "at or before now" is tested at "at"."""
     if skew_s:
-        _skew_clock(skew_s, read_expired)
+        skew_clock(skew_s, read_expired)
     client = processes.counting_client(queue.client)
     planted: list[int] = []
     if edge is not None:
