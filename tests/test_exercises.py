@@ -494,3 +494,38 @@ def test_a_recorded_attempt_carries_the_learners_code(monkeypatch) -> None:
     assert codes[2].startswith(two_step.solution) and codes[2].count("def move_back") == 1
     claim.judge(claim.stub)  # the untouched stub is no attempt: nothing recorded
     assert len(seen) == 3
+
+
+@pytest.mark.server
+def test_a_row_state_no_reader_knows_is_judged_by_what_the_server_holds() -> None:
+    """A sweep that marks the dead row 'failed' (a state echoq never writes) is told what its
+    row says, in its own words: the check reads the field as the server holds it."""
+    ex = EXERCISES["stall"]
+    failed = ex.solution.replace(
+        "redis.call('HSET', row, 'state', 'dead')", "redis.call('HSET', row, 'state', 'failed')"
+    )
+    assert failed != ex.solution
+    fb = ex.judge(failed)
+    assert fb.misconception.name == "dead-row-not-marked" and "'failed'" in fb.failed[1], str(fb)
+    assert_well_formed(fb)
+
+
+@pytest.mark.server
+def test_a_check_that_meets_what_it_was_not_written_for_says_so_and_never_raises(monkeypatch) -> None:
+    """Anything unexpected inside a check (here: the check's own read of a row fails) becomes
+    one line, "the check could not judge this", with the error and what the answer left on
+    the server; nothing escapes to the learner's cell."""
+    from echoq.teaching.exercises.stall import check as stall
+
+    def unreadable(queue, job_id):
+        raise KeyError("a row field the check did not expect")
+
+    monkeypatch.setattr(stall, "row_state", unreadable)
+    ex = EXERCISES["stall"]
+    fb = ex.judge(ex.solution)
+    assert not fb.ok and fb.misconception.name == "could-not-judge", str(fb)
+    assert (
+        "KeyError" in fb.failed[1]
+        and "1 pending, 1 active; rows say state 'active' (1), state 'pending' (1)" in fb.failed[1]
+    )
+    assert_well_formed(fb)

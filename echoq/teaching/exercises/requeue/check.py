@@ -32,6 +32,7 @@ from echoq.teaching.exercises.core import (
     load,
     refusal_words,
     register,
+    row_state,
 )
 from echoq.teaching.exercises.differential import Move, State, contract_step, states
 from echoq.teaching.fast_forward import fast_forward
@@ -282,8 +283,9 @@ def check_requeue_script(run: Run, source: str) -> None:
             row = queue.job(job_id)
             if row is None:
                 run.fail("row", "not-yet", what=f"{job_id}'s row is gone: the next claim would find an orphan.")
-            if row.state.value != "pending":
-                run.fail("row", "row-still-dead", job=job_id, row=queue.keys.job(job_id), state=row.state.value)
+            state = row_state(queue, job_id)
+            if state != "pending":
+                run.fail("row", "row-still-dead", job=job_id, row=queue.keys.job(job_id), state=state)
             if row.stalled != 0:
                 run.fail("row", "stall-count-kept", job=job_id, stalled=row.stalled)
     run.good("row", "Each row says state = pending, with its stall count back to 0.")

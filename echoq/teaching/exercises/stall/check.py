@@ -18,7 +18,7 @@ from typing import Any
 from echoq import scripts
 from echoq.queue import Queue
 from echoq.teaching import processes
-from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
+from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register, row_state
 from echoq.teaching.exercises.differential import Move, State, contract_step, states
 from echoq.teaching.fast_forward import fast_forward
 
@@ -158,15 +158,15 @@ def check_stall_count(run: Run, source: str, *, seed: int = 4, trials: tuple[int
             if "dead" in places:
                 if len(places) > 1:
                     run.fail("dead", "dead-in-two-places", places=" and ".join(places))
-                if row is None or row.state.value != "dead":
-                    run.fail("dead", "dead-row-not-marked", state=row.state.value if row else None)
+                if row is None or row_state(queue, poison) != "dead":
+                    run.fail("dead", "dead-row-not-marked", state=row_state(queue, poison))
                 if stall < max_stalled:
                     run.fail("threshold", "one-stall-early", max=max_stalled, stall=stall)
                 if stall > max_stalled:
                     run.fail("threshold", "one-stall-late", max=max_stalled, stall=stall, forgiven=max_stalled - 1)
                 break
-            if places == ["pending"] and row is not None and row.state.value != "pending":
-                run.fail("recover", "recovered-row-not-pending", state=row.state.value)
+            if places == ["pending"] and row is not None and row_state(queue, poison) != "pending":
+                run.fail("recover", "recovered-row-not-pending", state=row_state(queue, poison))
             if not places:
                 run.fail(
                     "recover",

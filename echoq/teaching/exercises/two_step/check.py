@@ -15,7 +15,7 @@ from typing import Any
 
 from echoq.queue import Queue, _text
 from echoq.teaching import processes
-from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register, skew_clock
+from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register, row_state, skew_clock
 from echoq.teaching.exercises.differential import Move, State, contract_step, states
 from echoq.teaching.fast_forward import fast_forward
 
@@ -235,8 +235,8 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
             "so that claims take the oldest id first (a job scored higher waits behind every job after it).",
         )
     row = queue.job(dead)
-    if row is None or row.state.value != "pending":
-        run.fail("move", "row-not-pending", state=row.state.value if row else None)
+    if row is None or row_state(queue, dead) != "pending":
+        run.fail("move", "row-not-pending", state=row_state(queue, dead))
     if live not in snap.active:
         run.fail("move", "not-yet", what="Step 2 moved the live worker's job too: move only the ids it is given.")
     run.good("move", "Step 2 moved the expired job to pending and marked its row; the live lease stayed.")
