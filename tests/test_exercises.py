@@ -529,3 +529,18 @@ def test_a_check_that_meets_what_it_was_not_written_for_says_so_and_never_raises
         and "1 pending, 1 active; rows say state 'active' (1), state 'pending' (1)" in fb.failed[1]
     )
     assert_well_formed(fb)
+
+
+def test_a_count_deleted_equals_that_count_at_zero_and_nothing_else() -> None:
+    """Every reader of the library takes a missing stalled/attempts/token/unstarted as 0: the
+    judge does too, and only for those, and only against 0."""
+    from echoq.teaching.exercises import differential
+
+    clock = differential._Clock(differential.Trial(), differential.Trial(), 0)
+    row = "emq:{q}:job:JOB" + "0" * 26
+    before = {"state": "dead", "stalled": "2", "payload": "work"}
+    for name in sorted(differential.ZERO_WHEN_MISSING):
+        assert differential._hash_difference(row, {}, {name: "0"}, {**before, name: "1"}, clock) is None, name
+        assert differential._hash_difference(row, {name: "0"}, {}, {**before, name: "1"}, clock) is None, name
+        assert differential._hash_difference(row, {}, {name: "2"}, {**before, name: "1"}, clock) is not None, name
+    assert differential._hash_difference(row, {}, {"payload": ""}, before, clock) is not None  # a text is no count

@@ -27,7 +27,9 @@ to whole seconds, or a clock read on the client, falls outside that window.
 
 A field of a row that neither the state before nor the reference's move has (a learner's
 own ``claimed_ms``) is allowed, and so are a row's free-text fields (``reason``, ``error``)
-and a ``stats`` hash of counters: nothing in the exercises' contract reads them.
+and a ``stats`` hash of counters: nothing in the exercises' contract reads them. A row's
+count (``token``, ``attempts``, ``stalled``, ``unstarted``) deleted equals that count at 0:
+every reader of the library takes a missing count as 0 (:data:`ZERO_WHEN_MISSING`).
 """
 
 from __future__ import annotations
@@ -219,6 +221,10 @@ def _number(value: Any) -> Any:
 # job died or failed: a person reads it, no move decides by it).
 FREE_KEYS = frozenset({"stats"})
 FREE_FIELDS = frozenset({"reason", "error"})
+# A row's counts that every reader takes as 0 when the field is missing (Queue.job, the snapshot,
+# claim's check that token and attempts are counts, HINCRBY, retry's read of attempts, the
+# fence, which no claim's token of 1 or more can match): a field deleted equals a field at 0.
+ZERO_WHEN_MISSING = frozenset({"token", "attempts", "stalled", "unstarted"})
 
 SCAN_LIMIT = 20_000  # above this many keys on the server (a class's), read the queue's known keys, not a SCAN
 SETS = ("pending", "active", "scheduled", "dead", "done")
@@ -432,6 +438,8 @@ def _hash_difference(key: str, mine: dict, theirs: dict, before: dict, clock: _C
         why = f": {why}" if why else ""
         if name in FREE_FIELDS or (name not in theirs and name not in before):
             continue  # a field of the learner's own: nothing in the contract reads it
+        if name in ZERO_WHEN_MISSING and _number(mine.get(name, 0)) == _number(theirs.get(name, 0)) == 0:
+            continue  # missing on one side, 0 on the other: the same count to every reader
         if name not in mine:
             return (
                 f"after your move {key} has no field {name}; the reference move leaves it "
@@ -700,7 +708,8 @@ def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move")
             "counts, ids at the edges, queue names holding the sets' own words) your move left every key of the "
             "queue -- members, scores, row fields, TTLs"
             + (", and its reply" if move.reply else "")
-            + " -- as the reference move does (counters and free-text fields of your own aside).",
+            + " -- as the reference move does (counters and free-text fields of your own aside; a row's count that "
+            "is missing reads as 0, as every reader of the library takes it).",
         )
         return verdict
     assert verdict.state is not None
