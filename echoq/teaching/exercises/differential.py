@@ -693,10 +693,25 @@ def _shrink(j: Judge, verdict: Verdict) -> Verdict:
     return best
 
 
-def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move") -> Verdict:
+def attempts_for_token(run: Any, move: Move, source: Any, reference: Any, state: State) -> bool:
+    """True when the difference on ``state`` is the token/attempts mix-up: the caller's job has
+    attempts != token there, and on the same state with its attempts set equal to its token
+    the two moves agree (so the learner's move read attempts where the fence is the token)."""
+    job = next((j for j in state.jobs if j.id == state.caller[0]), None)
+    if job is None or job.attempts == job.token:
+        return False
+    same = replace(job, attempts=job.token)
+    twin = replace(state, jobs=tuple(same if j.id == job.id else j for j in state.jobs))
+    j = Judge(run.client, move, source, reference, run.exercise.lesson)
+    return j.differ(twin).difference is None
+
+
+def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move", mixup: str | None = None) -> Verdict:
     """The check's last step: the learner's move against the reference move on generated
     states. A ✓ line only when no state showed a difference; else one ✗ line with the first
-    difference (or the learner's error, or the ACL's refusal) in plain words."""
+    difference (or the learner's error, or the ACL's refusal) in plain words. ``mixup`` names
+    the exercise's misconception for the token/attempts mix-up (:func:`attempts_for_token`),
+    said instead of the plain difference when that is what the difference is."""
     reference: Any = run.exercise.solution
     if move.python is not None:
         reference = run.exercise.answer_from(run.exercise.solution)
@@ -724,6 +739,16 @@ def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move")
             what=f"{what}, on {verdict.state.describe()},",
             error=_first_line(verdict.error),
             where="",
+        )
+    if mixup is not None and verdict.error is None and attempts_for_token(run, move, source, reference, verdict.state):
+        job = next(j for j in verdict.state.jobs if j.id == verdict.state.caller[0])
+        run.fail(
+            mixup,
+            mixup,
+            state=verdict.state.describe(),
+            difference=verdict.difference,
+            token=job.token,
+            attempts=job.attempts,
         )
     run.fail("contract", "differs-from-reference", what=f"On {verdict.state.describe()}: {verdict.difference}.")
     return verdict

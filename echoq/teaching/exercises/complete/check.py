@@ -23,6 +23,15 @@ LEASE_MS = 10_000
 
 COMPLETE_MISCONCEPTIONS = [
     Misconception(
+        "fence-on-attempts",
+        "attempts is not the token",
+        "On {state}: {difference}. That job's row has token {token} and attempts {attempts}; on the same queue "
+        "with the two equal, your move and the reference agree: your fence compares attempts. Attempts counts "
+        "tries and goes back down when a try is given back unstarted; the token only grows, one per claim.",
+        "Two numbers on the row grow with each claim. Which one can never be handed out twice?",
+        "Compare the row's token field with the caller's token (ARGV[2]).",
+    ),
+    Misconception(
         "no-fence",
         "no fence",
         "Worker A, frozen past its lease, woke up and completed {job} while worker B held it: the job left "
@@ -262,7 +271,7 @@ def check_fenced_complete(run: Run, source: str) -> None:
     run.good("holder-b", "Then worker B, the job's real holder, completed it.")
 
     # 4. The whole contract: called as holder, stale holder or stranger, on generated queues.
-    contract_step(run, COMPLETE_MOVE, source, what="Your complete")
+    contract_step(run, COMPLETE_MOVE, source, what="Your complete", mixup="fence-on-attempts")
 
 
 def _complete_states(rng: random.Random, size: int) -> State:
