@@ -39,7 +39,7 @@ from typing import Any
 from echoq.clock import server_now_ms, wait_until_expired
 from echoq.effects import Effects
 from echoq.ids import new_job_id
-from echoq.queue import Claim, Extend, Queue
+from echoq.queue import DEFAULT_LEASE_MS, Claim, Extend, Queue
 from echoq.teaching import processes
 from echoq.teaching.contrasts import apply_every
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register, skew_clock
@@ -145,11 +145,19 @@ EXTEND = register(
 ExtendLease = Callable[[Queue, Claim, threading.Event], object]
 
 
+BY_HAND = (
+    "Your worker was frozen between reading its lease and writing the new deadline (ZADD), while the other worker "
+    "took the job and completed it; woken, it wrote the finished job back into emq:{q}:active, where a reaper will "
+    "hand it out again. A read and a write are two steps another worker can act between: q.extend checks the token "
+    "and moves the deadline in one step."
+)
+
+
 class _Watched(Queue):
     """The queue as the learner's extend_lease gets it: each q.extend it makes is also a step
     that says which token it sent and what the server answered."""
 
-    def extend(self, claim: Claim | str, token: int | None = None, *, lease_ms: int = LEASE_MS) -> Extend:
+    def extend(self, claim: Claim | str, token: int | None = None, *, lease_ms: int = DEFAULT_LEASE_MS) -> Extend:
         outcome = super().extend(claim, token, lease_ms=lease_ms)
         sent = claim.token if isinstance(claim, Claim) and token is None else token
         processes.mark(f"extend sent {sent} {outcome.value}")
@@ -402,6 +410,28 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
             "second one back never played: how it copes with a late extension was not judged."
         )
 
+    # 3b. An extension held back past the lease, mid-work: the other worker takes the job and
+    #     completes it; when the extension finally goes, it is refused, and extend_lease must
+    #     say the job was lost (the effect must not run a second time).
+    scene = _Scene(run)
+    worker = processes.spawn(partial(long_job, hold_extend=2), scene.queue, extend_lease, name="your worker")
+    scene.play(worker, late_ms=2 * LEASE_MS)
+    if scene.held:
+        if scene.ran() > 1 and "ZADD" in worker.steps:
+            run.fail("lost", "not-yet", what=BY_HAND)
+        if scene.ran() > 1:
+            run.fail(
+                "lost",
+                "ignores-stale",
+                outcome=f"held up {2 * LEASE_MS} ms, past the lease, while the other worker took the job over",
+                effects=scene.ran(),
+            )
+        run.good(
+            "lost",
+            f"One extension held up {2 * LEASE_MS} ms, past the lease, mid-work, while the other worker took the job "
+            "over: refused, your extend_lease said the job was lost, and the effect ran once.",
+        )
+
     # 4. A frozen worker: SIGSTOP as the work ends; the lease runs out; the other worker
     #    takes the job and completes it; then SIGCONT. The freeze comes just after an
     #    extension, so the work's end is seen before the next one is due -- unless the
@@ -458,14 +488,7 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
         scene.play(worker)
         snap = scene.queue.snapshot()
         if scene.job in snap.active and scene.job in snap.done:
-            run.fail(
-                "by-hand",
-                "not-yet",
-                what="Your worker was frozen between reading its lease and writing the new deadline (ZADD), while "
-                "the other worker took the job and completed it; woken, it wrote the finished job back into "
-                "emq:{q}:active, where a reaper will hand it out again. A read and a write are two steps another "
-                "worker can act between: q.extend checks the token and moves the deadline in one step.",
-            )
+            run.fail("by-hand", "not-yet", what=BY_HAND)
         run.good("by-hand", "Frozen between the read and the write of an extension by hand, it wrote nothing back.")
 
     # 5. Another machine's clock: the worker's wall clock SKEW_S off the server's. A lease lost

@@ -32,10 +32,11 @@ import random
 import signal
 import time
 from collections.abc import Callable
+from typing import Any
 
 from echoq.clock import server_now_ms
 from echoq.effects import Effects
-from echoq.queue import Claim, Queue
+from echoq.queue import DEFAULT_LEASE_MS, Claim, Complete, Queue, RetryResult
 from echoq.teaching import processes
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
 
@@ -139,6 +140,15 @@ LOOP_MISCONCEPTIONS = [
         "Loop while running(): that is the stop signal.",
     ),
     Misconception(
+        "attempts-as-the-token",
+        "attempts is not the token",
+        "Your loop fenced a complete or retry with {sent}, the claim's attempts; its token was {token}. One try of "
+        "this job had been given back unstarted (a release gives the try back, never the token), so the two differ "
+        "and the server refused it: the job stays held until its lease runs out.",
+        "Which number fences a claim? Attempts counts tries; something else changes on every claim.",
+        "Pass the claim itself to q.complete and q.retry.",
+    ),
+    Misconception(
         "spins-when-idle",
         "spins when idle",
         "With nothing to do, one worker sent {commands} commands to Valkey in {seconds:.1f} s, about {rate:,} per "
@@ -212,11 +222,39 @@ def _work(queue: Queue, work_ms: float) -> Callable[[Claim], None]:
     return work
 
 
+class _Watched(Queue):
+    """The queue as the learner's loop gets it: a complete or retry fenced on a number that is
+    not the claim's token but its attempts is also a step that says so."""
+
+    held: dict[str, tuple[int, int]]  # job id -> (token, attempts) of the latest claim of it here
+
+    def claim(self, lease_ms: int = DEFAULT_LEASE_MS) -> Claim | None:
+        got = super().claim(lease_ms)
+        if got is not None:
+            self.held = {**getattr(self, "held", {}), got.job_id: (got.token, got.attempts)}
+        return got
+
+    def _sent(self, claim: Claim | str, token: int | None) -> None:
+        job_id = claim.job_id if isinstance(claim, Claim) else claim
+        sent = claim.token if isinstance(claim, Claim) and token is None else token
+        real, attempts = getattr(self, "held", {}).get(job_id, (None, None))
+        if real is not None and sent != real and sent == attempts:
+            processes.mark(f"attempts sent as the token {sent} {real}")
+
+    def complete(self, claim: Claim | str, token: int | None = None) -> Complete:
+        self._sent(claim, token)
+        return super().complete(claim, token)
+
+    def retry(self, claim: Claim | str, token: int | None = None, **options: Any) -> RetryResult:
+        self._sent(claim, token)
+        return super().retry(claim, token, **options)
+
+
 def _worker(loop: Loop, queue: Queue, stop_fd: int, work_ms: float) -> str:
     import select
 
     client = processes.counting_client(queue.client)
-    q = Queue(queue.name, client)
+    q = _Watched(queue.name, client)
 
     def running() -> bool:
         return not select.select([stop_fd], [], [], 0)[0]
@@ -391,13 +429,21 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         f"worker returned within {STOP_S:g} s.",
     )
 
-    # 2. A failing job: its work raises on its first delivery.
+    # 2. A failing job: its work raises on its first delivery. Every job had one try given back
+    #    unstarted first (a stopping worker's prefetch), so each claim's token is one ahead of
+    #    its attempts.
     queue = run.queue("-flaky")
     ids = queue.enqueue_many(["order a", "flaky", "order b"])
+    queue.release_many(queue.claim_many(len(ids), lease_ms=LEASE_MS))
     fleet = Fleet(run, worker_loop, queue, seed + 1)
     run.cleanup(fleet.stop_all)
     worker = fleet.start()
-    waited = fleet.until(lambda: queue.snapshot().counts["done"] == len(ids) or worker.ended, 4.0)
+    waited = fleet.until(
+        lambda: queue.snapshot().counts["done"] == len(ids) or worker.ended or fleet.steps("attempts sent"), 4.0
+    )
+    if mixed := fleet.steps("attempts sent as the token "):
+        sent, token = mixed[0].rsplit(" ", 2)[1:]
+        run.fail("error", "attempts-as-the-token", sent=sent, token=token)
     lost = _done_without_effect(queue, ids)
     if lost is not None:
         run.fail("error", "swallow-and-complete", job=lost, error="FlakyError: the payment API timed out")
@@ -491,6 +537,14 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         row = queue.job(poison)
         stalls = row.stalled if row else 0
         run.fail("poison", "poison-loops-forever", kills=kills, where=f"now in {where}, stalled count {stalls}")
+    row = queue.job(poison)
+    if row is not None and row.stalled != MAX_STALLED:
+        run.fail(
+            "poison",
+            "not-yet",
+            what=f"The poison job was dead-lettered at its stall number {row.stalled}; with MAX_STALLED = "
+            f"{MAX_STALLED} stall number {MAX_STALLED} is fatal: each extra stall is one more worker killed.",
+        )
     if snap.counts["done"] != len(ids) - 1:
         run.fail("poison", "not-yet", what="The jobs beside the poison job were not all done.")
     run.one_place_each("poison", queue, ids)

@@ -12,4 +12,4 @@ def extend_lease(q, claim, work_done):
         kept = q.extend(claim, lease_ms=LEASE_MS) is Extend.EXTENDED
         if not kept or finished:
             return kept
-        deadline_ms = q.client.zscore(q.keys.active, claim.job_id)  # the new deadline, from the server
+        deadline_ms = q.client.zscore(q.keys.active, claim.job_id) or deadline_ms  # the new deadline, from the server
