@@ -584,6 +584,73 @@ class Judge:
             self.cleanup()
 
 
+class Crashed(Exception):
+    """Raised by :class:`CrashAfter` in place of the write the crash came before."""
+
+
+# What a Python move writes through: each call of these is one write a crash can come before.
+WRITE_CALLS = frozenset({"zadd", "zrem", "hset", "hdel", "hincrby", "delete", "set", "zincrby", "hmset"})
+
+
+class CrashAfter:
+    """A client that lets ``writes`` writes through and then 'crashes' (raises :class:`Crashed`)
+    instead of the next one: a worker process killed between two of a move's writes."""
+
+    def __init__(self, client: Any, writes: int) -> None:
+        self._client, self._left = client, writes
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._client, name)
+        if name not in WRITE_CALLS or not callable(found):
+            return found
+
+        def write(*args: Any, **kwargs: Any) -> Any:
+            if self._left <= 0:
+                raise Crashed(name)
+            self._left -= 1
+            return found(*args, **kwargs)
+
+        return write
+
+
+def crash_difference(
+    client: Any, move: Move, learner: Any, reference: Any, lesson: str, *, trials: int = 6, most: int = 6
+) -> tuple[int, State, str] | None:
+    """A Python move killed after its k-th write (k = 1, 2, ... until it runs whole), on the
+    first ``trials`` generated states, against the reference killed after any number of its
+    writes: the first (k, state, difference) where what the learner's move leaves is nothing
+    the reference can leave after a crash (shown against the reference killed after its k-th
+    write), or None. A crash between two separate commands is what a two-step move is exposed
+    to; a MULTI/EXEC (a pipeline) is one command, never split."""
+    assert move.python is not None
+    inner = move.python
+
+    def judge_pair(state: State, k: int, k2: int | None) -> tuple[str | None, bool]:
+        ran_whole = [True]
+
+        def run(answer: Any, c: Any, q: Queue, st: State) -> None:
+            writes = k if answer is learner else k2
+            try:
+                inner(answer, c if writes is None else CrashAfter(c, writes), q, st)
+            except Crashed:
+                if answer is learner:
+                    ran_whole[0] = False
+
+        verdict = Judge(client, replace(move, python=run, reply=None), learner, reference, lesson).differ(state)
+        return verdict.difference, ran_whole[0]
+
+    for state in generated(move, trials=trials)[1:]:
+        for k in range(1, most + 1):
+            difference, whole = judge_pair(state, k, k)
+            if difference is not None and all(
+                judge_pair(state, k, k2)[0] is not None for k2 in [*range(0, most + 1), None] if k2 != k
+            ):
+                return k, state, difference
+            if whole:
+                break  # it ran to its end: no later write to crash before
+    return None
+
+
 def _strays(client: Any, queue: Queue, base: str) -> list[str]:
     """Keys whose name holds the unique part of this queue's name (``base``) but that are not
     under its prefix: what a move wrote after building a key wrongly."""

@@ -13,13 +13,15 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from echoq.ids import new_job_id
 from echoq.queue import Queue, _text
 from echoq.teaching import processes
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register, row_state, skew_clock
-from echoq.teaching.exercises.differential import Move, State, contract_step, states
+from echoq.teaching.exercises.differential import Move, State, contract_step, crash_difference, states
 from echoq.teaching.fast_forward import fast_forward
 
 POISON_LEASE_MS = 5_000  # the lease of the crashed worker's claim
+MANY_EXPIRED = 1_500  # leases run out at once (more than a capped read of 1,000 returns)
 
 TWO_STEP_MISCONCEPTIONS = [
     Misconception(
@@ -207,11 +209,27 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
                     "at its deadline. Does your range include its upper end?",
                 )
             edge_seen = True
+    # Many leases run out at once: step 1 must return every one (a capped read leaves some).
+    many = run.queue("-many")
+    now = many.snapshot(limit=1).now_ms
+    expired = {new_job_id(): now - 10_000 - n for n in range(MANY_EXPIRED)}
+    many.client.zadd(many.keys.active, expired)
+    child = run.waited("runs", "Your read_expired", processes.spawn(_read_in_child, read_expired, many, 0.0), 15)
+    if child.error is not None:
+        run.code_failed("runs", "Your read_expired", child)
+    got = set((child.value or {}).get("ids", []))
+    if got != set(expired):
+        run.fail(
+            "read",
+            "not-yet",
+            what=f"Of {MANY_EXPIRED:,} leases that had run out, step 1 returned {len(got & set(expired)):,}: does your "
+            "read of the active set return every expired lease?",
+        )
     exact = ", a deadline exactly at the server's now included" if edge_seen else ""
     run.good(
         "read",
         f"Step 1 returned the expired leases only{exact}, judged on the server's clock (even from a clock an hour "
-        "fast).",
+        f"fast), and all {MANY_EXPIRED:,} of a queue where that many had run out at once.",
     )
     child = run.waited("runs", "Your move_back", processes.spawn(_move_in_child, move_back, queue, [dead]), 15)
     if child.error is not None:
@@ -243,6 +261,22 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
 
     # The whole contract of both steps: against the reference's on generated queues.
     contract_step(run, MOVE, (read_expired, move_back), what="Your read_expired and move_back")
+    reference = run.exercise.answer_from(run.exercise.solution)
+    crashed = crash_difference(run.client, MOVE, (read_expired, move_back), reference, run.exercise.lesson)
+    if crashed is not None:
+        k, state, difference = crashed
+        run.fail(
+            "crash",
+            "not-yet",
+            what=f"Killed after its write number {k} (a worker process dies between two commands), on "
+            f"{state.describe()}: {difference}, killed after its write number {k} too -- and no crash of the "
+            "reference, after any of its writes, leaves what yours left. Separate commands can be split by a "
+            "crash: the order of your writes decides what a crash leaves half-done.",
+        )
+    run.good(
+        "crash",
+        "Killed between any two of its writes, on generated queues, your reaper left what the reference leaves.",
+    )
 
     # 2. The race of the lesson: reaper 1 frozen between its read and its move.
     scene = race(read_expired, move_back, run.queue("-race"))
