@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -331,6 +332,23 @@ class Fleet:
         return time.monotonic() - started
 
 
+SWEEPS = ("stalled_check", "reap")  # the scripts a beat runs (the stalled check, or a bare reap)
+
+
+def _beat_gap(worker: processes.Child, since: int) -> float | None:
+    """The typical time (the median, in ms) between two sweeps ``worker`` sent after
+    its first ``since`` steps, by its own clock; None if it sent fewer than two. A loop cannot
+    beat faster than its beat, and one stalled now and then by a busy machine moves the median
+    little."""
+    sent = [
+        at if at is not None else done
+        for step, (at, done) in zip(worker.steps[since:], worker.step_times[since:], strict=False)
+        if step in SWEEPS
+    ]
+    gaps = [(b - a) * 1000 for a, b in zip(sent, sent[1:], strict=False)]
+    return statistics.median(gaps) if gaps else None
+
+
 def _done_without_effect(queue: Queue, ids: list[str]) -> str | None:
     snap = queue.snapshot()
     effects = Effects(queue).counts()
@@ -423,10 +441,27 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         run.fail("stop", "never-stops", seconds=STOP_S)
     if rate > SPIN_RATE:
         run.fail("idle", "spins-when-idle", commands=commands, seconds=IDLE_S, rate=rate)
+    gap = _beat_gap(survivor, before)
+    if gap is None or gap > 2.5 * BEAT_MS:
+        shown = f"every {gap:.0f} ms" if gap is not None else f"fewer than twice in {IDLE_S * 1000:.0f} ms"
+        run.fail(
+            "beat",
+            "not-yet",
+            what=f"While idle, a worker ran the stalled check {shown}, far apart from BEAT_MS ({BEAT_MS} ms): a dead "
+            "worker's job then waits that much longer before anyone brings it back. Run it every BEAT_MS.",
+        )
+    if gap < BEAT_MS / 2:
+        run.fail(
+            "beat",
+            "not-yet",
+            what=f"While idle, a worker ran the stalled check every {gap:.0f} ms, not every BEAT_MS ({BEAT_MS} ms): "
+            "on every pass of its loop. Every sweep is a script the server runs over the whole active set; on a beat "
+            "is enough.",
+        )
     run.good(
         "idle",
-        f"Idle, a worker sent {commands} commands in {IDLE_S:g} s: it waits between claims. Told to stop, every "
-        f"worker returned within {STOP_S:g} s.",
+        f"Idle, a worker sent {commands} commands in {IDLE_S:g} s: it waits between claims, and ran the stalled check "
+        f"about every {gap:.0f} ms. Told to stop, every worker returned within {STOP_S:g} s.",
     )
 
     # 2. A failing job: its work raises on its first delivery. Every job had one try given back
