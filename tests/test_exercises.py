@@ -34,6 +34,39 @@ def fresh_hints():
     exercises.reset_hints()
 
 
+def _verdicts_tool():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "verdicts", Path(__file__).resolve().parent.parent / "tools" / "verdicts.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["verdicts"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+verdicts = _verdicts_tool()
+RECORDED = verdicts.recorded()
+
+
+def assert_as_recorded(key: str, source: str, fb: Feedback) -> None:
+    """Same answer, same verdict: this run's verdict and ✗ line (ids and measured quantities
+    masked) are the ones tools/verdicts.py recorded from ten runs of the answer."""
+    label = verdicts.label_of(key, source)
+    got = (
+        fb.ok,
+        fb.misconception.name if fb.misconception else None,
+        verdicts.mask(fb.failed[1]) if fb.failed else None,
+    )
+    assert got == RECORDED.get((key, label)), (
+        f"{key} {label}: the verdict differs from the one recorded in tools/verdicts.json:\n  now      {got}\n"
+        f"  recorded {RECORDED.get((key, label))}\n(after a deliberate change: tools/verdicts.py --record)"
+    )
+
+
 def assert_well_formed(fb: Feedback) -> None:
     """One ✗ at most, last; no property both passed and failed; the rendering agrees."""
     props = [p for p, _ in fb.passed]
@@ -70,6 +103,7 @@ def test_a_named_wrong_answer_is_rejected_with_its_line(key: str, misconception)
     )
     assert fb.failed[1].startswith(f"[{misconception.title}] ")
     assert_well_formed(fb)
+    assert_as_recorded(key, misconception.example, fb)
     assert ex.solution.strip() not in str(fb), "feedback must not give the solution away"
 
 
@@ -79,6 +113,7 @@ def test_a_right_answer_passes(key: str, label: str, source: str) -> None:
     fb = EXERCISES[key].judge(source)
     assert fb.ok, f"{key} {label} was rejected:\n{fb}"
     assert_well_formed(fb)
+    assert_as_recorded(key, source, fb)
     assert fb.misconception is None and fb.hint is None
 
 
@@ -328,6 +363,7 @@ def test_a_wrong_answer_nobody_listed_fails_on_the_difference_it_makes(key: str,
     if plain == "differs-from-reference":
         assert "the reference move" in first.failed[1] and "emq:{q}" in first.failed[1]
     assert_well_formed(first)
+    assert_as_recorded(key, answer, first)
     assert ex.solution.strip() not in str(first)
 
 
@@ -428,9 +464,9 @@ def test_a_key_the_acl_refuses_is_that_mistake_not_a_code_error(valkey_client, m
 
 @pytest.mark.server
 def test_a_sample_of_mutants_of_each_solution_is_killed() -> None:
-    """tools/mutants.py is the full run (README states its score); here every fourth
-    non-equivalent mutant of the fast checks must be killed, and every mutant the tool calls
-    equivalent must still be made (a stale entry would hide a survivor)."""
+    """tools/mutants.py is the full run (docs/course.md shows its recorded score, and
+    tests/test_mutants.py checks its equivalents); here every sixth non-equivalent mutant of
+    the fast checks must be killed."""
     import importlib.util
     import sys
     from pathlib import Path
@@ -441,16 +477,10 @@ def test_a_sample_of_mutants_of_each_solution_is_killed() -> None:
     sys.modules["mutants"] = mutants  # its dataclasses look their module up there
     spec.loader.exec_module(mutants)
     for key, ex in EXERCISES.items():
-        if ex.kind == "value":
-            continue
-        made = mutants.mutants(ex.solution, ex.kind)
-        listed = {name for k, name in mutants.EQUIVALENT if k == key}
-        assert listed <= {m.name for m in made}, (
-            f"{key}: equivalent mutants no longer made: {listed - {m.name for m in made}}"
-        )
-        if key in ("loop", "extend", "charge"):
+        if ex.kind == "value" or key in ("loop", "extend", "charge"):
             continue  # seconds per mutant: the tool's full run covers them
-        sample = [m for m in made if (key, m.name) not in mutants.EQUIVALENT][::4]
+        made = mutants.mutants(ex.solution, ex.kind)
+        sample = [m for m in made if (key, m.name) not in mutants.EQUIVALENT][::6]
         assert sample
         for m in sample:
             fb = ex.judge(m.text)
@@ -469,7 +499,8 @@ def test_on_a_server_with_many_keys_the_judge_reads_the_queues_known_keys(monkey
         assert ex.judge(ex.solution).ok and all(ex.judge(a).ok for a in ex.alternatives), key
         for name, wrong in ex.unlisted:
             fb = ex.judge(wrong)
-            assert fb.misconception.name == "differs-from-reference", (name, str(fb))
+            # (a scene before the contract step may be the first to tell, in plain words)
+            assert fb.misconception.name in ("differs-from-reference", "not-yet"), (name, str(fb))
             assert wrong.splitlines()[0].removeprefix("-- expect: ") in fb.failed[1]
     assert not list(echoq.connect().scan_iter(match="emq:{d0*"))  # the judge's queues are gone
 

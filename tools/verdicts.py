@@ -5,12 +5,16 @@ verdict or ✗ line changed between runs.
     .venv/bin/python tools/verdicts.py                    # every answer 10 times, 4 processes
     .venv/bin/python tools/verdicts.py loop extend        # some exercises
     .venv/bin/python tools/verdicts.py --times 3 --jobs 2
+    .venv/bin/python tools/verdicts.py --record           # 10 times; the verdicts to tools/verdicts.json
+    .venv/bin/python tools/verdicts.py --record loop      # the same for one exercise (the others kept)
 
 A verdict is: passed or not, the misconception named, and the ✗ line with what no two runs can
 share masked -- JOB ids (minted afresh each run), scratch queue names, and quantities the run
 measured rather than fixed (a time on the server's clock, a duration in ms or s, a count of
 commands, a rate). Everything
-else of the line must be the same on every run. tests/test_exercises_verdicts.py runs this.
+else of the line must be the same on every run. With ``--record`` each answer's verdict is
+written to tools/verdicts.json (only when no answer's verdict changed): every judgement in the
+test suite is then compared with it (tests/test_exercises.py, tests/test_exercises_verdicts.py).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+RECORD = Path(__file__).resolve().parent / "verdicts.json"  # each answer's verdict, as --record last found it
 
 Verdict = tuple[bool, str | None, str | None]  # passed, misconception, ✗ line (masked)
 
@@ -120,11 +125,24 @@ def changed(seen: dict[tuple[str, str], list[Verdict]]) -> dict[tuple[str, str],
     return {answer: list(dict.fromkeys(verdicts)) for answer, verdicts in seen.items() if len(set(verdicts)) > 1}
 
 
+def label_of(key: str, source: str) -> str:
+    """The label of an answer of exercise ``key`` by its text: 'solution', 'right/...', 'wrong/...'."""
+    return next(label for k, label, text in answers([key]) if text == source)
+
+
+def recorded() -> dict[tuple[str, str], Verdict]:
+    """The verdicts --record wrote: (exercise, label) -> (passed, misconception, ✗ line masked)."""
+    return {
+        (key, label): (ok, name, failed) for key, label, ok, name, failed in json.loads(RECORD.read_text())["verdicts"]
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("keys", nargs="*", help="exercises (default: all)")
     parser.add_argument("--times", type=int, default=10, help="runs of each answer (default 10)")
     parser.add_argument("--jobs", type=int, default=4, help="judging processes (default 4)")
+    parser.add_argument("--record", action="store_true", help=f"write the verdicts to {RECORD.name}")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -143,6 +161,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(seen)} answers, {sum(map(len, seen.values()))} judgements in {time.monotonic() - started:.0f} s: "
         f"{len(moved)} changed verdict"
     )
+    if args.record and not moved:
+        kept = {} if not args.keys or not RECORD.exists() else recorded()  # the other exercises' verdicts stay
+        kept = {answer: v for answer, v in kept.items() if answer[0] not in args.keys}
+        kept.update({answer: verdicts[0] for answer, verdicts in seen.items()})
+        rows = [[key, label, *verdict] for (key, label), verdict in sorted(kept.items())]
+        RECORD.write_text(json.dumps({"verdicts": rows}, indent=0, ensure_ascii=False) + "\n")
+        print(f"recorded in {RECORD}")
     return 1 if moved else 0
 
 

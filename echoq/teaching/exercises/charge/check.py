@@ -22,6 +22,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from echoq.ids import new_job_id
 from echoq.queue import Claim, Queue
 from echoq.teaching import learner, processes
 from echoq.teaching.bank import Bank
@@ -166,10 +167,12 @@ class _Orders:
         return job, card
 
     def twins(self, card: str, n: int = 2) -> list[str]:
-        """``n`` different orders with one payload, enqueued in one call: the server mints their
-        JOB ids in the same millisecond, so the ids share their time part (the first 13
-        characters) and differ only after it."""
-        jobs = self.queue.enqueue_many([f"{card} 1999"] * n)
+        """``n`` different orders with one payload whose JOB ids share their time part (the first
+        13 characters: minted in the same millisecond) and differ only after it."""
+        first = new_job_id()  # the others: the same millisecond, other random parts (minted here, on purpose)
+        jobs = [first] + [first[:13] + new_job_id()[13:] for _ in range(n - 1)]
+        for job in jobs:
+            self.queue.enqueue(f"{card} 1999", job_id=job)
         self.jobs += jobs
         return jobs
 
