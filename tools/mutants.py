@@ -1,101 +1,145 @@
-"""Mutation score of the exercises' checks: small mutations of each reference solution,
-each judged by its exercise's check. A check that passes a mutant that behaves differently
-under the contract has a gap.
+"""Mutation score of the exercises' checks: mutations of each reference solution, each judged
+by its exercise's check. A check that passes a mutant that behaves differently under the
+contract has a gap.
 
-    .venv/bin/python tools/mutants.py                 # every exercise, every mutant
+    .venv/bin/python tools/mutants.py                 # every exercise, every mutant (about 5 minutes)
     .venv/bin/python tools/mutants.py claim stall     # some exercises
     .venv/bin/python tools/mutants.py --sample 3      # three mutants per exercise (a quick look)
+    .venv/bin/python tools/mutants.py --record        # the full run, written to tools/mutants.json
 
-The mutations: drop a line that calls the server (``redis.call``, ``q.extend``,
-``bank.charge``...), a Python ``return`` or ``time.sleep``, swap two KEYS, +1 / -1 on an
-integer constant, flip a comparison (``<`` / ``<=``, ``>`` / ``>=``, ``==`` / ``~=``), a fixed
-clock for the server's ``TIME``
-(what a clock read on the client amounts to inside a script), remove one field from an
-``HSET``, swap two adjacent writes, and a catch-all ``except``. A mutant that does not even
-compile is not counted. Each survivor is either listed in :data:`EQUIVALENT` with why it
-behaves the same under the contract, or reported as a GAP (exit status 1).
+Token-level operators: drop a line (in Lua one that calls the server; in Python any line of a
+body), swap two KEYS, +1 / -1 on an integer, flip a comparison, a fixed clock for ``TIME``
+(what a clock read on the client amounts to inside a script), remove one field of an ``HSET``,
+swap two adjacent writes, a catch-all ``except`` around the learner's callback. Learner-shaped
+ones: a row field swapped for another of the same row (token, attempts, stalled; a claim's
+job_id, token, attempts, payload), a state literal changed, an inclusive range bound made
+exclusive, a range capped (``0 -1`` -> ``0 999``, ``LIMIT 0 1000``), a key prefix cut one
+character short or long or shifted, a unit slip (ms, s, µs; cents and whole units), an
+optional argument dropped, a named constant swapped for another of the module, an id cut to a
+part of it or a key made per delivery, the claim passed as parts with its attempts for its
+token, a reply taken for another, a verdict turned round, two arguments swapped, a payload
+parsed wrongly, a check of ``running()`` or of a reply removed. A mutant is named by its
+operator and the code it changed (never a line number). A mutant that does not compile is not
+counted. Each survivor is either listed in :data:`EQUIVALENT` with why it behaves the same
+under the contract, or reported as a GAP (exit status 1).
 
-The score is in docs/course.md; tests/test_exercises.py keeps a sample killed.
+The score per exercise is docs/course.md's table, put in by the site build from the run
+recorded in tools/mutants.json; tests/test_mutants.py checks that record and the equivalents
+against the code, and tests/test_exercises.py kills a sample on every test run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
 
 WRITES = ("ZADD", "ZREM", "HSET", "HINCRBY", "DEL", "HMSET", "ZPOPMIN", "HDEL")
 
 _SUB0 = "Lua's string.sub counts a start of 0 as 1: the same prefix, the same row keys"
 _MICROS = (
-    "microseconds / 1001 or / 999 instead of / 1000 moves the clock by at most 1 ms: inside the tolerance the "
-    "contract allows a time read from TIME (see exercises/differential.py)"
+    "microseconds / 1001 or / 999 instead of / 1000 moves the time read from TIME by at most 2 ms, as a move run "
+    "2 ms later would read it: the checks take a time read from TIME as of any moment of the move, plus 1 ms"
 )
 _ATOMIC = "two writes swapped inside one script: a script runs whole, and no client can see the order of its writes"
-_TWO_STEP = (
-    "the two-step reaper is separate commands by design; either order of its writes leaves a window (the id in "
-    "both sets, or the row saying pending while the id is still active), which is what the lesson's race shows"
-)
-_TUNING = "the loop's own tuning (lease, beat, max_stalled): the contract fixes no value, and every check's failure "
-_TUNING += "is reached at these as at the solution's"
+_TUNING = "the loop's own tuning (lease, beat): the contract fixes no value, and every check's failure is reached at "
+_TUNING += "these as at the solution's"
 _BEAT = "the first beat compares with 0.0 and later ones with a deadline the clock passes: > and >= beat alike"
 _INTERVAL = (
     "the extension's lease and interval (599-601 ms; an extension every half or quarter lease; 1/1001 s units): "
     "every one keeps extensions well inside the lease and far from a busy loop"
 )
+_CLAIM_NOW = "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)"
+_COMPLETE_AT = "redis.call('ZADD', KEYS[2], t[1] * 1000 + math.floor(t[2] / 1000), id)"
 
-# (exercise, mutant name) -> why the mutant behaves the same under the contract.
+
+def _bumped(line: str, old: str, new: str) -> str:
+    return f"number off by one: {line} => {line.replace(old, new)}"
+
+
+# (exercise, mutant name) -> why the mutant behaves the same under the contract. A name is the
+# operator and the code it changed, by its text: tests/test_mutants.py fails when an entry names
+# a mutant the tool no longer makes, and runs each one that has a differential move against the
+# reference on generated states (a crash between any two writes included, for a Python move).
 EQUIVALENT: dict[tuple[str, str], str] = {
-    ("claim", "line 7: 1 -> 0 (number 1)"): _SUB0,
-    ("claim", "line 13: 1000 -> 1001 (number 2)"): _MICROS,
-    ("claim", "line 13: 1000 -> 999 (number 2)"): _MICROS,
-    ("claim", "swap lines 9 and 10"): _ATOMIC,
-    ("complete", "line 11: 1000 -> 1001 (number 2)"): _MICROS,
-    ("complete", "line 11: 1000 -> 999 (number 2)"): _MICROS,
-    ("complete", "swap lines 9 and 10"): _ATOMIC,
-    ("complete", "swap lines 10 and 11"): _ATOMIC,
-    ("stall", "line 3: 1 -> 0 (number 1)"): _SUB0,
-    ("stall", "line 5: 1000 -> 1001 (number 2)"): _MICROS,
-    ("stall", "line 5: 1000 -> 999 (number 2)"): _MICROS,
-    ("stall", "swap lines 10 and 11"): _ATOMIC,
-    ("stall", "swap lines 13 and 14"): _ATOMIC,
-    ("stall", "swap lines 16 and 17"): _ATOMIC,
-    ("two_step", "line 4: 1000 -> 1001 (number 2)"): _MICROS,
-    ("two_step", "line 4: 1000 -> 999 (number 2)"): _MICROS,
-    ("two_step", "swap lines 10 and 11"): _TWO_STEP,
-    ("two_step", "swap lines 11 and 12"): _TWO_STEP,
-    ("loop", "line 3: 400 -> 401 (number 1)"): _TUNING,
-    ("loop", "line 3: 400 -> 399 (number 1)"): _TUNING,
-    ("loop", "line 3: 100 -> 101 (number 2)"): _TUNING,
-    ("loop", "line 3: 100 -> 99 (number 2)"): _TUNING,
-    ("loop", "line 3: 2 -> 3 (number 3)"): _TUNING,
-    ("loop", "line 12: 1000 -> 1001 (number 1)"): _TUNING,
-    ("loop", "line 12: 1000 -> 999 (number 1)"): _TUNING,
-    ("loop", "line 10: >= -> > (1)"): _BEAT,
-    ("extend", "line 3: 600 -> 601 (number 1)"): _INTERVAL,
-    ("extend", "line 3: 600 -> 599 (number 1)"): _INTERVAL,
-    ("extend", "line 9: 3 -> 4 (number 1)"): _INTERVAL,
-    ("extend", "line 9: 3 -> 2 (number 1)"): _INTERVAL,
-    ("extend", "line 9: 1000 -> 1001 (number 2)"): _INTERVAL,
-    ("extend", "line 9: 1000 -> 999 (number 2)"): _INTERVAL,
-    ("extend", "drop line 12: return False  # someone else holds the job now: stop"): (
+    ("claim", _bumped("local row = string.sub(KEYS[1], 1, -8) .. 'job:' .. id", "1, -8", "0, -8")): _SUB0,
+    ("claim", _bumped(_CLAIM_NOW, "/ 1000)", "/ 1001)")): _MICROS,
+    ("claim", _bumped(_CLAIM_NOW, "/ 1000)", "/ 999)")): _MICROS,
+    (
+        "claim",
+        "writes swapped: local token = redis.call('HINCRBY', row, 'token', 1) / "
+        "redis.call('HINCRBY', row, 'attempts', 1)",
+    ): _ATOMIC,
+    ("complete", _bumped(_COMPLETE_AT, "/ 1000)", "/ 1001)")): _MICROS,
+    ("complete", _bumped(_COMPLETE_AT, "/ 1000)", "/ 999)")): _MICROS,
+    ("complete", "writes swapped: redis.call('ZREM', KEYS[1], id) / redis.call('DEL', KEYS[3])"): _ATOMIC,
+    ("complete", f"writes swapped: redis.call('DEL', KEYS[3]) / {_COMPLETE_AT}"): _ATOMIC,
+    ("stall", _bumped("local prefix = string.sub(KEYS[1], 1, -7)", "1, -7", "0, -7")): _SUB0,
+    ("stall", _bumped(_CLAIM_NOW, "/ 1000)", "/ 1001)")): _MICROS,
+    ("stall", _bumped(_CLAIM_NOW, "/ 1000)", "/ 999)")): _MICROS,
+    (
+        "stall",
+        "writes swapped: redis.call('ZREM', KEYS[1], id) / local stalled = redis.call('HINCRBY', row, 'stalled', 1)",
+    ): _ATOMIC,
+    ("stall", "writes swapped: redis.call('ZADD', KEYS[3], now, id) / redis.call('HSET', row, 'state', 'dead')"): (
+        _ATOMIC
+    ),
+    ("stall", "writes swapped: redis.call('ZADD', KEYS[2], 0, id) / redis.call('HSET', row, 'state', 'pending')"): (
+        _ATOMIC
+    ),
+    ("requeue", _bumped("local prefix = string.sub(KEYS[1], 1, -5)", "1, -5", "0, -5")): _SUB0,
+    ("requeue", "writes swapped: redis.call('ZREM', KEYS[1], id) / redis.call('ZADD', KEYS[2], 0, id)"): _ATOMIC,
+    (
+        "requeue",
+        "writes swapped: redis.call('ZADD', KEYS[2], 0, id) / "
+        "redis.call('HSET', prefix .. 'job:' .. id, 'state', 'pending', 'stalled', 0)",
+    ): _ATOMIC,
+    ("two_step", _bumped("now = seconds * 1000 + micros // 1000", "// 1000", "// 1001")): _MICROS,
+    ("two_step", _bumped("now = seconds * 1000 + micros // 1000", "// 1000", "// 999")): _MICROS,
+    **{
+        ("loop", _bumped("LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2", old, new)): _TUNING
+        for old, new in (("400", "401"), ("400", "399"), ("100", "101"), ("100", "99"))
+    },
+    **{
+        ("loop", _bumped("next_beat = time.monotonic() + BEAT_MS / 1000", "1000", new)): _TUNING
+        for new in ("1001", "999")
+    },
+    ("loop", "comparison flipped: if time.monotonic() >= next_beat: => if time.monotonic() > next_beat:"): _BEAT,
+    ("loop", "line dropped: continue (#2)"): (
+        "after q.retry the loop falls through to q.complete(claim), which the fence refuses (the row is no longer "
+        "active under this claim's token): nothing changes"
+    ),
+    ("loop", "argument dropped: q.stalled_check(max_stalled=MAX_STALLED) => q.stalled_check()"): (
+        "the library's default max_stalled is 2, MAX_STALLED's value"
+    ),
+    **{("extend", _bumped("LEASE_MS = 600", "600", new)): _INTERVAL for new in ("601", "599")},
+    **{
+        ("extend", _bumped("every = LEASE_MS / 3 / 1000", old, new)): _INTERVAL
+        for old, new in (("/ 3", "/ 4"), ("/ 3", "/ 2"), ("1000", "1001"), ("1000", "999"))
+    },
+    ("extend", "line dropped: return False"): (
         "after a STALE answer the loop goes on extending until the work is done: each extend is fenced and "
         "refused, changing nothing, and the last one still answers STALE, so extend_lease returns False and the "
         "effect is not done (the work itself cannot be stopped from extend_lease's thread)"
     ),
-    ("requeue", "line 3: 1 -> 0 (number 1)"): _SUB0,
-    ("requeue", "swap lines 6 and 7"): _ATOMIC,
-    ("requeue", "swap lines 7 and 8"): _ATOMIC,
 }
 
 
 @dataclass(frozen=True)
 class Mutant:
-    name: str  # what was changed, stable across runs: "drop line 9: redis.call('ZADD', ...)"
+    """One mutant: ``name`` is the operator and the code it changed, by its text (never a line
+    number, so an entry of EQUIVALENT names the same mutant after lines move), e.g.
+    ``"field swapped: redis.call('HINCRBY', row, 'token', 1) => ... 'attempts', 1)"``."""
+
+    name: str
     text: str
+    operator: str = ""
 
 
 def _code_lines(text: str, comment: str) -> Iterator[tuple[int, str]]:
@@ -126,61 +170,232 @@ def _replace_line(text: str, n: int, new: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+FIELDS = ("token", "attempts", "stalled")  # a row's counts, each easily taken for another
+STATES = ("pending", "active", "scheduled", "dead", "done")
+CLAIM_FIELDS = ("job_id", "token", "attempts", "payload")
+
+
+def _kwargs(body: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each ``, name=value`` argument of a call in ``body`` (the comma included,
+    or the trailing one when it is the first argument)."""
+    for match in re.finditer(r"(\(|,\s*)([a-z_]+)=(?!=)", body):
+        depth, at = 0, match.end()
+        while at < len(body):
+            c = body[at]
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif c == "," and depth == 0:
+                break
+            at += 1
+        if match.group(1) == "(":
+            end = at + 1 if at < len(body) and body[at] == "," else at
+            yield match.start() + 1, end + (1 if body[end : end + 1] == " " else 0)
+        else:
+            yield match.start(), at
+
+
+def _learner_edits(body: str, kind: str, constants: list[str]) -> Iterator[tuple[str, str]]:
+    """(operator, new body) for each learner-shaped mistake one line can carry."""
+    q = "'" if kind == "lua" else "[\"']"
+    for operator, words in (("field swapped", FIELDS), ("state changed", STATES)):  # one quoted word for another
+        for a in words:
+            for match in re.finditer(rf"({q}){a}({q})", body):
+                for b in (w for w in words if w != a):
+                    yield operator, body[: match.start()] + match.group(1) + b + match.group(2) + body[match.end() :]
+    if kind == "python":
+        for a in CLAIM_FIELDS:  # claim.token for claim.attempts, claim.job_id for claim.token...
+            for match in re.finditer(rf"\bclaim\.{a}\b", body):
+                for b in (f for f in CLAIM_FIELDS if f != a):
+                    yield "field swapped", body[: match.start()] + f"claim.{b}" + body[match.end() :]
+    # an inclusive range bound made exclusive (and an exclusive one inclusive)
+    for match in re.finditer(r"(['\"]-inf['\"],\s*)([a-z_]+)\)", body):
+        bound = f"'(' .. {match.group(2)}" if kind == "lua" else f'f"({{{match.group(2)}}}"'
+        yield "bound made exclusive", body[: match.start(2)] + bound + body[match.end(2) :]
+    for match in re.finditer(r"(['\"])\(['\"] \.\. ", body):
+        yield "bound made inclusive", body[: match.start()] + body[match.end() :]
+    # a range capped
+    for match in re.finditer(r"(,\s*)0(,\s*)-1\)", body):
+        yield "range capped", body[: match.start()] + f"{match.group(1)}0{match.group(2)}999)" + body[match.end() :]
+    for match in re.finditer(r"(['\"]-inf['\"],\s*[^,()]+)\)", body):
+        cap = ", 'LIMIT', 0, 1000)" if kind == "lua" else ", start=0, num=1000)"
+        yield "range capped", body[: match.end(1)] + cap + body[match.end() :]
+    # a key prefix cut one character short or long, or shifted
+    for match in re.finditer(r"string\.sub\((KEYS\[\d\]), 1, -(\d+)\)", body):
+        for shift in (-1, 1):
+            n = int(match.group(2)) + shift
+            yield (
+                "key prefix cut",
+                body[: match.start()] + f"string.sub({match.group(1)}, 1, -{n})" + body[match.end() :],
+            )
+    for match in re.finditer(r"'job:'", body):
+        for shifted in ("':job:'", "'job'"):
+            yield "key prefix shifted", body[: match.start()] + shifted + body[match.end() :]
+    # a unit slip: milliseconds, seconds and microseconds taken for one another
+    for match in re.finditer(r"\s*([*/])\s*1000\b", body):
+        yield "unit slip", body[: match.start()] + body[match.end() :]
+        yield "unit slip", body[: match.start()] + f" {match.group(1)} 1000000" + body[match.end() :]
+    # an optional argument dropped
+    if kind == "python":
+        for start, end in _kwargs(body):
+            yield "argument dropped", body[:start] + body[end:]
+    # an id cut to a part of it (its time part, JOB and 7 more), or a key made per delivery
+    for match in re.finditer(r"\bclaim\.job_id\b(?!\[)", body):
+        for cut in (
+            "claim.job_id[:13]",
+            "claim.job_id[:10]",
+            'f"{claim.job_id}:{claim.token}"',
+            "str(hash(claim.job_id))",
+        ):
+            yield "key cut", body[: match.start()] + cut + body[match.end() :]
+    # the claim passed as parts, its attempts for its token
+    for match in re.finditer(r"\bq\.(extend|complete|retry)\(claim\b(?!\.)", body):
+        yield "field swapped", body[: match.end() - 5] + "claim.job_id, claim.attempts" + body[match.end() :]
+    # the payload parsed wrongly: another separator, a number left as text
+    for match in re.finditer(r"\.split\(\)", body):
+        yield "parse slip", body[: match.start()] + '.split(",")' + body[match.end() :]
+    for match in re.finditer(r"\bint\(cents\)", body):
+        yield "parse slip", body[: match.start()] + "cents" + body[match.end() :]
+    # cents taken for whole units (or the other way)
+    for match in re.finditer(r"\bint\(cents\)", body):
+        for slip in ("int(cents) * 100", "int(cents) // 100"):
+            yield "unit slip", body[: match.start()] + slip + body[match.end() :]
+    # an answer's enum member taken for another, a test turned round, a verdict turned round
+    for match in re.finditer(r"\bExtend\.(EXTENDED|STALE|GONE)\b", body):
+        for other in ("EXTENDED", "STALE", "GONE"):
+            if other != match.group(1):
+                yield "reply taken for another", body[: match.start()] + f"Extend.{other}" + body[match.end() :]
+    for match in re.finditer(r" is not | is ", body):
+        flipped = " is " if match.group() == " is not " else " is not "
+        yield "comparison flipped", body[: match.start()] + flipped + body[match.end() :]
+    match = re.match(r"(\s*return )(True|False)\b(.*)$", body)
+    if match:
+        yield (
+            "verdict turned round",
+            match.group(1) + ("False" if match.group(2) == "True" else "True") + match.group(3),
+        )
+    # two arguments, or two names unpacked, in each other's place
+    match = re.match(r"(\s*)([a-z_]+), ([a-z_]+) = (.+)$", body)
+    if match:
+        yield "arguments swapped", f"{match.group(1)}{match.group(3)}, {match.group(2)} = {match.group(4)}"
+    for match in re.finditer(
+        r"\b((?:bank|q)\.[a-z_]+)\(([a-z_]+(?:\([a-z_]+\))?), ([a-z_]+(?:\([a-z_]+\))?)([,)])", body
+    ):
+        call, first, second, end = match.groups()
+        yield "arguments swapped", body[: match.start()] + f"{call}({second}, {first}{end}" + body[match.end() :]
+    # a named constant swapped for another of the same module
+    if re.match(r"\s*[A-Z_]+(?:, [A-Z_]+)* =", body):
+        return  # the line that names them
+    for a in constants:
+        for match in re.finditer(rf"\b{a}\b", body):
+            for b in constants:
+                if b != a:
+                    yield "constant swapped", body[: match.start()] + b + body[match.end() :]
+    # a wait that does not wait (a busy loop), a test turned round by a "not" left out
+    for match in re.finditer(r"\b(\w+)\.wait\([^()]*\)", body):
+        yield "wait removed", body[: match.start()] + f"{match.group(1)}.is_set()" + body[match.end() :]
+    for match in re.finditer(r"\b(if|while) not ", body):
+        yield "check turned round", body[: match.start()] + f"{match.group(1)} " + body[match.end() :]
+    # a check of running() or of a reply removed
+    if kind == "python":
+        match = re.match(r"(\s*)while (.+):$", body)
+        if match and match.group(2) != "True":
+            yield "check removed", f"{match.group(1)}while True:"
+        match = re.match(r"(\s*)if (.+):(.*)$", body)
+        if match:
+            yield "check removed", f"{match.group(1)}if False:{match.group(3)}"
+        match = re.match(r"(\s*)return (.+ is .+)$", body)
+        if match:
+            yield "check removed", f"{match.group(1)}return True"
+    else:
+        match = re.match(r"(\s*)if (.+) then(.*)$", body)
+        if match:
+            yield "check removed", f"{match.group(1)}if false then{match.group(3)}"
+
+
 def mutants(source: str, kind: str) -> list[Mutant]:
-    """Every mutant of ``source`` (deduplicated, none equal to it)."""
+    """Every mutant of ``source`` (deduplicated, none equal to it), each named by its text."""
     comment = "--" if kind == "lua" else "#"
     found: list[Mutant] = []
+    names: set[str] = set()
     lines = source.splitlines()
     code = list(_code_lines(source, comment))
-
-    def add(name: str, text: str) -> None:
-        if text.strip() != source.strip() and all(m.text != text for m in found):
-            found.append(Mutant(name, text))
-
-    calls = re.compile(
-        r"redis\.call\(" if kind == "lua" else r"\b(?:(?:q|r|bank)\.\w+|work|time\.sleep)\(|^\s*return\b"
+    constants = (
+        sorted(
+            set(re.findall(r"^([A-Z][A-Z_]+)\b", source, re.M))
+            | {
+                name
+                for line in lines
+                for name in re.findall(r"^([A-Z_]+(?:, [A-Z_]+)+) =", line)
+                for name in name.split(", ")
+            }
+        )
+        if kind == "python"
+        else []
     )
+
+    def add(operator: str, name: str, text: str) -> None:
+        if text.strip() == source.strip() or any(m.text == text for m in found):
+            return
+        full, again = f"{operator}: {name}", 2
+        while full in names:  # the same line twice in the source: the second is told apart
+            full, again = f"{operator}: {name} (#{again})", again + 1
+        names.add(full)
+        found.append(Mutant(full, text, operator))
+
+    def changed(n: int, new_line: str, operator: str) -> None:
+        was, now = _code_part(lines[n], comment)[0].strip(), _code_part(new_line, comment)[0].strip()
+        add(operator, f"{was} => {now}", _replace_line(source, n, new_line))
+
+    # Lua: a line that calls the server; Python: any line of a function's body (an assignment
+    # left out, a return forgotten, a call not made)
+    calls = re.compile(r"redis\.call\(" if kind == "lua" else r"^\s+\S")
     for n, line in code:
         body, _ = _code_part(line, comment)
         if calls.search(body) and not body.lstrip().startswith("def "):
             indent = line[: len(line) - len(line.lstrip())]
             replacement = None if kind == "lua" else indent + "pass"
-            add(f"drop line {n + 1}: {line.strip()[:60]}", _replace_line(source, n, replacement))
+            add("line dropped", body.strip(), _replace_line(source, n, replacement))
     for n, line in code:  # swap two KEYS
         body, rest = _code_part(line, comment)
         used = sorted(set(re.findall(r"KEYS\[(\d+)\]", body)))
         for k in used:
             for other in sorted(set(re.findall(r"KEYS\[(\d+)\]", source)) - {k}):
-                add(
-                    f"line {n + 1}: KEYS[{k}] -> KEYS[{other}]",
-                    _replace_line(source, n, body.replace(f"KEYS[{k}]", f"KEYS[{other}]", 1) + rest),
-                )
+                changed(n, body.replace(f"KEYS[{k}]", f"KEYS[{other}]", 1) + rest, "KEYS swapped")
     for n, line in code:  # +1 / -1 on integer constants (not inside KEYS[...] or names)
         body, rest = _code_part(line, comment)
-        for seen, match in enumerate(re.finditer(r"(?<![\w\[.'\"])(\d+)(?![\w\].'\"])", body), start=1):
+        for match in re.finditer(r"(?<![\w\[.'\"])(\d+)(?![\w\].'\"])", body):
             value = int(match.group(1))
             for delta in (1, -1):
                 if value + delta < 0:
                     continue
-                new = body[: match.start()] + str(value + delta) + body[match.end() :]
-                add(f"line {n + 1}: {value} -> {value + delta} (number {seen})", _replace_line(source, n, new + rest))
+                changed(n, body[: match.start()] + str(value + delta) + body[match.end() :] + rest, "number off by one")
     flips = [("<=", "<"), (">=", ">"), ("<", "<="), (">", ">="), ("~=" if kind == "lua" else "!=", "==")]
     flips.append(("==", "~=" if kind == "lua" else "!="))
     for n, line in code:
         body, rest = _code_part(line, comment)
         for old, new in flips:
-            for seen, match in enumerate(re.finditer(re.escape(old), body), start=1):
+            for match in re.finditer(re.escape(old), body):
                 before, after = body[match.start() - 1 : match.start()], body[match.end() : match.end() + 1]
                 if old in ("<", ">") and (after == "=" or before in "<>-="):
                     continue
                 if old in ("<", ">") and kind == "python" and "->" in body[match.start() - 1 : match.end() + 1]:
                     continue
-                mutated = body[: match.start()] + new + body[match.end() :]
-                add(f"line {n + 1}: {old} -> {new} ({seen})", _replace_line(source, n, mutated + rest))
+                changed(n, body[: match.start()] + new + body[match.end() :] + rest, "comparison flipped")
+    for n, line in code:
+        body, rest = _code_part(line, comment)
+        if body.lstrip().startswith("def "):
+            continue
+        for operator, new_body in _learner_edits(body, kind, constants):
+            changed(n, new_body + rest, operator)
     if kind == "lua" and "redis.call('TIME')" in source:
-        add("a fixed clock for TIME", source.replace("redis.call('TIME')", "{'1700000000', '0'}"))
+        add("clock", "a fixed clock for TIME", source.replace("redis.call('TIME')", "{'1700000000', '0'}"))
     if kind == "python" and "r.time()" in source:
         add(
+            "clock",
             "the client's clock for TIME",
             source.replace("r.time()", "divmod(int(__import__('time').time() * 1e6), 10**6)"),
         )
@@ -190,24 +405,22 @@ def mutants(source: str, kind: str) -> list[Mutant]:
         if match:
             pairs = re.findall(r", ('[a-z_]+', [^,)]+)", body[match.start(1) + len(match.group(1)) :])
             for pair in pairs:
-                add(
-                    f"line {n + 1}: no field {pair.split(',')[0]}",
-                    _replace_line(source, n, body.replace(", " + pair, "", 1) + rest),
-                )
+                changed(n, body.replace(", " + pair, "", 1) + rest, "field not written")
     writes = [
         n for n, line in code if any(f"'{w}'" in line for w in WRITES) or re.search(r"\.(zadd|zrem|hset)\(", line)
     ]
     for a, b in zip(writes, writes[1:], strict=False):
         if b == a + 1 and _indent(lines[a]) == _indent(lines[b]):
             swapped = lines[:a] + [lines[b], lines[a]] + lines[b + 1 :]
-            add(f"swap lines {a + 1} and {b + 1}", "\n".join(swapped) + "\n")
+            code_a, code_b = (_code_part(lines[n], comment)[0].strip() for n in (a, b))
+            add("writes swapped", f"{code_a} / {code_b}", "\n".join(swapped) + "\n")
     if kind == "python":  # a catch-all except that swallows what the learner's callbacks raise
         for n, line in code:
             body, _ = _code_part(line, comment)
             if re.search(r"\b(work|bank\.charge)\(", body) and not body.rstrip().endswith(":"):
                 pad = line[: _indent(line)]
                 wrapped = f"{pad}try:\n{pad}    {line.strip()}\n{pad}except Exception:\n{pad}    pass"
-                add(f"line {n + 1}: catch-all except around it", _replace_line(source, n, wrapped))
+                add("catch-all except", line.strip(), _replace_line(source, n, wrapped))
     return found
 
 
@@ -229,38 +442,73 @@ def _compiles(text: str, kind: str, client: object) -> bool:
     return True
 
 
+RECORD = Path(__file__).resolve().parent / "mutants.json"  # the last full run (--record); the site's table
+
+
 @dataclass
 class Score:
     key: str
     made: int = 0
     killed: int = 0
-    equivalent: list[tuple[str, str]] | None = None
-    gaps: list[str] | None = None
+    equivalent: list[tuple[str, str]] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    verdicts: dict[str, str] = field(default_factory=dict)  # mutant name -> killed, equivalent, survived, no-compile
+    operators: dict[str, int] = field(default_factory=dict)  # operator -> mutants judged
 
 
-def score(key: str, *, sample: int | None = None, client: object = None) -> Score:
+def score(key: str, *, sample: int | None = None, client: object = None, jobs: int = 1) -> Score:
     """Judge every mutant (or the first ``sample``) of exercise ``key``'s solution."""
     import echoq
     from echoq.teaching.exercises import EXERCISES, reset_hints
 
     ex = EXERCISES[key]
     client = client or echoq.connect()
-    result = Score(key, equivalent=[], gaps=[])
+    result = Score(key)
     started = time.monotonic()
-    made = [m for m in mutants(ex.solution, ex.kind) if _compiles(m.text, ex.kind, client)]
+    made = []
+    for m in mutants(ex.solution, ex.kind):
+        if _compiles(m.text, ex.kind, client):
+            made.append(m)
+        else:
+            result.verdicts[m.name] = "no-compile"
     for m in made[:sample] if sample else made:
         reset_hints()
         result.made += 1
+        result.operators[m.operator] = result.operators.get(m.operator, 0) + 1
         fb = ex.judge(m.text)
         if not fb.ok:
             result.killed += 1
+            result.verdicts[m.name] = "killed"
         elif (key, m.name) in EQUIVALENT:
-            result.equivalent.append((m.name, EQUIVALENT[(key, m.name)]))  # type: ignore[union-attr]
+            result.equivalent.append((m.name, EQUIVALENT[(key, m.name)]))
+            result.verdicts[m.name] = "equivalent"
         else:
-            result.gaps.append(m.name)  # type: ignore[union-attr]
+            result.gaps.append(m.name)
+            result.verdicts[m.name] = "survived"
     result.seconds = time.monotonic() - started
     return result
+
+
+def score_markdown(record: dict[str, Any]) -> str:
+    """The score per exercise, as docs/course.md shows it (the site build puts it in at
+    ``<!-- mutation score -->``), from a record the tool wrote."""
+    rows = [
+        "| exercise | mutants | killed | equivalent | survivors | the operators that made them |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, s in record["exercises"].items():
+        ops = ", ".join(f"{op} {n}" for op, n in sorted(s["operators"].items(), key=lambda kv: (-kv[1], kv[0])))
+        rows.append(f"| {key} | {s['made']} | {s['killed']} | {len(s['equivalent'])} | {len(s['gaps'])} | {ops} |")
+    made = sum(s["made"] for s in record["exercises"].values())
+    killed = sum(s["killed"] for s in record["exercises"].values())
+    equivalent = sum(len(s["equivalent"]) for s in record["exercises"].values())
+    rows.append("")
+    rows.append(
+        f"In all: {killed} of {made - equivalent} non-equivalent mutants killed ({equivalent} equivalent, each "
+        f"listed in `tools/mutants.py` with why), from the run recorded in `tools/mutants.json`."
+    )
+    return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -269,27 +517,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("keys", nargs="*", help="exercises to mutate (default: all with code answers)")
     parser.add_argument("--sample", type=int, default=None, help="judge only the first N mutants of each")
+    parser.add_argument("--record", action="store_true", help=f"write the scores to {RECORD.name} (the site's table)")
     args = parser.parse_args(argv)
     keys = args.keys or [k for k, ex in EXERCISES.items() if ex.kind != "value"]
     print(f"{'exercise':<10} {'made':>5} {'killed':>7} {'equiv.':>7} {'gaps':>5} {'seconds':>8}")
-    total = Score("all", equivalent=[], gaps=[])
+    scores = []
     for key in keys:
         s = score(key, sample=args.sample)
+        scores.append(s)
         print(f"{key:<10} {s.made:>5} {s.killed:>7} {len(s.equivalent):>7} {len(s.gaps):>5} {s.seconds:>8.1f}")
+        print("    operators   " + ", ".join(f"{op} {n}" for op, n in sorted(s.operators.items())))
         for name, why in s.equivalent:
             print(f"    equivalent  {name}: {why}")
         for name in s.gaps:
             print(f"    GAP         {name}")
-        total.made += s.made
-        total.killed += s.killed
-        total.equivalent += s.equivalent  # type: ignore[operator]
-        total.gaps += s.gaps  # type: ignore[operator]
-    equivalent = len(total.equivalent)
+    made, killed = sum(s.made for s in scores), sum(s.killed for s in scores)
+    equivalent, gaps = sum(len(s.equivalent) for s in scores), sum(len(s.gaps) for s in scores)
     print(
-        f"score: {total.killed} of {total.made - equivalent} non-equivalent mutants killed "
-        f"({equivalent} equivalent, {len(total.gaps)} gaps)"
+        f"score: {killed} of {made - equivalent} non-equivalent mutants killed ({equivalent} equivalent, {gaps} gaps)"
     )
-    return 1 if total.gaps else 0
+    if args.record:
+        if args.sample or args.keys:
+            parser.error("--record needs the full run: every exercise, every mutant")
+        record = {"exercises": {s.key: {**asdict(s), "equivalent": [list(e) for e in s.equivalent]} for s in scores}}
+        RECORD.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+        print(f"recorded in {RECORD}")
+    return 1 if gaps else 0
 
 
 if __name__ == "__main__":

@@ -218,6 +218,23 @@ def stage_markdown(text: str, page: Path, dest_root: Path) -> str:
     return "".join(part if part.startswith("```") else LINK.sub(fix, part) for part in fenced)
 
 
+MUTATION_SCORE = "<!-- mutation score -->"
+
+
+def with_generated(text: str) -> str:
+    """A page with what is generated from the code put in: the mutation score per exercise,
+    from the run tools/mutants.py recorded (a page never carries a typed score)."""
+    if MUTATION_SCORE not in text:
+        return text
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import mutants
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    record = json.loads(mutants.RECORD.read_text())
+    return text.replace(MUTATION_SCORE, mutants.score_markdown(record))
+
+
 def stage(dest: Path) -> None:
     if dest.exists():
         shutil.rmtree(dest)
@@ -230,7 +247,7 @@ def stage(dest: Path) -> None:
     pages = {Path("README.md"): Path("index.md")}
     pages.update({p.relative_to(ROOT): p.relative_to(ROOT) for p in sorted((ROOT / "docs").glob("*.md"))})
     for source, target in pages.items():
-        text = stage_markdown((ROOT / source).read_text(), source, dest)
+        text = stage_markdown(with_generated((ROOT / source).read_text()), source, dest)
         (dest / target).write_text(text)
     (dest / "reference.md").write_text(reference_page())
 

@@ -105,6 +105,15 @@ GENERIC = {
             "Print the key your code builds for one job and compare it with the KEYS it was given.",
         ),
         Misconception(
+            "could-not-judge",
+            "the check could not judge this",
+            "While judging your answer the check met something it was not written for ({error}), so it stopped "
+            "here, with no verdict on the rest. What your answer had left on the server: {did}.",
+            "Compare what your answer left on the server (the line above) with what the exercise asks.",
+            "If the server holds what the exercise asks, tell whoever runs the course: the check could not judge "
+            "your answer, and that is the check's gap.",
+        ),
+        Misconception(
             "too-slow",
             "it did not finish",
             "{what} did not finish within {seconds:g} s, so the check gave up on it. Is there a loop that never ends?",
@@ -317,6 +326,37 @@ def _hint_for(exercise: Exercise, m: Misconception) -> tuple[str, bool]:
     return text, offer
 
 
+def skew_clock(seconds: float, fn: Callable[..., Any]) -> None:
+    """In a child: make this process's wall clock run ``seconds`` fast (behind when negative:
+    time.time, time_ns, datetime.now), including the names ``fn``'s module imported from them
+    -- another machine's clock, which never agrees with the server's."""
+    import datetime as dt
+    import time
+
+    real_time, real_ns, real_dt = time.time, time.time_ns, dt.datetime
+
+    class Fast(real_dt):  # type: ignore[misc, valid-type]
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return real_dt.now(tz) + dt.timedelta(seconds=seconds)
+
+        @classmethod
+        def utcnow(cls) -> Any:
+            return real_dt.utcnow() + dt.timedelta(seconds=seconds)
+
+    time.time = lambda: real_time() + seconds  # type: ignore[assignment]
+    time.time_ns = lambda: real_ns() + int(seconds * 1e9)  # type: ignore[assignment]
+    dt.datetime = Fast  # type: ignore[misc]
+    names = getattr(fn, "__globals__", {})
+    for name, value in list(names.items()):
+        if value is real_time:
+            names[name] = time.time
+        elif value is real_ns:
+            names[name] = time.time_ns
+        elif value is real_dt:
+            names[name] = Fast
+
+
 # -- running a check ---------------------------------------------------------------------------
 
 _names = itertools.count(1)
@@ -365,7 +405,7 @@ class Run:
         for job in ids:
             places = [p for p in ("pending", "active", "scheduled", "dead", "done") if job in getattr(snap, p)]
             row = queue.job(job)  # read whole: the snapshot lists no done job's row
-            state = (row.state.value if row.state else "?") if row is not None else None
+            state = row_state(queue, job) if row is not None else None
             if len(places) != 1:
                 where = " and ".join(places) or "no set at all"
                 self.fail(
@@ -388,6 +428,24 @@ class Run:
                     what=f"At the end of the run {job} was in {places[0]} but its row said "
                     f"state {state!r}: the row and the set must agree.",
                 )
+
+    def left_on_server(self, most: int = 3) -> str:
+        """What the run's scratch queues hold now (the last ``most`` of them), read from the
+        server: how many jobs in each set, and the states their rows say."""
+        said = []
+        for q in self._queues[-most:]:
+            try:
+                snap = q.snapshot(limit=20)
+                counts = ", ".join(f"{n} {place}" for place, n in snap.counts.items() if n) or "no jobs"
+                ids = [j for place in ("pending", "active", "scheduled", "dead") for j in getattr(snap, place)]
+                states = Counter(str(row_state(q, j)) for j in ids[:20])
+                rows = (
+                    "; rows say " + ", ".join(f"state {s!r} ({n})" for s, n in sorted(states.items())) if states else ""
+                )
+                said.append(f"{counts}{rows}")
+            except Exception as exc:  # the server itself may be what went wrong
+                said.append(f"unreadable ({type(exc).__name__})")
+        return " | ".join(said) or "nothing yet"
 
     def code_failed(self, prop: str, what: str, child: processes.Child) -> None:
         """The learner's code raised in ``child``: say so, in one line."""
@@ -467,6 +525,19 @@ class Run:
         }.get(outcome)
         if said is not None and said not in self.feedback.notes:
             self.note(said)
+
+
+def _error_words(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+
+
+def row_state(queue: Queue, job_id: str) -> str | None:
+    """The ``state`` field of a job's row as the server holds it -- what echoq writes, or any
+    other text an answer wrote (``'failed'``), which :meth:`Queue.job` reads as None; None
+    when the row or the field is missing."""
+    value = queue.client.hget(queue.keys.job(job_id), "state")
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def is_refusal(error: str | None) -> bool:
@@ -598,9 +669,11 @@ def check_runner(exercise: Exercise) -> Callable[[Callable[..., None]], Callable
                     )
                 try:
                     body(run, *answer, **options)
+                except Rejected:
+                    raise
                 except (EchoqError, redis.ResponseError) as exc:
                     if "WRONGTYPE" not in str(exc):
-                        raise
+                        run.fail("judged", "could-not-judge", error=_error_words(exc), did=run.left_on_server())
                     # The learner's code left a key holding another type than the queue's
                     # (a row written as a set, a set key used for a row): the kit's own reads
                     # of it are refused. That is the answer's doing, said in one line.
@@ -611,6 +684,8 @@ def check_runner(exercise: Exercise) -> Callable[[Callable[..., None]], Callable
                         "keeps there (the server said WRONGTYPE when the check read it): a row is a hash, and "
                         "pending, active, dead and done are sorted sets. Check which KEYS each of your writes uses.",
                     )
+                except Exception as exc:  # a check never raises on an answer: what it met is said instead
+                    run.fail("judged", "could-not-judge", error=_error_words(exc), did=run.left_on_server())
             return run.feedback
 
         check.__name__ = body.__name__

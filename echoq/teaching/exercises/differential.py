@@ -27,7 +27,9 @@ to whole seconds, or a clock read on the client, falls outside that window.
 
 A field of a row that neither the state before nor the reference's move has (a learner's
 own ``claimed_ms``) is allowed, and so are a row's free-text fields (``reason``, ``error``)
-and a ``stats`` hash of counters: nothing in the exercises' contract reads them.
+and a ``stats`` hash of counters: nothing in the exercises' contract reads them. A row's
+count (``token``, ``attempts``, ``stalled``, ``unstarted``) deleted equals that count at 0:
+every reader of the library takes a missing count as 0 (:data:`ZERO_WHEN_MISSING`).
 """
 
 from __future__ import annotations
@@ -219,6 +221,10 @@ def _number(value: Any) -> Any:
 # job died or failed: a person reads it, no move decides by it).
 FREE_KEYS = frozenset({"stats"})
 FREE_FIELDS = frozenset({"reason", "error"})
+# A row's counts that every reader takes as 0 when the field is missing (Queue.job, the snapshot,
+# claim's check that token and attempts are counts, HINCRBY, retry's read of attempts, the
+# fence, which no claim's token of 1 or more can match): a field deleted equals a field at 0.
+ZERO_WHEN_MISSING = frozenset({"token", "attempts", "stalled", "unstarted"})
 
 SCAN_LIMIT = 20_000  # above this many keys on the server (a class's), read the queue's known keys, not a SCAN
 SETS = ("pending", "active", "scheduled", "dead", "done")
@@ -432,6 +438,8 @@ def _hash_difference(key: str, mine: dict, theirs: dict, before: dict, clock: _C
         why = f": {why}" if why else ""
         if name in FREE_FIELDS or (name not in theirs and name not in before):
             continue  # a field of the learner's own: nothing in the contract reads it
+        if name in ZERO_WHEN_MISSING and _number(mine.get(name, 0)) == _number(theirs.get(name, 0)) == 0:
+            continue  # missing on one side, 0 on the other: the same count to every reader
         if name not in mine:
             return (
                 f"after your move {key} has no field {name}; the reference move leaves it "
@@ -576,6 +584,73 @@ class Judge:
             self.cleanup()
 
 
+class Crashed(Exception):
+    """Raised by :class:`CrashAfter` in place of the write the crash came before."""
+
+
+# What a Python move writes through: each call of these is one write a crash can come before.
+WRITE_CALLS = frozenset({"zadd", "zrem", "hset", "hdel", "hincrby", "delete", "set", "zincrby", "hmset"})
+
+
+class CrashAfter:
+    """A client that lets ``writes`` writes through and then 'crashes' (raises :class:`Crashed`)
+    instead of the next one: a worker process killed between two of a move's writes."""
+
+    def __init__(self, client: Any, writes: int) -> None:
+        self._client, self._left = client, writes
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._client, name)
+        if name not in WRITE_CALLS or not callable(found):
+            return found
+
+        def write(*args: Any, **kwargs: Any) -> Any:
+            if self._left <= 0:
+                raise Crashed(name)
+            self._left -= 1
+            return found(*args, **kwargs)
+
+        return write
+
+
+def crash_difference(
+    client: Any, move: Move, learner: Any, reference: Any, lesson: str, *, trials: int = 6, most: int = 6
+) -> tuple[int, State, str] | None:
+    """A Python move killed after its k-th write (k = 1, 2, ... until it runs whole), on the
+    first ``trials`` generated states, against the reference killed after any number of its
+    writes: the first (k, state, difference) where what the learner's move leaves is nothing
+    the reference can leave after a crash (shown against the reference killed after its k-th
+    write), or None. A crash between two separate commands is what a two-step move is exposed
+    to; a MULTI/EXEC (a pipeline) is one command, never split."""
+    assert move.python is not None
+    inner = move.python
+
+    def judge_pair(state: State, k: int, k2: int | None) -> tuple[str | None, bool]:
+        ran_whole = [True]
+
+        def run(answer: Any, c: Any, q: Queue, st: State) -> None:
+            writes = k if answer is learner else k2
+            try:
+                inner(answer, c if writes is None else CrashAfter(c, writes), q, st)
+            except Crashed:
+                if answer is learner:
+                    ran_whole[0] = False
+
+        verdict = Judge(client, replace(move, python=run, reply=None), learner, reference, lesson).differ(state)
+        return verdict.difference, ran_whole[0]
+
+    for state in generated(move, trials=trials)[1:]:
+        for k in range(1, most + 1):
+            difference, whole = judge_pair(state, k, k)
+            if difference is not None and all(
+                judge_pair(state, k, k2)[0] is not None for k2 in [*range(0, most + 1), None] if k2 != k
+            ):
+                return k, state, difference
+            if whole:
+                break  # it ran to its end: no later write to crash before
+    return None
+
+
 def _strays(client: Any, queue: Queue, base: str) -> list[str]:
     """Keys whose name holds the unique part of this queue's name (``base``) but that are not
     under its prefix: what a move wrote after building a key wrongly."""
@@ -685,10 +760,25 @@ def _shrink(j: Judge, verdict: Verdict) -> Verdict:
     return best
 
 
-def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move") -> Verdict:
+def attempts_for_token(run: Any, move: Move, source: Any, reference: Any, state: State) -> bool:
+    """True when the difference on ``state`` is the token/attempts mix-up: the caller's job has
+    attempts != token there, and on the same state with its attempts set equal to its token
+    the two moves agree (so the learner's move read attempts where the fence is the token)."""
+    job = next((j for j in state.jobs if j.id == state.caller[0]), None)
+    if job is None or job.attempts == job.token:
+        return False
+    same = replace(job, attempts=job.token)
+    twin = replace(state, jobs=tuple(same if j.id == job.id else j for j in state.jobs))
+    j = Judge(run.client, move, source, reference, run.exercise.lesson)
+    return j.differ(twin).difference is None
+
+
+def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move", mixup: str | None = None) -> Verdict:
     """The check's last step: the learner's move against the reference move on generated
     states. A ✓ line only when no state showed a difference; else one ✗ line with the first
-    difference (or the learner's error, or the ACL's refusal) in plain words."""
+    difference (or the learner's error, or the ACL's refusal) in plain words. ``mixup`` names
+    the exercise's misconception for the token/attempts mix-up (:func:`attempts_for_token`),
+    said instead of the plain difference when that is what the difference is."""
     reference: Any = run.exercise.solution
     if move.python is not None:
         reference = run.exercise.answer_from(run.exercise.solution)
@@ -700,7 +790,8 @@ def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move")
             "counts, ids at the edges, queue names holding the sets' own words) your move left every key of the "
             "queue -- members, scores, row fields, TTLs"
             + (", and its reply" if move.reply else "")
-            + " -- as the reference move does (counters and free-text fields of your own aside).",
+            + " -- as the reference move does (counters and free-text fields of your own aside; a row's count that "
+            "is missing reads as 0, as every reader of the library takes it).",
         )
         return verdict
     assert verdict.state is not None
@@ -715,6 +806,16 @@ def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move")
             what=f"{what}, on {verdict.state.describe()},",
             error=_first_line(verdict.error),
             where="",
+        )
+    if mixup is not None and verdict.error is None and attempts_for_token(run, move, source, reference, verdict.state):
+        job = next(j for j in verdict.state.jobs if j.id == verdict.state.caller[0])
+        run.fail(
+            mixup,
+            mixup,
+            state=verdict.state.describe(),
+            difference=verdict.difference,
+            token=job.token,
+            attempts=job.attempts,
         )
     run.fail("contract", "differs-from-reference", what=f"On {verdict.state.describe()}: {verdict.difference}.")
     return verdict

@@ -22,6 +22,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from echoq.ids import new_job_id
 from echoq.queue import Claim, Queue
 from echoq.teaching import learner, processes
 from echoq.teaching.bank import Bank
@@ -165,6 +166,16 @@ class _Orders:
         self.jobs.append(job)
         return job, card
 
+    def twins(self, card: str, n: int = 2) -> list[str]:
+        """``n`` different orders with one payload whose JOB ids share their time part (the first
+        13 characters: minted in the same millisecond) and differ only after it."""
+        first = new_job_id()  # the others: the same millisecond, other random parts (minted here, on purpose)
+        jobs = [first] + [first[:13] + new_job_id()[13:] for _ in range(n - 1)]
+        for job in jobs:
+            self.queue.enqueue(f"{card} 1999", job_id=job)
+        self.jobs += jobs
+        return jobs
+
     def charges(self, card: str) -> int:
         return self.bank.charges(card)
 
@@ -218,13 +229,26 @@ def check_charge_once(run: Run, charge_order: ChargeOrder) -> None:
     run.good("once", "One delivery with no crash charged the order once, and the job was completed.")
 
     # 2. Two different orders with equal payloads.
-    orders.order(card="card-twin")
-    orders.order(card="card-twin")
+    twins = orders.twins("card-twin")
     orders.deliver(charge_order, "Your charge_order")
     orders.deliver(charge_order, "Your charge_order")
     if orders.charges("card-twin") != 2:
+        keys = [k for k in orders.keys("card-twin") if k]
+        if keys and all(job != keys[0] and job.startswith(keys[0]) for job in twins):
+            run.fail(
+                "twins",
+                "not-yet",
+                what=f"Two different orders, enqueued in the same millisecond, were charged "
+                f"{orders.charges('card-twin')} time(s) in all: both were sent with the idempotency key made of the "
+                f"JOB id's first {len(keys[0])} characters, which two ids minted in one millisecond share (a JOB id "
+                "begins with the time it was minted). The whole id names the job.",
+            )
         run.fail("twins", "dedupe-by-content", charges=orders.charges("card-twin"))
-    run.good("twins", "Two different orders with the same card and amount were each charged: 2 charges.")
+    run.good(
+        "twins",
+        "Two different orders with the same card and amount, their JOB ids minted in the same millisecond, were "
+        "each charged: 2 charges.",
+    )
 
     # 3. The job comes back to the same, living worker (its lease ran out while it was slow).
     job, card = orders.order()

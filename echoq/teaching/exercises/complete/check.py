@@ -15,13 +15,22 @@ from typing import Any
 from echoq import scripts
 from echoq.queue import Enqueue, Queue, _text
 from echoq.teaching import processes
-from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
+from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register, row_state
 from echoq.teaching.exercises.differential import Job, Move, State, contract_step, states
 from echoq.teaching.fast_forward import fast_forward
 
 LEASE_MS = 10_000
 
 COMPLETE_MISCONCEPTIONS = [
+    Misconception(
+        "fence-on-attempts",
+        "attempts is not the token",
+        "On {state}: {difference}. That job's row has token {token} and attempts {attempts}; on the same queue "
+        "with the two equal, your move and the reference agree: your fence compares attempts. Attempts counts "
+        "tries and goes back down when a try is given back unstarted; the token only grows, one per claim.",
+        "Two numbers on the row grow with each claim. Which one can never be handed out twice?",
+        "Compare the row's token field with the caller's token (ARGV[2]).",
+    ),
     Misconception(
         "no-fence",
         "no fence",
@@ -129,8 +138,8 @@ def _where(queue: Queue, job: str) -> str:
     places = [
         n for n, members in (("pending", snap.pending), ("active", snap.active), ("done", snap.done)) if job in members
     ]
-    row = queue.job(job)
-    return f"afterwards: in {' and '.join(places) or 'no set'}, row {'state ' + row.state.value if row else 'deleted'}"
+    row = f"state {row_state(queue, job)}" if queue.job(job) else "deleted"
+    return f"afterwards: in {' and '.join(places) or 'no set'}, row {row}"
 
 
 def _stale_call(run: Run, source: str, *, reclaim: bool) -> dict[str, Any]:
@@ -186,7 +195,7 @@ def check_fenced_complete(run: Run, source: str) -> None:
     reply = child.value["reply"]
     if reply != "completed":
         row = queue.job(job)
-        state, row_token = (row.state.value, row.token) if row else (None, None)
+        state, row_token = (row_state(queue, job), row.token) if row else (None, None)
         run.fail(
             "holder",
             "fence-refuses-the-holder",
@@ -211,7 +220,7 @@ def check_fenced_complete(run: Run, source: str) -> None:
         )
     row = queue.job(job)
     if row is not None:
-        run.fail("holder", "row-left-behind", job=job, state=row.state.value)
+        run.fail("holder", "row-left-behind", job=job, state=row_state(queue, job))
     again = queue.enqueue("live holder", job_id=job)
     if again.outcome is Enqueue.ENQUEUED:
         run.fail("holder", "not-remembered-done", job=job, outcome=again.outcome.value)
@@ -249,7 +258,7 @@ def check_fenced_complete(run: Run, source: str) -> None:
     final = child.value
     if final != "completed" or q.snapshot().place_of(b.job_id) != "done":
         row = q.job(b.job_id)
-        state, row_token = (row.state.value, row.token) if row else (None, None)
+        state, row_token = (row_state(q, b.job_id), row.token) if row else (None, None)
         run.fail(
             "holder-b",
             "fence-refuses-the-holder",
@@ -262,7 +271,7 @@ def check_fenced_complete(run: Run, source: str) -> None:
     run.good("holder-b", "Then worker B, the job's real holder, completed it.")
 
     # 4. The whole contract: called as holder, stale holder or stranger, on generated queues.
-    contract_step(run, COMPLETE_MOVE, source, what="Your complete")
+    contract_step(run, COMPLETE_MOVE, source, what="Your complete", mixup="fence-on-attempts")
 
 
 def _complete_states(rng: random.Random, size: int) -> State:

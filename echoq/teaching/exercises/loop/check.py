@@ -13,9 +13,16 @@ and plays three seeded scenes:
 3. **a poison job** -- it SIGKILLs every worker that works on it; killed workers are
    restarted; it must end in the dead set at the MAX_STALLED-th stall and the others done.
 
-While idle, a worker must wait between claims rather than spin: judged by the loop's own
-pauses between a reply and its next command, which a busy machine does not shorten. Every verdict comes from
-the server (where each job is, the effects ledger) and the processes (who died, how).
+Beside them: a job whose work takes longer than a beat (150 ms), with two workers -- a lease
+shorter than the work lets the other worker's beat take it back, and the scene then waits for
+that second delivery, so it always happens; the row of the failing job, read as its second try
+begins (it must carry the error); and the stop: told to stop, every worker must return within
+STOP_S, or it is killed and the loop is told it never stops.
+
+While idle, a worker must wait between claims rather than spin: judged by the commands it
+sends per second of its own time (a reply in, the next command out, summed over IDLE_S), which
+a busy machine never raises. Every verdict comes from the server (where each job is, the rows,
+the effects ledger) and the processes (who died, how, what they saw).
 """
 
 from __future__ import annotations
@@ -23,12 +30,13 @@ from __future__ import annotations
 import os
 import random
 import signal
-import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
+from echoq.clock import server_now_ms
 from echoq.effects import Effects
-from echoq.queue import Claim, Queue
+from echoq.queue import DEFAULT_LEASE_MS, Claim, Complete, Queue, RetryResult
 from echoq.teaching import processes
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
 
@@ -36,9 +44,19 @@ LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2
 
 
 RECOVERY_MS = 1_500  # a beat must bring an expired lease back within this (ample on a loaded machine)
-# An idle loop whose typical pause between a reply and its next command is shorter than this
-# spins (a sleep of 2 ms or more between claims passes; Python's own pace is microseconds).
-SPIN_PAUSE_S = 0.002
+# Idle, a loop spins when it sends more commands than this per second of its OWN time (the
+# time between a reply and its next command, summed over a window): a loop that sleeps 1 ms
+# or more after an empty claim sends at most about 1,000 (its beats aside), and a busy machine
+# only makes its sleeps longer; one that asks again at once spends microseconds between
+# commands, tens of thousands per second of its own time, however slow the server answers.
+SPIN_RATE = 2_000
+IDLE_S = 0.5  # the window the idle rate is measured over
+STOP_S = 3.0  # a loop must return within this after running() turns False (it sleeps at most a beat)
+# The beat, judged by the gaps between an idle worker's sweeps (by its own clock): none of
+# BEAT_GAPS gaps within 3 beats is a beat too slow (a busy machine stretches some gaps, hardly
+# all), and every gap under half a beat is a sweep on every pass (no loop on a beat sweeps sooner).
+BEAT_GAPS, BEAT_WAIT_S = 3, 2.0
+LONG_WORK_MS = 150  # a job whose work outlasts the beat (and not the lease)
 
 
 LOOP_MISCONCEPTIONS = [
@@ -101,10 +119,45 @@ LOOP_MISCONCEPTIONS = [
         "q.reap() returns it forever.",
     ),
     Misconception(
+        "lease-shorter-than-the-work",
+        "a lease shorter than the work",
+        "A job whose work takes {work_ms} ms was claimed under a {lease_ms} ms lease: it ran out while the work was "
+        "still running, another worker's beat brought the job back, and it was worked on {runs} times.",
+        "How long may a worker hold a job before the others take it back? Longer than the work takes.",
+        "Claim with lease_ms=LEASE_MS: the beat is how often the check runs, not how long a job may take.",
+    ),
+    Misconception(
+        "retried-without-its-error",
+        "given back without its error",
+        "work(claim) raised FlakyError on {job}; your loop gave the job back, but when it was claimed again its row "
+        "said error = {error!r}: what went wrong is recorded nowhere, and a job that fails every time would end "
+        "in the dead set with no reason anyone can read.",
+        "A job that failed carries why it failed, for whoever looks at it next.",
+        "Pass the exception's text to q.retry (error=...).",
+    ),
+    Misconception(
+        "never-stops",
+        "never stops",
+        "running() returned False, and {seconds:g} s later your loop was still running: the worker could not be "
+        "stopped (a deploy, a shutdown), so it was killed, holding whatever it held.",
+        "Who decides when the worker stops? Ask it every time round the loop.",
+        "Loop while running(): that is the stop signal.",
+    ),
+    Misconception(
+        "attempts-as-the-token",
+        "attempts is not the token",
+        "Your loop fenced a complete or retry with {sent}, the claim's attempts; its token was {token}. One try of "
+        "this job had been given back unstarted (a release gives the try back, never the token), so the two differ "
+        "and the server refused it: the job stays held until its lease runs out.",
+        "Which number fences a claim? Attempts counts tries; something else changes on every claim.",
+        "Pass the claim itself to q.complete and q.retry.",
+    ),
+    Misconception(
         "spins-when-idle",
         "spins when idle",
-        "With nothing to do, one worker sent {commands} commands to Valkey in {seconds:.1f} s: it asks again at "
-        "once when a claim comes back empty. A fleet of those keeps the server busy doing nothing.",
+        "With nothing to do, one worker sent {commands} commands to Valkey in {seconds:.1f} s, about {rate:,} per "
+        "second of its own time between a reply and its next command: it asks again at once when a claim comes "
+        "back empty. A fleet of those keeps the server busy doing nothing.",
         "What should a worker do when there is no job?",
         "Sleep a little (a few ms up to the beat) when claim returns None.",
     ),
@@ -134,6 +187,24 @@ class FlakyError(RuntimeError):
     """What the check's work raises on a flaky job's first delivery."""
 
 
+LONG = "a long job"
+
+
+def _long_work(queue: Queue, claim: Claim) -> None:
+    """A job that works LONG_WORK_MS, longer than the beat. Under a lease shorter than that,
+    it works on until another worker has taken the job (its row's token moved on) or 3 s
+    passed: so the second delivery that lease allows always happens, whatever the machine's pace."""
+    lease_ms = claim.deadline_ms - server_now_ms(queue.client)
+    processes.mark(f"long work, lease {lease_ms}")
+    time.sleep(LONG_WORK_MS / 1000)
+    give_up = time.monotonic() + 3
+    while lease_ms < LONG_WORK_MS and time.monotonic() < give_up:
+        row = queue.job(claim.job_id)
+        if row is None or row.token != claim.token:
+            break
+        time.sleep(0.01)
+
+
 def _work(queue: Queue, work_ms: float) -> Callable[[Claim], None]:
     effects = Effects(queue)
 
@@ -143,6 +214,11 @@ def _work(queue: Queue, work_ms: float) -> Callable[[Claim], None]:
             os.kill(os.getpid(), signal.SIGKILL)  # this job kills whoever works on it (once, or always)
         if claim.payload == "flaky" and claim.attempts == 1:
             raise FlakyError("the payment API timed out")
+        if claim.payload == "flaky":  # what its row says of the first try, as this try begins
+            row = queue.job(claim.job_id)
+            processes.mark(f"flaky row error {row.error if row is not None else None!r}")
+        if claim.payload == LONG:
+            _long_work(queue, claim)
         time.sleep(work_ms / 1000)
         effects.apply_once(claim.job_id, claim.payload)
         processes.mark("effect")
@@ -150,11 +226,39 @@ def _work(queue: Queue, work_ms: float) -> Callable[[Claim], None]:
     return work
 
 
+class _Watched(Queue):
+    """The queue as the learner's loop gets it: a complete or retry fenced on a number that is
+    not the claim's token but its attempts is also a step that says so."""
+
+    held: dict[str, tuple[int, int]]  # job id -> (token, attempts) of the latest claim of it here
+
+    def claim(self, lease_ms: int = DEFAULT_LEASE_MS) -> Claim | None:
+        got = super().claim(lease_ms)
+        if got is not None:
+            self.held = {**getattr(self, "held", {}), got.job_id: (got.token, got.attempts)}
+        return got
+
+    def _sent(self, claim: Claim | str, token: int | None) -> None:
+        job_id = claim.job_id if isinstance(claim, Claim) else claim
+        sent = claim.token if isinstance(claim, Claim) and token is None else token
+        real, attempts = getattr(self, "held", {}).get(job_id, (None, None))
+        if real is not None and sent != real and sent == attempts:
+            processes.mark(f"attempts sent as the token {sent} {real}")
+
+    def complete(self, claim: Claim | str, token: int | None = None) -> Complete:
+        self._sent(claim, token)
+        return super().complete(claim, token)
+
+    def retry(self, claim: Claim | str, token: int | None = None, **options: Any) -> RetryResult:
+        self._sent(claim, token)
+        return super().retry(claim, token, **options)
+
+
 def _worker(loop: Loop, queue: Queue, stop_fd: int, work_ms: float) -> str:
     import select
 
     client = processes.counting_client(queue.client)
-    q = Queue(queue.name, client)
+    q = _Watched(queue.name, client)
 
     def running() -> bool:
         return not select.select([stop_fd], [], [], 0)[0]
@@ -189,22 +293,33 @@ class Fleet:
         for c, w in self.workers:
             if c is child and w >= 0:
                 os.write(w, b"x")
-        child.wait(5)
+        try:
+            child.wait(STOP_S)
+        except processes.ChildTimeout:
+            self.run.fail("stop", "never-stops", seconds=STOP_S)
 
-    def stop_all(self) -> None:
+    def stop_all(self) -> list[processes.Child]:
+        """Tell every worker to stop; the ones still running STOP_S later are killed and returned."""
         for child, w in self.workers:
             if not child.ended:
                 try:
                     os.write(w, b"x")
                 except OSError:
                     pass
+        late = []
         for child, w in self.workers:
             try:
-                child.wait(5)
+                child.wait(STOP_S)
             except processes.ChildTimeout:
-                pass
+                late.append(child)
             os.close(w)
         self.workers = []
+        return late
+
+    def steps(self, prefix: str) -> list[str]:
+        """The steps of every worker so far whose label starts with ``prefix``."""
+        self.poll()
+        return [step for child, _ in self.workers for step in child.steps if step.startswith(prefix)]
 
     def raised(self) -> processes.Child | None:
         self.poll()
@@ -218,6 +333,20 @@ class Fleet:
                 break
             time.sleep(0.01)
         return time.monotonic() - started
+
+
+SWEEPS = ("stalled_check", "reap")  # the scripts a beat runs (the stalled check, or a bare reap)
+
+
+def _beat_gaps(worker: processes.Child, since: int) -> list[float]:
+    """The times (ms, by the worker's own clock) between the sweeps it sent after its first
+    ``since`` steps."""
+    sent = [
+        at if at is not None else done
+        for step, (at, done) in zip(worker.steps[since:], worker.step_times[since:], strict=False)
+        if step in SWEEPS
+    ]
+    return [(b - a) * 1000 for a, b in zip(sent, sent[1:], strict=False)]
 
 
 def _done_without_effect(queue: Queue, ids: list[str]) -> str | None:
@@ -299,25 +428,62 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         f"all {len(ids)} jobs done, each effect once ({sum(effects.values())} effects).",
     )
 
-    # While idle: how often does the survivor ask the server for work, and does it pause in
-    # between? The pauses are the loop's own (a reply in, the next command out), so a busy
-    # machine, which slows the commands, does not make a spinning loop look like a waiting one.
+    # While idle: how many commands does the survivor send per second of its own time (a reply
+    # in, the next command out)? A busy machine slows the server's replies and lengthens a
+    # sleep, never shortens it, so a loop that waits between claims cannot reach the rate of
+    # one that asks again at once.
     before = len(survivor.poll().steps)
-    time.sleep(0.3)
+    time.sleep(IDLE_S)
     commands = len(survivor.poll().steps) - before
-    pauses = survivor.pauses(before)
-    fleet.stop_all()
-    if commands > 200 or (pauses and statistics.median(pauses) < SPIN_PAUSE_S):
-        run.fail("idle", "spins-when-idle", commands=commands, seconds=0.3)
-    run.good("idle", f"Idle, a worker sent {commands} commands in 0.3 s: it waits between claims.")
+    # ... and its beat: wait for BEAT_GAPS gaps between its sweeps (or BEAT_WAIT_S).
+    give_up = time.monotonic() + BEAT_WAIT_S
+    while len(_beat_gaps(survivor.poll(), before)) < BEAT_GAPS and time.monotonic() < give_up:
+        time.sleep(0.02)
+    gaps = _beat_gaps(survivor, before)
+    own = sum(survivor.pauses(before))
+    rate = round(commands / own) if own > 0 else commands * 1_000_000
+    if fleet.stop_all():
+        run.fail("stop", "never-stops", seconds=STOP_S)
+    if rate > SPIN_RATE:
+        run.fail("idle", "spins-when-idle", commands=commands, seconds=IDLE_S, rate=rate)
+    if not gaps or min(gaps) > 3 * BEAT_MS:
+        shown = f"at best every {min(gaps):.0f} ms" if gaps else f"fewer than twice in {BEAT_WAIT_S:g} s"
+        run.fail(
+            "beat",
+            "not-yet",
+            what=f"While idle, a worker ran the stalled check {shown}, far apart from BEAT_MS ({BEAT_MS} ms): a dead "
+            "worker's job then waits that much longer before anyone brings it back. Run it every BEAT_MS.",
+        )
+    if max(gaps) < BEAT_MS / 2:
+        run.fail(
+            "beat",
+            "not-yet",
+            what=f"While idle, a worker ran the stalled check every {max(gaps):.0f} ms or sooner, not every BEAT_MS "
+            f"({BEAT_MS} ms): "
+            "on every pass of its loop. Every sweep is a script the server runs over the whole active set; on a beat "
+            "is enough.",
+        )
+    run.good(
+        "idle",
+        f"Idle, a worker sent {commands} commands in {IDLE_S:g} s: it waits between claims, and ran the stalled check "
+        f"every {min(gaps):.0f} to {max(gaps):.0f} ms. Told to stop, every worker returned within {STOP_S:g} s.",
+    )
 
-    # 2. A failing job: its work raises on its first delivery.
+    # 2. A failing job: its work raises on its first delivery. Every job had one try given back
+    #    unstarted first (a stopping worker's prefetch), so each claim's token is one ahead of
+    #    its attempts.
     queue = run.queue("-flaky")
     ids = queue.enqueue_many(["order a", "flaky", "order b"])
+    queue.release_many(queue.claim_many(len(ids), lease_ms=LEASE_MS))
     fleet = Fleet(run, worker_loop, queue, seed + 1)
     run.cleanup(fleet.stop_all)
     worker = fleet.start()
-    waited = fleet.until(lambda: queue.snapshot().counts["done"] == len(ids) or worker.ended, 4.0)
+    waited = fleet.until(
+        lambda: queue.snapshot().counts["done"] == len(ids) or worker.ended or fleet.steps("attempts sent"), 4.0
+    )
+    if mixed := fleet.steps("attempts sent as the token "):
+        sent, token = mixed[0].rsplit(" ", 2)[1:]
+        run.fail("error", "attempts-as-the-token", sent=sent, token=token)
     lost = _done_without_effect(queue, ids)
     if lost is not None:
         run.fail("error", "swallow-and-complete", job=lost, error="FlakyError: the payment API timed out")
@@ -344,12 +510,41 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
             "would end in emq:{q}:dead as 'stalled', its real error lost. Give a failed job back through the retry "
             "path, with the error, so the row keeps it.",
         )
+    seen = [step.removeprefix("flaky row error ") for step in fleet.steps("flaky row error ")]
     fleet.stop_all()
+    if not seen:
+        raise RuntimeError(f"the flaky job's second try was never seen: {worker!r}")
+    if seen[0] in ("None", "''"):
+        run.fail("error", "retried-without-its-error", job=ids[1], error="")
     run.one_place_each("error", queue, ids)
     run.good(
         "error",
-        "A job whose work raised once: it went back through the retry path with its error, was tried again "
-        "and done, and the same worker ran on.",
+        f"A job whose work raised once: it went back through the retry path, its row said error = {seen[0]} as its "
+        "second try began, and it was done; the same worker ran on.",
+    )
+
+    # 2b. A job whose work outlasts the beat, with two workers: the lease must outlast the work.
+    queue = run.queue("-long")
+    ids = queue.enqueue_many([LONG])
+    fleet = Fleet(run, worker_loop, queue, seed + 3)
+    run.cleanup(fleet.stop_all)
+    fleet.start(), fleet.start()
+    fleet.until(lambda: queue.snapshot().counts["done"] == 1 or len(fleet.steps("long work")) > 1, 5.0)
+    if (raised := fleet.raised()) is not None:
+        run.code_failed("runs", "Your loop", raised)
+    runs = fleet.steps("long work")
+    fleet.stop_all()
+    leases = [int(step.rsplit(" ", 1)[1]) for step in runs]
+    if not leases:
+        run.fail("long", "not-yet", what=f"A job whose work takes {LONG_WORK_MS} ms was never worked on within 5 s.")
+    if len(runs) > 1 and min(leases) < LONG_WORK_MS:
+        run.fail("long", "lease-shorter-than-the-work", work_ms=LONG_WORK_MS, lease_ms=min(leases), runs=len(runs))
+    if queue.snapshot().counts["done"] != 1:
+        run.fail("long", "not-yet", what=f"A job whose work takes {LONG_WORK_MS} ms was not done within 5 s.")
+    run.good(
+        "long",
+        f"A job whose work took {LONG_WORK_MS} ms, longer than a beat, under a lease of {leases[0]} ms left at its "
+        f"start: it was worked on {len(runs)} time(s) and done.",
     )
 
     # 3. A poison job: every worker that works on it dies; dead workers are restarted.
@@ -382,6 +577,14 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         row = queue.job(poison)
         stalls = row.stalled if row else 0
         run.fail("poison", "poison-loops-forever", kills=kills, where=f"now in {where}, stalled count {stalls}")
+    row = queue.job(poison)
+    if row is not None and row.stalled != MAX_STALLED:
+        run.fail(
+            "poison",
+            "not-yet",
+            what=f"The poison job was dead-lettered at its stall number {row.stalled}; with MAX_STALLED = "
+            f"{MAX_STALLED} stall number {MAX_STALLED} is fatal: each extra stall is one more worker killed.",
+        )
     if snap.counts["done"] != len(ids) - 1:
         run.fail("poison", "not-yet", what="The jobs beside the poison job were not all done.")
     run.one_place_each("poison", queue, ids)

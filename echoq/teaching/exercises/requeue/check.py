@@ -16,6 +16,7 @@ the queue, and whether that stale worker's complete is still refused afterwards.
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 from redis.cluster import ClusterNode, RedisCluster
@@ -31,11 +32,15 @@ from echoq.teaching.exercises.core import (
     load,
     refusal_words,
     register,
+    row_state,
 )
 from echoq.teaching.exercises.differential import Move, State, contract_step, states
 from echoq.teaching.fast_forward import fast_forward
 
 DEAD = 3
+# A third queue holds this many dead jobs, dead-lettered by real stalls too: a dead set keeps up to
+# 10,000 by default, so a script that reads only part of it (ZRANGE 0 999) leaves jobs behind.
+MANY_DEAD = 2_500
 
 
 LEASE_MS = 5_000
@@ -140,23 +145,30 @@ def _words(error: str) -> str:
     return error.split(": on @")[0].removeprefix("ResponseError: ").rstrip(". ")
 
 
-def _dead_letter(queue: Queue) -> tuple[list[str], Any]:
-    """Three jobs dead by a real stall each (max_stalled 1); returns their ids and one claim
-    a stale worker still holds for the first of them."""
-    ids = queue.enqueue_many([f"job {n}" for n in range(1, DEAD + 1)])
-    claims = queue.claim_many(DEAD, lease_ms=LEASE_MS)
+def _dead_letter(queue: Queue, count: int = DEAD) -> tuple[list[str], Any]:
+    """``count`` jobs dead by a real stall each (max_stalled 1); returns their ids and one
+    claim a stale worker still holds for the first of them."""
+    ids = queue.enqueue_many([f"job {n}" for n in range(1, count + 1)])
+    claims = [c for start in range(0, count, 1000) for c in queue.claim_many(min(1000, count - start), LEASE_MS)]
     fast_forward(queue, LEASE_MS)  # the workers died: their leases run out (on the server's clock)
-    queue.stalled_check(max_stalled=1)
+    queue.stalled_check(max_stalled=1, limit=1000)
     return ids, claims[0]
 
 
+def _shown(key: str, queue: Queue) -> str:
+    """A key as the lesson writes it: the queue's prefix as emq:{q}:, a job's id as <id>."""
+    return re.sub(r"JOB[0-9A-Z]{26}", "<id>", key.replace(queue.keys.prefix, "emq:{q}:"))
+
+
 def _stray(client: Any, queue: Queue, ids: list[str]) -> list[str]:
-    """Keys holding one of ``ids`` in their name that are not this queue's."""
+    """Keys holding one of ``ids`` in their name that are not that job's row in this queue
+    (``emq:{q}:job:<id>``): another queue's, no queue's, or one under this queue's prefix
+    that the queue does not have (a prefix cut a character short: ``emq:{q}:djob:<id>``)."""
     found = []
     for job_id in ids:
         for key in client.scan_iter(match=f"*{job_id}*"):
             text = key.decode() if isinstance(key, bytes) else str(key)
-            if not text.startswith(queue.keys.prefix):
+            if text != queue.keys.job(job_id):
                 found.append(text)
     return found
 
@@ -202,6 +214,15 @@ def check_requeue_script(run: Run, source: str) -> None:
     for queue, ids, _stale in scenes:
         stray = _stray(run.client, queue, ids)
         others = [key for key in stray if key.startswith("emq:{")]
+        mine = [key for key in others if key.startswith(queue.keys.prefix)]
+        if mine:
+            run.fail(
+                "tag",
+                "not-yet",
+                what=f"The script wrote {_shown(mine[0], queue)!r}: under the queue's "
+                "prefix emq:{q}:, tag and all, but not a key the queue has -- a job's row is emq:{q}:job:<id>. "
+                "Print the prefix your script cuts from KEYS[1]: where does the cut end?",
+            )
         if others:
             run.fail("tag", "another-queues-tag", key=others[0], queue=queue.name)
         if stray:
@@ -210,7 +231,11 @@ def check_requeue_script(run: Run, source: str) -> None:
                 "row-key-without-the-tag",
                 what=f"The script wrote {stray[0]!r}, which is not {queue.keys.prefix}job:<id>.",
             )
-    run.good("tag", "Every key the script wrote was its own queue's: built on KEYS[1]'s prefix, tag and all.")
+    run.good(
+        "tag",
+        f"Every key named after a job of these queues was read after the script ran: each was its own queue's "
+        f"row, emq:{{q}}:job:<id> on KEYS[1]'s prefix, tag and all ({sum(len(ids) for _q, ids, _s in scenes)} rows).",
+    )
     for queue, ids, _stale in scenes:
         snap = queue.snapshot()
         both = [j for j in ids if j in snap.pending and j in snap.dead]
@@ -221,17 +246,53 @@ def check_requeue_script(run: Run, source: str) -> None:
             run.fail("moved", "only-the-first", left=len(left), queue=queue.name, dead=DEAD, moved=DEAD - len(left))
         if not all(j in snap.pending for j in ids):
             run.fail("moved", "not-yet", what="After your script some dead job was in no set at all: it is lost.")
-    run.good("moved", f"All {DEAD} dead jobs of each queue are in its pending set, and only there.")
+    many = run.queue("-many")
+    _dead_letter(many, MANY_DEAD)
+    k = many.keys
+    child = run.waited(
+        "runs",
+        "Your requeue_dead",
+        processes.spawn(_requeue_in_child, source, run.client, [k.dead, k.pending], name="your script"),
+        15,
+    )
+    if child.error is not None:
+        run.code_failed("runs", "Your requeue_dead", child)
+    snap = many.snapshot(limit=1)
+    if snap.counts["dead"]:
+        run.fail(
+            "moved",
+            "not-yet",
+            what=f"A queue with {MANY_DEAD:,} dead jobs: after your script {snap.counts['dead']:,} of them were still "
+            f"in its dead set, and {snap.counts['pending']:,} in pending. A dead set keeps up to 10,000 jobs by "
+            "default: does your read of it return them all?",
+        )
+    if snap.counts["pending"] != MANY_DEAD:
+        run.fail(
+            "moved",
+            "not-yet",
+            what=f"A queue with {MANY_DEAD:,} dead jobs: after your script only {snap.counts['pending']:,} were "
+            "in its pending set, and none in dead: the others are lost.",
+        )
+    run.good(
+        "moved",
+        f"All {DEAD} dead jobs of each queue are in its pending set, and only there; and all {MANY_DEAD:,} of a queue "
+        "that held that many.",
+    )
     for queue, ids, _stale in scenes:
         for job_id in ids:
             row = queue.job(job_id)
             if row is None:
                 run.fail("row", "not-yet", what=f"{job_id}'s row is gone: the next claim would find an orphan.")
-            if row.state.value != "pending":
-                run.fail("row", "row-still-dead", job=job_id, row=queue.keys.job(job_id), state=row.state.value)
+            state = row_state(queue, job_id)
+            if state != "pending":
+                run.fail("row", "row-still-dead", job=job_id, row=queue.keys.job(job_id), state=state)
             if row.stalled != 0:
                 run.fail("row", "stall-count-kept", job=job_id, stalled=row.stalled)
-    run.good("row", "Each row says state = pending, with its stall count back to 0.")
+    cleared = sum(
+        not run.client.hexists(queue.keys.job(job_id), "stalled") for queue, ids, _stale in scenes for job_id in ids
+    )
+    how = "its stall count back to 0" if not cleared else f"no stall count on {cleared} (a missing count reads as 0)"
+    run.good("row", f"Each row says state = pending, {how}.")
     for queue, _ids, stale in scenes:
         fresh = queue.claim(lease_ms=LEASE_MS)
         late = queue.complete(stale)  # the worker that held token 1 wakes up and completes

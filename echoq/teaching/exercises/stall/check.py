@@ -16,9 +16,11 @@ from dataclasses import replace
 from typing import Any
 
 from echoq import scripts
-from echoq.queue import Queue
+from echoq.clock import server_now_ms
+from echoq.ids import new_job_id
+from echoq.queue import Queue, _text
 from echoq.teaching import processes
-from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
+from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register, row_state
 from echoq.teaching.exercises.differential import Move, State, contract_step, states
 from echoq.teaching.fast_forward import fast_forward
 
@@ -158,15 +160,15 @@ def check_stall_count(run: Run, source: str, *, seed: int = 4, trials: tuple[int
             if "dead" in places:
                 if len(places) > 1:
                     run.fail("dead", "dead-in-two-places", places=" and ".join(places))
-                if row is None or row.state.value != "dead":
-                    run.fail("dead", "dead-row-not-marked", state=row.state.value if row else None)
+                if row is None or row_state(queue, poison) != "dead":
+                    run.fail("dead", "dead-row-not-marked", state=row_state(queue, poison))
                 if stall < max_stalled:
                     run.fail("threshold", "one-stall-early", max=max_stalled, stall=stall)
                 if stall > max_stalled:
                     run.fail("threshold", "one-stall-late", max=max_stalled, stall=stall, forgiven=max_stalled - 1)
                 break
-            if places == ["pending"] and row is not None and row.state.value != "pending":
-                run.fail("recover", "recovered-row-not-pending", state=row.state.value)
+            if places == ["pending"] and row is not None and row_state(queue, poison) != "pending":
+                run.fail("recover", "recovered-row-not-pending", state=row_state(queue, poison))
             if not places:
                 run.fail(
                     "recover",
@@ -191,8 +193,68 @@ def check_stall_count(run: Run, source: str, *, seed: int = 4, trials: tuple[int
     shown = ", ".join(f"{m} -> dead at stall {m}" for m in sorted(order))
     run.good("threshold", f"Poison jobs, every worker SIGKILLed after its claim: max_stalled {shown}.")
 
+    _edge(run, source)
+
     # The whole contract: the sweep against the reference sweep on generated queues.
     contract_step(run, STALL_MOVE, source, what="Your sweep")
+
+
+EDGE_LEASES = 2_000  # one lease deadline per millisecond, from a second before now to a second after
+
+
+def _edge(run: Run, source: str) -> None:
+    """Many leases at once, one deadline per millisecond around the server's now, every one
+    of them a job's last chance (max_stalled 1): after the sweep, every lease whose deadline
+    was at or before the sweep's now must be gone from active -- more than a thousand of them
+    (a sweep that reads a capped range leaves some), and the one exactly at its now, which the
+    sweep's own time of death in the dead set tells."""
+    queue = run.queue("-edge")
+    now = server_now_ms(queue.client)
+    ids = [new_job_id() for _ in range(EDGE_LEASES)]
+    deadline = {job: now - EDGE_LEASES // 2 + n for n, job in enumerate(ids)}
+    pipe = queue.client.pipeline(transaction=False)
+    for job in ids:
+        pipe.hset(
+            queue.keys.job(job),
+            mapping={
+                "state": "active",
+                "token": 1,
+                "attempts": 1,
+                "stalled": 0,
+                "payload": "work",
+                "enqueued_ms": now - 60_000,
+            },
+        )
+    pipe.zadd(queue.keys.active, deadline)
+    pipe.execute()
+    _sweep(run, source, queue, 1)
+    deaths = {int(score) for _job, score in queue.client.zrange(queue.keys.dead, 0, -1, withscores=True)}
+    if len(deaths) != 1:
+        return  # no single time of death to judge by: the contract step says what differs
+    (t,) = deaths
+    active = {_text(job) for job in queue.client.zrange(queue.keys.active, 0, -1)}
+    left = [job for job in ids if deadline[job] <= t and job in active]
+    if left and all(deadline[job] == t for job in left):
+        run.fail(
+            "edge",
+            "not-yet",
+            what="Your sweep left in active a lease whose deadline was exactly the server's now (the time of death "
+            "your sweep wrote for the others): a lease ends at its deadline, so 'at or before now' includes now. "
+            "Does your range include its upper end?",
+        )
+    if left:
+        expired = sum(deadline[job] <= t for job in ids)
+        run.fail(
+            "edge",
+            "not-yet",
+            what=f"Of more than 1,000 leases that had run out at once, your sweep took {expired - len(left):,} and "
+            "left the rest in active: does your read of the expired leases return them all?",
+        )
+    expired = sum(deadline[job] <= t for job in ids)
+    exact = (
+        ", the one whose deadline was exactly its now included" if deadline[ids[0]] <= t <= deadline[ids[-1]] else ""
+    )
+    run.good("edge", f"{expired:,} leases run out at once, one per millisecond: your sweep took every one{exact}.")
 
 
 def _stall_states(rng: random.Random, size: int) -> State:

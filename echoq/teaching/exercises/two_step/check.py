@@ -13,13 +13,15 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from echoq.ids import new_job_id
 from echoq.queue import Queue, _text
 from echoq.teaching import processes
-from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
-from echoq.teaching.exercises.differential import Move, State, contract_step, states
+from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register, row_state, skew_clock
+from echoq.teaching.exercises.differential import Move, State, contract_step, crash_difference, states
 from echoq.teaching.fast_forward import fast_forward
 
 POISON_LEASE_MS = 5_000  # the lease of the crashed worker's claim
+MANY_EXPIRED = 1_500  # leases run out at once (more than a capped read of 1,000 returns)
 
 TWO_STEP_MISCONCEPTIONS = [
     Misconception(
@@ -98,40 +100,28 @@ Reader = Callable[[Any, Any], list[str]]
 Mover = Callable[[Any, Any, list[str]], object]
 
 
-def _skew_clock(seconds: float, fn: Callable[..., Any]) -> None:
-    """In a child: make this process's wall clock run ``seconds`` fast (time.time, time_ns,
-    datetime.now), including names the learner's module imported from them."""
-    import datetime as dt
-    import time
-
-    real_time, real_ns, real_dt = time.time, time.time_ns, dt.datetime
-
-    class Fast(real_dt):  # type: ignore[misc, valid-type]
-        @classmethod
-        def now(cls, tz: Any = None) -> Any:
-            return real_dt.now(tz) + dt.timedelta(seconds=seconds)
-
-        @classmethod
-        def utcnow(cls) -> Any:
-            return real_dt.utcnow() + dt.timedelta(seconds=seconds)
-
-    time.time = lambda: real_time() + seconds  # type: ignore[assignment]
-    time.time_ns = lambda: real_ns() + int(seconds * 1e9)  # type: ignore[assignment]
-    dt.datetime = Fast  # type: ignore[misc]
-    names = getattr(fn, "__globals__", {})
-    for name, value in list(names.items()):
-        if value is real_time:
-            names[name] = time.time
-        elif value is real_ns:
-            names[name] = time.time_ns
-        elif value is real_dt:
-            names[name] = Fast
-
-
-def _read_in_child(read_expired: Reader, queue: Queue, skew_s: float) -> list[str]:
+def _read_in_child(read_expired: Reader, queue: Queue, skew_s: float, edge: str | None = None) -> dict[str, Any]:
+    """Step 1 in a child. With ``edge``: the moment the learner's code has the server's TIME,
+    that job's lease deadline is set to exactly that millisecond (the check's own write, on
+    its own connection), so "at or before now" is tested at "at"."""
     if skew_s:
-        _skew_clock(skew_s, read_expired)
-    return [str(i) for i in (read_expired(processes.counting_client(queue.client), queue.keys) or [])]
+        skew_clock(skew_s, read_expired)
+    client = processes.counting_client(queue.client)
+    planted: list[int] = []
+    if edge is not None:
+        send = client.execute_command
+
+        def execute_command(*args: Any, **options: Any) -> Any:
+            reply = send(*args, **options)
+            if not planted and args and str(args[0]).upper() == "TIME":
+                seconds, micros = (int(x) for x in reply)
+                planted.append(seconds * 1000 + micros // 1000)
+                queue.client.zadd(queue.keys.active, {edge: planted[0]})
+            return reply
+
+        client.execute_command = execute_command  # type: ignore[method-assign]
+    ids = [str(_text(i)) for i in (read_expired(client, queue.keys) or [])]
+    return {"ids": ids, "edge_at": planted[0] if planted else None}
 
 
 def _move_in_child(move_back: Mover, queue: Queue, ids: list[str]) -> None:
@@ -185,16 +175,22 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
 
     # 1. Alone: one dead worker's expired lease, one live worker's running lease.
     queue = run.queue()
-    dead, live = queue.enqueue_many(["crashed", "alive"])
+    dead, live, edge = queue.enqueue_many(["crashed", "alive", "due this very millisecond"])
     run.waited("runs", "A worker", processes.spawn(_claim_and_die, queue, kill_at="claim"), 15)
-    queue.claim(lease_ms=60_000)  # the live worker
+    queue.claim_many(2, lease_ms=60_000)  # the live worker, and the job whose deadline will be exactly now
     fast_forward(queue, POISON_LEASE_MS)
     left = f"{(queue.client.zscore(queue.keys.active, live) - queue.snapshot().now_ms) / 1000:.0f} s"
+    edge_seen = False
     for skew in (0.0, 3600.0):
-        child = run.waited("runs", "Your read_expired", processes.spawn(_read_in_child, read_expired, queue, skew), 15)
+        child = run.waited(
+            "runs",
+            "Your read_expired",
+            processes.spawn(_read_in_child, read_expired, queue, skew, None if skew else edge),
+            15,
+        )
         if child.error is not None:
             run.code_failed("runs", "Your read_expired", child)
-        ids = child.value or []
+        ids = (child.value or {}).get("ids", [])
         if live in ids:
             run.fail("read", "reads-worker-clock" if skew else "reads-every-lease", job=live, left=left)
         if dead not in ids:
@@ -203,8 +199,37 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
                 "not-yet",
                 what=f"Step 1 returned {ids}; the lease of {dead} had run out on the server's clock.",
             )
+        if not skew and (child.value or {}).get("edge_at") is not None:
+            if edge not in ids:
+                run.fail(
+                    "read",
+                    "not-yet",
+                    what="Step 1 left out a job whose lease deadline was exactly the server's now (the millisecond "
+                    "your code read from TIME): the exercise asks for deadlines at or before now, and a lease ends "
+                    "at its deadline. Does your range include its upper end?",
+                )
+            edge_seen = True
+    # Many leases run out at once: step 1 must return every one (a capped read leaves some).
+    many = run.queue("-many")
+    now = many.snapshot(limit=1).now_ms
+    expired = {new_job_id(): now - 10_000 - n for n in range(MANY_EXPIRED)}
+    many.client.zadd(many.keys.active, expired)
+    child = run.waited("runs", "Your read_expired", processes.spawn(_read_in_child, read_expired, many, 0.0), 15)
+    if child.error is not None:
+        run.code_failed("runs", "Your read_expired", child)
+    got = set((child.value or {}).get("ids", []))
+    if got != set(expired):
+        run.fail(
+            "read",
+            "not-yet",
+            what=f"Of {MANY_EXPIRED:,} leases that had run out, step 1 returned {len(got & set(expired)):,}: does your "
+            "read of the active set return every expired lease?",
+        )
+    exact = ", a deadline exactly at the server's now included" if edge_seen else ""
     run.good(
-        "read", "Step 1 returned the expired lease only, judged on the server's clock (even from a clock an hour fast)."
+        "read",
+        f"Step 1 returned the expired leases only{exact}, judged on the server's clock (even from a clock an hour "
+        f"fast), and all {MANY_EXPIRED:,} of a queue where that many had run out at once.",
     )
     child = run.waited("runs", "Your move_back", processes.spawn(_move_in_child, move_back, queue, [dead]), 15)
     if child.error is not None:
@@ -228,14 +253,30 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
             "so that claims take the oldest id first (a job scored higher waits behind every job after it).",
         )
     row = queue.job(dead)
-    if row is None or row.state.value != "pending":
-        run.fail("move", "row-not-pending", state=row.state.value if row else None)
+    if row is None or row_state(queue, dead) != "pending":
+        run.fail("move", "row-not-pending", state=row_state(queue, dead))
     if live not in snap.active:
         run.fail("move", "not-yet", what="Step 2 moved the live worker's job too: move only the ids it is given.")
     run.good("move", "Step 2 moved the expired job to pending and marked its row; the live lease stayed.")
 
     # The whole contract of both steps: against the reference's on generated queues.
     contract_step(run, MOVE, (read_expired, move_back), what="Your read_expired and move_back")
+    reference = run.exercise.answer_from(run.exercise.solution)
+    crashed = crash_difference(run.client, MOVE, (read_expired, move_back), reference, run.exercise.lesson)
+    if crashed is not None:
+        k, state, difference = crashed
+        run.fail(
+            "crash",
+            "not-yet",
+            what=f"Killed after its write number {k} (a worker process dies between two commands), on "
+            f"{state.describe()}: {difference}, killed after its write number {k} too -- and no crash of the "
+            "reference, after any of its writes, leaves what yours left. Separate commands can be split by a "
+            "crash: the order of your writes decides what a crash leaves half-done.",
+        )
+    run.good(
+        "crash",
+        "Killed between any two of its writes, on generated queues, your reaper left what the reference leaves.",
+    )
 
     # 2. The race of the lesson: reaper 1 frozen between its read and its move.
     scene = race(read_expired, move_back, run.queue("-race"))
