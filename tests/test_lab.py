@@ -783,6 +783,57 @@ def test_moves_animate_tokens_from_set_to_set(panel: type[LabPanel], name: str, 
             lab.model.shutdown()
 
 
+def test_after_a_burst_from_code_the_picture_shows_the_servers_present(name: str, valkey_client) -> None:
+    """Lesson 03's cell: ten deliveries driven from code, far faster than the picture can
+    animate them. The picture jumps to the newest frame instead of replaying them one by
+    one: every move that starts after the burst goes to the newest frame, and what is drawn
+    then is what the server holds."""
+    lab = DeliveryLab(name, client=valkey_client, live=False)
+    lab.model.open()
+    try:
+        lab.settle()
+        known = len(lab.player.transitions)
+        lab.model.deliver(consumer="naive", deliveries=5)
+        lab.model.deliver(consumer="keyed", deliveries=5)
+        newest = lab.model.history.last_index
+        assert newest - lab.model.history.first_index >= 20  # every step is on the timeline
+        assert lab.settle()  # a guard against a hang: no figure about time
+        after = [t for t in lab.player.transitions[known:] if t.started >= lab.model.frame.at_s]
+        assert all(t.to_index == newest for t in after), [t.to_index for t in after]
+        assert sum(t.skipped for t in lab.player.transitions[known:]) > 0  # it jumped
+        snap = echoq.Queue(name, valkey_client).snapshot()
+        [job] = snap.done
+        assert lab.player.cursor == newest and lab.model.frame.snapshot.effects == snap.effects
+        assert f"→ {snap.effects[job]} effect(s)" in lab.figure.ledger.get_text()  # 1, not 5
+        text = shown(lab)
+        assert lab.model.frame.readout in text and "press replay" in text
+        assert not lab.replay_button.disabled
+    finally:
+        lab.close()
+
+
+def test_replay_plays_the_moves_the_picture_jumped_over_then_follows_again(name: str, valkey_client) -> None:
+    lab = ClaimLab(name, client=valkey_client, live=False)
+    lab.model.open()
+    lab.speed_picker.value = 2.0
+    try:
+        lab.settle()
+        for _ in range(4):
+            lab.model.enqueue()
+        assert lab.settle()
+        first, last = lab.player.jumped
+        known = len(lab.player.transitions)
+        lab.replay_button.click()
+        assert not lab.player.following and all(c.disabled for c in lab.buttons)  # the past: read-only
+        assert lab.settle() and lab.player.following and lab.player.jumped is None
+        played = [t.to_index for t in lab.player.transitions[known:]]
+        assert played == list(range(first, last + 2)), played  # each jumped move, in order, then the landing
+        assert lab.player.cursor == lab.model.history.last_index and "live" in shown(lab)
+        assert not any(c.disabled for c in lab.buttons)
+    finally:
+        lab.close()
+
+
 def test_a_token_travels_between_its_places(name: str, valkey_client: redis.Redis) -> None:
     lab = ClaimLab(name, client=valkey_client, live=False, animate=False)
     lab.enqueue_button.click()

@@ -138,6 +138,14 @@ def status_held(index: int, last: int, clock: str) -> str:
     return f"paused at {clock} (frame {index + 1} of {last + 1}{later}) · read-only: press live to return"
 
 
+def jumped(n: int) -> str:
+    return (
+        f"({n} recorded move{'s' if n != 1 else ''} came faster than the picture could show "
+        f"{'them' if n != 1 else 'it'}: it jumped to the server's present; press replay to watch "
+        f"{'them' if n != 1 else 'it'}.)"
+    )
+
+
 def banner_held(clock: str) -> str:
     return f"recorded {clock} · read-only"
 
