@@ -43,6 +43,7 @@ __all__ = ["BoardFigure", "GridPlace", "TimePlace", "Spot", "ease"]
 MARKER_SIZE = 110  # marker area, points^2
 CELL_W_PX, CELL_H_PX = 58, 38  # room for one marker and its one-line label
 LINE_PX = 14  # one more line of 10 pt text
+CHAR_PX = 7.8  # the widest a character of 10 pt text runs, on average, in a key's name
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,11 @@ class Place:
         box: tuple[float, float, float, float],
         *,
         header: str | None = None,
-        key: str = "",
+        key_suffix: str = "",
         style: str | None = None,
     ) -> None:
         self.board, self.name = board, name
+        self.key_suffix = key_suffix  # words after the key's name (" · at lease deadline")
         self.x0, self.y0, self.x1, self.y1 = box
         self.style = style or name
         colour = PLACES[self.style].colour
@@ -110,14 +112,18 @@ class Place:
             color=INK,
         )
         self.key = board.dynamic_text(self.x0, self.y1 + board.py(9), "", va="center", color=MUTED)
-        self.set_key(key)
         self.count = board.dynamic_text(self.x1, self.y1 + board.py(26), "", ha="right", va="center")
         self.overflow = board.dynamic_text(self.x1 - board.px(4), self.y0 + board.py(10), "", ha="right", va="center")
 
-    def set_key(self, key: str) -> None:
-        """The key's name over the box, shortened in the middle if the box is too narrow."""
-        room = int((self.x1 - self.x0) / self.board.px(7.8))
-        self.key.set_text(words.fit(key, room))
+    @property
+    def key_room(self) -> int:
+        """How many characters of a key's name fit over the box."""
+        return int((self.x1 - self.x0) / self.board.px(CHAR_PX)) - len(self.key_suffix)
+
+    def set_key(self, queue: str, whole: bool) -> None:
+        """The key's name over the box, never cut: ``emq:{<queue>}:pending`` when ``whole``,
+        else ``emq:{q}:pending`` (the figure's queue line says what q is)."""
+        self.key.set_text(words.key_label(queue if whole else None, self.name) + self.key_suffix)
 
     @property
     def _filled(self) -> bool:
@@ -284,6 +290,8 @@ class BoardFigure:
         self.dynamic: list[Any] = []  # redrawn at every animation frame
         self.marks: list[Any] = []  # change between frames, not within a move: part of the background
         self.title = self.dynamic_text(0.012, 0.975, "", fontsize=TITLE, weight="bold", va="top")
+        # Under the title: the queue's name, whole (the key labels say q where they are too narrow).
+        self.subtitle = self.dynamic_text(0.012, 0.975 - self.py(21), "", va="top", color=MUTED)
         self.banner = self.dynamic_text(0.988, 0.975, "", ha="right", va="top", weight="bold")
         self.paths: dict[str, list[tuple[float, float]]] = {}
         self.arrows: dict[str, FancyArrowPatch] = {}
@@ -369,6 +377,10 @@ class BoardFigure:
             self.ax.text(
                 mid[0], mid[1] + self.py(label_dy), label, fontsize=FONT, ha="center", va="bottom", color=MUTED
             )
+
+    def heading(self) -> str:
+        """The title (and what is under it): what a still picture's alt text starts with."""
+        return self.title.get_text()
 
     # -- what a panel defines -----------------------------------------------------------------
 
@@ -598,10 +610,35 @@ class QueueFigure(BoardFigure):
 
     def __init__(self, queue: str) -> None:
         self.queue = queue
+        self.other_keys: list[tuple[str, int]] = []  # keys drawn outside the places (build() adds them)
+        self.keys_whole = True
         super().__init__()
+        self.show_queue(queue)
 
     def key(self, part: str) -> str:
         return f"emq:{{{self.queue}}}:{part}"
+
+    @property
+    def places(self) -> list[Place]:
+        return [p for p in (getattr(self, n, None) for n in ("pending", "active", "done", "dead")) if p is not None]
+
+    def show_queue(self, queue: str) -> None:
+        """Name the queue under the title, and each place's key over its box: with the
+        queue's name in every key if it fits whole in every one (and in each of
+        ``other_keys``: a key part and its room), else as q in all of them."""
+        rooms = [(p.name, p.key_room) for p in self.places] + self.other_keys
+        self.keys_whole = all(len(words.key_label(queue, part)) <= room for part, room in rooms)
+        self.subtitle.set_text(words.queue_line(queue))
+        for place in self.places:
+            place.set_key(queue, self.keys_whole)
+
+    def key_label(self, queue: str, part: str) -> str:
+        """A key's name as this picture writes it (see :meth:`show_queue`)."""
+        return words.key_label(queue if self.keys_whole else None, part)
+
+    def heading(self) -> str:
+        """The title and the queue line: what a still picture's alt text starts with."""
+        return f"{self.title.get_text()} ({self.subtitle.get_text()})"
 
     def spots(self, frame: Frame, now_ms: int) -> dict[str, Spot]:
         return {} if frame.snapshot is None else self.set_spots(frame.snapshot, now_ms)

@@ -48,17 +48,14 @@ def marker(job_id: str, ms_left: int, extra: str = "", extra_line: bool = False)
     return "\n".join(part for part in (tag(job_id), lease if not extra else f"{lease} {extra}") if part)
 
 
-def fit(text: str, room: int) -> str:
-    """``text`` in at most ``room`` characters, cut in the middle (key names keep both ends)."""
-    if len(text) <= room or room < 8:
-        return text
-    keep = room - 1
-    return text[: keep - keep // 2] + "…" + text[-(keep // 2) :]
+def key_label(queue: str | None, part: str) -> str:
+    """A key's name on a picture, never cut: ``emq:{<queue>}:<part>``, or with no queue
+    given ``emq:{q}:<part>`` (where the name would not fit; the picture's queue line names q)."""
+    return f"emq:{{{queue if queue is not None else 'q'}}}:{part}"
 
 
-def title_queue(queue: str) -> str:
-    """A queue's name in a figure's title: whole up to 24 characters, else cut in the middle."""
-    return fit(queue, 24)
+def queue_line(queue: str) -> str:
+    return f"queue q = {queue}"
 
 
 def count(n: int, noun: str = "job") -> str:
