@@ -44,6 +44,7 @@ MARKER_SIZE = 110  # marker area, points^2
 CELL_W_PX, CELL_H_PX = 58, 38  # room for one marker and its one-line label
 LINE_PX = 14  # one more line of 10 pt text
 CHAR_PX = 7.8  # the widest a character of 10 pt text runs, on average, in a key's name
+LABEL_CHAR_PX = 8.4  # a character of a marker's label (10 pt monospace)
 
 
 @dataclass(frozen=True)
@@ -171,8 +172,10 @@ class GridPlace(Place):
 
 class TimePlace(Place):
     """The active set on a time axis: each marker at its lease deadline, measured from the
-    server's now (the vertical line). Expired leases sit left of it in their own zone,
-    spread in a grid in deadline order -- never stacked on the axis edge."""
+    server's now (the vertical line). The axis runs on left of now, at the same scale,
+    through the expired zone: an expired lease is drawn at its deadline too (one that ran
+    out longer ago than the zone reaches waits at its left edge, its label saying how long).
+    Markers too close to share a row go a row further down, never on top of each other."""
 
     def __init__(
         self,
@@ -196,7 +199,7 @@ class TimePlace(Place):
         self.rows = max(1, int((self.top - label - (self.y0 + b.py(2))) / self.cell_h) + 1)
         self.zone_rows = max(1, int((self.top - label - (self.y0 + b.py(26))) / self.cell_h) + 1)
         self.now_x = self.x0 + (self.x1 - self.x0) * expired_share
-        self.zone_cols = max(1, int((self.now_x - self.x0 - b.px(6)) / self.cell_w))
+        self.left = self.x0 + b.px(6) + self.cell_w / 2  # the leftmost marker (and its label) in the box
         self.right = self.x1 - b.px(34)
         ax = b.ax
         ax.add_patch(
@@ -222,7 +225,7 @@ class TimePlace(Place):
             color=MUTED,
             linespacing=1.1,
         )
-        self.ticks = [b.dynamic_text(0, self.y0 - b.py(11), "", ha="center", va="center") for _ in range(2)]
+        self.ticks = [b.dynamic_text(0, self.y0 - b.py(11), "", ha="center", va="center") for _ in range(3)]
         self.set_span(span_ms)
 
     def set_span(self, span_ms: int) -> bool:
@@ -231,38 +234,39 @@ class TimePlace(Place):
         changed = span_ms != getattr(self, "_drawn_span", None)
         self.span_ms = span_ms
         self._drawn_span = span_ms
-        for tick, fraction in zip(self.ticks, (0.5, 1.0), strict=True):
-            tick.set_position((self.x_of(span_ms * fraction), self.y0 - self.board.py(11)))
-            tick.set_text(words.seconds_ahead(span_ms * fraction))
+        past = math.floor(self.zone_ms / 100) * 100  # the expired zone's far end, clear of "server now"
+        for tick, ms in zip(self.ticks, (span_ms * 0.5, span_ms * 1.0, -past), strict=True):
+            tick.set_position((self.x_of(ms), self.y0 - self.board.py(11)))
+            tick.set_text(words.seconds_ahead(ms) if ms > 0 else words.seconds_ago(-ms))
         return changed
 
+    @property
+    def zone_ms(self) -> float:
+        """How far back the expired zone's axis reaches, in ms before now."""
+        return (self.now_x - self.left) / (self.right - self.now_x) * self.span_ms
+
     def x_of(self, ms_left: float) -> float:
-        return self.now_x + (self.right - self.now_x) * min(1.0, max(0.0, ms_left / self.span_ms))
+        """Where a lease with ``ms_left`` to run (negative: ran out that long ago) is drawn."""
+        x = self.now_x + (self.right - self.now_x) * min(1.0, ms_left / self.span_ms)
+        return max(self.left, x)
 
     def spots(self, items: Sequence[tuple[str, int, str]]) -> dict[str, Spot]:
         """``items``: (job id, ms left on its lease, extra label line or "")."""
-        b = self.board
-        expired = sorted((i for i in items if i[1] <= 0), key=lambda i: i[1])
-        live = sorted((i for i in items if i[1] > 0), key=lambda i: i[1])
         out: dict[str, Spot] = {}
         hidden = 0
-        zone = self.zone_cols * self.zone_rows
-        for n, (job_id, left, extra) in enumerate(expired):
-            if n >= zone:
-                hidden += 1
-                continue
-            row, col = divmod(n, self.zone_cols)
-            x = self.x0 + b.px(6) + (col + 0.5) * self.cell_w
-            label = words.marker(job_id, left, extra, self.extra_line)
-            out[job_id] = Spot(x, self.top - row * self.cell_h, self.style, label)
-        # Live leases at their true x; a row further down when a neighbour's label is too close.
-        last_x = [-math.inf] * self.rows
-        for job_id, left, extra in live:
+        # Each lease at its deadline's x, from the longest expired to the furthest ahead; a
+        # row further down when a neighbour's label is too close (fewer rows left of now: the
+        # zone's caption sits under them). An expired lease stays left of now, a live one right.
+        # Two neighbours in a row are as far apart as half of each one's label and a gap.
+        last = [(-math.inf, 0.0)] * self.rows  # (x, half its label's width) of each row's last
+        for job_id, left, extra in sorted(items, key=lambda i: i[1]):
             x = self.x_of(left)
-            for row in range(self.rows):
-                if x - last_x[row] >= self.cell_w:
-                    last_x[row] = x
-                    label = words.marker(job_id, left, extra, self.extra_line)
+            x = min(x, self.now_x - self.board.px(3)) if left <= 0 else max(x, self.now_x + self.board.px(3))
+            label = words.marker(job_id, left, extra, self.extra_line)
+            half = self.board.px(LABEL_CHAR_PX * max(len(line) for line in label.splitlines()) / 2)
+            for row in range(self.zone_rows if x < self.now_x else self.rows):
+                if x - last[row][0] >= last[row][1] + half + self.board.px(6):
+                    last[row] = (x, half)
                     out[job_id] = Spot(x, self.top - row * self.cell_h, self.style, label)
                     break
             else:

@@ -39,6 +39,10 @@ def seconds_ahead(ms: float) -> str:
     return f"+{ms / 1000:g} s"
 
 
+def seconds_ago(ms: float) -> str:
+    return f"−{ms / 1000:g} s"
+
+
 def marker(job_id: str, ms_left: int, extra: str = "", extra_line: bool = False) -> str:
     """A leased marker's label: its id, then its lease (time left, or time since it ran out),
     then ``extra`` after the lease or, with ``extra_line``, on a line of its own."""
