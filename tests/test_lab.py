@@ -446,7 +446,7 @@ def test_models_import_no_widget_or_plot_library() -> None:
     probe = (
         "import sys\n"
         "import echoq.teaching.lab.claim.model, echoq.teaching.lab.delivery.model\n"
-        "import echoq.teaching.lab.reap.model, echoq.teaching.lab.fleet.model\n"
+        "import echoq.teaching.lab.reap.model, echoq.teaching.lab.fleet.model, echoq.teaching.lab.race.model\n"
         "bad = [m for m in ('ipywidgets', 'matplotlib', 'ipympl', 'IPython') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )

@@ -20,7 +20,7 @@ import redis
 matplotlib.use("Agg")
 
 import echoq  # noqa: E402
-from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab, words  # noqa: E402
+from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, RaceLab, ReapLab, words  # noqa: E402
 from echoq.teaching.lab.frames import Frame, Lit  # noqa: E402
 from echoq.teaching.lab.view import LabPanel  # noqa: E402
 from tests.support.lab_tour import TOURS, tour  # noqa: E402
@@ -167,7 +167,24 @@ def check_fleet(lab: FleetLab, frame: Frame, _previous: Frame | None) -> None:
                 assert job_id in snap.active, line
 
 
-CHECKS = {ClaimLab: check_claim, DeliveryLab: check_delivery, ReapLab: check_reap, FleetLab: check_fleet}
+def check_race(lab: RaceLab, frame: Frame, _previous: Frame | None) -> None:
+    step = frame.state.get("step")
+    if step and 0 < step["n"] <= len(step["order"]):
+        assert frame.readout.startswith(step["order"][step["n"] - 1] + ":") or frame.readout.startswith(
+            step["order"][step["n"] - 1] + " "
+        ), (frame.readout, step)  # the frame tells the command that was just sent
+    counts = frame.state.get("counts")
+    if counts:
+        assert " · ".join(f"{k} {v}" for k, v in counts.items()) in lab.figure.caption.get_text()
+
+
+CHECKS = {
+    ClaimLab: check_claim,
+    DeliveryLab: check_delivery,
+    ReapLab: check_reap,
+    FleetLab: check_fleet,
+    RaceLab: check_race,
+}
 
 
 @pytest.mark.parametrize("panel", list(TOURS), ids=lambda p: p.__name__)

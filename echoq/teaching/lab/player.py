@@ -143,11 +143,18 @@ class Player:
     def replay(self) -> bool:
         """Play the frames the picture last jumped over, one move after another, held
         (read-only), then follow the present again. False if it jumped over none."""
-        if self.jumped is None or self.history.get(self.jumped[0] - 1) is None:
+        if self.jumped is None:
             return False
         first, last = self.jumped
+        return self.play(first, last + 1)  # the frame the jump landed on ends the replay
+
+    def play(self, first: int, last: int) -> bool:
+        """Hold the picture at the frame before ``first``, play every recorded move up to
+        ``last`` one after another (read-only), then follow the present again."""
+        if self.history.get(first - 1) is None or self.history.get(last) is None:
+            return False
         self.show(first - 1)
-        self._replay_to = last + 1  # the frame the jump landed on ends the replay
+        self._replay_to = last
         self._kick()
         return True
 
