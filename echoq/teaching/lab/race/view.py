@@ -85,12 +85,23 @@ class RaceLab(LabPanel):
             draw_grid(self._grid_canvas.figure, ex, chosen)
             self._grid_canvas.draw_idle()
             return
-        fig = grid(ex, chosen)
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=100)
-        data = base64.b64encode(buffer.getvalue()).decode()
+        data = _png(grid(ex, chosen))
         alt = html.escape(words.grid_alt(ex))
         self.grid_view.value = f'<img src="data:image/png;base64,{data}" alt="{alt}"/>'
+
+    def fallback(self) -> dict[str, Any]:
+        """The board's still picture and readout, and under them the grid (with its alt text)."""
+        data = super().fallback()
+        ex = self.model.exploration
+        if ex is not None and "text/html" in data:
+            shown = self.model.shown
+            png = _png(grid(ex, shown[1] if shown and shown[0] == ex.reaper else None))
+            data["text/html"] = data["text/html"].replace(
+                "</figure>",
+                f'<img src="data:image/png;base64,{png}" alt="{html.escape(words.grid_alt(ex))}"/></figure>',
+            )
+            data["text/plain"] += "\n" + words.grid_alt(ex)
+        return data
 
     def _clicked(self, x: float | None, y: float | None) -> None:
         ex = self.model.exploration
@@ -114,3 +125,9 @@ def _clickable(fig: Any, on_click: Any) -> Any:
         "button_press_event", lambda e: on_click(e.xdata, e.ydata) if e.inaxes is canvas.figure.axes[0] else None
     )
     return canvas
+
+
+def _png(fig: Any) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    return base64.b64encode(buffer.getvalue()).decode()
