@@ -306,7 +306,7 @@ class LabPanel(widgets.VBox):
             buffer, format="png", compress_level=1
         )
         data = base64.b64encode(buffer.getvalue()).decode()
-        alt = html.escape(words.alt(self.figure.heading(), frame.snapshot))
+        alt = html.escape(words.still_alt(self.figure.heading(), frame.snapshot, frame.readout))
         self.canvas.value = f'<img src="data:image/png;base64,{data}" alt="{alt}" width="{width}" height="{height}"/>'
 
     def _shown(self, frame: Frame, settled: bool = True) -> None:
@@ -451,7 +451,7 @@ class LabPanel(widgets.VBox):
         if frame is None:
             return {"text/plain": self.model.readout}
         png = self.figure.png(frame)
-        alt = words.alt(self.figure.heading(), frame.snapshot)
+        alt = words.still_alt(self.figure.heading(), frame.snapshot, frame.readout)
         shown = self.model.history.get(self.player.cursor)
         if shown is not None:
             with self.figure.lock:

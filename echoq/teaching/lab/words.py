@@ -163,5 +163,11 @@ def alt(title: str, snap: Snapshot | None, extra: str = "") -> str:
     return f"{title}. Job markers by place: " + "; ".join(parts) + "." + (f" {extra}" if extra else "")
 
 
+def still_alt(heading: str, snap: Snapshot | None, readout: str) -> str:
+    """A still picture's alt text: its heading, where the jobs are, and the readout's own
+    words for the moment it shows (so the two can never disagree)."""
+    return alt(heading, snap, f"Readout: {readout}" if readout else "")
+
+
 def fast_forwarded(moved: int, how: str) -> str:
     return f"fast_forward.lua (a teaching script; the clock is untouched) moved {moved} lease deadline(s) {how}."

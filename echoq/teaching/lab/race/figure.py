@@ -14,7 +14,7 @@ from ..frames import Frame
 from ..reap.figure import ReapFigure
 from ..style import FEEDBACK, FONT, INK, PAPER, PLACES
 from . import words
-from .model import Exploration
+from .model import HOLD_MS, Exploration
 
 __all__ = ["RaceFigure", "grid"]
 
@@ -45,7 +45,7 @@ class RaceFigure(ReapFigure):
             + ("\n" + words.step_line(step["k"], step["n"], step["of"]) if step else "")
         )
         self.race_text.set_text(words.order_text(step["order"], step["n"]) if step else words.HOW)
-        return self.active.set_span(3_000)
+        return self.active.set_span(HOLD_MS)  # a live worker's lease, whole on the axis
 
 
 def grid(ex: Exploration, chosen: int | None = None) -> Figure:
