@@ -109,3 +109,33 @@ def test_the_panel_plays_a_duplicating_interleaving_command_by_command(valkey_cl
     finally:
         echoq.Queue(lab.model.name, valkey_client).reset()
         lab.close()
+
+
+def test_a_learners_two_step_reaper_races_cut_at_its_two_calls(valkey_client: redis.Redis) -> None:
+    from echoq.teaching.exercises import EXERCISES
+
+    space: dict = {}
+    exec(EXERCISES["two_step"].solution, space)  # the exercise's reference answer, as a learner writes it
+    name = fresh_name("race-yours")
+    lab = RaceLab(name, client=valkey_client, live=False, animate=False)
+    try:
+        lab.reaper_picker.value = "atomic"
+        assert "yours" not in lab.reaper_picker.options
+        lab.use(space["read_expired"], space["move_back"])
+        assert lab.reaper_picker.value == "yours"
+        ex = lab.model.explore()
+        assert len(ex.runs) == 30 and ex.counts()["duplicated"] > 0  # (2+2+1)! / (2! 2! 1!)
+        k = ex.first("duplicated")
+        run = lab.model.replay(k)
+        assert run is not None and run.outcome == "duplicated"
+        assert "Outcome: duplicated" in lab.model.frame.readout
+
+        def broken(r, keys, ids):
+            raise RuntimeError("oops")
+
+        lab.use(space["read_expired"], broken)
+        assert lab.model.explore() is None
+        assert "your move_back() raised RuntimeError: oops" in lab.model.frame.readout  # a line, no traceback
+    finally:
+        echoq.Queue(name, valkey_client).reset()
+        lab.close()

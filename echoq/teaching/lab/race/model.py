@@ -34,7 +34,9 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "two-step": ("ZRANGEBYSCORE", "ZREM", "ZADD", "HSET"),
     "atomic": ("reap.lua",),
 }
-REAPERS = tuple(COMMANDS)
+YOURS = ("read_expired()", "move_back()")  # a learner's two-step reaper, cut at its two calls
+REAPERS = (*COMMANDS, "yours")
+Mine = tuple[Callable[..., Any], Callable[..., Any]]  # (read_expired, move_back), the learner's
 ACTORS = ("A", "B", "W")  # reaper A, reaper B, the worker who asks for work
 HOLD_MS = 30_000  # a live worker's lease: it never runs out during a run
 
@@ -82,9 +84,9 @@ class Exploration:
 def interleavings(reaper: str) -> list[tuple[Step, ...]]:
     """Every order of reaper A's and reaper B's commands (each in its own order) and the
     worker's one claim: (2n + 1)! / (n! n!) of them for n commands per reaper."""
-    if reaper not in COMMANDS:
+    if reaper not in REAPERS:
         raise InvalidArgument(f"reaper must be one of {', '.join(REAPERS)}, got {reaper!r}")
-    cmds = COMMANDS[reaper]
+    cmds = YOURS if reaper == "yours" else COMMANDS[reaper]
     queues = {"A": list(cmds), "B": list(cmds), "W": ["claim.lua"]}
     out: list[tuple[Step, ...]] = []
 
@@ -110,11 +112,14 @@ def setup(queue: Queue) -> str:
     return job_id
 
 
-def step(queue: Queue, s: Step, memory: dict[str, list[str]]) -> tuple[str, Lit, bool]:
-    """Send one command; returns what it did (words), the path it took, and whether it
-    delivered the job to the worker."""
+def step(queue: Queue, s: Step, memory: dict[str, list[str]], mine: Mine | None = None) -> tuple[str, Lit, bool]:
+    """Send one command (or make one call of the learner's reaper); returns what it did
+    (words), the path it took, and whether it delivered the job to the worker."""
     k = queue.keys
     ids = memory.setdefault(s.actor, [])
+    if s.command in YOURS:
+        lit = Lit.probed("sweep") if s.command == YOURS[0] else Lit.moved("reap")
+        return _yours(queue, s, ids, mine), lit, False
     if s.command == "claim.lua":
         claim = queue.claim(lease_ms=HOLD_MS)
         return (
@@ -142,7 +147,24 @@ def step(queue: Queue, s: Step, memory: dict[str, list[str]]) -> tuple[str, Lit,
     raise InvalidArgument(f"unknown command {s.command!r}")
 
 
-def run_one(queue: Queue, order: tuple[Step, ...], after: Callable[[str, Lit], None] | None = None) -> Run:
+def _yours(queue: Queue, s: Step, ids: list[str], mine: Mine | None) -> str:
+    if mine is None:
+        raise InvalidArgument("no reaper of yours to race: give it first (model.use(read_expired, move_back))")
+    read_expired, move_back = mine
+    try:
+        if s.command == YOURS[0]:
+            read = read_expired(queue.client, queue.keys) or []
+            ids[:] = [x.decode() if isinstance(x, bytes) else str(x) for x in read]
+            return words.read(s, ids)
+        move_back(queue.client, queue.keys, list(ids))
+    except Exception as exc:  # noqa: BLE001 - the learner's code: its error is a line in the readout
+        raise InvalidArgument(f"your {s.command} raised {type(exc).__name__}: {exc}") from None
+    return words.moved_yours(s, ids)
+
+
+def run_one(
+    queue: Queue, order: tuple[Step, ...], after: Callable[[str, Lit], None] | None = None, mine: Mine | None = None
+) -> Run:
     """Run one interleaving from a fresh state; ``after(words, path)`` after each command
     (the replay records a frame there). The last worker asks for work at the end."""
     job_id = setup(queue)
@@ -151,7 +173,7 @@ def run_one(queue: Queue, order: tuple[Step, ...], after: Callable[[str, Lit], N
     memory: dict[str, list[str]] = {}
     delivered = 0
     for s in order:
-        said, lit, got = step(queue, s, memory)
+        said, lit, got = step(queue, s, memory, mine)
         delivered += got
         if after:
             after(said, lit)
@@ -166,12 +188,13 @@ def run_one(queue: Queue, order: tuple[Step, ...], after: Callable[[str, Lit], N
     return run
 
 
-def explore(queue: Queue, reaper: str) -> Exploration:
-    """Run every interleaving of ``reaper`` on ``queue`` (emptied before each, and after)."""
+def explore(queue: Queue, reaper: str, mine: Mine | None = None) -> Exploration:
+    """Run every interleaving of ``reaper`` on ``queue`` (emptied before each, and after);
+    ``mine``: the learner's (read_expired, move_back), for the reaper ``"yours"``."""
     result = Exploration(reaper)
     try:
         for order in interleavings(reaper):
-            result.runs.append(run_one(queue, order))
+            result.runs.append(run_one(queue, order, mine=mine))
     finally:
         queue.reset()
     return result
@@ -184,19 +207,33 @@ class RaceModel(LabModel):
     kind = "race"
     settings = ("reaper",)
     setting_words = words.SETTINGS
-    reaper = Unicode("two-step", help="the reapers that race: 'two-step' (check, then move) or 'atomic' (reap.lua)")
+    reaper = Unicode(
+        "two-step", help="the reapers that race: 'two-step' (check, then move), 'atomic' (reap.lua), 'yours' (use())"
+    )
 
     def __init__(self, name: str | None = None, **kw: Any) -> None:
         self.explored: dict[str, Exploration] = {}
         self.shown: tuple[str, int] | None = None  # (reaper, interleaving) being replayed
         self._step: dict[str, Any] | None = None  # the replay's step, for the frame being recorded
+        self.mine: Mine | None = None  # the learner's two-step reaper, once given
         super().__init__(name, **kw)
 
     @validate("reaper")
     def _known(self, proposal: dict[str, Any]) -> str:
-        if proposal["value"] not in COMMANDS:
+        if proposal["value"] not in REAPERS:
             raise InvalidArgument(f"reaper must be one of {', '.join(REAPERS)}, got {proposal['value']!r}")
+        if proposal["value"] == "yours" and self.mine is None:
+            raise InvalidArgument("no reaper of yours to race yet: give it with use(read_expired, move_back)")
         return str(proposal["value"])
+
+    def use(self, read_expired: Callable[..., Any], move_back: Callable[..., Any]) -> None:
+        """Race the learner's own two-step reaper (the exercise's two functions), cut at its
+        two calls: every interleaving of two of them and a worker's claim. Explore it with
+        ``explore("yours")``."""
+        if not (callable(read_expired) and callable(move_back)):
+            raise InvalidArgument("use(read_expired, move_back) takes your two functions")
+        self.mine = (read_expired, move_back)
+        self.explored.pop("yours", None)
 
     def setup(self) -> None:
         self.explored = {}
@@ -227,7 +264,7 @@ class RaceModel(LabModel):
         def run() -> Said:
             assert self.queue is not None
             self._step = None
-            self.explored[kind] = explore(self.queue, kind)
+            self.explored[kind] = explore(self.queue, kind, self.mine)
             return words.explored(self.explored[kind]), Lit.probed("sweep")
 
         return self.explored.get(kind) if self.act("explore", run) else None
@@ -254,7 +291,7 @@ class RaceModel(LabModel):
                 self._step = {"k": k, "n": next(steps), "of": len(order) + 1, "order": [str(s) for s in order]}
                 self.record("replay", said, lit=lit)
 
-            result.append(run_one(self.queue, order, after))
+            result.append(run_one(self.queue, order, after, self.mine))
             self._step = None
             return None
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
@@ -17,7 +18,7 @@ from ..style import PAPER
 from ..view import LabPanel
 from . import words
 from .figure import RaceFigure, cell_at, draw_grid, grid
-from .model import REAPERS, RaceModel
+from .model import COMMANDS, RaceModel
 
 __all__ = ["RaceLab"]
 
@@ -31,7 +32,7 @@ class RaceLab(LabPanel):
     ) -> None:
         model = RaceModel(name, **connect)
         self.reaper_picker = self.setting(
-            widgets.ToggleButtons(options=list(REAPERS), value=model.reaper, description="reapers")
+            widgets.ToggleButtons(options=list(COMMANDS), value=model.reaper, description="reapers")
         )
         link((self.reaper_picker, "value"), (model, "reaper"))
         self.explore_button = self.button(
@@ -48,6 +49,14 @@ class RaceLab(LabPanel):
         pick_row = widgets.HBox([self.pick, self.play_button, self.first_bad_button])
         super().__init__(model, RaceFigure(model.name), [row, self.grid_view, pick_row], live=live, animate=animate)
         model.observe(self._show_grid, "revision")
+
+    def use(self, read_expired: Callable[..., Any], move_back: Callable[..., Any]) -> None:
+        """Race your own two-step reaper (the exercise's two functions): 'yours' joins the
+        reapers to pick from; 'run every interleaving' then runs it."""
+        self.model.use(read_expired, move_back)
+        if "yours" not in self.reaper_picker.options:
+            self.reaper_picker.options = [*self.reaper_picker.options, "yours"]
+        self.model.reaper = "yours"
 
     def play(self, k: int) -> None:
         """Replay interleaving ``k`` (from 0) on the board, command by command."""

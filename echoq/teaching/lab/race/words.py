@@ -15,7 +15,11 @@ if TYPE_CHECKING:
 
 OUTCOMES = ("once", "duplicated", "lost")
 ACTOR = {"A": "reaper A", "B": "reaper B", "W": "worker W"}
-REAPER = {"two-step": "two-step reapers (check, then move)", "atomic": "atomic reapers (reap.lua)"}
+REAPER = {
+    "two-step": "two-step reapers (check, then move)",
+    "atomic": "atomic reapers (reap.lua)",
+    "yours": "two-step reapers of yours (read_expired, then move_back)",
+}
 
 SETTINGS: dict[str, Callable[[Any], str]] = {
     "reaper": lambda v: f"The race is now between two {REAPER.get(v, v)}; press 'run every interleaving'.",
@@ -93,6 +97,12 @@ def outcome(run: Run) -> str:
     if n > 1:
         return f"duplicated: {n} live deliveries after one crash, two workers hold it"
     return f"lost: not delivered again (it ended in {run.place})"
+
+
+def moved_yours(step: Step, ids: Sequence[str]) -> str:
+    if not ids:
+        return f"{step}: it read no id; your move_back was called with none."
+    return f"{step}: your move_back ran on {listed(ids)}, whatever happened since its read."
 
 
 def last_worker(job_id: str | None, run: Run) -> str:
