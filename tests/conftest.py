@@ -182,7 +182,7 @@ SECONDS = {
     # registry, which had better overlap with the rest than end the run
     "test_bench.py": 60,
     "test_stateful.py": 9, "test_site.py": 7, "test_workshop_folder.py": 6, "test_batch.py": 5, "test_effects.py": 5,
-    "test_workshop_bench.py": 5, "test_launch.py": 5, "test_user_server.py": 6,
+    "test_workshop_bench.py": 5, "test_launch.py": 5, "test_user_server.py": 6, "test_lab_race.py": 7,
     # the browser tests (their own pytest: tools/run-tests.sh)
     "test_workshop_guide.py": 50, "test_browser_habits.py": 38, "test_browser.py": 39,
     "test_frontends.py": 25,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+import echoq
 from echoq.teaching.chaos import ChaosReport, Sample
 from echoq.teaching.lab.charts import chaos_timeline, persistence_bars
 from echoq.teaching.persistence import RestartReport
@@ -28,9 +31,18 @@ def test_persistence_bars_stack_survived_and_lost() -> None:
     assert [t.get_text() for t in ax.texts] == ["10 lost", "0 lost"]
 
 
-def test_job_places_draws_the_lost_jobs_beside_the_places() -> None:
+@pytest.mark.server
+def test_job_places_reads_every_bar_from_the_server(queue: echoq.Queue) -> None:
+    from echoq.teaching import contrasts
     from echoq.teaching.lab.charts import job_places
 
-    ax = job_places({"pending": 2, "active": 0, "done": 2}, lost=1).axes[0]
+    queue.enqueue_many([f"job {n}" for n in range(1, 6)])
+    for n in range(3):
+        job_id, _payload = contrasts.naive_pop(queue)
+        if n < 2:
+            contrasts.naive_done(queue, job_id)  # the third one is lost: popped, never done
+    snap = queue.snapshot()
+    ax = job_places(snap).axes[0]
     assert [round(p.get_height()) for p in ax.patches] == [2, 0, 2, 1]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["pending", "active", "done", "lost"]
+    assert [t.get_text() for t in ax.texts] == ["2", "0", "2", "1"]  # the numbers written on the bars

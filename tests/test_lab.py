@@ -446,7 +446,7 @@ def test_models_import_no_widget_or_plot_library() -> None:
     probe = (
         "import sys\n"
         "import echoq.teaching.lab.claim.model, echoq.teaching.lab.delivery.model\n"
-        "import echoq.teaching.lab.reap.model, echoq.teaching.lab.fleet.model\n"
+        "import echoq.teaching.lab.reap.model, echoq.teaching.lab.fleet.model, echoq.teaching.lab.race.model\n"
         "bad = [m for m in ('ipywidgets', 'matplotlib', 'ipympl', 'IPython') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
@@ -771,7 +771,13 @@ def test_moves_animate_tokens_from_set_to_set(panel: type[LabPanel], name: str, 
             pictures, transitions = _frames_during(lab, control.click)
             transitions = [t for t in transitions if not t.still]
             assert transitions, f"{attr}: no animation"
+            assert not transitions[-1].cut, f"{attr}: the last move was cut short"
             for t in transitions:
+                if t.cut:  # a newer frame came while it played: the picture went on to that one
+                    continue
+                if t.steps < lab.figure.steps:  # a catch-up, shortened to keep within the second
+                    assert t.frames >= 6, f"{attr}: {t.frames} frames"
+                    continue
                 assert t.frames >= 10, f"{attr}: {t.frames} frames"
                 assert t.seconds >= lab.figure.transition_s / 2 * 0.9, f"{attr}: {t.seconds:.2f} s"
             assert len(set(pictures)) >= 10, f"{attr}: only {len(set(pictures))} distinct pictures"
@@ -781,6 +787,57 @@ def test_moves_animate_tokens_from_set_to_set(panel: type[LabPanel], name: str, 
         lab.close()
         if isinstance(lab, FleetLab):
             lab.model.shutdown()
+
+
+def test_after_a_burst_from_code_the_picture_shows_the_servers_present(name: str, valkey_client) -> None:
+    """Lesson 03's cell: ten deliveries driven from code, far faster than the picture can
+    animate them. The picture jumps to the newest frame instead of replaying them one by
+    one: every move that starts after the burst goes to the newest frame, and what is drawn
+    then is what the server holds."""
+    lab = DeliveryLab(name, client=valkey_client, live=False)
+    lab.model.open()
+    try:
+        lab.settle()
+        known = len(lab.player.transitions)
+        lab.model.deliver(consumer="naive", deliveries=5)
+        lab.model.deliver(consumer="keyed", deliveries=5)
+        newest = lab.model.history.last_index
+        assert newest - lab.model.history.first_index >= 20  # every step is on the timeline
+        assert lab.settle()  # a guard against a hang: no figure about time
+        after = [t for t in lab.player.transitions[known:] if t.started >= lab.model.frame.at_s]
+        assert all(t.to_index == newest for t in after), [t.to_index for t in after]
+        assert sum(t.skipped for t in lab.player.transitions[known:]) > 0  # it jumped
+        snap = echoq.Queue(name, valkey_client).snapshot()
+        [job] = snap.done
+        assert lab.player.cursor == newest and lab.model.frame.snapshot.effects == snap.effects
+        assert f"→ {snap.effects[job]} effect(s)" in lab.figure.ledger.get_text()  # 1, not 5
+        text = shown(lab)
+        assert lab.model.frame.readout in text and "press replay" in text
+        assert not lab.replay_button.disabled
+    finally:
+        lab.close()
+
+
+def test_replay_plays_the_moves_the_picture_jumped_over_then_follows_again(name: str, valkey_client) -> None:
+    lab = ClaimLab(name, client=valkey_client, live=False)
+    lab.model.open()
+    lab.speed_picker.value = 2.0
+    try:
+        lab.settle()
+        for _ in range(4):
+            lab.model.enqueue()
+        assert lab.settle()
+        first, last = lab.player.jumped
+        known = len(lab.player.transitions)
+        lab.replay_button.click()
+        assert not lab.player.following and all(c.disabled for c in lab.buttons)  # the past: read-only
+        assert lab.settle() and lab.player.following and lab.player.jumped is None
+        played = [t.to_index for t in lab.player.transitions[known:]]
+        assert played == list(range(first, last + 2)), played  # each jumped move, in order, then the landing
+        assert lab.player.cursor == lab.model.history.last_index and "live" in shown(lab)
+        assert not any(c.disabled for c in lab.buttons)
+    finally:
+        lab.close()
 
 
 def test_a_token_travels_between_its_places(name: str, valkey_client: redis.Redis) -> None:
@@ -1092,7 +1149,8 @@ def test_committed_labs_show_their_picture_and_readout(notebook: str) -> None:
         for output in cell.get("outputs", [])
         if "application/vnd.jupyter.widget-view+json" in output.get("data", {})
     ]
-    assert len(shown_labs) == (4 if notebook == "present.ipynb" else 1), path.name
+    lab_cells = sum(1 for c in nb["cells"] if c["cell_type"] == "code" and "Lab(" in "".join(c["source"]))
+    assert shown_labs and len(shown_labs) == (4 if notebook == "present.ipynb" else lab_cells), path.name
     for data in shown_labs:
         assert base64.b64decode(data["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
         html_text = "".join(data["text/html"])

@@ -1,5 +1,7 @@
 """Every frame of every panel, in a scripted tour (tests/support/lab_tour.py): no two texts of the
-picture overlap, none is cut off by the figure's edge, and a card's text stays in its card."""
+picture overlap, none is cut off by the figure's edge, a card's text stays in its card, a lit
+arrow crosses no text, and every key's label shows the queue's name whole -- with a
+learner's queue name on the hub (``katherine-johnson-na-98c47aa3.…``), the longest a lab draws."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import itertools
 import matplotlib
 import pytest
 import redis
+from matplotlib.path import Path
+from matplotlib.transforms import Bbox
 
 matplotlib.use("Agg")
 
@@ -33,9 +37,23 @@ def texts_drawn(figure) -> list[tuple[str, object]]:
     return out
 
 
+def arrows_over_text(figure, drawn) -> list[str]:
+    """Each arrow (lit or not) against each text: the arrow's line must not cross it."""
+    found = []
+    for name, arrow in figure.arrows.items():
+        outline = arrow.get_transform().transform_path(arrow.get_path())  # in pixels, the head's outline too
+        lines = [Path(p) for p in outline.to_polygons(closed_only=False)]
+        reach = arrow.get_linewidth() * figure.dpi / 72 / 2  # half the line's width, in pixels
+        for text, box in drawn:
+            near = Bbox.from_extents(box.x0 - reach, box.y0 - reach, box.x1 + reach, box.y1 + reach)
+            if any(line.intersects_bbox(near, filled=False) for line in lines):
+                found.append(f"arrow {name!r} ({'lit' if arrow.get_linewidth() > 2 else 'dim'}) over {text!r}")
+    return found
+
+
 def collisions(figure) -> list[str]:
     drawn = texts_drawn(figure)
-    found = []
+    found = arrows_over_text(figure, drawn)
     page = figure.fig.bbox
     for text, box in drawn:
         if (
@@ -60,10 +78,18 @@ def collisions(figure) -> list[str]:
     return found
 
 
+HUB_USER = "Katherine.Johnson@nasa.gov"  # on the hub: the namespace katherine-johnson-na-98c47aa3
+
+
 @pytest.mark.parametrize("panel", list(TOURS), ids=lambda p: p.__name__)
-def test_no_text_collides_or_is_clipped_in_any_frame_of_a_tour(panel: type[LabPanel], valkey_client: redis.Redis):
-    name = fresh_name("pictures")
-    lab, steps = tour(panel, name, valkey_client)
+def test_no_text_collides_or_is_clipped_in_any_frame_of_a_tour(
+    panel: type[LabPanel], valkey_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+):
+    # The longest names a lab draws: a learner's on the hub (a short name only makes room).
+    monkeypatch.delenv("ECHOQ_LEARNER", raising=False)
+    monkeypatch.setenv("JUPYTERHUB_USER", HUB_USER)
+    lab, steps = tour(panel, fresh_name("pictures"), valkey_client)
+    name = lab.model.name
     try:
         for _ in steps:
             pass
@@ -76,9 +102,28 @@ def test_no_text_collides_or_is_clipped_in_any_frame_of_a_tour(panel: type[LabPa
                     lab.figure.pose(a, b, p)
                     problems += [f"frame {b.index} ({b.move}) at {p}: {x}" for x in collisions(lab.figure)]
         assert not problems, "\n".join(problems[:12])
+        # Every key names the queue whole, or names it q and the line under the title says what q is.
+        keys = [line for t in lab.figure.marks for line in t.get_text().splitlines() if line.startswith("emq:")]
+        assert len(keys) >= 3 and (
+            all(f"emq:{{{name}}}:" in k for k in keys)
+            or (all(k.startswith("emq:{q}:") for k in keys) and lab.figure.subtitle.get_text() == f"queue q = {name}")
+        ), keys
     finally:
         lab.close()
         if hasattr(lab.model, "shutdown"):
             lab.model.shutdown()
         for suffix in ("", "-fence", "-racy", "-atomic"):
             echoq.Queue(name + suffix, valkey_client).reset()
+
+
+@pytest.mark.parametrize("panel", list(TOURS), ids=lambda p: p.__name__)
+def test_a_key_names_its_queue_whole_where_every_key_has_room_and_q_where_one_has_not(panel: type[LabPanel]) -> None:
+    for queue in ("q7", "katherine-johnson-na-98c47aa3.lesson-02-lab"):
+        lab = panel(queue, live=False, animate=False)  # no I/O: the figure is built from the name
+        keys = [t.get_text().split(" ·")[0] for t in lab.figure.marks if t.get_text().startswith("emq:")]
+        if queue == "q7":
+            assert keys and all(k.startswith("emq:{q7}:") for k in keys), keys
+        else:
+            assert keys and all(k.startswith("emq:{q}:") for k in keys), keys
+        assert lab.figure.subtitle.get_text() == f"queue q = {queue}"
+        lab.close()

@@ -1,9 +1,11 @@
 """The truth test, for every panel: every number and label a frame shows (its figure and
 its readout) is what the frame's one atomic read of the server says -- Fleet lost and done,
 Delivery effect or skip, Claim lease state, Reap stall counts, every place's count and
-every marker's place -- for every frame of a scripted tour (tests/support/lab_tour.py), with a
-thread burning CPU meanwhile. Where nothing else moves the queue, the frame's read is
-also checked against a fresh atomic read of the server after the move."""
+every marker's place, where on the time axis a lease is drawn and in which order the
+other places hold their jobs -- for every frame of a scripted tour
+(tests/support/lab_tour.py), with a thread burning CPU meanwhile. Where nothing else
+moves the queue, the frame's read is also checked against a fresh atomic read of the
+server after the move."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import redis
 matplotlib.use("Agg")
 
 import echoq  # noqa: E402
-from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab, words  # noqa: E402
+from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, RaceLab, ReapLab, words  # noqa: E402
 from echoq.teaching.lab.frames import Frame, Lit  # noqa: E402
 from echoq.teaching.lab.view import LabPanel  # noqa: E402
 from tests.support.lab_tour import TOURS, tour  # noqa: E402
@@ -66,9 +68,30 @@ def check_common(lab: LabPanel, frame: Frame) -> None:
             lease = spot.label.splitlines()[1]
             assert lease.startswith("-") == (left <= 0), (spot.label, left)  # the lease's state, as read
             assert (spot.x < figure.active.now_x) == (left <= 0), (job_id, left)  # in the expired zone iff expired
+            assert abs(spot.x - on_axis(figure, left)) <= figure.px(3) + 1e-9, (job_id, left, spot.x)
+    # pending and done: in the read's order (oldest pending first), row by row
+    for place in ("pending", "done"):
+        if getattr(figure, place, None) is None:
+            continue
+        spots = figure.spots(frame, snap.now_ms)
+        drawn = [spots[j] for j in getattr(snap, place) if j in spots]
+        assert [(round(-s.y, 6), s.x) for s in drawn] == sorted((round(-s.y, 6), s.x) for s in drawn), place
     for place in ("pending", "active"):
         if f"{lab.model.keys(place)} holds" in frame.readout:
             assert f"{lab.model.keys(place)} holds {snap.counts[place]}" in frame.readout
+
+
+def on_axis(figure, ms_left: int) -> float:
+    """Where the picture's own time axis puts a lease with ``ms_left`` to run, read from the
+    axis as drawn: the "server now" line and the tick at the axis' far end ("+9 s"), at
+    one scale on both sides of now; a lease past the axis' ends waits at that end."""
+    active = figure.active
+    [now] = [t for t in figure.ax.texts if t.get_text() == words.NOW]
+    far = max(active.ticks, key=lambda t: t.get_position()[0])
+    seconds = float(far.get_text().strip("+ s"))
+    now_x, far_x = now.get_position()[0], far.get_position()[0]
+    x = now_x + (far_x - now_x) * ms_left / (seconds * 1000)
+    return min(active.right, max(active.left, x))
 
 
 def check_claim(lab: ClaimLab, frame: Frame, _previous: Frame | None) -> None:
@@ -144,7 +167,24 @@ def check_fleet(lab: FleetLab, frame: Frame, _previous: Frame | None) -> None:
                 assert job_id in snap.active, line
 
 
-CHECKS = {ClaimLab: check_claim, DeliveryLab: check_delivery, ReapLab: check_reap, FleetLab: check_fleet}
+def check_race(lab: RaceLab, frame: Frame, _previous: Frame | None) -> None:
+    step = frame.state.get("step")
+    if step and 0 < step["n"] <= len(step["order"]):
+        assert frame.readout.startswith(step["order"][step["n"] - 1] + ":") or frame.readout.startswith(
+            step["order"][step["n"] - 1] + " "
+        ), (frame.readout, step)  # the frame tells the command that was just sent
+    counts = frame.state.get("counts")
+    if counts:
+        assert " · ".join(f"{k} {v}" for k, v in counts.items()) in lab.figure.caption.get_text()
+
+
+CHECKS = {
+    ClaimLab: check_claim,
+    DeliveryLab: check_delivery,
+    ReapLab: check_reap,
+    FleetLab: check_fleet,
+    RaceLab: check_race,
+}
 
 
 @pytest.mark.parametrize("panel", list(TOURS), ids=lambda p: p.__name__)

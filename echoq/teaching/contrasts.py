@@ -93,6 +93,12 @@ def naive_pop(queue: Queue) -> tuple[str, str] | None:
     return _text(reply[0]), _text(reply[1])
 
 
+def naive_done(queue: Queue, job_id: str) -> None:
+    """CONTRAST. The naive worker finished ``job_id`` (popped out of Valkey): record it in
+    ``emq:{q}:done`` and count it, so the server can tell finished jobs from lost ones."""
+    _record_done(queue, job_id, active=False)
+
+
 # -- contrast 2: the two-step check-then-move reaper ----------------------------------------
 
 
@@ -196,9 +202,14 @@ def unfenced_complete(queue: Queue, job_id: str) -> None:
     No token, no state check: whoever calls this deletes the row, even if the job was
     reaped and another worker is in the middle of it.
     """
+    _record_done(queue, job_id, active=True)
+
+
+def _record_done(queue: Queue, job_id: str, *, active: bool) -> None:
     k = queue.keys
     pipe = queue.client.pipeline(transaction=True)
-    pipe.zrem(k.active, job_id)
+    if active:
+        pipe.zrem(k.active, job_id)
     pipe.delete(k.job(check_job_id(job_id)))
     pipe.zadd(k.done, {job_id: server_now_ms(queue.client)})
     pipe.hincrby(k.stats, "completed", 1)

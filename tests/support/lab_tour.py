@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import redis
 
-from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, ReapLab
+from echoq.teaching.lab import ClaimLab, DeliveryLab, FleetLab, RaceLab, ReapLab
 from echoq.teaching.lab.view import LabPanel
 
 
@@ -147,11 +147,25 @@ def fleet_tour(lab: FleetLab) -> Iterator[None]:
     yield
 
 
+def race_tour(lab: RaceLab) -> Iterator[None]:
+    m = lab.model
+    m.open()
+    m.explore("atomic")
+    yield
+    lab.play(1)
+    yield
+    m.explore("two-step")
+    yield
+    lab.play_first("duplicated")
+    yield
+
+
 TOURS: dict[type[LabPanel], Callable[..., Iterator[None]]] = {
     ClaimLab: claim_tour,
     DeliveryLab: delivery_tour,
     ReapLab: reap_tour,
     FleetLab: fleet_tour,
+    RaceLab: race_tour,
 }
 
 

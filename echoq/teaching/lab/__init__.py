@@ -9,7 +9,8 @@ One small package per panel, each with its model (traitlets, no widgets), its fi
 * :mod:`~echoq.teaching.lab.claim` -- the recoverable claim;
 * :mod:`~echoq.teaching.lab.delivery` -- at-least-once delivery, effects, the fence;
 * :mod:`~echoq.teaching.lab.reap` -- leases on the server's clock, the stalled check, the race;
-* :mod:`~echoq.teaching.lab.fleet` -- workers on a beat, kills, the truth about loss.
+* :mod:`~echoq.teaching.lab.fleet` -- workers on a beat, kills, the truth about loss;
+* :mod:`~echoq.teaching.lab.race` -- every interleaving of two reapers, run on the server.
 
 Shared: :mod:`.model` (the model base, frames from one snapshot), :mod:`.frames` (frames,
 the paths a move lit), :mod:`.figure` (places, markers, tweening), :mod:`.player`
@@ -38,6 +39,8 @@ __all__ = [
     "FleetModel",
     "LabModel",
     "LabPanel",
+    "RaceLab",
+    "RaceModel",
     "ReapLab",
     "ReapModel",
     "fast_forward",
@@ -52,6 +55,8 @@ _WHERE = {
     "ReapModel": ("reap.model", "ReapModel"),
     "FleetLab": ("fleet.view", "FleetLab"),
     "FleetModel": ("fleet.model", "FleetModel"),
+    "RaceLab": ("race.view", "RaceLab"),
+    "RaceModel": ("race.model", "RaceModel"),
     "LabModel": ("model", "LabModel"),
     "LabPanel": ("view", "LabPanel"),
 }

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ...queue import Snapshot
 from ..chaos import ChaosReport
 from ..persistence import RestartReport
 from .style import FONT, PLACES
@@ -68,12 +69,22 @@ def persistence_bars(reports: Sequence[RestartReport]) -> Figure:
     return fig
 
 
-def job_places(counts: dict[str, int], lost: int, *, title: str = "Where the jobs are") -> Figure:
-    """One bar per place a job can be, plus the jobs that are in no place at all: lost."""
+def lost_jobs(snap: Snapshot) -> int:
+    """Jobs enqueued that are in no place: not pending, active, scheduled, done or dead."""
+    c = snap.counts
+    placed = c["pending"] + c["active"] + c.get("scheduled", 0) + c["done"] + c["dead"]
+    return snap.stats.get("enqueued", 0) - placed
+
+
+def job_places(snap: Snapshot, *, title: str = "Where the jobs are") -> Figure:
+    """One bar per place a job can be, plus the jobs that are in no place at all: lost.
+    Every bar is read from ``snap``, one atomic read of the server (its sets' sizes, and
+    ``enqueued`` from its counters)."""
     fig = Figure(figsize=(6, 2.6), layout="constrained")
     ax = fig.add_subplot()
     names = ["pending", "active", "done", "lost"]
-    values = [counts.get("pending", 0), counts.get("active", 0), counts.get("done", 0), lost]
+    counts = snap.counts
+    values = [counts["pending"], counts["active"], counts["done"], lost_jobs(snap)]
     colours = [COLOURS["pending"], COLOURS["active"], COLOURS["done"], COLOURS["dead"]]  # "lost": the alarm colour
     bars = ax.bar(names, values, color=colours)
     ax.bar_label(bars, fontsize=FONT)

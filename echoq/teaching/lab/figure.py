@@ -43,6 +43,8 @@ __all__ = ["BoardFigure", "GridPlace", "TimePlace", "Spot", "ease"]
 MARKER_SIZE = 110  # marker area, points^2
 CELL_W_PX, CELL_H_PX = 58, 38  # room for one marker and its one-line label
 LINE_PX = 14  # one more line of 10 pt text
+CHAR_PX = 7.8  # the widest a character of 10 pt text runs, on average, in a key's name
+LABEL_CHAR_PX = 8.4  # a character of a marker's label (10 pt monospace)
 
 
 @dataclass(frozen=True)
@@ -71,10 +73,11 @@ class Place:
         box: tuple[float, float, float, float],
         *,
         header: str | None = None,
-        key: str = "",
+        key_suffix: str = "",
         style: str | None = None,
     ) -> None:
         self.board, self.name = board, name
+        self.key_suffix = key_suffix  # words after the key's name (" · at lease deadline")
         self.x0, self.y0, self.x1, self.y1 = box
         self.style = style or name
         colour = PLACES[self.style].colour
@@ -110,14 +113,18 @@ class Place:
             color=INK,
         )
         self.key = board.dynamic_text(self.x0, self.y1 + board.py(9), "", va="center", color=MUTED)
-        self.set_key(key)
         self.count = board.dynamic_text(self.x1, self.y1 + board.py(26), "", ha="right", va="center")
         self.overflow = board.dynamic_text(self.x1 - board.px(4), self.y0 + board.py(10), "", ha="right", va="center")
 
-    def set_key(self, key: str) -> None:
-        """The key's name over the box, shortened in the middle if the box is too narrow."""
-        room = int((self.x1 - self.x0) / self.board.px(7.8))
-        self.key.set_text(words.fit(key, room))
+    @property
+    def key_room(self) -> int:
+        """How many characters of a key's name fit over the box."""
+        return int((self.x1 - self.x0) / self.board.px(CHAR_PX)) - len(self.key_suffix)
+
+    def set_key(self, queue: str, whole: bool) -> None:
+        """The key's name over the box, never cut: ``emq:{<queue>}:pending`` when ``whole``,
+        else ``emq:{q}:pending`` (the figure's queue line says what q is)."""
+        self.key.set_text(words.key_label(queue if whole else None, self.name) + self.key_suffix)
 
     @property
     def _filled(self) -> bool:
@@ -165,8 +172,10 @@ class GridPlace(Place):
 
 class TimePlace(Place):
     """The active set on a time axis: each marker at its lease deadline, measured from the
-    server's now (the vertical line). Expired leases sit left of it in their own zone,
-    spread in a grid in deadline order -- never stacked on the axis edge."""
+    server's now (the vertical line). The axis runs on left of now, at the same scale,
+    through the expired zone: an expired lease is drawn at its deadline too (one that ran
+    out longer ago than the zone reaches waits at its left edge, its label saying how long).
+    Markers too close to share a row go a row further down, never on top of each other."""
 
     def __init__(
         self,
@@ -190,7 +199,7 @@ class TimePlace(Place):
         self.rows = max(1, int((self.top - label - (self.y0 + b.py(2))) / self.cell_h) + 1)
         self.zone_rows = max(1, int((self.top - label - (self.y0 + b.py(26))) / self.cell_h) + 1)
         self.now_x = self.x0 + (self.x1 - self.x0) * expired_share
-        self.zone_cols = max(1, int((self.now_x - self.x0 - b.px(6)) / self.cell_w))
+        self.left = self.x0 + b.px(6) + self.cell_w / 2  # the leftmost marker (and its label) in the box
         self.right = self.x1 - b.px(34)
         ax = b.ax
         ax.add_patch(
@@ -216,7 +225,7 @@ class TimePlace(Place):
             color=MUTED,
             linespacing=1.1,
         )
-        self.ticks = [b.dynamic_text(0, self.y0 - b.py(11), "", ha="center", va="center") for _ in range(2)]
+        self.ticks = [b.dynamic_text(0, self.y0 - b.py(11), "", ha="center", va="center") for _ in range(3)]
         self.set_span(span_ms)
 
     def set_span(self, span_ms: int) -> bool:
@@ -225,38 +234,39 @@ class TimePlace(Place):
         changed = span_ms != getattr(self, "_drawn_span", None)
         self.span_ms = span_ms
         self._drawn_span = span_ms
-        for tick, fraction in zip(self.ticks, (0.5, 1.0), strict=True):
-            tick.set_position((self.x_of(span_ms * fraction), self.y0 - self.board.py(11)))
-            tick.set_text(words.seconds_ahead(span_ms * fraction))
+        past = math.floor(self.zone_ms / 100) * 100  # the expired zone's far end, clear of "server now"
+        for tick, ms in zip(self.ticks, (span_ms * 0.5, span_ms * 1.0, -past), strict=True):
+            tick.set_position((self.x_of(ms), self.y0 - self.board.py(11)))
+            tick.set_text(words.seconds_ahead(ms) if ms > 0 else words.seconds_ago(-ms))
         return changed
 
+    @property
+    def zone_ms(self) -> float:
+        """How far back the expired zone's axis reaches, in ms before now."""
+        return (self.now_x - self.left) / (self.right - self.now_x) * self.span_ms
+
     def x_of(self, ms_left: float) -> float:
-        return self.now_x + (self.right - self.now_x) * min(1.0, max(0.0, ms_left / self.span_ms))
+        """Where a lease with ``ms_left`` to run (negative: ran out that long ago) is drawn."""
+        x = self.now_x + (self.right - self.now_x) * min(1.0, ms_left / self.span_ms)
+        return max(self.left, x)
 
     def spots(self, items: Sequence[tuple[str, int, str]]) -> dict[str, Spot]:
         """``items``: (job id, ms left on its lease, extra label line or "")."""
-        b = self.board
-        expired = sorted((i for i in items if i[1] <= 0), key=lambda i: i[1])
-        live = sorted((i for i in items if i[1] > 0), key=lambda i: i[1])
         out: dict[str, Spot] = {}
         hidden = 0
-        zone = self.zone_cols * self.zone_rows
-        for n, (job_id, left, extra) in enumerate(expired):
-            if n >= zone:
-                hidden += 1
-                continue
-            row, col = divmod(n, self.zone_cols)
-            x = self.x0 + b.px(6) + (col + 0.5) * self.cell_w
-            label = words.marker(job_id, left, extra, self.extra_line)
-            out[job_id] = Spot(x, self.top - row * self.cell_h, self.style, label)
-        # Live leases at their true x; a row further down when a neighbour's label is too close.
-        last_x = [-math.inf] * self.rows
-        for job_id, left, extra in live:
+        # Each lease at its deadline's x, from the longest expired to the furthest ahead; a
+        # row further down when a neighbour's label is too close (fewer rows left of now: the
+        # zone's caption sits under them). An expired lease stays left of now, a live one right.
+        # Two neighbours in a row are as far apart as half of each one's label and a gap.
+        last = [(-math.inf, 0.0)] * self.rows  # (x, half its label's width) of each row's last
+        for job_id, left, extra in sorted(items, key=lambda i: i[1]):
             x = self.x_of(left)
-            for row in range(self.rows):
-                if x - last_x[row] >= self.cell_w:
-                    last_x[row] = x
-                    label = words.marker(job_id, left, extra, self.extra_line)
+            x = min(x, self.now_x - self.board.px(3)) if left <= 0 else max(x, self.now_x + self.board.px(3))
+            label = words.marker(job_id, left, extra, self.extra_line)
+            half = self.board.px(LABEL_CHAR_PX * max(len(line) for line in label.splitlines()) / 2)
+            for row in range(self.zone_rows if x < self.now_x else self.rows):
+                if x - last[row][0] >= last[row][1] + half + self.board.px(6):
+                    last[row] = (x, half)
                     out[job_id] = Spot(x, self.top - row * self.cell_h, self.style, label)
                     break
             else:
@@ -284,6 +294,8 @@ class BoardFigure:
         self.dynamic: list[Any] = []  # redrawn at every animation frame
         self.marks: list[Any] = []  # change between frames, not within a move: part of the background
         self.title = self.dynamic_text(0.012, 0.975, "", fontsize=TITLE, weight="bold", va="top")
+        # Under the title: the queue's name, whole (the key labels say q where they are too narrow).
+        self.subtitle = self.dynamic_text(0.012, 0.975 - self.py(21), "", va="top", color=MUTED)
         self.banner = self.dynamic_text(0.988, 0.975, "", ha="right", va="top", weight="bold")
         self.paths: dict[str, list[tuple[float, float]]] = {}
         self.arrows: dict[str, FancyArrowPatch] = {}
@@ -369,6 +381,10 @@ class BoardFigure:
             self.ax.text(
                 mid[0], mid[1] + self.py(label_dy), label, fontsize=FONT, ha="center", va="bottom", color=MUTED
             )
+
+    def heading(self) -> str:
+        """The title (and what is under it): what a still picture's alt text starts with."""
+        return self.title.get_text()
 
     # -- what a panel defines -----------------------------------------------------------------
 
@@ -598,10 +614,35 @@ class QueueFigure(BoardFigure):
 
     def __init__(self, queue: str) -> None:
         self.queue = queue
+        self.other_keys: list[tuple[str, int]] = []  # keys drawn outside the places (build() adds them)
+        self.keys_whole = True
         super().__init__()
+        self.show_queue(queue)
 
     def key(self, part: str) -> str:
         return f"emq:{{{self.queue}}}:{part}"
+
+    @property
+    def places(self) -> list[Place]:
+        return [p for p in (getattr(self, n, None) for n in ("pending", "active", "done", "dead")) if p is not None]
+
+    def show_queue(self, queue: str) -> None:
+        """Name the queue under the title, and each place's key over its box: with the
+        queue's name in every key if it fits whole in every one (and in each of
+        ``other_keys``: a key part and its room), else as q in all of them."""
+        rooms = [(p.name, p.key_room) for p in self.places] + self.other_keys
+        self.keys_whole = all(len(words.key_label(queue, part)) <= room for part, room in rooms)
+        self.subtitle.set_text(words.queue_line(queue))
+        for place in self.places:
+            place.set_key(queue, self.keys_whole)
+
+    def key_label(self, queue: str, part: str) -> str:
+        """A key's name as this picture writes it (see :meth:`show_queue`)."""
+        return words.key_label(queue if self.keys_whole else None, part)
+
+    def heading(self) -> str:
+        """The title and the queue line: what a still picture's alt text starts with."""
+        return f"{self.title.get_text()} ({self.subtitle.get_text()})"
 
     def spots(self, frame: Frame, now_ms: int) -> dict[str, Spot]:
         return {} if frame.snapshot is None else self.set_spots(frame.snapshot, now_ms)

@@ -79,7 +79,6 @@ class LabPanel(widgets.VBox):
 
     tick_ms = 250  # the browser clock's period while something moves by itself
     watch_ms = 1500  # how often a shown panel looks for changes made outside it
-    backlog = 40  # moves queued further behind than this are skipped to the last one
 
     def __init__(
         self,
@@ -107,7 +106,6 @@ class LabPanel(widgets.VBox):
             can_draw=self._can_draw,
             shown=self._shown,
             animate=animate,
-            backlog=self.backlog,
         )
         self.pause_button = widgets.Button(
             description="pause", icon="pause", tooltip="hold the picture still (read-only); moves are still recorded"
@@ -116,6 +114,12 @@ class LabPanel(widgets.VBox):
             description="step", icon="step-forward", tooltip="animate the next recorded move, then hold"
         )
         self.live_button = widgets.Button(description="live", icon="forward", tooltip="follow the present again")
+        self.replay_button = widgets.Button(
+            description="replay",
+            icon="history",
+            disabled=True,
+            tooltip="play the moves the picture jumped over to keep up with the server, then follow it again",
+        )
         self.speed_picker = widgets.ToggleButtons(
             options=[("¼×", 0.25), ("½×", 0.5), ("1×", 1.0), ("2×", 2.0)],
             value=1.0,
@@ -162,6 +166,7 @@ class LabPanel(widgets.VBox):
         self.pause_button.on_click(lambda _b: self.pause())
         self.advance_button.on_click(lambda _b: self.step())
         self.live_button.on_click(lambda _b: self.go_live())
+        self.replay_button.on_click(lambda _b: self.replay())
         self.reconnect_button.on_click(lambda _b: self.run(model.reconnect))
         self.speed_picker.observe(self._speed, "value")
         self.timeline.observe(self._scrub, "value")
@@ -174,6 +179,7 @@ class LabPanel(widgets.VBox):
                 self.timeline,
                 self.timeline_label,
                 self.live_button,
+                self.replay_button,
             ],
             layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
         )
@@ -300,7 +306,7 @@ class LabPanel(widgets.VBox):
             buffer, format="png", compress_level=1
         )
         data = base64.b64encode(buffer.getvalue()).decode()
-        alt = html.escape(words.alt(self.figure.title.get_text(), frame.snapshot))
+        alt = html.escape(words.still_alt(self.figure.heading(), frame.snapshot, frame.readout))
         self.canvas.value = f'<img src="data:image/png;base64,{data}" alt="{alt}" width="{width}" height="{height}"/>'
 
     def _shown(self, frame: Frame, settled: bool = True) -> None:
@@ -325,11 +331,15 @@ class LabPanel(widgets.VBox):
             kind, status = "past", words.status_held(frame.index, last, frame.clock)
         if not frame.connected:
             kind = "bad"
+        text = frame.readout
+        jumped = self.player.jumped
+        if self.player.following and jumped is not None and frame.index == jumped[1] + 1:
+            text = f"{text} {words.jumped(jumped[1] - jumped[0] + 1)}"
         # Controls first: once the readout says "read-only", the buttons already are.
         self._sync_controls()
         self._sync_timeline(frame.index)
         self._sync_ticker(frame)
-        self._show_readout(frame.readout, kind, status)
+        self._show_readout(text, kind, status)
 
     def _show_readout(self, text: str, kind: str, status: str) -> None:
         note = f" <i>{html.escape(self._note)}</i>" if self._note else ""
@@ -357,6 +367,7 @@ class LabPanel(widgets.VBox):
         self.reconnect_button.disabled = self.model.connected
         self.reconnect_button.button_style = "" if self.model.connected else "warning"
         self.live_button.button_style = "" if self.player.following else "info"
+        self.replay_button.disabled = self.player.jumped is None or self.player.replaying
 
     def _sync_ticker(self, frame: Frame | None) -> None:
         want = bool(
@@ -404,6 +415,14 @@ class LabPanel(widgets.VBox):
             return
         self.player.live()
 
+    def replay(self) -> None:
+        """Play the moves the picture jumped over (read-only), then follow the server again."""
+        if not self.player.replay():
+            self._note = "replay: the picture showed every recorded move; scrub the timeline to look back."
+            frame = self.model.frame
+            if frame is not None:
+                self._shown(frame)
+
     def settle(self, timeout_s: float = 30.0) -> bool:
         """Wait until the picture has caught up with the recorded moves (tests, docs)."""
         return self.player.settle(timeout_s)
@@ -432,7 +451,7 @@ class LabPanel(widgets.VBox):
         if frame is None:
             return {"text/plain": self.model.readout}
         png = self.figure.png(frame)
-        alt = words.alt(self.figure.title.get_text(), frame.snapshot)
+        alt = words.still_alt(self.figure.heading(), frame.snapshot, frame.readout)
         shown = self.model.history.get(self.player.cursor)
         if shown is not None:
             with self.figure.lock:

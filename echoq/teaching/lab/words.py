@@ -39,6 +39,10 @@ def seconds_ahead(ms: float) -> str:
     return f"+{ms / 1000:g} s"
 
 
+def seconds_ago(ms: float) -> str:
+    return f"−{ms / 1000:g} s"
+
+
 def marker(job_id: str, ms_left: int, extra: str = "", extra_line: bool = False) -> str:
     """A leased marker's label: its id, then its lease (time left, or time since it ran out),
     then ``extra`` after the lease or, with ``extra_line``, on a line of its own."""
@@ -48,17 +52,14 @@ def marker(job_id: str, ms_left: int, extra: str = "", extra_line: bool = False)
     return "\n".join(part for part in (tag(job_id), lease if not extra else f"{lease} {extra}") if part)
 
 
-def fit(text: str, room: int) -> str:
-    """``text`` in at most ``room`` characters, cut in the middle (key names keep both ends)."""
-    if len(text) <= room or room < 8:
-        return text
-    keep = room - 1
-    return text[: keep - keep // 2] + "…" + text[-(keep // 2) :]
+def key_label(queue: str | None, part: str) -> str:
+    """A key's name on a picture, never cut: ``emq:{<queue>}:<part>``, or with no queue
+    given ``emq:{q}:<part>`` (where the name would not fit; the picture's queue line names q)."""
+    return f"emq:{{{queue if queue is not None else 'q'}}}:{part}"
 
 
-def title_queue(queue: str) -> str:
-    """A queue's name in a figure's title: whole up to 24 characters, else cut in the middle."""
-    return fit(queue, 24)
+def queue_line(queue: str) -> str:
+    return f"queue q = {queue}"
 
 
 def count(n: int, noun: str = "job") -> str:
@@ -138,6 +139,14 @@ def status_held(index: int, last: int, clock: str) -> str:
     return f"paused at {clock} (frame {index + 1} of {last + 1}{later}) · read-only: press live to return"
 
 
+def jumped(n: int) -> str:
+    return (
+        f"({n} recorded move{'s' if n != 1 else ''} came faster than the picture could show "
+        f"{'them' if n != 1 else 'it'}: it jumped to the server's present; press replay to watch "
+        f"{'them' if n != 1 else 'it'}.)"
+    )
+
+
 def banner_held(clock: str) -> str:
     return f"recorded {clock} · read-only"
 
@@ -152,6 +161,12 @@ def alt(title: str, snap: Snapshot | None, extra: str = "") -> str:
         if n or place in ("pending", "active"):
             parts.append(f"{place} {n}" + (f" ({listed(list(getattr(snap, place)), n)})" if n else ""))
     return f"{title}. Job markers by place: " + "; ".join(parts) + "." + (f" {extra}" if extra else "")
+
+
+def still_alt(heading: str, snap: Snapshot | None, readout: str) -> str:
+    """A still picture's alt text: its heading, where the jobs are, and the readout's own
+    words for the moment it shows (so the two can never disagree)."""
+    return alt(heading, snap, f"Readout: {readout}" if readout else "")
 
 
 def fast_forwarded(moved: int, how: str) -> str:

@@ -15,11 +15,11 @@ __all__ = ["ClaimFigure"]
 class ClaimFigure(QueueFigure):
     def build(self) -> None:
         top, bottom = 0.76, 0.30
-        self.pending = GridPlace(self, "pending", (0.02, bottom, 0.235, top), key=self.key("pending"))
+        self.pending = GridPlace(self, "pending", (0.02, bottom, 0.235, top))
         self.active = TimePlace(
-            self, "active", (0.30, bottom, 0.70, top), key=self.key("active") + " · at lease deadline", span_ms=10_000
+            self, "active", (0.30, bottom, 0.70, top), key_suffix=" · at lease deadline", span_ms=10_000
         )
-        self.done = GridPlace(self, "done", (0.765, bottom, 0.98, top), key=self.key("done"))
+        self.done = GridPlace(self, "done", (0.765, bottom, 0.98, top))
         mid = 0.60
         self.arrow("claim", [(0.238, mid), (0.297, mid)], "claim")
         self.arrow("complete", [(0.703, mid), (0.762, mid)], "complete")
@@ -33,7 +33,7 @@ class ClaimFigure(QueueFigure):
     def annotate(self, frame: Frame, now_ms: int) -> bool:
         state: dict[str, Any] = dict(frame.state)
         lease_ms = int(state.get("lease_ms", 10_000))
-        self.title.set_text(words.title(self.queue, bool(state.get("crash")), lease_ms))
+        self.title.set_text(words.title(bool(state.get("crash")), lease_ms))
         snap = frame.snapshot
         for place in (self.pending, self.active, self.done):
             place.show_count(snap.counts[place.name] if snap else 0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..words import listed, seconds, short, title_queue
+from ..words import listed, seconds, short
 
 SETTINGS: dict[str, Callable[[Any], str]] = {
     "crash": lambda v: (
@@ -20,10 +20,9 @@ SETTINGS: dict[str, Callable[[Any], str]] = {
 }
 
 
-def title(queue: str, crash: bool, lease_ms: int) -> str:
+def title(crash: bool, lease_ms: int) -> str:
     crash_words = "ON" if crash else "off"
-    queue = title_queue(queue)
-    return f"The recoverable claim · queue {queue!r} · lease {seconds(lease_ms)} · crash mid-job {crash_words}"
+    return f"The recoverable claim · lease {seconds(lease_ms)} · crash mid-job {crash_words}"
 
 
 def enqueued(job_id: str, pending_key: str) -> str:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..figure import GridPlace, QueueFigure, TimePlace
+from ..figure import CHAR_PX, GridPlace, QueueFigure, TimePlace
 from ..frames import Frame
 from ..style import FEEDBACK, FONT, MUTED
-from ..words import fit
 from . import words
 
 __all__ = ["DeliveryFigure"]
@@ -31,16 +30,17 @@ class DeliveryFigure(QueueFigure):
         self.paths["enqueue"] = [(0.0, top - 0.03), (0.04, top - 0.03)]
         self.workers = self.card((0.02, 0.02, 0.30, 0.25), "workers (fencing tokens)")
         self.workers.set_linespacing(1.2)  # two workers, two lines each, fit the card
-        self.arrow("fence", [(0.305, 0.17), (0.415, 0.17)], "complete", label_dy=17)
+        self.arrow("fence", [(0.305, 0.17), (0.39, 0.17)], "complete", label_dy=17)
         self.row = self.card((0.42, 0.02, 0.64, 0.25), "the job's row")
         self.ledger = self.card((0.67, 0.02, 0.98, 0.25), "")
+        self.other_keys.append(("effects", int((0.31 - self.px(16)) / self.px(CHAR_PX))))
         self.refusal = self.dynamic_text(
-            0.405, 0.17, "", fontsize=16, ha="center", va="center", color=BAD, weight="bold"
+            0.404, 0.17, "", fontsize=16, ha="center", va="center", color=BAD, weight="bold"
         )
         self.refusal_words = self.dynamic_text(0.428, 0.045, "", va="center", color=BAD, weight="bold")
 
     def ledger_key(self, queue: str) -> str:
-        return fit(f"emq:{{{queue}}}:effects", int((0.31 - self.px(16)) / self.px(6.6)))
+        return self.key_label(queue, "effects")
 
     def annotate(self, frame: Frame, now_ms: int) -> bool:
         state: dict[str, Any] = dict(frame.state)
@@ -48,13 +48,11 @@ class DeliveryFigure(QueueFigure):
         queue = str(state.get("queue", self.queue))
         fence = state.get("scene") == "fence"
         if fence:
-            self.title.set_text(words.fence_title(queue))
+            self.title.set_text(words.fence_title())
         else:
-            self.title.set_text(
-                words.title(queue, str(state.get("consumer", "keyed")), int(state.get("deliveries", 3)))
-            )
+            self.title.set_text(words.title(str(state.get("consumer", "keyed")), int(state.get("deliveries", 3))))
+        self.show_queue(queue)
         for place in (self.pending, self.active, self.done):
-            place.set_key(f"emq:{{{queue}}}:{place.name}")
             place.show_count(snap.counts[place.name] if snap else 0)
         job = state.get("job")
         workers = state.get("workers") or []

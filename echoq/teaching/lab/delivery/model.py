@@ -96,7 +96,8 @@ class DeliveryModel(LabModel):
         """Deliver one fresh job ``deliveries`` times: each delivery but the last claims it
         under a 3 ms lease, runs the effect and crashes; the lease runs out on the server's
         clock, reap.lua returns the job, and it is claimed again. The last one completes.
-        Every step is recorded as a frame (so the animation shows each delivery)."""
+        Every step is recorded as a frame: the timeline keeps each delivery, and *replay* plays
+        them one by one once the picture has jumped to the last."""
         try:  # both checked before either is set: a refused call changes nothing
             if consumer is not None:
                 self._known_consumer({"value": consumer})

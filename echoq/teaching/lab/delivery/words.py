@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ....queue import Row
-from ..words import short, title_queue
+from ..words import short
 
 SETTINGS: dict[str, Callable[[Any], str]] = {
     "deliveries": lambda v: f"Deliveries set to {v}: press 'deliver' to deliver one job {v} time(s).",
@@ -21,13 +21,13 @@ SETTINGS: dict[str, Callable[[Any], str]] = {
 }
 
 
-def title(queue: str, consumer: str, deliveries: int) -> str:
+def title(consumer: str, deliveries: int) -> str:
     how = "keyed" if consumer == "keyed" else "naive"
-    return f"At-least-once delivery · queue {title_queue(queue)!r} · {how} consumer · {deliveries} deliveries"
+    return f"At-least-once delivery · {how} consumer · {deliveries} deliveries"
 
 
-def fence_title(queue: str) -> str:
-    return f"The fence: a stale worker's complete is refused · queue {title_queue(queue)!r}"
+def fence_title() -> str:
+    return "The fence: a stale worker's complete is refused"
 
 
 def start(job_id: str, n: int, consumer: str) -> str:

@@ -24,7 +24,6 @@ class FleetLab(LabPanel):
     """
 
     tick_ms = 500
-    backlog = 1  # samples arrive on the clock: animate the latest, never a queue of old ones
 
     def __init__(
         self,

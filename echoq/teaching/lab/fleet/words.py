@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ....queue import Snapshot
-from ..words import seconds, short, tag, title_queue
+from ..words import seconds, short, tag
 
 SETTINGS: dict[str, Callable[[Any], str]] = {
     "job_ms": lambda v: f"Pace: each job takes {seconds(v)} of work.",
@@ -29,9 +29,9 @@ SETTINGS: dict[str, Callable[[Any], str]] = {
 NO_WORKERS = "none: press 'start'"
 
 
-def title(queue: str, path: str, job_ms: int, rate: int, producing: bool) -> str:
+def title(path: str, job_ms: int, rate: int, producing: bool) -> str:
     producer = f"{rate} new jobs/s" if producing else "no producer"
-    return f"The worker path · queue {title_queue(queue)!r} · {path} · {seconds(job_ms)} per job · {producer}"
+    return f"The worker path · {path} · {seconds(job_ms)} per job · {producer}"
 
 
 def started(n: int, path: str, beat_ms: int, job_ms: int) -> str:
@@ -71,9 +71,7 @@ def killed(
             "That job is LOST: no set holds it, no row is left. (Valkey cannot know; the lab counts it because "
             "the lab did the killing.)"
         )
-    killed = (
-        f"killed worker {slot} mid-job (worker.abandon(), as a killed process): {short(job_id)} (token {token})"
-    )
+    killed = f"killed worker {slot} mid-job (worker.abandon(), as a killed process): {short(job_id)} (token {token})"
     if ms_left is None:
         return f"{killed}: by the time of this read it is no longer in {active_key}."
     if ms_left <= 0:
@@ -128,11 +126,7 @@ def worker(
 ) -> str:
     mark = {"working": "●", "killed": "✕", "stopped": "○", "failed": "!"}.get(state, "?")
     if state == "working" and job_id:
-        hand = (
-            f"holds {tag(job_id)} (popped: only copy)"
-            if path == "naive"
-            else f"holds {tag(job_id)} · token {token}"
-        )
+        hand = f"holds {tag(job_id)} (popped: only copy)" if path == "naive" else f"holds {tag(job_id)} · token {token}"
     elif state == "working":
         hand = "idle, waiting for a job"
     elif state == "killed":

@@ -18,22 +18,22 @@ __all__ = ["ReapFigure"]
 class ReapFigure(QueueFigure):
     def build(self) -> None:
         top, bottom = 0.76, 0.36
-        self.pending = GridPlace(self, "pending", (0.02, bottom, 0.22, top), key=self.key("pending"), label_lines=2)
+        self.pending = GridPlace(self, "pending", (0.02, bottom, 0.22, top), label_lines=2)
         self.active = TimePlace(
             self,
             "active",
             (0.28, bottom, 0.72, top),
-            key=self.key("active") + " · at lease deadline",
+            key_suffix=" · at lease deadline",
             span_ms=9_000,
             extra_line=True,
         )
-        self.dead = GridPlace(self, "dead", (0.78, bottom, 0.98, top), key=self.key("dead"), label_lines=2)
+        self.dead = GridPlace(self, "dead", (0.78, bottom, 0.98, top), label_lines=2)
         mid = 0.64
         self.arrow("claim", [(0.223, mid), (0.277, mid)], "claim")
         self.arrow("reap", [(0.37, bottom - 0.075), (0.12, bottom - 0.075)], rad=-0.25)
-        self.ax.text(0.22, 0.19, "stall < max_stalled: recovered", fontsize=FONT, ha="center", color=MUTED)
+        self.ax.text(0.22, 0.165, "stall < max_stalled: recovered", fontsize=FONT, ha="center", color=MUTED)
         self.arrow("dead", [(0.60, bottom - 0.075), (0.88, bottom - 0.075)], rad=0.25)
-        self.ax.text(0.76, 0.19, "stall = max_stalled: dead-lettered", fontsize=FONT, ha="center", color=MUTED)
+        self.ax.text(0.76, 0.165, "stall = max_stalled: dead-lettered", fontsize=FONT, ha="center", color=MUTED)
         self.paths["enqueue"] = [(0.0, top - 0.03), (0.04, top - 0.03)]
         self.paths["fast-forward"] = [(0.70, bottom + 0.02), (self.active.now_x + 0.01, bottom + 0.02)]
         self.paths["sweep"] = [(self.active.now_x, top - 0.01), (self.active.now_x, bottom + 0.01)]
@@ -62,7 +62,7 @@ class ReapFigure(QueueFigure):
     def annotate(self, frame: Frame, now_ms: int) -> bool:
         state: dict[str, Any] = dict(frame.state)
         max_stalled = int(state.get("max_stalled", 2))
-        self.title.set_text(words.title(self.queue, max_stalled))
+        self.title.set_text(words.title(max_stalled))
         snap = frame.snapshot
         for place in (self.pending, self.active, self.dead):
             place.show_count(snap.counts[place.name] if snap else 0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..words import listed, seconds, title_queue
+from ..words import listed, seconds
 
 SETTINGS: dict[str, Callable[[Any], str]] = {
     "max_stalled": lambda v: f"max_stalled = {v}: the next sweep dead-letters a job at its stall number {v}.",
@@ -17,10 +17,8 @@ SETTINGS: dict[str, Callable[[Any], str]] = {
 }
 
 
-def title(queue: str, max_stalled: int) -> str:
-    return (
-        f"Stalled recovery · queue {title_queue(queue)!r} · max_stalled = {max_stalled}: stall {max_stalled} is fatal"
-    )
+def title(max_stalled: int) -> str:
+    return f"Stalled recovery · max_stalled = {max_stalled}: stall {max_stalled} is fatal"
 
 
 def started(n: int, pending_key: str) -> str:
