@@ -2,7 +2,7 @@
 
 Every lesson opens with::
 
-    from echoq import course
+    from echoq.teaching import course
     lesson = course.start("02")
 
 which connects (``VALKEY_URL`` or the embedded server), empties the lesson's own queue

@@ -1,0 +1,537 @@
+"""The docs read against the code: every name a page or a lesson's prose puts in a code span.
+
+``problems(source)`` returns one line per name that does not exist, as ``file:line: `span`:
+why``. What it checks, by the shape of the span:
+
+- a path (``lua/claim.lua``, ``echoq/teaching/``, ``includes/wake.lua``): the file or folder
+  is in the repository, beside the page, or at the end of a path that is;
+- a dotted name rooted in the package (``echoq.scripts.KEY_ORDER``): it imports, and each
+  attribute after the module is there;
+- an attribute of a class or of an object the docs name by its class (``Claim.token``,
+  ``delivery.lease_lost``): the class has it (a field, a property, a method, a member);
+- a command (``python -m echoq.teaching chaos --workers 4``, ``make lab``, ``python
+  tools/render_docs.py``): the module's parser has the subcommands and options (its own
+  ``--help``, run in this process), the Makefile the target, the file is there;
+- a row or stats field (the row's ``token``, stats ``corrupt``): a script writes or reads it.
+
+Shell blocks: ``shell_blocks_unmarked(source)`` lists every ```bash block (or one of ``$``
+lines) with no marker on the line before or after it, ``<!-- example: why it is not run -->`` or
+``<!-- tested: tests/test_x.py::test_name -->``; a ``tested`` marker must name a test that is
+there. The commands inside every shell block are checked as above, marked or not.
+
+Nothing here opens a socket or starts a process: the unit tier runs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import io
+import json
+import os
+import re
+import shlex
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Objects the prose names by a lower-case variable of their class (``delivery.token``).
+INSTANCES = {
+    "delivery": "echoq.Delivery",
+    "claim": "echoq.Claim",
+    "worker": "echoq.Worker",
+    "report": "echoq.WorkReport",
+    "q": "echoq.Queue",
+    "queue": "echoq.Queue",
+    "snapshot": "echoq.Snapshot",
+    "job": "echoq.Job",
+    "effects": "echoq.Effects",
+    "keyspace": "echoq.Keyspace",
+}
+# Paths that are made by running something, not stored: a page may name them.
+MADE = ("build/", ".venv/", "echoq-workshop/", "node_modules/")
+EXTENSIONS = (
+    ".py", ".lua", ".md", ".ipynb", ".toml", ".yml", ".yaml", ".json", ".sh", ".txt", ".cfg", ".ini", ".png",
+    ".csv", ".js", ".css", ".html", ".svg",
+)  # fmt: skip
+# Spans shaped like paths that are not the checkout's: each with what it is.
+NOT_PATHS = {
+    "valkey/valkey": "the Docker image",
+    "jupyterhub_config.d/": "The Littlest JupyterHub's folder of hub settings, on the class machine",
+}
+MEDIA = ("image/", "text/", "application/")  # MIME types of a notebook's outputs
+SKIP_DIRS = {".git", ".venv", "build", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache"}
+SHELL_LANGS = {"bash", "sh", "shell", "console"}
+MARKER = re.compile(r"^<!--\s*(example|tested):\s*(.+?)\s*-->$")
+SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
+# "the row's `token`", "rows keep the `reason`", "stats `corrupt`", "counted in stats 'corrupt'".
+FIELD_BEFORE = re.compile(r"\b(rows?|stats)(?:'s)?(?:\s+(?:field|counter|counts?|keep|the|its|a|an)){0,3}\s*$")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One page or one lesson: its lines as (line number, text), and where its links start."""
+
+    name: str  # as the repository has it: docs/worker.md, notebooks/02_recoverable_claim.ipynb
+    lines: tuple[tuple[str, str], ...]  # (where: "12" or "cell 4, line 2", text)
+    folder: Path
+
+
+def sources() -> list[Source]:
+    """README.md, docs/*.md and the Markdown cells of every notebook."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    found = [page_source(p) for p in pages]
+    found += [notebook_source(p) for p in sorted((ROOT / "notebooks").glob("*.ipynb"))]
+    return found
+
+
+def page_source(path: Path, text: str | None = None) -> Source:
+    text = path.read_text() if text is None else text
+    lines = tuple((str(n), line) for n, line in enumerate(text.splitlines(), 1))
+    return Source(path.relative_to(ROOT).as_posix(), lines, path.parent)
+
+
+def notebook_source(path: Path) -> Source:
+    nb = json.loads(path.read_text())
+    lines: list[tuple[str, str]] = []
+    for n, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        lines += [(f"cell {n}, line {k}", line) for k, line in enumerate(text.splitlines(), 1)]
+    return Source(path.relative_to(ROOT).as_posix(), tuple(lines), path.parent)
+
+
+# -- the blocks and the spans -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Block:
+    lang: str
+    where: str  # of the opening fence
+    marker: str  # the line before the fence
+    lines: tuple[tuple[str, str], ...]
+    after: str = ""  # the line after the closing fence
+
+    @property
+    def is_shell(self) -> bool:
+        return self.lang in SHELL_LANGS or (not self.lang and any(text.startswith("$ ") for _, text in self.lines))
+
+
+def split(source: Source) -> tuple[list[tuple[str, str]], list[Block]]:
+    """The prose lines (outside fences) and the fenced blocks."""
+    prose: list[tuple[str, str]] = []
+    blocks: list[Block] = []
+    inside: list[tuple[str, str]] | None = None
+    opening = ("", "", "")
+    previous = ""
+    closed = False  # the line before was a closing fence
+    for where, text in source.lines:
+        if closed:
+            blocks[-1] = dataclasses.replace(blocks[-1], after=text.strip())
+            closed = False
+        fence = re.match(r"^\s*```\s*(\w*)", text)
+        if inside is None and fence:
+            inside, opening = [], (fence.group(1), where, previous)
+        elif inside is not None and re.match(r"^\s*```\s*$", text):
+            blocks.append(Block(opening[0], opening[1], opening[2], tuple(inside)))
+            inside, closed = None, True
+        elif inside is not None:
+            inside.append((where, text))
+        else:
+            prose.append((where, text))
+        if text.strip():
+            previous = text.strip()
+    return prose, blocks
+
+
+def spans(prose: list[tuple[str, str]]) -> Iterator[tuple[str, str, str]]:
+    """Each code span with its line and the text before it on that line."""
+    for where, text in prose:
+        for match in SPAN.finditer(text):
+            yield where, match.group(1).strip(), text[: match.start()]
+
+
+# -- what the code has ------------------------------------------------------------------------
+
+
+@cache
+def repository_paths() -> frozenset[str]:
+    """Every file and folder of the checkout (relative, posix), without what runs make."""
+    found: set[str] = set()
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        rel = Path(folder).relative_to(ROOT).as_posix()
+        base = "" if rel == "." else rel + "/"
+        if base:
+            found.add(base)
+        found.update(base + f for f in files)
+    return frozenset(found)
+
+
+@cache
+def make_targets() -> frozenset[str]:
+    text = (ROOT / "Makefile").read_text()
+    return frozenset(
+        name
+        for line in re.findall(r"^([A-Za-z0-9_. -]+):(?!=)", text, flags=re.M)
+        for name in line.split()
+        if not name.startswith(".")
+    )
+
+
+LUA_HASH_CALL = re.compile(r"redis\.p?call\(\s*'(HSET|HINCRBY|HGET|HMGET|HDEL|HINCRBYFLOAT)'\s*,")
+
+
+def _call_args(text: str, start: int) -> list[str]:
+    """The top-level arguments of the call whose first argument starts at ``start``."""
+    depth, args, current = 0, [], ""
+    for char in text[start:]:
+        if char in "({":
+            depth += 1
+        elif char in ")}":
+            if depth == 0:
+                break
+            depth -= 1
+        if char == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+        else:
+            current += char
+    return [*args, current.strip()]
+
+
+@cache
+def lua_fields() -> dict[str, frozenset[str]]:
+    """The field names the scripts write or read: {'row': ..., 'stats': ...}."""
+    fields: dict[str, set[str]] = {"row": set(), "stats": set()}
+    for script in [*(ROOT / "lua").rglob("*.lua"), *(ROOT / "echoq" / "teaching" / "lua").rglob("*.lua")]:
+        text = re.sub(r"--[^\n]*", "", script.read_text())
+        for call in LUA_HASH_CALL.finditer(text):
+            key, *rest = _call_args(text, call.end())
+            kind = "stats" if "stats" in key else "row" if ("row" in key or "'job:'" in key) else None
+            if kind is None:
+                continue
+            names = rest[0::2] if call.group(1) == "HSET" else rest
+            fields[kind].update(m.group(1) for arg in names for m in [re.fullmatch(r"'(\w+)'", arg)] if m)
+    return {k: frozenset(v) for k, v in fields.items()}
+
+
+def _members(cls: type) -> set[str]:
+    names = set(dir(cls))
+    for klass in inspect.getmro(cls):
+        names.update(getattr(klass, "__annotations__", {}))
+    if dataclasses.is_dataclass(cls):
+        names.update(f.name for f in dataclasses.fields(cls))
+    for klass in inspect.getmro(cls):  # attributes set on the instance (self.x = ...)
+        if klass.__module__.startswith("echoq"):
+            with contextlib.suppress(OSError, TypeError):
+                names.update(re.findall(r"\bself\.(\w+)\s*(?::[^=\n]+)?=(?!=)", inspect.getsource(klass)))
+    return names
+
+
+@cache
+def classes() -> dict[str, type]:
+    """Every class the package defines, by name (the library first: its name wins)."""
+    import pkgutil
+
+    import echoq
+
+    found: dict[str, type] = {}
+    modules = ["echoq", *sorted(m.name for m in pkgutil.walk_packages(echoq.__path__, "echoq."))]
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # noqa: BLE001 -- a module that needs something absent names no class here
+            continue
+        for attr, value in vars(module).items():
+            if inspect.isclass(value) and value.__module__.startswith("echoq") and attr not in found:
+                found[attr] = value
+    return found
+
+
+def resolve_dotted(name: str) -> str | None:
+    """None when ``echoq.a.b.c`` exists; else what is missing."""
+    parts = name.split(".")
+    module = None
+    for n in range(len(parts), 0, -1):
+        try:
+            module = importlib.import_module(".".join(parts[:n]))
+        except ImportError:
+            continue
+        rest = parts[n:]
+        break
+    if module is None:
+        return f"no module {parts[0]}"
+    obj: object = module
+    for k, attr in enumerate(rest):
+        if inspect.isclass(obj) and attr in _members(obj):
+            obj = getattr(obj, attr, None)
+            if obj is None:
+                return None  # a field: its type is not followed further
+            continue
+        if not hasattr(obj, attr):
+            return f"{'.'.join(parts[: len(parts) - len(rest) + k])} has no {attr}"
+        obj = getattr(obj, attr)
+    return None
+
+
+# -- the checks --------------------------------------------------------------------------------
+
+IDENT_CHAIN = re.compile(r"^([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*)+)(?:\(.*)?$")
+
+
+def check_span(span: str, before: str, source: Source) -> str | None:
+    """Why the span names something that is not there, or None."""
+    if re.match(r"^(?:[A-Z_]+=\S*\s+)*(?:python3?|\.venv/bin/python|make|\.venv/bin/pytest|pytest|bash)\s", span + " "):
+        return check_command(span)
+    pathlike = "/" in span or span.endswith(EXTENSIONS)
+    if re.fullmatch(r"[\w.\-/]+", span) and pathlike and not span.startswith("echoq."):
+        return check_path(span, source.folder)
+    chain = IDENT_CHAIN.match(span)
+    if chain:
+        head, rest = chain.group(1), chain.group(2)[1:]
+        if head == "echoq":
+            why = resolve_dotted(span.split("(")[0])
+            return f"{why}" if why else None
+        cls_name = INSTANCES.get(head, "").removeprefix("echoq.") or (head if head[0].isupper() else "")
+        cls = classes().get(cls_name)
+        if cls is None:
+            return None  # a name of the prose's own (a variable, a module of Python's): not ours
+        attr = rest.split(".")[0]
+        return None if attr in _members(cls) else f"{cls.__name__} has no {attr}"
+    if re.fullmatch(r"'?\w+'?", span):
+        kind = FIELD_BEFORE.search(before)
+        if kind:
+            which = "stats" if kind.group(1) == "stats" else "row"
+            word = span.strip("'")
+            if word not in lua_fields()[which]:
+                return f"no script writes or reads the {which} field {word!r}"
+    return None
+
+
+def check_path(span: str, folder: Path) -> str | None:
+    if span.startswith(MADE + MEDIA + ("/", "~")) or span in NOT_PATHS:
+        return None  # made by a run, outside the checkout, not a path at all
+    if span.startswith(".") and "/" not in span:
+        return None  # an extension: `.lua`
+    module, dot, attr = span.rpartition(".")
+    if dot and not span.endswith(EXTENSIONS) and (ROOT / f"{module}.py").is_file():  # tests/support/helpers.wait
+        return resolve_file_attr(ROOT / f"{module}.py", attr)
+    want = span.rstrip("/")
+    paths = repository_paths()
+    here = (folder / want).resolve()
+    if here.exists() and here.is_relative_to(ROOT):
+        return None
+    if want in paths or want + "/" in paths:
+        return None
+    if any(p.rstrip("/").endswith("/" + want) for p in paths):
+        return None
+    if made_by_code(want.removeprefix("./")):
+        return None
+    return "no such file or folder"
+
+
+@cache
+def _code_text() -> str:
+    return "\n".join(p.read_text() for folder in ("echoq", "tools") for p in (ROOT / folder).rglob("*.py"))
+
+
+def made_by_code(name: str) -> bool:
+    """A file a run writes (a workshop's ``roster.json``): its name is a string in the code."""
+    return re.search(rf"[\"'/]{re.escape(name.rstrip('/'))}[\"'/]", _code_text()) is not None
+
+
+def resolve_file_attr(path: Path, attr: str) -> str | None:
+    """A name defined at the top of a Python file the package does not import (tests/support)."""
+    text = path.read_text()
+    if re.search(rf"^(?:def|class|async def)\s+{re.escape(attr)}\b|^{re.escape(attr)}\s*[:=]", text, re.M):
+        return None
+    return f"{path.relative_to(ROOT)} defines no {attr}"
+
+
+def _help(module_name: str, argv: list[str]) -> tuple[int, str]:
+    """``python -m module argv --help`` in this process: its exit status and what it printed."""
+    module = importlib.import_module(module_name)
+    main = getattr(module, "main", None)
+    if main is None:
+        return 1, f"{module_name} has no main()"
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.argv
+    code = 0
+    try:
+        sys.argv = [module_name, *argv, "--help"]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            params = inspect.signature(main).parameters
+            main([*argv, "--help"]) if params else main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv = saved
+    return code, out.getvalue() + err.getvalue()
+
+
+def check_python_m(words: list[str]) -> str | None:
+    """``python -m module [sub ...] [--opt ...]`` against the module's parser."""
+    module_name, args = words[0], words[1:]
+    try:
+        importlib.import_module(module_name)
+    except ImportError:
+        return f"no module {module_name}"
+    module = importlib.import_module(module_name)
+    if hasattr(module, "__path__") and importlib.util.find_spec(module_name + ".__main__") is not None:
+        module_name += ".__main__"
+        module = importlib.import_module(module_name)
+    if "ArgumentParser" not in inspect.getsource(module):
+        return None  # no parser to ask: running it would do its work (a service), not print help
+    subs: list[str] = []
+    code, text = _help(module_name, [])
+    for word in args:
+        if word.startswith("-") or word in {"...", "…"} or re.search(r"[<>|]", word):
+            break
+        choices = re.search(r"\{([\w,-]+)\}", text.split("\n\n")[0])
+        if not choices:
+            break  # a positional value, not a subcommand
+        if word not in choices.group(1).split(","):
+            return f"{' '.join([module_name.removesuffix('.__main__'), *subs])} has no subcommand {word!r}"
+        subs.append(word)
+        code, text = _help(module_name, subs)
+    if code != 0:
+        return f"--help of {module_name} {' '.join(subs)} exits {code}"
+    for word in args:
+        flag = word.split("=")[0]
+        if re.fullmatch(r"--[\w-]+", flag) and not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text):
+            return f"{' '.join([module_name.removesuffix('.__main__'), *subs])} has no option {flag}"
+    return None
+
+
+def check_command(command: str) -> str | None:
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:
+        words = command.split()
+    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+        words = words[1:]
+    if not words:
+        return None
+    tool, args = words[0], words[1:]
+    if tool == "make":
+        missing = [w for w in args if not w.startswith("-") and "=" not in w and w not in make_targets()]
+        return f"the Makefile has no target {missing[0]!r}" if missing else None
+    if tool in {"python", "python3", ".venv/bin/python"}:
+        if args[:1] == ["-m"] and len(args) > 1:
+            return check_python_m(args[1:])
+        if args and args[0].endswith(".py"):
+            return check_path(args[0], ROOT)
+        return None
+    if tool in {".venv/bin/pytest", "pytest", "bash"}:
+        for word in args:
+            if re.fullmatch(r"[\w./-]+\.(py|sh)|\.ci/\w+|tests/[\w/]*", word.split("::")[0]):
+                why = check_path(word.split("::")[0], ROOT)
+                if why:
+                    return f"{word.split('::')[0]}: {why}"
+        return None
+    return None
+
+
+def commands_in(block: Block) -> Iterator[tuple[str, str]]:
+    """Each command a shell block runs (a ``$`` line, or every line of a ```bash block)."""
+    prompted = any(text.startswith("$ ") for _, text in block.lines)
+    for where, text in block.lines:
+        if prompted and not text.startswith("$ "):
+            continue
+        line = re.sub(r"(^|\s)#.*", "", text.removeprefix("$ ")).strip()
+        for part in re.split(r"\s*(?:&&|\|\||;|\|)\s*", line):
+            if part and not part.startswith("#"):
+                yield where, part
+
+
+def problems(source: Source) -> list[str]:
+    """One line per stale name in the source: ``file:line: `span`: why``."""
+    found: list[str] = []
+    prose, blocks = split(source)
+    for where, span, before in spans(prose):
+        why = check_span(span, before, source)
+        if why:
+            found.append(f"{source.name}:{where}: `{span}`: {why}")
+    for block in blocks:
+        if block.is_shell:
+            for where, command in commands_in(block):
+                why = check_command(command)
+                if why:
+                    found.append(f"{source.name}:{where}: `{command}`: {why}")
+        elif block.lang == "python":
+            for where, text in block.lines:
+                for name in python_names(text):
+                    why = check_span(name, "", source)
+                    if why:
+                        found.append(f"{source.name}:{where}: `{name}`: {why}")
+    return found
+
+
+def python_names(line: str) -> list[str]:
+    """The package's names a line of a Python block uses, its comment included: ``echoq.x.y``,
+    ``from echoq import X``, ``delivery.job_id, .payload`` (each after the first on the same head)."""
+    names = re.findall(r"\bechoq(?:\.\w+)+", line) + _imported(line)
+    for head, first, more in re.findall(r"\b([A-Za-z_]\w*)\.(\w+)((?:,\s*\.\w+)*)", line):
+        if head in INSTANCES or head in classes():
+            names += [f"{head}.{first}"] + [f"{head}{attr.strip(', ')}" for attr in re.findall(r",\s*\.\w+", more)]
+    return names
+
+
+def _imported(line: str) -> list[str]:
+    match = re.match(r"\s*from\s+(echoq[\w.]*)\s+import\s+(.+)", line)
+    if not match:
+        return []
+    names = [n.strip().split(" as ")[0] for n in match.group(2).strip("() ").split(",")]
+    return [f"{match.group(1)}.{n}" for n in names if re.fullmatch(r"\w+", n)]
+
+
+def shell_blocks_unmarked(source: Source) -> list[str]:
+    """Each shell block that is neither marked an example (with why) nor named as tested."""
+    found: list[str] = []
+    for block in split(source)[1]:
+        if not block.is_shell:
+            continue
+        marker = MARKER.match(block.marker) or MARKER.match(block.after)
+        if not marker:
+            found.append(
+                f"{source.name}:{block.where}: a shell block with no marker before it: "
+                "<!-- example: why it is not run --> or <!-- tested: tests/test_x.py::test_name -->"
+            )
+        elif marker.group(1) == "tested":
+            path, _, test = marker.group(2).partition("::")
+            file = ROOT / path
+            defined = rf"^\s*(?:async\s+)?def {re.escape(test)}\b"
+            if not file.is_file() or not re.search(defined, file.read_text(), re.M):
+                found.append(f"{source.name}:{block.where}: marked tested by {marker.group(2)}, which is not there")
+    return found
+
+
+# -- the package's own docstrings --------------------------------------------------------------
+
+RST_SPAN = re.compile(r"``([^`\n]+)``")
+
+
+def docstring_problems() -> list[str]:
+    """The names the package's docstrings and comments give as ``echoq.x.y``, ``from echoq
+    import x`` or ``python -m ...``: each must exist (the API reference renders the docstrings)."""
+    found: list[str] = []
+    for path in sorted((ROOT / "echoq").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        source = Source(rel, (), path.parent)
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            names = [m.group(1) for m in RST_SPAN.finditer(line)] + _imported(line.strip(" #"))
+            for name in names:
+                if name.startswith("echoq.") or re.match(r"(?:\.venv/bin/)?python3? -m ", name):
+                    why = check_span(name, "", source)
+                    if why:
+                        found.append(f"{rel}:{n}: `{name}`: {why}")
+    return found
