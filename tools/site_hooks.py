@@ -6,6 +6,8 @@
 - each lesson (notebooks/NN_*.ipynb, present.ipynb) as executed and stored, with a "Run it" box
   (the Binder link, ``make lab``), each prediction's question with its answer folded, and each
   lab as its stored picture and readout (the widget view needs a kernel, so it is dropped);
+- the tables that describe code, generated from it where a page marks one (tools/generated_docs.py:
+  limits, keyspace, scripts, commands, the mutation score, stored benchmark runs);
 - reference.md: the library's API, one entry per name of ``echoq.__all__`` (mkdocstrings);
 - every repository file a page links to (lua/claim.lua, echoq/limits.py, ...), so the site
   carries its own sources and a link to a file that is gone fails the strict build.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib
 import json
 import os
 import re
@@ -42,13 +45,18 @@ def lessons() -> list[Path]:
 # -- the lesson pages -------------------------------------------------------------------------
 
 
-def binder_url(lesson: str) -> str | None:
-    """This repository's Binder link opening ``lesson`` (ECHOQ_REMOTE, else the git remote)."""
+def _tool(name: str) -> Any:
+    """A module of tools/ (not a package)."""
     sys.path.insert(0, str(ROOT / "tools"))
     try:
-        import binder_link
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT / "tools"))
+
+
+def binder_url(lesson: str) -> str | None:
+    """This repository's Binder link opening ``lesson`` (ECHOQ_REMOTE, else the git remote)."""
+    binder_link = _tool("binder_link")
     if os.environ.get("ECHOQ_REMOTE"):  # asked for: a bad address is an error to see
         return binder_link.binder_url(os.environ["ECHOQ_REMOTE"], lesson)
     remote = binder_link.origin(ROOT)
@@ -229,8 +237,9 @@ def stage(dest: Path) -> None:
         stage_lesson(lesson, dest / "notebooks" / lesson.name)
     pages = {Path("README.md"): Path("index.md")}
     pages.update({p.relative_to(ROOT): p.relative_to(ROOT) for p in sorted((ROOT / "docs").glob("*.md"))})
+    generated = _tool("generated_docs")
     for source, target in pages.items():
-        text = stage_markdown((ROOT / source).read_text(), source, dest)
+        text = stage_markdown(generated.fill((ROOT / source).read_text()), source, dest)
         (dest / target).write_text(text)
     (dest / "reference.md").write_text(reference_page())
 

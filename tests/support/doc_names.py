@@ -29,16 +29,15 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
-import io
 import json
 import os
 import re
 import shlex
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +55,7 @@ INSTANCES = {
     "keyspace": "echoq.Keyspace",
 }
 # Paths that are made by running something, not stored: a page may name them.
-MADE = ("build/", ".venv/", "echoq-workshop/", "node_modules/")
+MADE = ("build/", ".venv/", "echoq-workshop/", "node_modules/", "docs/data/")  # docs/data: stored by runs
 EXTENSIONS = (
     ".py", ".lua", ".md", ".ipynb", ".toml", ".yml", ".yaml", ".json", ".sh", ".txt", ".cfg", ".ini", ".png",
     ".csv", ".js", ".css", ".html", ".svg",
@@ -358,37 +357,32 @@ def resolve_file_attr(path: Path, attr: str) -> str | None:
 
 
 def _help(module_name: str, argv: list[str]) -> tuple[int, str]:
-    """``python -m module argv --help`` in this process: its exit status and what it printed."""
-    module = importlib.import_module(module_name)
-    main = getattr(module, "main", None)
-    if main is None:
-        return 1, f"{module_name} has no main()"
-    out, err = io.StringIO(), io.StringIO()
-    saved = sys.argv
-    code = 0
-    try:
-        sys.argv = [module_name, *argv, "--help"]
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            params = inspect.signature(main).parameters
-            main([*argv, "--help"]) if params else main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = saved
-    return code, out.getvalue() + err.getvalue()
+    """``python -m module argv --help`` in this process (the site's commands page asks the same)."""
+    return generated_docs().help_text(module_name, argv)
+
+
+@cache
+def generated_docs() -> Any:
+    """tools/generated_docs.py as a module (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("generated_docs", ROOT / "tools" / "generated_docs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def check_python_m(words: list[str]) -> str | None:
     """``python -m module [sub ...] [--opt ...]`` against the module's parser."""
     module_name, args = words[0], words[1:]
+    if module_name in {"…", "..."} or module_name.startswith("<"):
+        return None  # a placeholder: "python -m …"
     try:
         importlib.import_module(module_name)
     except ImportError:
         return f"no module {module_name}"
     module = importlib.import_module(module_name)
     if hasattr(module, "__path__") and importlib.util.find_spec(module_name + ".__main__") is not None:
-        module_name += ".__main__"
-        module = importlib.import_module(module_name)
+        module = importlib.import_module(module_name + ".__main__")
     if "ArgumentParser" not in inspect.getsource(module):
         return None  # no parser to ask: running it would do its work (a service), not print help
     subs: list[str] = []
@@ -400,7 +394,7 @@ def check_python_m(words: list[str]) -> str | None:
         if not choices:
             break  # a positional value, not a subcommand
         if word not in choices.group(1).split(","):
-            return f"{' '.join([module_name.removesuffix('.__main__'), *subs])} has no subcommand {word!r}"
+            return f"{' '.join([module_name, *subs])} has no subcommand {word!r}"
         subs.append(word)
         code, text = _help(module_name, subs)
     if code != 0:
@@ -408,7 +402,7 @@ def check_python_m(words: list[str]) -> str | None:
     for word in args:
         flag = word.split("=")[0]
         if re.fullmatch(r"--[\w-]+", flag) and not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text):
-            return f"{' '.join([module_name.removesuffix('.__main__'), *subs])} has no option {flag}"
+            return f"{' '.join([module_name, *subs])} has no option {flag}"
     return None
 
 

@@ -1,0 +1,83 @@
+"""The tables that describe code are generated from it when the site is built
+(tools/generated_docs.py, called by tools/site_hooks.py): each is checked here against its
+source, and each can be seen to follow it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import echoq
+import echoq.keyspace
+import echoq.limits
+from tests.support import doc_names
+
+gen = doc_names.generated_docs()
+ROOT = doc_names.ROOT
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_every_marked_region_names_a_table_that_is_made() -> None:
+    names = {name for page in PAGES for name in gen.regions(page.read_text())}
+    assert {"limits", "keyspace", "scripts", "commands", "mutation-score"} <= names
+    for page in PAGES:
+        filled = gen.fill(page.read_text())  # an unknown name raises
+        assert filled.count("<!-- generated:") == filled.count("<!-- /generated -->")
+    with pytest.raises(KeyError, match="no table is generated under the name 'limit'"):
+        gen.fill("<!-- generated: limit -->\nx\n<!-- /generated -->")
+
+
+def test_the_limits_table_is_the_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = gen.limits()
+    for name, (low, high) in echoq.limits.BOUNDS.items():
+        assert re.search(rf"\| `{name}` \| {low:,} \.\. {high:,} \|", text), name
+    assert "| `max_stalled` | 1 .. 1,000 | 2 |" in text  # the Worker's default
+    monkeypatch.setitem(echoq.limits.BOUNDS, "lease_ms", (1, 3_600_000))
+    assert "| `lease_ms` | 1 .. 3,600,000 |" in gen.limits()
+
+
+def test_the_keyspace_table_is_every_key_keyspace_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = gen.keyspace()
+    ks = echoq.Keyspace("q")
+    for key in (ks.pending, ks.active, ks.wake, ks.stalled_guard, "emq:{q}:job:<id>", "emq:{q}:halt:<run>"):
+        assert f"| `{key}` |" in text, key
+    doc = echoq.keyspace.__doc__ or ""
+    without_wake = "\n".join(line for line in doc.splitlines() if "emq:{q}:wake" not in line)
+    monkeypatch.setattr(echoq.keyspace, "__doc__", without_wake)
+    with pytest.raises(ValueError, match=r"leaves out \['emq:\{q\}:wake'\]"):
+        gen.keyspace()
+
+
+def test_the_scripts_table_is_every_script_and_its_header() -> None:
+    text = gen.scripts()
+    for script in sorted((ROOT / "lua").glob("*.lua")):
+        assert f"[`{script.name}`](../lua/{script.name})" in text
+    claim = gen.lua_header(ROOT / "lua" / "claim.lua")
+    assert claim["what"].startswith("The recoverable claim.")
+    assert claim["contract"].startswith("KEYS[1]") and "ARGV[1]  lease               milliseconds" in claim["contract"]
+    assert "Errors" in claim["contract"] and "--- @include" not in claim["contract"]
+
+
+def test_the_commands_page_is_each_parsers_help() -> None:
+    text = gen.commands()
+    assert text.count("usage: ") == len(gen.COMMANDS)
+    assert "--kill-rate" in text and "{worker,chaos,workshop}" in text and "{check}" in text
+
+
+def test_stored_runs_are_shown_with_their_date_and_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(gen, "DATA", tmp_path)
+    assert "no stored run yet" in gen.mutation_score() and "tools/mutants.py --json" in gen.mutation_score()
+    (tmp_path / "mutants.json").write_text(
+        json.dumps({"killed": 104, "made": 139, "equivalent": 35, "date": "2026-12-05", "machine": "2 cores"})
+    )
+    assert gen.mutation_score() == (
+        "Score: **104 of 104 non-equivalent mutants killed** (139 made, 35 equivalent), measured 2026-12-05 on 2 cores."
+    )
+    (tmp_path / "bench").mkdir()
+    rows = [{"consumer": "Worker", "per second": 9000}, {"consumer": "BullMQ", "per second": 4000}]
+    (tmp_path / "bench" / "startup.json").write_text(json.dumps({"date": "d", "machine": "m", "rows": rows}))
+    shown = gen.fill("<!-- generated: bench-startup -->\nx\n<!-- /generated -->")
+    assert "| Worker | 9000 |" in shown and "Measured d on m" in shown

@@ -1,0 +1,270 @@
+"""The tables that describe code, generated from it when the site is built (tools/site_hooks.py).
+
+A page holds a marker where a table goes, and one line saying where it comes from::
+
+    <!-- generated: limits -->
+    The bounds, generated from echoq/limits.py when the site is built (make docs).
+    <!-- /generated -->
+
+``fill(text)`` replaces each marked region with what ``GENERATORS[name]()`` returns; an
+unknown name is an error, so a page cannot point at a table nobody makes. The sources:
+
+- ``limits``: ``echoq.limits.BOUNDS``, each bound's reason from the table in that module's
+  docstring, its default from the Queue's and the Worker's signatures;
+- ``keyspace``: ``echoq.Keyspace`` (each key it builds) with the table in its module's docstring;
+- ``scripts``: each ``lua/*.lua`` header (what the script does, KEYS, ARGV with units,
+  replies, errors);
+- ``commands``: each command's own ``--help``, run in this process;
+- ``mutation-score``: ``docs/data/mutants.json``, as ``tools/mutants.py --json`` stores it;
+- ``bench-<name>``: ``docs/data/bench/<name>.json``, a bench's ``--json`` output with the
+  date and machine it was measured on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import importlib
+import inspect
+import io
+import json
+import os
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "docs" / "data"
+REGION = re.compile(r"<!-- generated: ([\w-]+) -->\n.*?<!-- /generated -->", re.S)
+
+# The commands the site documents, each as the words after ``python -m``.
+COMMANDS: list[list[str]] = [
+    ["echoq"],
+    ["echoq", "check"],
+    ["echoq.teaching"],
+    ["echoq.teaching", "worker"],
+    ["echoq.teaching", "chaos"],
+    ["echoq.teaching", "workshop"],
+    *(["echoq.teaching", "workshop", action] for action in ("up", "hub", "status", "export", "down", "watch")),
+]
+
+
+def help_text(module_name: str, argv: list[str], columns: int = 100) -> tuple[int, str]:
+    """``python -m module argv --help`` in this process: its exit status and what it printed.
+    The module's ``main`` parses ``--help`` first and exits; nothing else of it runs."""
+    module = importlib.import_module(module_name)
+    if hasattr(module, "__path__") and importlib.util.find_spec(module_name + ".__main__") is not None:
+        module = importlib.import_module(module_name + ".__main__")
+    main = getattr(module, "main", None)
+    if main is None or "ArgumentParser" not in inspect.getsource(module):
+        return 1, f"{module_name} has no parser to ask"
+    out = io.StringIO()
+    saved, saved_columns = sys.argv, os.environ.get("COLUMNS")
+    code = 0
+    try:
+        sys.argv = [module_name, *argv, "--help"]
+        os.environ["COLUMNS"] = str(columns)  # argparse wraps to it: the same text on every machine
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            main([*argv, "--help"]) if inspect.signature(main).parameters else main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv = saved
+        if saved_columns is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = saved_columns
+    return code, out.getvalue()
+
+
+def rst_table(text: str) -> list[list[str]]:
+    """The rows of the first reStructuredText simple table in ``text`` (cells joined across
+    continuation lines, ````x```` as Markdown's ```x```), the header row first."""
+    lines = text.splitlines()
+    borders = [n for n, line in enumerate(lines) if re.fullmatch(r"\s*=+(?:\s+=+)+\s*", line)]
+    if len(borders) < 3:
+        raise ValueError("no simple table")
+    spans = [m.span() for m in re.finditer(r"=+", lines[borders[0]])]
+
+    starts = [a for a, _ in spans]
+
+    def cells(line: str) -> list[str]:
+        return [line[a:b].strip() for a, b in zip(starts, [*starts[1:], len(line)], strict=True)]
+
+    header = cells(lines[borders[0] + 1])
+    rows: list[list[str]] = []
+    for line in lines[borders[1] + 1 : borders[2]]:
+        if not line.strip():
+            continue
+        row = cells(line)
+        if row[0] or not rows:
+            rows.append(row)
+        else:
+            rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], row, strict=True)]
+    return [[re.sub(r"``([^`]+)``", r"`\1`", c) for c in row] for row in [header, *rows]]
+
+
+def table(rows: list[list[str]]) -> str:
+    head, *body = rows
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+# -- the generators ------------------------------------------------------------------------------
+
+
+def _defaults() -> dict[str, Any]:
+    import echoq
+
+    found: dict[str, Any] = {}
+    for call in (echoq.Queue.__init__, echoq.Worker.__init__, echoq.Effects.__init__):
+        for name, param in inspect.signature(call).parameters.items():
+            if param.default is not inspect.Parameter.empty and isinstance(param.default, int):
+                found.setdefault(name, param.default)
+    return found
+
+
+def limits() -> str:
+    import echoq.limits
+
+    why = {row[0].strip("`"): row[2] for row in rst_table(echoq.limits.__doc__ or "")[1:]}
+    defaults = _defaults()
+    rows = [["bound", "range", "default", "why this size"]]
+    for name, (low, high) in echoq.limits.BOUNDS.items():
+        default = f"{defaults[name]:,}" if name in defaults else ""
+        rows.append([f"`{name}`", f"{low:,} .. {high:,}", default, why.get(name, "")])
+    source = "[`echoq/limits.py`](../echoq/limits.py) (`BOUNDS`) and the defaults of `Queue`, `Worker` and `Effects`"
+    return table(rows) + f"\n\nGenerated from {source}."
+
+
+def keyspace() -> str:
+    import echoq.keyspace
+
+    ks = echoq.Keyspace("q")
+    built = {
+        getattr(ks, name) if not callable(getattr(ks, name)) else ""
+        for name, value in vars(echoq.Keyspace).items()
+        if isinstance(value, property) and name not in {"prefix", "namespace"}
+    } | {ks.job("JOB" + "0" * 26).rsplit(":", 1)[0] + ":<id>", ks.prefix + "halt:<run>"}
+    rows = rst_table(echoq.keyspace.__doc__ or "")
+    for row in rows[1:]:
+        key = row[0].strip("`")
+        if key not in built:
+            raise ValueError(f"echoq/keyspace.py's table names {key}, which Keyspace does not build")
+    missing = built - {row[0].strip("`") for row in rows[1:]}
+    if missing:
+        raise ValueError(f"echoq/keyspace.py's table leaves out {sorted(missing)}")
+    return table(rows) + "\n\nGenerated from [`echoq/keyspace.py`](../echoq/keyspace.py): `Keyspace` and its table."
+
+
+def lua_header(path: Path) -> dict[str, Any]:
+    """A script's header: its first sentence, and its KEYS, ARGV, Replies and Errors lines."""
+    header: list[str] = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("--") or line.startswith("--- @include"):
+            break
+        header.append(line[3:] if line.startswith("-- ") else line[2:])
+    paragraph = " ".join(header[: header.index("") if "" in header else len(header)])
+    first = paragraph.split(": ", 1)[-1]  # "claim.lua: the recoverable claim. ..." -> what it does
+    first = first[0].upper() + first[1:]
+    at = next((n for n, line in enumerate(header) if line.startswith("KEYS")), len(header))
+    return {"name": path.name, "what": first, "contract": "\n".join(header[at:]).rstrip()}
+
+
+def scripts() -> str:
+    parts = ["| script | what it does |", "|---|---|"]
+    headers = [lua_header(p) for p in sorted((ROOT / "lua").glob("*.lua"))]
+    parts += [f"| [`{h['name']}`](../lua/{h['name']}) | {h['what']} |" for h in headers]
+    for h in headers:
+        parts += [
+            "",
+            f'<details markdown="1"><summary><code>{h["name"]}</code>: KEYS, ARGV, replies, errors</summary>',
+            "",
+            "```",
+            h["contract"],
+            "```",
+            "",
+            "</details>",
+        ]
+    parts += ["", "Generated from the header of each script in [`lua/`](../lua/)."]
+    return "\n".join(parts)
+
+
+def commands() -> str:
+    parts: list[str] = []
+    for words in COMMANDS:
+        code, text = help_text(words[0], words[1:])
+        if code != 0:
+            raise ValueError(f"python -m {' '.join(words)} --help exits {code}: {text.strip()}")
+        parts += [f"### `python -m {' '.join(words)}`", "", "```", text.rstrip(), "```", ""]
+    return "\n".join(parts) + "Generated from each command's own `--help`."
+
+
+def _stored(path: Path, how: str) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def mutation_score() -> str:
+    stored = _stored(DATA / "mutants.json", "tools/mutants.py --json")
+    if stored is None:
+        return (
+            "The score is stored by `.venv/bin/python tools/mutants.py --json > docs/data/mutants.json`; "
+            "this checkout has no stored run yet."
+        )
+    killed, made, equivalent = stored["killed"], stored["made"], stored["equivalent"]
+    when = f"measured {html.escape(str(stored['date']))} on {html.escape(str(stored['machine']))}"
+    return (
+        f"Score: **{killed} of {made - equivalent} non-equivalent mutants killed** ({made} made, "
+        f"{equivalent} equivalent), {when}."
+    )
+
+
+def bench(name: str) -> str:
+    stored = _stored(DATA / "bench" / f"{name}.json", f"bench/{name}.py --json")
+    if stored is None:
+        return (
+            f"The table is stored by `.venv/bin/python bench/{name}.py --json > docs/data/bench/{name}.json`; "
+            "this checkout has no stored run yet."
+        )
+    rows = stored["rows"]
+    columns = list(rows[0])
+    body = [[str(row.get(c, "")) for c in columns] for row in rows]
+    return (
+        table([columns, *body])
+        + f"\n\nMeasured {html.escape(str(stored['date']))} on {html.escape(str(stored['machine']))} "
+        + f"(`bench/{name}.py --json`, stored in `docs/data/bench/{name}.json`)."
+    )
+
+
+GENERATORS: dict[str, Callable[[], str]] = {
+    "limits": limits,
+    "keyspace": keyspace,
+    "scripts": scripts,
+    "commands": commands,
+    "mutation-score": mutation_score,
+}
+
+
+def generator(name: str) -> Callable[[], str]:
+    if name.startswith("bench-"):
+        return lambda: bench(name.removeprefix("bench-"))
+    if name not in GENERATORS:
+        raise KeyError(f"no table is generated under the name {name!r}: one of {sorted(GENERATORS)} or bench-<name>")
+    return GENERATORS[name]
+
+
+def regions(text: str) -> list[str]:
+    """The names of the generated regions of a page."""
+    return REGION.findall(text)
+
+
+def fill(text: str) -> str:
+    """The page with each generated region replaced by its table (the markers kept)."""
+
+    def made(match: re.Match[str]) -> str:
+        return f"<!-- generated: {match.group(1)} -->\n{generator(match.group(1))()}\n<!-- /generated -->"
+
+    return REGION.sub(made, text)
