@@ -81,3 +81,29 @@ def test_stored_runs_are_shown_with_their_date_and_machine(monkeypatch: pytest.M
     (tmp_path / "bench" / "startup.json").write_text(json.dumps({"date": "d", "machine": "m", "rows": rows}))
     shown = gen.fill("<!-- generated: bench-startup -->\nx\n<!-- /generated -->")
     assert "| Worker | 9000 |" in shown and "Measured d on m" in shown
+
+
+def test_design_prose_is_the_modules_docstring_with_its_constants_valued() -> None:
+    import echoq.worker
+
+    text = gen.docstring("echoq.worker")
+    assert "**One I/O owner.**" in text and ":class:" not in text and not re.search(r"(?<!`)``(?!`)", text)
+    assert f"`QUICK_JOB_S` ({echoq.worker.QUICK_JOB_S * 1e6:g} µs)" in text
+    assert f"`PREFETCH_PER_SLOT` ({echoq.worker.PREFETCH_PER_SLOT})" in text
+
+
+def test_the_pipelining_threshold_the_docstring_gives_is_the_code_s() -> None:
+    """The smallest concurrency that may hold LANES calls of SPLIT_MIN jobs, by default."""
+    import echoq.worker
+    from echoq.worker.pacing import PrefetchPolicy
+
+    need = echoq.worker.LANES * echoq.worker.SPLIT_MIN
+    smallest = next(c for c in range(1, 100) if PrefetchPolicy(c, None, extends=True).most() >= need)
+    assert f"concurrency {smallest} or more with the default prefetch" in (echoq.worker.__doc__ or "")
+
+
+def test_a_dataclass_s_fields_are_listed_from_the_class() -> None:
+    text = gen.fields("echoq.WorkReport")
+    for field in ("claimed", "completed", "released", "lease_lost", "round_trips"):
+        assert f"`{field}`" in text
+    assert "`processed`" not in text  # a property, not a field

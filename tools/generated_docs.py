@@ -16,6 +16,9 @@ unknown name is an error, so a page cannot point at a table nobody makes. The so
   replies, errors);
 - ``commands``: each command's own ``--help``, run in this process;
 - ``mutation-score``: ``docs/data/mutants.json``, as ``tools/mutants.py --json`` stores it;
+- ``docstring-<module>``: the module's docstring (design prose written once, in the code), each
+  constant it names shown with its value;
+- ``fields-<module.Class>``: a dataclass's fields, each with its comment;
 - ``bench-<name>``: ``docs/data/bench/<name>.json``, a bench's ``--json`` output with the
   date and machine it was measured on.
 """
@@ -23,6 +26,7 @@ unknown name is an error, so a page cannot point at a table nobody makes. The so
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import html
 import importlib
 import inspect
@@ -37,7 +41,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "data"
-REGION = re.compile(r"<!-- generated: ([\w-]+) -->\n.*?<!-- /generated -->", re.S)
+REGION = re.compile(r"<!-- generated: ([\w.-]+) -->\n.*?<!-- /generated -->", re.S)
 
 # The commands the site documents, each as the words after ``python -m``.
 COMMANDS: list[list[str]] = [
@@ -203,6 +207,47 @@ def commands() -> str:
     return "\n".join(parts) + "Generated from each command's own `--help`."
 
 
+def _value(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def _seconds(value: float) -> str:
+    """0.005 -> '5 ms', 5e-05 -> '50 µs', 2 -> '2 s'."""
+    for unit, scale in (("s", 1), ("ms", 1e3), ("µs", 1e6)):
+        if value * scale >= 1:
+            return f"{value * scale:g} {unit}"
+    return f"{value:g} s"
+
+
+def _constant(module_name: str, name: str) -> str | None:
+    """A constant of the module or one of its submodules, shown with its unit."""
+    for loaded, module in list(sys.modules.items()):
+        if (loaded == module_name or loaded.startswith(module_name + ".")) and module is not None:
+            value = vars(module).get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                if name.endswith("_S"):
+                    return _seconds(value)
+                return f"{_value(value)} ms" if name.endswith("_MS") else _value(value)
+    return None
+
+
+def docstring(module_name: str) -> str:
+    """A module's docstring as Markdown: its roles as code, each constant it names with its value."""
+    module = importlib.import_module(module_name)
+    text = inspect.cleandoc(module.__doc__ or "")
+    text = re.sub(r":(?:class|meth|func|mod|data|attr|exc):`~?\.?([^`]+)`", r"`\1`", text)
+    text = re.sub(r"``([^`]+)``", r"`\1`", text)
+
+    def valued(match: re.Match[str]) -> str:
+        shown = _constant(module_name, match.group(1))
+        return f"{match.group(0)} ({shown})" if shown else match.group(0)
+
+    text = re.sub(r"`([A-Z][A-Z0-9_]+)`(?! \()", valued, text)
+    text = re.sub(r"^(>>> .*(?:\n>>> .*)*)", r"```python\n\1\n```", text, flags=re.M)
+    text = re.sub(r"^\* ", "- ", text, flags=re.M)
+    return text + f"\n\nThe docstring of `{module_name}` (the API reference shows it too)."
+
+
 def _stored(path: Path, how: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
@@ -248,7 +293,23 @@ GENERATORS: dict[str, Callable[[], str]] = {
 }
 
 
+def fields(dotted: str) -> str:
+    """A dataclass's fields, each with its comment in the source: ``name`` (what it counts)."""
+    module_name, _, cls_name = dotted.rpartition(".")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    source = inspect.getsource(cls)
+    shown = []
+    for field in dataclasses.fields(cls):
+        comment = re.search(rf"^\s+{field.name}\s*:[^#\n]*#\s*(.+)$", source, re.M)
+        shown.append(f"`{field.name}` ({comment.group(1).strip()})" if comment else f"`{field.name}`")
+    return ", ".join(shown) + f" (the fields of `{cls_name}`)."
+
+
 def generator(name: str) -> Callable[[], str]:
+    if name.startswith("fields-"):
+        return lambda: fields(name.removeprefix("fields-"))
+    if name.startswith("docstring-"):
+        return lambda: docstring(name.removeprefix("docstring-"))
     if name.startswith("bench-"):
         return lambda: bench(name.removeprefix("bench-"))
     if name not in GENERATORS:
