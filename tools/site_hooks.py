@@ -107,6 +107,8 @@ def _site_link(target: str) -> str:
     if target.startswith(("http://", "https://", "mailto:", "#")):
         return target
     path, hash_, anchor = target.partition("#")
+    if path == "glossary.ipynb":  # the lessons' copy of docs/GLOSSARY.md: the site has the page itself
+        return "../docs/GLOSSARY.html" + hash_ + anchor
     if path.endswith("README.md"):
         path = path[: -len("README.md")] + "index.md"
     if path.endswith((".md", ".ipynb")):
