@@ -14,6 +14,7 @@ these are changed:
   outside the server's folder (a 404); the site points the same link at its glossary page;
 - lesson 00's table of lessons is made from the lessons themselves (title, what the learner
   will be able to do, time), and lesson 00 shows how to attach another client to its server;
+- each stored predict-then-run question, as echoq/teaching/predictions.py words it now;
 - the EDITS below: words the code no longer says, and cells whose last line printed a value
   the prose does not explain (each now asserts it, or keeps it), with the stored output that
   goes with the new source.
@@ -241,6 +242,27 @@ def lesson_07_output(cell: dict[str, Any]) -> None:
             output["data"] = {"text/plain": shown.splitlines(keepends=True)}
 
 
+ASK = re.compile(r"""^course\.ask\(\s*["'](\d\d)["']\s*,\s*["']([\w-]+)["']\s*\)$""")
+
+
+def prediction_outputs(nb: dict[str, Any]) -> None:
+    """Each stored question as echoq/teaching/predictions.py words it now (its text and HTML
+    forms; the widget's view is left as stored)."""
+    sys.path.insert(0, str(ROOT))
+    from echoq.teaching.course import Prediction
+    from echoq.teaching.predictions import QUESTIONS
+
+    for cell in nb["cells"]:
+        asked = ASK.match(text_of(cell).strip()) if cell["cell_type"] == "code" else None
+        if not asked:
+            continue
+        shown = Prediction(*QUESTIONS[asked.group(1)][asked.group(2)])
+        for output in cell.get("outputs", []):
+            if output["output_type"] == "execute_result":
+                output["data"]["text/plain"] = repr(shown).splitlines(keepends=True)
+                output["data"]["text/html"] = shown._repr_html_().splitlines(keepends=True)
+
+
 def edit(name: str, nb: dict[str, Any]) -> None:
     for notebook, cell_id, old, new in EDITS:
         if notebook != name:
@@ -259,6 +281,7 @@ def edit(name: str, nb: dict[str, Any]) -> None:
 def transform(path: Path, nb: dict[str, Any]) -> dict[str, Any]:
     markers_to_tags(nb)
     glossary_link(nb)
+    prediction_outputs(nb)
     edit(path.name, nb)
     if path.name.startswith("00_"):
         lesson_00(nb)
