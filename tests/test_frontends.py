@@ -6,7 +6,8 @@
 - A frontend with no widget manager (Colab without its custom widget manager, VS Code without the
   Jupyter extension's widget support, GitHub's viewer), played by JupyterLab with its widget manager
   disabled: a lab shows its picture, its readout and the one-line note, from the stored notebook and
-  when run there, never a blank output, a widget's repr or a traceback.
+  when run there, never a blank output, a widget's repr or a traceback. On the same page, the
+  lesson's glossary link opens the glossary.
 """
 
 from __future__ import annotations
@@ -157,7 +158,17 @@ def test_without_a_widget_manager_a_lab_is_its_picture_readout_and_note(page, la
         assert len(img.get_attribute("alt") or "") >= 20
         assert not any("Error displaying widget" in text for text in _outputs(scope))
 
-        # 2. a lab run there (opened beside the lesson, in the same page): its picture, readout
+        # 2. the glossary link in the lesson's header opens the glossary (a notebook in the folder
+        # Lab serves: ../docs would be outside it, a 404), in a tab beside the lesson
+        link = scope.locator(".jp-RenderedMarkdown a", has_text="glossary").first
+        link.scroll_into_view_if_needed()
+        link.click()
+        glossary = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").filter(has_text="One line per term")
+        glossary.wait_for(timeout=60_000)
+        assert glossary.get_by_text("the fencing token", exact=False).count() >= 1
+        save_screenshot(glossary.screenshot(), "lab-glossary-from-lesson-02.png")
+
+        # 3. a lab run there (opened beside the lesson, in the same page): its picture, readout
         # and note; after the next cell, that cell's move
         start_notebook(page, "notebooks/no_widgets.ipynb")
         scope = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
