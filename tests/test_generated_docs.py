@@ -77,10 +77,15 @@ def test_stored_runs_are_shown_with_their_date_and_machine(monkeypatch: pytest.M
         "Score: **104 of 104 non-equivalent mutants killed** (139 made, 35 equivalent), measured 2026-12-05 on 2 cores."
     )
     (tmp_path / "bench").mkdir()
-    rows = [{"consumer": "Worker", "per second": 9000}, {"consumer": "BullMQ", "per second": 4000}]
-    (tmp_path / "bench" / "startup.json").write_text(json.dumps({"date": "d", "machine": "m", "rows": rows}))
+    summary = {"median_s": 0.07, "p95_s": 0.14, "max_s": 0.14, "min_s": 0.05}
+    machine = {"cores": 2, "python": "CPython 3.11.7", "redis_py": "8.1.0", "load_average_1m": 0.9}
+    report = {"machine": machine, "runs": 20, "target_s": 0.3}
+    report |= {"launch_to_first_ping": summary, "start_server_call": summary, "samples_s": []}
+    stored = {"date": "2026-12-05 08:56 UTC", "command": "python bench/startup.py --json", "report": report}
+    (tmp_path / "bench" / "startup.json").write_text(json.dumps(stored))
     shown = gen.fill("<!-- generated: bench-startup -->\nx\n<!-- /generated -->")
-    assert "| Worker | 9000 |" in shown and "Measured d on m" in shown
+    assert "| launch to first PING |    0.070 | 0.140 | 0.140 | yes" in shown  # bench/startup.py's render()
+    assert "machine: 2 cores, CPython 3.11.7" in shown and "Measured 2026-12-05 08:56 UTC" in shown
 
 
 def test_design_prose_is_the_modules_docstring_with_its_constants_valued() -> None:

@@ -19,8 +19,8 @@ unknown name is an error, so a page cannot point at a table nobody makes. The so
 - ``docstring-<module>``: the module's docstring (design prose written once, in the code), each
   constant it names shown with its value;
 - ``fields-<module.Class>``: a dataclass's fields, each with its comment;
-- ``bench-<name>``: ``docs/data/bench/<name>.json``, a bench's ``--json`` output with the
-  date and machine it was measured on.
+- ``bench-<name>``: ``docs/data/bench/<name>.json``, a bench's ``--json`` report stored with the
+  date and command by tools/store_bench.py, rendered by that bench's own ``render()``.
 """
 
 from __future__ import annotations
@@ -267,20 +267,26 @@ def mutation_score() -> str:
     )
 
 
+def bench_module(name: str) -> Any:
+    """bench/<name>.py as a module (bench/ is not a package; its modules import _common)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
 def bench(name: str) -> str:
-    stored = _stored(DATA / "bench" / f"{name}.json", f"bench/{name}.py --json")
+    """A stored run (tools/store_bench.py), as the bench itself renders it, with its date."""
+    stored = _stored(DATA / "bench" / f"{name}.json", f"tools/store_bench.py {name}")
     if stored is None:
         return (
-            f"The table is stored by `.venv/bin/python bench/{name}.py --json > docs/data/bench/{name}.json`; "
-            "this checkout has no stored run yet."
+            f"The run is stored by `.venv/bin/python tools/store_bench.py {name}`; this checkout has no stored run yet."
         )
-    rows = stored["rows"]
-    columns = list(rows[0])
-    body = [[str(row.get(c, "")) for c in columns] for row in rows]
+    shown = bench_module(name).render(stored["report"])
     return (
-        table([columns, *body])
-        + f"\n\nMeasured {html.escape(str(stored['date']))} on {html.escape(str(stored['machine']))} "
-        + f"(`bench/{name}.py --json`, stored in `docs/data/bench/{name}.json`)."
+        f"```\n{shown}\n```\n\nMeasured {html.escape(str(stored['date']))} with `{stored['command']}` "
+        f"(the machine is its second line); stored in `docs/data/bench/{name}.json` by `tools/store_bench.py`."
     )
 
 
