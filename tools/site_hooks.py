@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import base64
 import html
-import importlib
+import importlib.util
 import json
 import os
 import re
@@ -46,12 +46,14 @@ def lessons() -> list[Path]:
 
 
 def _tool(name: str) -> Any:
-    """A module of tools/ (not a package)."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
+    """A module of tools/ (not a package), loaded from its file once, as ``import name`` would."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
 
 
 def binder_url(lesson: str) -> str | None:
