@@ -71,6 +71,7 @@ def test_a_path_that_is_not_there_fails_with_its_file_and_line() -> None:
         ("Read `echoq.scripts.KEY_ORDERS`.", "echoq.scripts has no KEY_ORDERS"),
         ("Its row counts `released`.", "no script writes or reads the row field 'released'"),
         ("Counted in stats `reclaimed`.", "no script writes or reads the stats field 'reclaimed'"),
+        ("Counted in `stats.reclaimed`.", "no script writes or reads the stats field 'reclaimed'"),
         ("Read `WorkReport.processd`.", "WorkReport has no processd"),
     ],
 )

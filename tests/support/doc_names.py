@@ -300,6 +300,8 @@ def check_span(span: str, before: str, source: Source) -> str | None:
         if head == "echoq":
             why = resolve_dotted(span.split("(")[0])
             return f"{why}" if why else None
+        if head == "stats" and re.fullmatch(r"\w+", rest):  # `stats.corrupt`: a counter a script bumps
+            return None if rest in lua_fields()["stats"] else f"no script writes or reads the stats field {rest!r}"
         cls_name = INSTANCES.get(head, "").removeprefix("echoq.") or (head if head[0].isupper() else "")
         cls = classes().get(cls_name)
         if cls is None:
