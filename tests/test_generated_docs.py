@@ -69,7 +69,7 @@ def test_the_commands_page_is_each_parsers_help() -> None:
 
 def test_stored_runs_are_shown_with_their_date_and_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(gen, "DATA", tmp_path)
-    assert "no stored run yet" in gen.mutation_score() and "tools/mutants.py --json" in gen.mutation_score()
+    assert "no stored run yet" in gen.mutation_score() and "tools/store_run.py mutants" in gen.mutation_score()
     (tmp_path / "mutants.json").write_text(
         json.dumps({"killed": 104, "made": 139, "equivalent": 35, "date": "2026-12-05", "machine": "2 cores"})
     )
@@ -81,11 +81,12 @@ def test_stored_runs_are_shown_with_their_date_and_machine(monkeypatch: pytest.M
     machine = {"cores": 2, "python": "CPython 3.11.7", "redis_py": "8.1.0", "load_average_1m": 0.9}
     report = {"machine": machine, "runs": 20, "target_s": 0.3}
     report |= {"launch_to_first_ping": summary, "start_server_call": summary, "samples_s": []}
-    stored = {"date": "2026-12-05 08:56 UTC", "command": "python bench/startup.py --json", "report": report}
+    stored = {"date": "2026-12-05 08:56 UTC", "commit": "abc1234", "command": "python bench/startup.py --json"}
+    stored["report"] = report
     (tmp_path / "bench" / "startup.json").write_text(json.dumps(stored))
     shown = gen.fill("<!-- generated: bench-startup -->\nx\n<!-- /generated -->")
     assert "| launch to first PING |    0.070 | 0.140 | 0.140 | yes" in shown  # bench/startup.py's render()
-    assert "machine: 2 cores, CPython 3.11.7" in shown and "Measured 2026-12-05 08:56 UTC" in shown
+    assert "machine: 2 cores, CPython 3.11.7" in shown and "Measured 2026-12-05 08:56 UTC on commit `abc1234`" in shown
 
 
 def test_design_prose_is_the_modules_docstring_with_its_constants_valued() -> None:

@@ -15,12 +15,12 @@ unknown name is an error, so a page cannot point at a table nobody makes. The so
 - ``scripts``: each ``lua/*.lua`` header (what the script does, KEYS, ARGV with units,
   replies, errors);
 - ``commands``: each command's own ``--help``, run in this process;
-- ``mutation-score``: ``docs/data/mutants.json``, as ``tools/mutants.py --json`` stores it;
+- ``mutation-score``: ``docs/data/mutants.json``, ``tools/mutants.py --json`` as tools/store_run.py stores it;
 - ``docstring-<module>``: the module's docstring (design prose written once, in the code), each
   constant it names shown with its value;
 - ``fields-<module.Class>``: a dataclass's fields, each with its comment;
 - ``bench-<name>``: ``docs/data/bench/<name>.json``, a bench's ``--json`` report stored with the
-  date and command by tools/store_bench.py, rendered by that bench's own ``render()``.
+  date, commit and command by tools/store_run.py, rendered by that bench's own ``render()``.
 """
 
 from __future__ import annotations
@@ -248,22 +248,29 @@ def docstring(module_name: str) -> str:
     return text + f"\n\nThe docstring of `{module_name}` (the API reference shows it too)."
 
 
-def _stored(path: Path, how: str) -> dict[str, Any] | None:
+def _stored(path: Path) -> dict[str, Any] | None:
+    """A run stored by tools/store_run.py: date, commit, command and the run's own report."""
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def _when(stored: dict[str, Any]) -> str:
+    return f"measured {html.escape(str(stored['date']))} on commit `{html.escape(str(stored.get('commit', '?')))}`"
+
+
+def _not_stored(name: str) -> str:
+    return f"Stored by `.venv/bin/python tools/store_run.py {name}`; this checkout has no stored run yet."
+
+
 def mutation_score() -> str:
-    stored = _stored(DATA / "mutants.json", "tools/mutants.py --json")
+    """The stored mutation run (``tools/mutants.py --json``): made, killed, equivalent, gaps."""
+    stored = _stored(DATA / "mutants.json")
     if stored is None:
-        return (
-            "The score is stored by `.venv/bin/python tools/mutants.py --json > docs/data/mutants.json`; "
-            "this checkout has no stored run yet."
-        )
-    killed, made, equivalent = stored["killed"], stored["made"], stored["equivalent"]
-    when = f"measured {html.escape(str(stored['date']))} on {html.escape(str(stored['machine']))}"
+        return _not_stored("mutants")
+    run = stored["report"]
+    made, killed, equivalent, gaps = run["made"], run["killed"], run["equivalent"], run["gaps"]
     return (
         f"Score: **{killed} of {made - equivalent} non-equivalent mutants killed** ({made} made, "
-        f"{equivalent} equivalent), {when}."
+        f"{equivalent} equivalent, {gaps} gaps), {_when(stored)}."
     )
 
 
@@ -277,16 +284,13 @@ def bench_module(name: str) -> Any:
 
 
 def bench(name: str) -> str:
-    """A stored run (tools/store_bench.py), as the bench itself renders it, with its date."""
-    stored = _stored(DATA / "bench" / f"{name}.json", f"tools/store_bench.py {name}")
+    """A stored run, as the bench itself renders it (its machine on the second line), dated."""
+    stored = _stored(DATA / "bench" / f"{name}.json")
     if stored is None:
-        return (
-            f"The run is stored by `.venv/bin/python tools/store_bench.py {name}`; this checkout has no stored run yet."
-        )
+        return _not_stored(name)
     shown = bench_module(name).render(stored["report"])
     return (
-        f"```\n{shown}\n```\n\nMeasured {html.escape(str(stored['date']))} with `{stored['command']}` "
-        f"(the machine is its second line); stored in `docs/data/bench/{name}.json` by `tools/store_bench.py`."
+        f"```\n{shown}\n```\n\n{_when(stored).capitalize()}, with `{stored['command']}` (`tools/store_run.py {name}`)."
     )
 
 
