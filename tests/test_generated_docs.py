@@ -70,11 +70,12 @@ def test_the_commands_page_is_each_parsers_help() -> None:
 def test_stored_runs_are_shown_with_their_date_and_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(gen, "DATA", tmp_path)
     assert "no stored run yet" in gen.mutation_score() and "tools/store_run.py mutants" in gen.mutation_score()
-    (tmp_path / "mutants.json").write_text(
-        json.dumps({"killed": 104, "made": 139, "equivalent": 35, "date": "2026-12-05", "machine": "2 cores"})
-    )
+    run = {"made": 139, "killed": 104, "equivalent": 35, "gaps": 0}
+    stored = {"date": "2026-12-05 09:00 UTC", "commit": "abc1234", "command": "python tools/mutants.py --json"}
+    (tmp_path / "mutants.json").write_text(json.dumps(stored | {"report": run}))
     assert gen.mutation_score() == (
-        "Score: **104 of 104 non-equivalent mutants killed** (139 made, 35 equivalent), measured 2026-12-05 on 2 cores."
+        "Score: **104 of 104 non-equivalent mutants killed** (139 made, 35 equivalent, 0 gaps), "
+        "measured 2026-12-05 09:00 UTC on commit `abc1234`."
     )
     (tmp_path / "bench").mkdir()
     summary = {"median_s": 0.07, "p95_s": 0.14, "max_s": 0.14, "min_s": 0.05}

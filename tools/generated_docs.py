@@ -289,8 +289,9 @@ def bench(name: str) -> str:
     if stored is None:
         return _not_stored(name)
     shown = bench_module(name).render(stored["report"])
+    when = _when(stored)
     return (
-        f"```\n{shown}\n```\n\n{_when(stored).capitalize()}, with `{stored['command']}` (`tools/store_run.py {name}`)."
+        f"```\n{shown}\n```\n\n{when[0].upper()}{when[1:]}, with `{stored['command']}` (`tools/store_run.py {name}`)."
     )
 
 
