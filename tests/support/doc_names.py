@@ -223,7 +223,8 @@ def lua_fields() -> dict[str, frozenset[str]]:
     return {k: frozenset(v) for k, v in fields.items()}
 
 
-def _members(cls: type) -> set[str]:
+@cache
+def _members(cls: type) -> frozenset[str]:
     names = set(dir(cls))
     for klass in inspect.getmro(cls):
         names.update(getattr(klass, "__annotations__", {}))
@@ -233,27 +234,30 @@ def _members(cls: type) -> set[str]:
         if klass.__module__.startswith("echoq"):
             with contextlib.suppress(OSError, TypeError):
                 names.update(re.findall(r"\bself\.(\w+)\s*(?::[^=\n]+)?=(?!=)", inspect.getsource(klass)))
-    return names
+    return frozenset(names)
 
 
 @cache
-def classes() -> dict[str, type]:
-    """Every class the package defines, by name (the library first: its name wins)."""
-    import pkgutil
-
-    import echoq
-
-    found: dict[str, type] = {}
-    modules = ["echoq", *sorted(m.name for m in pkgutil.walk_packages(echoq.__path__, "echoq."))]
-    for name in modules:
-        try:
-            module = importlib.import_module(name)
-        except Exception:  # noqa: BLE001 -- a module that needs something absent names no class here
-            continue
-        for attr, value in vars(module).items():
-            if inspect.isclass(value) and value.__module__.startswith("echoq") and attr not in found:
-                found[attr] = value
+def _class_modules() -> dict[str, str]:
+    """Each class name the package defines, and the module that defines it (read, not imported;
+    the library's module first, so its name wins)."""
+    found: dict[str, str] = {}
+    files = sorted((ROOT / "echoq").rglob("*.py"), key=lambda p: ("teaching" in p.parts, p.as_posix()))
+    for path in files:
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for name in re.findall(r"^class (\w+)", path.read_text(), re.M):
+            found.setdefault(name, module)
     return found
+
+
+@cache
+def class_named(name: str) -> type | None:
+    """The package's class of that name, its module imported only now."""
+    module = _class_modules().get(name)
+    if module is None:
+        return None
+    found = getattr(importlib.import_module(module), name, None)
+    return found if inspect.isclass(found) else None
 
 
 def resolve_dotted(name: str) -> str | None:
@@ -303,7 +307,7 @@ def check_span(span: str, before: str, source: Source) -> str | None:
         if head == "stats" and re.fullmatch(r"\w+", rest):  # `stats.corrupt`: a counter a script bumps
             return None if rest in lua_fields()["stats"] else f"no script writes or reads the stats field {rest!r}"
         cls_name = INSTANCES.get(head, "").removeprefix("echoq.") or (head if head[0].isupper() else "")
-        cls = classes().get(cls_name)
+        cls = class_named(cls_name) if cls_name else None
         if cls is None:
             return None  # a name of the prose's own (a variable, a module of Python's): not ours
         attr = rest.split(".")[0]
@@ -360,7 +364,12 @@ def resolve_file_attr(path: Path, attr: str) -> str | None:
 
 def _help(module_name: str, argv: list[str]) -> tuple[int, str]:
     """``python -m module argv --help`` in this process (the site's commands page asks the same)."""
-    return generated_docs().help_text(module_name, argv)
+    return _help_once(module_name, tuple(argv))
+
+
+@cache
+def _help_once(module_name: str, argv: tuple[str, ...]) -> tuple[int, str]:
+    return generated_docs().help_text(module_name, list(argv))
 
 
 @cache
@@ -477,7 +486,7 @@ def python_names(line: str) -> list[str]:
     ``from echoq import X``, ``delivery.job_id, .payload`` (each after the first on the same head)."""
     names = re.findall(r"\bechoq(?:\.\w+)+", line) + _imported(line)
     for head, first, more in re.findall(r"\b([A-Za-z_]\w*)\.(\w+)((?:,\s*\.\w+)*)", line):
-        if head in INSTANCES or head in classes():
+        if head in INSTANCES or head in _class_modules():
             names += [f"{head}.{first}"] + [f"{head}{attr.strip(', ')}" for attr in re.findall(r",\s*\.\w+", more)]
     return names
 
