@@ -73,6 +73,9 @@ def test_a_path_that_is_not_there_fails_with_its_file_and_line() -> None:
         ("Counted in stats `reclaimed`.", "no script writes or reads the stats field 'reclaimed'"),
         ("Counted in `stats.reclaimed`.", "no script writes or reads the stats field 'reclaimed'"),
         ("Read `WorkReport.processd`.", "WorkReport has no processd"),
+        ("At most `WAKE_CAP` = 65 wakes.", "WAKE_CAP is 64"),
+        ("A job still running `CONFIRM_S`, 20 ms, after its start.", "CONFIRM_S is 0.01 s"),
+        ("A page polls every 200 ms (`POLL_MS`).", "POLL_MS is 100 ms"),
     ],
 )
 def test_each_kind_of_stale_name_fails(line: str, why: str) -> None:
@@ -85,6 +88,7 @@ def test_the_same_kinds_that_exist_pass() -> None:
         "Run `python -m echoq check` or `python -m echoq.teaching chaos --workers 4 --naive`.",
         "Run `PORT=9000 make lab`; read `echoq.scripts.KEY_ORDER`, `Queue.claim`, `report.released`.",
         "The row's `token`, its `attempts`; stats `corrupt`.",
+        "At most `WAKE_CAP` = 64 wakes; `CONFIRM_S`, 10 ms; every 100 ms (`POLL_MS`); `NUDGE_S` (5 ms).",
     ]:
         assert planted("docs/limits.md", line) == [], line
 

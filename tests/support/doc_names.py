@@ -458,10 +458,51 @@ def commands_in(block: Block) -> Iterator[tuple[str, str]]:
                 yield where, part
 
 
+@cache
+def constants() -> dict[str, float]:
+    """Every numeric constant the code defines at the top of a module (``WAKE_CAP = 64``)."""
+    found: dict[str, float] = {}
+    for folder in ("echoq", "tests/support", "tools", "bench"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for name, value in re.findall(
+                r"^([A-Z][A-Z0-9_]+)(?::[^=\n]+)?\s*=\s*([0-9][0-9_.e+-]*)\s*(?:#.*)?$", path.read_text(), re.M
+            ):
+                with contextlib.suppress(ValueError):
+                    found.setdefault(name, float(value))
+    return found
+
+
+SCALE = {"µs": 1e-6, "ms": 1e-3, "s": 1.0}
+CONSTANT_AFTER = re.compile(r"`([A-Z][A-Z0-9_]{2,})`\s*(?:=|,|\()\s*([0-9][0-9,._]*)\s*(µs|ms|s)?\b")
+CONSTANT_BEFORE = re.compile(r"([0-9][0-9,._]*)\s*(µs|ms|s)?\s*\(`([A-Z][A-Z0-9_]{2,})`\)")
+
+
+def check_constant(name: str, number: str, unit: str | None) -> str | None:
+    """Why a figure the prose gives for a constant is not the constant's value, or None."""
+    value = constants().get(name)
+    if value is None:
+        return None
+    said = float(number.replace(",", "").replace("_", ""))
+    if unit and name.endswith("_S"):
+        said *= SCALE[unit]
+    elif unit and name.endswith("_MS"):
+        said *= SCALE[unit] * 1e3
+    if abs(said - value) > 1e-9 * max(1.0, abs(value)):
+        return f"{name} is {value:g}{' s' if name.endswith('_S') else ' ms' if name.endswith('_MS') else ''}"
+    return None
+
+
 def problems(source: Source) -> list[str]:
     """One line per stale name in the source: ``file:line: `span`: why``."""
     found: list[str] = []
     prose, blocks = split(source)
+    for where, text in prose:
+        said = [(m.group(1), m.group(2), m.group(3), m.group(0)) for m in CONSTANT_AFTER.finditer(text)]
+        said += [(m.group(3), m.group(1), m.group(2), m.group(0)) for m in CONSTANT_BEFORE.finditer(text)]
+        for name, number, unit, shown in said:
+            why = check_constant(name, number, unit)
+            if why:
+                found.append(f"{source.name}:{where}: `{shown}`: {why}")
     for where, span, before in spans(prose):
         why = check_span(span, before, source)
         if why:
@@ -533,6 +574,14 @@ def docstring_problems() -> list[str]:
         rel = path.relative_to(ROOT).as_posix()
         source = Source(rel, (), path.parent)
         for n, line in enumerate(path.read_text().splitlines(), 1):
+            plain = RST_SPAN.sub(r"`\1`", line)
+            for m in [*CONSTANT_AFTER.finditer(plain), *CONSTANT_BEFORE.finditer(plain)]:
+                name, number, unit = (
+                    (m.group(1), m.group(2), m.group(3)) if m.re is CONSTANT_AFTER else m.group(3, 1, 2)
+                )
+                why = check_constant(name, number, unit)
+                if why:
+                    found.append(f"{rel}:{n}: `{m.group(0)}`: {why}")
             names = [m.group(1) for m in RST_SPAN.finditer(line)] + _imported(line.strip(" #"))
             for name in names:
                 if name.startswith("echoq.") or re.match(r"(?:\.venv/bin/)?python3? -m ", name):
