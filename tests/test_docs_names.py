@@ -76,6 +76,9 @@ def test_a_path_that_is_not_there_fails_with_its_file_and_line() -> None:
         ("At most `WAKE_CAP` = 65 wakes.", "WAKE_CAP is 64"),
         ("A job still running `CONFIRM_S`, 20 ms, after its start.", "CONFIRM_S is 0.01 s"),
         ("A page polls every 200 ms (`POLL_MS`).", "POLL_MS is 100 ms"),
+        ("Pass `Durability(replica=1)`.", "Durability() takes no argument 'replica'"),
+        ("Call `q.claim(lease=5_000)`.", "q.claim() takes no argument 'lease'"),
+        ("Call `work(bursts=True)`.", "work() takes no argument 'bursts'"),
     ],
 )
 def test_each_kind_of_stale_name_fails(line: str, why: str) -> None:
@@ -89,8 +92,15 @@ def test_the_same_kinds_that_exist_pass() -> None:
         "Run `PORT=9000 make lab`; read `echoq.scripts.KEY_ORDER`, `Queue.claim`, `report.released`.",
         "The row's `token`, its `attempts`; stats `corrupt`.",
         "At most `WAKE_CAP` = 64 wakes; `CONFIRM_S`, 10 ms; every 100 ms (`POLL_MS`); `NUDGE_S` (5 ms).",
+        "`Durability(replicas=1, fsync=True)`, `q.claim(lease_ms=5_000)`, `work(burst=True)`, `max(a, key=len)`.",
     ]:
         assert planted("docs/limits.md", line) == [], line
+
+
+def test_a_python_block_s_calls_are_checked_too() -> None:
+    block = "```python\nworker = Worker(q, handler, concurency=2)\n```"
+    (found,) = planted("docs/worker.md", block)
+    assert found.endswith("Worker() takes no argument 'concurency'")
 
 
 def test_a_shell_block_needs_a_marker_and_a_tested_one_a_real_test() -> None:

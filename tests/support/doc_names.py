@@ -291,8 +291,61 @@ def resolve_dotted(name: str) -> str | None:
 IDENT_CHAIN = re.compile(r"^([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*)+)(?:\(.*)?$")
 
 
+CALL = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\(([^()]*)\)")
+METHOD_OWNERS = ("echoq.Queue", "echoq.Worker", "echoq.Effects")  # a bare `work(...)`: a method of one
+
+
+def callable_named(name: str) -> Any:
+    """The package's function, class or method a call in the prose names, or None."""
+    head, _, rest = name.partition(".")
+    if head == "echoq":
+        module_name, _, attr = name.rpartition(".")
+        with contextlib.suppress(ImportError):
+            return getattr(importlib.import_module(module_name), attr, None)
+        return None
+    owner = INSTANCES.get(head, "").removeprefix("echoq.") or (head if head[:1].isupper() else "")
+    if owner and rest:
+        cls = class_named(owner)
+        return getattr(cls, rest, None) if cls else None
+    if not rest:
+        if head[:1].isupper():
+            return class_named(head)
+        for owner_name in METHOD_OWNERS:
+            method = getattr(class_named(owner_name.removeprefix("echoq.")), head, None)
+            if method is not None:
+                return method
+        for module in ("echoq", "echoq.teaching.contrasts"):
+            found = getattr(importlib.import_module(module), head, None)
+            if found is not None:
+                return found
+    return None
+
+
+def check_call(text: str) -> str | None:
+    """A call's keyword arguments must be parameters of what it calls (``Durability(replicas=1)``)."""
+    for match in CALL.finditer(text):
+        given = re.findall(r"(?<![\w.])(\w+)=(?!=)", match.group(2))
+        target = callable_named(match.group(1)) if given else None
+        if target is None:
+            continue
+        try:
+            params = inspect.signature(target).parameters
+        except (TypeError, ValueError):
+            continue
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            continue
+        unknown = [k for k in given if k not in params]
+        if unknown:
+            return f"{match.group(1)}() takes no argument {unknown[0]!r}"
+    return None
+
+
 def check_span(span: str, before: str, source: Source) -> str | None:
     """Why the span names something that is not there, or None."""
+    if "(" in span and "=" in span:
+        why = check_call(span)
+        if why:
+            return why
     if re.match(r"^(?:[A-Z_]+=\S*\s+)*(?:python3?|\.venv/bin/python|make|\.venv/bin/pytest|pytest|bash)\s", span + " "):
         return check_command(span)
     pathlike = "/" in span or span.endswith(EXTENSIONS)
@@ -515,6 +568,9 @@ def problems(source: Source) -> list[str]:
                     found.append(f"{source.name}:{where}: `{command}`: {why}")
         elif block.lang == "python":
             for where, text in block.lines:
+                why = check_call(text.split("#")[0])
+                if why:
+                    found.append(f"{source.name}:{where}: `{text.strip()}`: {why}")
                 for name in python_names(text):
                     why = check_span(name, "", source)
                     if why:
