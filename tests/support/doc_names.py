@@ -346,7 +346,9 @@ def check_span(span: str, before: str, source: Source) -> str | None:
         why = check_call(span)
         if why:
             return why
-    if re.match(r"^(?:[A-Z_]+=\S*\s+)*(?:python3?|\.venv/bin/python|make|\.venv/bin/pytest|pytest|bash)\s", span + " "):
+    if re.match(
+        r"^(?:sudo\s+)?(?:[A-Z_]+=\S*\s+)*(?:python3?|\S*/python3?|make|\.venv/bin/pytest|pytest|bash)\s", span + " "
+    ):
         return check_command(span)
     pathlike = "/" in span or span.endswith(EXTENSIONS)
     if re.fullmatch(r"[\w.\-/]+", span) and pathlike and not span.startswith("echoq."):
@@ -475,8 +477,10 @@ def check_command(command: str) -> str | None:
         words = shlex.split(command, comments=True)
     except ValueError:
         words = command.split()
-    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+    while words and (re.fullmatch(r"[A-Z_]+=\S*", words[0]) or words[0] == "sudo"):
         words = words[1:]
+    if words and re.search(r"/python3?$", words[0]):  # /opt/tljh/user/bin/python: a python all the same
+        words[0] = "python"
     if not words:
         return None
     tool, args = words[0], words[1:]
