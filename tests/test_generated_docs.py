@@ -114,3 +114,11 @@ def test_a_dataclass_s_fields_are_listed_from_the_class() -> None:
     for field in ("claimed", "completed", "released", "lease_lost", "round_trips"):
         assert f"`{field}`" in text
     assert "`processed`" not in text  # a property, not a field
+
+
+def test_a_pipe_escaped_in_a_table_s_code_shows_as_a_pipe_on_the_site() -> None:
+    from tests.support.site import site_hooks
+
+    row = "| `\\b(?:a\\|b)\\.c\\b` | say `x` |"
+    assert site_hooks()._pipes_in_table_code(row) == "| <code>&#92;b(?:a&#124;b)&#92;.c&#92;b</code> | say `x` |"
+    assert site_hooks()._pipes_in_table_code("not a row: `a\\|b`") == "not a row: `a\\|b`"

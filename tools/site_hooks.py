@@ -200,6 +200,20 @@ def _listing(folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _pipes_in_table_code(text: str) -> str:
+    """A table cell's code span holding ``\\|`` (GitHub's escaped pipe) as HTML code showing ``|``:
+    Python-Markdown would keep the backslash inside the code."""
+
+    def code(match: re.Match[str]) -> str:
+        inner = match.group(1)
+        if "\\|" not in inner:
+            return match.group(0)
+        shown = html.escape(inner.replace("\\|", "|")).replace("|", "&#124;").replace("\\", "&#92;")
+        return f"<code>{shown}</code>"
+
+    return "\n".join(re.sub(r"`([^`]+)`", code, line) if line.startswith("|") else line for line in text.split("\n"))
+
+
 def stage_markdown(text: str, page: Path, dest_root: Path) -> str:
     """The page's links as the site has them; each repository file it links to copied beside it."""
 
@@ -227,7 +241,7 @@ def stage_markdown(text: str, page: Path, dest_root: Path) -> str:
         return match.group(0)
 
     fenced = re.split(r"(^```.*?^```)", text, flags=re.M | re.S)  # links in code blocks are code
-    return "".join(part if part.startswith("```") else LINK.sub(fix, part) for part in fenced)
+    return "".join(part if part.startswith("```") else _pipes_in_table_code(LINK.sub(fix, part)) for part in fenced)
 
 
 def stage(dest: Path) -> None:
