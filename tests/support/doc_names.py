@@ -12,7 +12,12 @@ why``. What it checks, by the shape of the span:
 - a command (``python -m echoq.teaching chaos --workers 4``, ``make lab``, ``python
   tools/render_docs.py``): the module's parser has the subcommands and options (its own
   ``--help``, run in this process), the Makefile the target, the file is there;
-- a row or stats field (the row's ``token``, stats ``corrupt``): a script writes or reads it.
+- a row or stats field (the row's ``token``, stats ``corrupt``, ``stats.corrupt``): a script
+  writes or reads it;
+- a call with keyword arguments (``Durability(replicas=1)``, ``work(burst=True)``), in a span
+  or a Python block: its target takes each of them;
+- a figure given for a named constant (```WAKE_CAP` = 64``, ``100 ms (`POLL_MS`)``): it is the
+  constant's value (in a page, or in the package's docstrings).
 
 Shell blocks: ``shell_blocks_unmarked(source)`` lists every ```bash block (or one of ``$``
 lines) with no marker on the line before or after it, ``<!-- example: why it is not run -->`` or
@@ -55,7 +60,7 @@ INSTANCES = {
     "keyspace": "echoq.Keyspace",
 }
 # Paths that are made by running something, not stored: a page may name them.
-MADE = ("build/", ".venv/", "echoq-workshop/", "node_modules/", "docs/data/")  # docs/data: stored by runs
+MADE = ("build/", ".venv/", "echoq-workshop/", "node_modules/", "docs/data/")  # docs/data: tools/store_run.py
 EXTENSIONS = (
     ".py", ".lua", ".md", ".ipynb", ".toml", ".yml", ".yaml", ".json", ".sh", ".txt", ".cfg", ".ini", ".png",
     ".csv", ".js", ".css", ".html", ".svg",
