@@ -1,8 +1,8 @@
 """The frontends learners open, through Chromium (JupyterLab and Voila are in tests/test_browser.py).
 
-- Jupyter Notebook 7 (the `notebook` package): a lesson runs up to its lab, and one move in the lab
-  animates, as tests/test_browser.py counts it in JupyterLab: every frame reaches the page, and
-  it paints several distinct pictures.
+- Jupyter Notebook 7 (the `notebook` package): the lesson's glossary link opens the glossary; the
+  lesson runs up to its lab, and one move in the lab animates, as tests/test_browser.py counts
+  it in JupyterLab: every frame reaches the page, and it paints several distinct pictures.
 - A frontend with no widget manager (Colab without its custom widget manager, VS Code without the
   Jupyter extension's widget support, GitHub's viewer), played by JupyterLab with its widget manager
   disabled: a lab shows its picture, its readout and the one-line note, from the stored notebook and
@@ -54,6 +54,17 @@ def test_a_lesson_lab_animates_in_notebook_7(page, lab_root, valkey_for_kernels)
             "() => window.jupyterapp && window.jupyterapp.shell.currentWidget", polling=POLL_MS, timeout=60_000
         )
         assert page.evaluate("() => window.jupyterapp.name") == "Jupyter Notebook"
+        # The glossary link in the lesson's header opens the glossary, in a tab of its own as
+        # Notebook 7 opens a document (../docs would be outside the folder it serves: a 404)
+        link = page.locator(".jp-RenderedMarkdown a", has_text="glossary").first
+        with page.context.expect_page() as opened:
+            link.click()
+        glossary = opened.value
+        glossary.bring_to_front()  # a tab in the background draws nothing
+        glossary.locator(".jp-RenderedMarkdown").filter(has_text="One line per term").first.wait_for(timeout=60_000)
+        page.bring_to_front()
+        assert glossary.url.split("?")[0].endswith("/notebooks/notebooks/glossary.ipynb"), glossary.url
+        glossary.close()
         page.wait_for_function(
             """() => {
                 const ctx = window.jupyterapp.shell.currentWidget.sessionContext;
