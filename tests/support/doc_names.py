@@ -243,6 +243,16 @@ def _members(cls: type) -> frozenset[str]:
 
 
 @cache
+def code_words() -> frozenset[str]:
+    """Every word of the code, its tests and tools (names, fields, keys)."""
+    files = [ROOT / "conftest.py"]
+    for folder in ("echoq", "lua", "tools", "bench", "tests"):
+        files += [p for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".lua", ".cjs")]
+    planted = ROOT / "tests" / "test_docs_names.py"  # it names what is not there, to see it fail
+    return frozenset(word for path in files if path != planted for word in re.findall(r"\w+", path.read_text()))
+
+
+@cache
 def _class_modules() -> dict[str, str]:
     """Each class name the package defines, and the module that defines it (read, not imported;
     the library's module first, so its name wins)."""
@@ -372,6 +382,9 @@ def check_span(span: str, before: str, source: Source) -> str | None:
             return None  # a name of the prose's own (a variable, a module of Python's): not ours
         attr = rest.split(".")[0]
         return None if attr in _members(cls) else f"{cls.__name__} has no {attr}"
+    snake = re.fullmatch(r"([a-z][a-z0-9]*_[a-z0-9_]+)(?:\(\))?", span)
+    if snake and snake.group(1) not in code_words():  # `release_many`, `keep_done`: a name of the code
+        return f"the code has no name {snake.group(1)!r}"
     if re.fullmatch(r"'?\w+'?", span):
         kind = FIELD_BEFORE.search(before)
         if kind:
