@@ -80,6 +80,7 @@ def test_a_path_that_is_not_there_fails_with_its_file_and_line() -> None:
         ("Call `q.claim(lease=5_000)`.", "q.claim() takes no argument 'lease'"),
         ("Call `work(bursts=True)`.", "work() takes no argument 'bursts'"),
         ("Hand them back with `release_all`.", "the code has no name 'release_all'"),
+        ("It returns a `ChaosResult`.", "the code has no name 'ChaosResult'"),
     ],
 )
 def test_each_kind_of_stale_name_fails(line: str, why: str) -> None:

@@ -382,9 +382,10 @@ def check_span(span: str, before: str, source: Source) -> str | None:
             return None  # a name of the prose's own (a variable, a module of Python's): not ours
         attr = rest.split(".")[0]
         return None if attr in _members(cls) else f"{cls.__name__} has no {attr}"
-    snake = re.fullmatch(r"([a-z][a-z0-9]*_[a-z0-9_]+)(?:\(\))?", span)
-    if snake and snake.group(1) not in code_words():  # `release_many`, `keep_done`: a name of the code
-        return f"the code has no name {snake.group(1)!r}"
+    # `release_many`, `keep_done`, `ChaosReport`: a name the code has
+    named = re.fullmatch(r"([a-z][a-z0-9]*_[a-z0-9_]+|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+)(?:\(\))?", span)
+    if named and named.group(1) not in code_words():
+        return f"the code has no name {named.group(1)!r}"
     if re.fullmatch(r"'?\w+'?", span):
         kind = FIELD_BEFORE.search(before)
         if kind:
