@@ -68,6 +68,7 @@ def test_a_path_that_is_not_there_fails_with_its_file_and_line() -> None:
         ("Run `python -m echoq worker`.", "echoq has no subcommand 'worker'"),
         ("Run `python -m echoq.teaching chaos --killers 3`.", "echoq.teaching chaos has no option --killers"),
         ("Run `make serve`.", "the Makefile has no target 'serve'"),
+        ("Run `python bench/throughput.py --quickly`.", "bench/throughput.py has no option --quickly"),
         ("Read `echoq.scripts.KEY_ORDERS`.", "echoq.scripts has no KEY_ORDERS"),
         ("Its row counts `released`.", "no script writes or reads the row field 'released'"),
         ("Counted in stats `reclaimed`.", "no script writes or reads the stats field 'reclaimed'"),
@@ -92,6 +93,7 @@ def test_the_same_kinds_that_exist_pass() -> None:
     for line in [
         "Run `python -m echoq check` or `python -m echoq.teaching chaos --workers 4 --naive`.",
         "Run `PORT=9000 make lab`; read `echoq.scripts.KEY_ORDER`, `Queue.claim`, `report.released`.",
+        "Run `.venv/bin/python bench/throughput.py --quick --json` or `python bench/startup.py --runs 50`.",
         "The row's `token`, its `attempts`; stats `corrupt`.",
         "At most `WAKE_CAP` = 64 wakes; `CONFIRM_S`, 10 ms; every 100 ms (`POLL_MS`); `NUDGE_S` (5 ms).",
         "`Durability(replicas=1, fsync=True)`, `q.claim(lease_ms=5_000)`, `work(burst=True)`, `max(a, key=len)`.",

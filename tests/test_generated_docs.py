@@ -63,7 +63,8 @@ def test_the_scripts_table_is_every_script_and_its_header() -> None:
 
 def test_the_commands_page_is_each_parsers_help() -> None:
     text = gen.commands()
-    assert text.count("usage: ") == len(gen.COMMANDS)
+    assert text.count("usage: ") == len(gen.COMMANDS) + len(gen.benches())
+    assert "### `python bench/throughput.py`" in text and "--no-bullmq" in text
     assert "--kill-rate" in text and "{worker,chaos,workshop}" in text and "{check}" in text
 
 

@@ -56,19 +56,23 @@ COMMANDS: list[list[str]] = [
 
 
 def help_text(module_name: str, argv: list[str], columns: int = 100) -> tuple[int, str]:
-    """``python -m module argv --help`` in this process: its exit status and what it printed.
-    The module's ``main`` parses ``--help`` first and exits; nothing else of it runs."""
+    """``python -m module argv --help`` in this process: its exit status and what it printed."""
     module = importlib.import_module(module_name)
     if hasattr(module, "__path__") and importlib.util.find_spec(module_name + ".__main__") is not None:
         module = importlib.import_module(module_name + ".__main__")
+    return module_help(module, module_name, argv, columns)
+
+
+def module_help(module: Any, prog: str, argv: list[str], columns: int = 100) -> tuple[int, str]:
+    """``module.main(argv + ['--help'])``: its parser prints the help and exits; nothing else runs."""
     main = getattr(module, "main", None)
     if main is None or "ArgumentParser" not in inspect.getsource(module):
-        return 1, f"{module_name} has no parser to ask"
+        return 1, f"{prog} has no parser to ask"
     out = io.StringIO()
     saved, saved_columns = sys.argv, os.environ.get("COLUMNS")
     code = 0
     try:
-        sys.argv = [module_name, *argv, "--help"]
+        sys.argv = [prog, *argv, "--help"]
         os.environ["COLUMNS"] = str(columns)  # argparse wraps to it: the same text on every machine
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             main([*argv, "--help"]) if inspect.signature(main).parameters else main()
@@ -197,13 +201,25 @@ def scripts() -> str:
     return "\n".join(parts)
 
 
+def benches() -> list[Path]:
+    """The benchmarks with a command line of their own (bench/*.py with a parser)."""
+    return [p for p in sorted((ROOT / "bench").glob("[a-z]*.py")) if "ArgumentParser" in p.read_text()]
+
+
 def commands() -> str:
-    parts: list[str] = []
+    parts: list[str] = ["## The library and the kit", ""]
     for words in COMMANDS:
         code, text = help_text(words[0], words[1:])
         if code != 0:
             raise ValueError(f"python -m {' '.join(words)} --help exits {code}: {text.strip()}")
         parts += [f"### `python -m {' '.join(words)}`", "", "```", text.rstrip(), "```", ""]
+    parts += ["## The benchmarks", ""]
+    for path in benches():
+        shown = f"bench/{path.name}"
+        code, text = module_help(bench_module(path.stem), shown, [])
+        if code != 0:
+            raise ValueError(f"python {shown} --help exits {code}: {text.strip()}")
+        parts += [f"### `python {shown}`", "", "```", text.rstrip(), "```", ""]
     return "\n".join(parts) + "Generated from each command's own `--help`."
 
 

@@ -491,6 +491,27 @@ def check_python_m(words: list[str]) -> str | None:
     return None
 
 
+@cache
+def _bench_help(stem: str) -> tuple[int, str]:
+    gen = generated_docs()
+    return gen.module_help(gen.bench_module(stem), f"bench/{stem}.py", [])
+
+
+def check_bench_options(script: str, args: list[str]) -> str | None:
+    """``python bench/x.py --opt``: the bench's parser has each option."""
+    path = ROOT / script
+    if not (script.startswith("bench/") and path.is_file() and "ArgumentParser" in path.read_text()):
+        return None
+    code, text = _bench_help(path.stem)
+    if code != 0:
+        return f"--help of {script} exits {code}"
+    for word in args:
+        flag = word.split("=")[0]
+        if re.fullmatch(r"--[\w-]+", flag) and not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text):
+            return f"{script} has no option {flag}"
+    return None
+
+
 def check_command(command: str) -> str | None:
     try:
         words = shlex.split(command, comments=True)
@@ -510,7 +531,7 @@ def check_command(command: str) -> str | None:
         if args[:1] == ["-m"] and len(args) > 1:
             return check_python_m(args[1:])
         if args and args[0].endswith(".py"):
-            return check_path(args[0], ROOT)
+            return check_path(args[0], ROOT) or check_bench_options(args[0], args[1:])
         return None
     if tool in {".venv/bin/pytest", "pytest", "bash"}:
         for word in args:
