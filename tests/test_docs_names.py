@@ -116,3 +116,5 @@ def test_a_shell_block_needs_a_marker_and_a_tested_one_a_real_test() -> None:
     assert unmarked("<!-- example: starts a server -->\n" + block) == []
     assert unmarked("<!-- tested: tests/test_docs_names.py::test_the_same_kinds_that_exist_pass -->\n" + block) == []
     assert len(unmarked("<!-- tested: tests/test_docs_names.py::test_nothing -->\n" + block)) == 1
+    assert unmarked("<!-- tested: tests/test_docs_names.py -->\n" + block) == []
+    assert len(unmarked("<!-- tested: tests/test_nothing.py -->\n" + block)) == 1

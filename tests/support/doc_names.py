@@ -21,8 +21,8 @@ why``. What it checks, by the shape of the span:
 
 Shell blocks: ``shell_blocks_unmarked(source)`` lists every ```bash block (or one of ``$``
 lines) with no marker on the line before or after it, ``<!-- example: why it is not run -->`` or
-``<!-- tested: tests/test_x.py::test_name -->``; a ``tested`` marker must name a test that is
-there. The commands inside every shell block are checked as above, marked or not.
+``<!-- tested: tests/test_x.py::test_name -->`` (or a whole test module, whose tests run the
+block between them); a ``tested`` marker must name a test that is there. The commands inside every shell block are checked as above, marked or not.
 
 Nothing here opens a socket or starts a process: the unit tier runs it.
 """
@@ -653,10 +653,10 @@ def shell_blocks_unmarked(source: Source) -> list[str]:
                 "<!-- example: why it is not run --> or <!-- tested: tests/test_x.py::test_name -->"
             )
         elif marker.group(1) == "tested":
-            path, _, test = marker.group(2).partition("::")
+            path, _, test = marker.group(2).partition("::")  # a test module, or one test of it
             file = ROOT / path
-            defined = rf"^\s*(?:async\s+)?def {re.escape(test)}\b"
-            if not file.is_file() or not re.search(defined, file.read_text(), re.M):
+            defined = rf"^\s*(?:async\s+)?def {re.escape(test)}\b" if test else r"^\s*def test_"
+            if not (path.startswith("tests/") and file.is_file() and re.search(defined, file.read_text(), re.M)):
                 found.append(f"{source.name}:{block.where}: marked tested by {marker.group(2)}, which is not there")
     return found
 
