@@ -20,9 +20,10 @@ why``. What it checks, by the shape of the span:
   constant's value (in a page, or in the package's docstrings).
 
 Shell blocks: ``shell_blocks_unmarked(source)`` lists every ```bash block (or one of ``$``
-lines) with no marker on the line before or after it, ``<!-- example: why it is not run -->`` or
-``<!-- tested: tests/test_x.py::test_name -->`` (or a whole test module, whose tests run the
-block between them); a ``tested`` marker must name a test that is there. The commands inside every shell block are checked as above, marked or not.
+lines) with no marker on the line before or after it: ``<!-- example: why it is not run -->``
+or ``<!-- tested: tests/test_x.py::test_name -->`` (or a whole test module, whose tests run
+the block between them); a ``tested`` marker must name a test that is there. The commands
+inside every shell block are checked as above, marked or not.
 
 Nothing here opens a socket or starts a process: the unit tier runs it.
 """
