@@ -22,7 +22,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 def test_every_marked_region_names_a_table_that_is_made() -> None:
     names = {name for page in PAGES for name in gen.regions(page.read_text())}
-    assert {"limits", "keyspace", "scripts", "commands", "mutation-score"} <= names
+    assert {"limits", "keyspace", "scripts", "script-errors", "commands", "mutation-score"} <= names
     for page in PAGES:
         filled = gen.fill(page.read_text())  # an unknown name raises
         assert filled.count("<!-- generated:") == filled.count("<!-- /generated -->")
@@ -59,6 +59,12 @@ def test_the_scripts_table_is_every_script_and_its_header() -> None:
     assert claim["what"].startswith("The recoverable claim.")
     assert claim["contract"].startswith("KEYS[1]") and "ARGV[1]  lease               milliseconds" in claim["contract"]
     assert "Errors" in claim["contract"] and "--- @include" not in claim["contract"]
+
+
+def test_the_script_errors_table_is_the_one_table() -> None:
+    text = gen.script_errors()
+    for code, (cls, _means) in echoq.SCRIPT_ERRORS.items():
+        assert f"| `{code}` | `{cls.__name__}` |" in text
 
 
 def test_the_commands_page_is_each_parsers_help() -> None:

@@ -14,6 +14,7 @@ unknown name is an error, so a page cannot point at a table nobody makes. The so
 - ``keyspace``: ``echoq.Keyspace`` (each key it builds) with the table in its module's docstring;
 - ``scripts``: each ``lua/*.lua`` header (what the script does, KEYS, ARGV with units,
   replies, errors);
+- ``script-errors``: ``echoq.SCRIPT_ERRORS``, each error reply and the typed error it raises;
 - ``commands``: each command's own ``--help``, run in this process;
 - ``mutation-score``: ``docs/data/mutants.json``, ``tools/mutants.py --json`` as tools/store_run.py stores it;
 - ``docstring-<module>``: the module's docstring (design prose written once, in the code), each
@@ -168,6 +169,15 @@ def keyspace() -> str:
     return table(rows) + "\n\nGenerated from [`echoq/keyspace.py`](../echoq/keyspace.py): `Keyspace` and its table."
 
 
+def script_errors() -> str:
+    """The error replies of the scripts and the typed error each is raised as (``SCRIPT_ERRORS``)."""
+    import echoq
+
+    rows = [["reply's first word", "raised as", "means"]]
+    rows += [[f"`{code}`", f"`{cls.__name__}`", means] for code, (cls, means) in echoq.SCRIPT_ERRORS.items()]
+    return table(rows) + "\n\nGenerated from `echoq.SCRIPT_ERRORS`."
+
+
 def lua_header(path: Path) -> dict[str, Any]:
     """A script's header: its first sentence, and its KEYS, ARGV, Replies and Errors lines."""
     header: list[str] = []
@@ -315,6 +325,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "limits": limits,
     "keyspace": keyspace,
     "scripts": scripts,
+    "script-errors": script_errors,
     "commands": commands,
     "mutation-score": mutation_score,
 }
