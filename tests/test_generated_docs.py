@@ -129,3 +129,15 @@ def test_a_pipe_escaped_in_a_table_s_code_shows_as_a_pipe_on_the_site() -> None:
     row = "| `\\b(?:a\\|b)\\.c\\b` | say `x` |"
     assert site_hooks()._pipes_in_table_code(row) == "| <code>&#92;b(?:a&#124;b)&#92;.c&#92;b</code> | say `x` |"
     assert site_hooks()._pipes_in_table_code("not a row: `a\\|b`") == "not a row: `a\\|b`"
+
+
+def test_every_key_a_script_header_names_is_one_keyspace_builds() -> None:
+    """The two sources the keyspace is read from agree: the Lua headers name no key Keyspace
+    does not build (a row key's id and a run's token are placeholders)."""
+    ks = echoq.Keyspace("q")
+    built = {getattr(ks, n) for n, v in vars(echoq.Keyspace).items() if isinstance(v, property)} - {ks.prefix}
+    built |= {ks.prefix + "job:<id>", ks.prefix + "halt:<run>"}
+    for script in sorted((ROOT / "lua").glob("*.lua")):
+        for key in re.findall(r"emq:\{q\}:[\w:<>]+", gen.lua_header(script)["contract"]):
+            placeholder = "<id>" if ":job:" in key else "<run>"
+            assert re.sub(r"<[^>]+>$", placeholder, key) in built, (script.name, key)
