@@ -483,12 +483,17 @@ def check_python_m(words: list[str]) -> str | None:
             return f"{' '.join([module_name, *subs])} has no subcommand {word!r}"
         subs.append(word)
         code, text = _help(module_name, subs)
+    return _options_in_help(" ".join([module_name, *subs]), code, text, args)
+
+
+def _options_in_help(command: str, code: int, text: str, args: list[str]) -> str | None:
+    """Why ``args`` name an option the command's ``--help`` (exit status ``code``) does not list."""
     if code != 0:
-        return f"--help of {module_name} {' '.join(subs)} exits {code}"
+        return f"--help of {command} exits {code}"
     for word in args:
         flag = word.split("=")[0]
         if re.fullmatch(r"--[\w-]+", flag) and not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text):
-            return f"{' '.join([module_name, *subs])} has no option {flag}"
+            return f"{command} has no option {flag}"
     return None
 
 
@@ -503,14 +508,7 @@ def check_bench_options(script: str, args: list[str]) -> str | None:
     path = ROOT / script
     if not (script.startswith("bench/") and path.is_file() and "ArgumentParser" in path.read_text()):
         return None
-    code, text = _bench_help(path.stem)
-    if code != 0:
-        return f"--help of {script} exits {code}"
-    for word in args:
-        flag = word.split("=")[0]
-        if re.fullmatch(r"--[\w-]+", flag) and not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text):
-            return f"{script} has no option {flag}"
-    return None
+    return _options_in_help(script, *_bench_help(path.stem), args)
 
 
 def check_command(command: str) -> str | None:
