@@ -1,12 +1,13 @@
 """The frontends learners open, through Chromium (JupyterLab and Voila are in tests/test_browser.py).
 
-- Jupyter Notebook 7 (the `notebook` package): a lesson runs up to its lab, and one move in the lab
-  animates, as tests/test_browser.py counts it in JupyterLab: every frame reaches the page, and
-  it paints several distinct pictures.
+- Jupyter Notebook 7 (the `notebook` package): the lesson's glossary link opens the glossary; the
+  lesson runs up to its lab, and one move in the lab animates, as tests/test_browser.py counts
+  it in JupyterLab: every frame reaches the page, and it paints several distinct pictures.
 - A frontend with no widget manager (Colab without its custom widget manager, VS Code without the
   Jupyter extension's widget support, GitHub's viewer), played by JupyterLab with its widget manager
   disabled: a lab shows its picture, its readout and the one-line note, from the stored notebook and
-  when run there, never a blank output, a widget's repr or a traceback.
+  when run there, never a blank output, a widget's repr or a traceback. On the same page, the
+  lesson's glossary link opens the glossary.
 """
 
 from __future__ import annotations
@@ -53,6 +54,17 @@ def test_a_lesson_lab_animates_in_notebook_7(page, lab_root, valkey_for_kernels)
             "() => window.jupyterapp && window.jupyterapp.shell.currentWidget", polling=POLL_MS, timeout=60_000
         )
         assert page.evaluate("() => window.jupyterapp.name") == "Jupyter Notebook"
+        # The glossary link in the lesson's header opens the glossary, in a tab of its own as
+        # Notebook 7 opens a document (../docs would be outside the folder it serves: a 404)
+        link = page.locator(".jp-RenderedMarkdown a", has_text="glossary").first
+        with page.context.expect_page() as opened:
+            link.click()
+        glossary = opened.value
+        glossary.bring_to_front()  # a tab in the background draws nothing
+        glossary.locator(".jp-RenderedMarkdown").filter(has_text="One line per term").first.wait_for(timeout=60_000)
+        page.bring_to_front()
+        assert glossary.url.split("?")[0].endswith("/notebooks/notebooks/glossary.ipynb"), glossary.url
+        glossary.close()
         page.wait_for_function(
             """() => {
                 const ctx = window.jupyterapp.shell.currentWidget.sessionContext;
@@ -157,7 +169,17 @@ def test_without_a_widget_manager_a_lab_is_its_picture_readout_and_note(page, la
         assert len(img.get_attribute("alt") or "") >= 20
         assert not any("Error displaying widget" in text for text in _outputs(scope))
 
-        # 2. a lab run there (opened beside the lesson, in the same page): its picture, readout
+        # 2. the glossary link in the lesson's header opens the glossary (a notebook in the folder
+        # Lab serves: ../docs would be outside it, a 404), in a tab beside the lesson
+        link = scope.locator(".jp-RenderedMarkdown a", has_text="glossary").first
+        link.scroll_into_view_if_needed()
+        link.click()
+        glossary = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").filter(has_text="One line per term")
+        glossary.wait_for(timeout=60_000)
+        assert glossary.get_by_text("the fencing token", exact=False).count() >= 1
+        save_screenshot(glossary.screenshot(), "lab-glossary-from-lesson-02.png")
+
+        # 3. a lab run there (opened beside the lesson, in the same page): its picture, readout
         # and note; after the next cell, that cell's move
         start_notebook(page, "notebooks/no_widgets.ipynb")
         scope = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")

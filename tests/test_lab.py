@@ -781,7 +781,7 @@ def test_moves_animate_tokens_from_set_to_set(panel: type[LabPanel], name: str, 
                 assert t.frames >= 10, f"{attr}: {t.frames} frames"
                 assert t.seconds >= lab.figure.transition_s / 2 * 0.9, f"{attr}: {t.seconds:.2f} s"
             assert len(set(pictures)) >= 10, f"{attr}: only {len(set(pictures))} distinct pictures"
-        # the schedule (what a quiet machine shows): 12 frames over 0.45 s at speed 1
+        # the schedule (what a quiet machine shows): figure.steps frames over figure.transition_s at speed 1
         assert lab.figure.steps >= 10 and 0.3 <= lab.figure.transition_s <= 1.0
     finally:
         lab.close()

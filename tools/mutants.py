@@ -31,8 +31,10 @@ against the code, and tests/test_exercises.py kills a sample on every test run.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -539,7 +541,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         if args.sample or args.keys:
             parser.error("--record needs the full run: every exercise, every mutant")
-        record = {"exercises": {s.key: {**asdict(s), "equivalent": [list(e) for e in s.equivalent]} for s in scores}}
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=RECORD.parent)
+        record = {
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": head.stdout.strip() or "unknown",
+            "exercises": {s.key: {**asdict(s), "equivalent": [list(e) for e in s.equivalent]} for s in scores},
+        }
         RECORD.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
         print(f"recorded in {RECORD}")
     return 1 if gaps else 0

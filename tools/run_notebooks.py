@@ -6,8 +6,8 @@
 Notebooks are committed WITH outputs so that a learner can read a lesson on GitHub or
 nbviewer before running it; widget state is dropped (it is large, and the widgets need a
 live kernel anyway). tests/test_notebook_format.py checks that every committed notebook is
-in this form, and nbval re-runs them in `make test`, comparing the cells marked
-`# NBVAL_CHECK_OUTPUT`.
+in this form, and nbval re-runs them in `make test`, comparing the cells tagged
+`nbval-check-output` (tools/lesson_notebooks.py puts the tags).
 """
 
 from __future__ import annotations

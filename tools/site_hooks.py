@@ -6,6 +6,8 @@
 - each lesson (notebooks/NN_*.ipynb, present.ipynb) as executed and stored, with a "Run it" box
   (the Binder link, ``make lab``), each prediction's question with its answer folded, and each
   lab as its stored picture and readout (the widget view needs a kernel, so it is dropped);
+- the tables that describe code, generated from it where a page marks one (tools/generated_docs.py:
+  limits, keyspace, scripts, commands, the mutation score, stored benchmark runs);
 - reference.md: the library's API, one entry per name of ``echoq.__all__`` (mkdocstrings);
 - every repository file a page links to (lua/claim.lua, echoq/limits.py, ...), so the site
   carries its own sources and a link to a file that is gone fails the strict build.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import html
+import importlib.util
 import json
 import os
 import re
@@ -42,13 +45,20 @@ def lessons() -> list[Path]:
 # -- the lesson pages -------------------------------------------------------------------------
 
 
+def _tool(name: str) -> Any:
+    """A module of tools/ (not a package), loaded from its file once, as ``import name`` would."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
 def binder_url(lesson: str) -> str | None:
     """This repository's Binder link opening ``lesson`` (ECHOQ_REMOTE, else the git remote)."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import binder_link
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
+    binder_link = _tool("binder_link")
     if os.environ.get("ECHOQ_REMOTE"):  # asked for: a bad address is an error to see
         return binder_link.binder_url(os.environ["ECHOQ_REMOTE"], lesson)
     remote = binder_link.origin(ROOT)
@@ -99,6 +109,8 @@ def _site_link(target: str) -> str:
     if target.startswith(("http://", "https://", "mailto:", "#")):
         return target
     path, hash_, anchor = target.partition("#")
+    if path == "glossary.ipynb":  # the lessons' copy of docs/GLOSSARY.md: the site has the page itself
+        return "../docs/GLOSSARY.html" + hash_ + anchor
     if path.endswith("README.md"):
         path = path[: -len("README.md")] + "index.md"
     if path.endswith((".md", ".ipynb")):
@@ -188,6 +200,20 @@ def _listing(folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _pipes_in_table_code(text: str) -> str:
+    """A table cell's code span holding ``\\|`` (GitHub's escaped pipe) as HTML code showing ``|``:
+    Python-Markdown would keep the backslash inside the code."""
+
+    def code(match: re.Match[str]) -> str:
+        inner = match.group(1)
+        if "\\|" not in inner:
+            return match.group(0)
+        shown = html.escape(inner.replace("\\|", "|")).replace("|", "&#124;").replace("\\", "&#92;")
+        return f"<code>{shown}</code>"
+
+    return "\n".join(re.sub(r"`([^`]+)`", code, line) if line.startswith("|") else line for line in text.split("\n"))
+
+
 def stage_markdown(text: str, page: Path, dest_root: Path) -> str:
     """The page's links as the site has them; each repository file it links to copied beside it."""
 
@@ -215,24 +241,7 @@ def stage_markdown(text: str, page: Path, dest_root: Path) -> str:
         return match.group(0)
 
     fenced = re.split(r"(^```.*?^```)", text, flags=re.M | re.S)  # links in code blocks are code
-    return "".join(part if part.startswith("```") else LINK.sub(fix, part) for part in fenced)
-
-
-MUTATION_SCORE = "<!-- mutation score -->"
-
-
-def with_generated(text: str) -> str:
-    """A page with what is generated from the code put in: the mutation score per exercise,
-    from the run tools/mutants.py recorded (a page never carries a typed score)."""
-    if MUTATION_SCORE not in text:
-        return text
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import mutants
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
-    record = json.loads(mutants.RECORD.read_text())
-    return text.replace(MUTATION_SCORE, mutants.score_markdown(record))
+    return "".join(part if part.startswith("```") else _pipes_in_table_code(LINK.sub(fix, part)) for part in fenced)
 
 
 def stage(dest: Path) -> None:
@@ -246,8 +255,9 @@ def stage(dest: Path) -> None:
         stage_lesson(lesson, dest / "notebooks" / lesson.name)
     pages = {Path("README.md"): Path("index.md")}
     pages.update({p.relative_to(ROOT): p.relative_to(ROOT) for p in sorted((ROOT / "docs").glob("*.md"))})
+    generated = _tool("generated_docs")
     for source, target in pages.items():
-        text = stage_markdown(with_generated((ROOT / source).read_text()), source, dest)
+        text = stage_markdown(generated.fill((ROOT / source).read_text()), source, dest)
         (dest / target).write_text(text)
     (dest / "reference.md").write_text(reference_page())
 

@@ -21,7 +21,7 @@ ledger), dead letters and their reasons, and LOST jobs -- and removes its queue 
 SIGKILL of the run, not stopped by it) is a failure, reported with its last line.
 The reliable path (leased claim, keyed effect, fenced complete, stalled check) must report
 lost 0 and duplicate effects 0. ``naive=True`` runs the cautionary pop-and-process loop
-instead (``echoq.contrasts.naive_pop``) and loses the jobs its killed workers held.
+instead (``echoq.teaching.contrasts.naive_pop``) and loses the jobs its killed workers held.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every lesson opens with::
 
-    from echoq import course
+    from echoq.teaching import course
     lesson = course.start("02")
 
 which connects (``VALKEY_URL`` or the kernel's throwaway server), empties the lesson's own queue
@@ -23,13 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import redis
 
 from .. import scripts
 from ..errors import EchoqError, PermissionDenied, ServerUnavailable
 from ..queue import Queue
-from ..server import connect, describe
+from ..server import connect, connection_settings, describe
 from ..worker import Worker
 from . import heartbeat, learner, progress
 
@@ -57,6 +58,52 @@ class Lesson:
         queue = Queue(self.name(part), self.client)
         queue.reset()
         return queue
+
+    def attach(self, *, reveal: bool = False) -> Attach:
+        """How to look at this lesson's server with another client (``redis-cli``, a second
+        Python). The password is hidden unless ``reveal=True``."""
+        return Attach(connection_settings(self.client), self.queue.name, self.queue.keys.prefix, reveal=reveal)
+
+
+class Attach:
+    """The commands that attach another client to a lesson's server. Shown without the
+    password (a placeholder, and how to see it) unless made with ``reveal=True``."""
+
+    HIDDEN = "<password: lesson.attach(reveal=True) shows it>"
+
+    def __init__(self, settings: dict[str, Any], queue: str, prefix: str, *, reveal: bool) -> None:
+        self.host = settings.get("host", "127.0.0.1")
+        self.port = settings.get("port", 6379)
+        self.user = settings.get("username") if settings.get("password") else None
+        self.password: str | None = settings.get("password")
+        self.queue, self.prefix, self.reveal = queue, prefix, reveal
+
+    def url(self) -> str:
+        """The server's URL, its password percent-encoded, or hidden unless revealed."""
+        if not self.password:
+            return f"redis://{self.host}:{self.port}/0"
+        secret = quote(self.password, safe="") if self.reveal else "***"
+        user = quote(self.user, safe="") if self.user else ""
+        return f"redis://{user}:{secret}@{self.host}:{self.port}/0"
+
+    def __str__(self) -> str:
+        user = f" --user {self.user}" if self.user else ""
+        ask = " --askpass" if self.password else ""
+        lines = [
+            "From a terminal, with redis-cli or valkey-cli (it asks for the password):",
+            f"  redis-cli -h {self.host} -p {self.port}{user}{ask}",
+            f"  then, say:  SCAN 0 MATCH {self.prefix}*",
+            "From another Python (a terminal, or a second notebook):",
+            f"  VALKEY_URL='{self.url()}' python",
+            f"  >>> import echoq; echoq.Queue({self.queue!r}).snapshot().counts",
+            "(the embedded server lives as long as this notebook's kernel)",
+        ]
+        if self.password:
+            lines.append(f"password: {self.password if self.reveal else self.HIDDEN}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 _started: str | None = None  # the number of the lesson whose setup cell ran last in this kernel

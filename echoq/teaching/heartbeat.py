@@ -1,4 +1,4 @@
-"""A learner's kernel says it is alive: a key with a deadline, renewed every second.
+"""A learner's kernel says it is alive: a key with a deadline, written again every second.
 
 On a class server (a learner id and a ``VALKEY_URL``), the first lesson started
 (:func:`echoq.teaching.course.start`) or class worker starts one daemon thread in

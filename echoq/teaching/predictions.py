@@ -265,7 +265,10 @@ question(
     "A worker dies after the effect and before complete. Another worker's beat brings the job back and runs "
     "the keyed consumer on it. How many effects does the ledger hold for that job?",
     [
-        ("1.", "The second delivery finds the JOB id in the ledger and skips the effect."),
+        (
+            "1: one effect, however often the job is delivered.",
+            "The second delivery finds the JOB id in the ledger and skips the effect.",
+        ),
         (
             "0: the dead worker's effect is rolled back.",
             "Nothing rolls an effect back: it is on the server, written with its ledger entry.",

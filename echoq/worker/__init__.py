@@ -19,7 +19,7 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   through ``retry`` with an exponential :class:`Backoff`, which dead-letters it after
   ``max_attempts``.
 * **Two calls in flight.** A worker that may hold enough jobs for two calls of
-  ``SPLIT_MIN`` (concurrency 8 with the default prefetch) writes its next call before it
+  ``SPLIT_MIN`` (concurrency 7 or more with the default prefetch) writes its next call before it
   reads the reply to the one before, on one connection (RESP pipelining), each call
   claiming half of what it may hold: the server runs one call while the handlers work
   through the jobs of the other. It never sleeps with a call in flight, so claimed jobs

@@ -18,7 +18,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "build" / "site"
-SOURCES = ["README.md", "mkdocs.yml", "tools/site_hooks.py", "tools/binder_link.py", "docs", "notebooks", "echoq"]
+SOURCES = [
+    "README.md", "mkdocs.yml", "tools/site_hooks.py", "tools/binder_link.py", "tools/generated_docs.py",
+    "docs", "notebooks", "echoq", "lua", "bench",  # the pages, and what the generated tables are made from
+]  # fmt: skip
 
 
 def site_hooks():

@@ -11,7 +11,7 @@ worker reaps it and it is delivered again.
 
 Each worker runs the JOB-id-keyed consumer on the class queue's effects ledger, so a
 redelivered job never has its effect twice. The **scoreboard** counts, per learner and
-for the class: deliveries, redeliveries (a delivery whose attempt is 2 or more), effects,
+for the class: deliveries, redeliveries (a delivery whose token is 2 or more), effects,
 duplicate effects (0) and lost jobs (0). Lost is counted from one atomic snapshot of the
 class queue: every job ever enqueued is pending, active, scheduled, dead or done.
 

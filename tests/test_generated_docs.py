@@ -1,0 +1,143 @@
+"""The tables that describe code are generated from it when the site is built
+(tools/generated_docs.py, called by tools/site_hooks.py): each is checked here against its
+source, and each can be seen to follow it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import echoq
+import echoq.keyspace
+import echoq.limits
+from tests.support import doc_names
+
+gen = doc_names.generated_docs()
+ROOT = doc_names.ROOT
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_every_marked_region_names_a_table_that_is_made() -> None:
+    names = {name for page in PAGES for name in gen.regions(page.read_text())}
+    assert {"limits", "keyspace", "scripts", "script-errors", "commands", "mutation-score"} <= names
+    for page in PAGES:
+        filled = gen.fill(page.read_text())  # an unknown name raises
+        assert filled.count("<!-- generated:") == filled.count("<!-- /generated -->")
+    with pytest.raises(KeyError, match="no table is generated under the name 'limit'"):
+        gen.fill("<!-- generated: limit -->\nx\n<!-- /generated -->")
+
+
+def test_the_limits_table_is_the_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = gen.limits()
+    for name, (low, high) in echoq.limits.BOUNDS.items():
+        assert re.search(rf"\| `{name}` \| {low:,} \.\. {high:,} \|", text), name
+    assert "| `max_stalled` | 1 .. 1,000 | 2 |" in text  # the Worker's default
+    monkeypatch.setitem(echoq.limits.BOUNDS, "lease_ms", (1, 3_600_000))
+    assert "| `lease_ms` | 1 .. 3,600,000 |" in gen.limits()
+
+
+def test_the_keyspace_table_is_every_key_keyspace_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = gen.keyspace()
+    ks = echoq.Keyspace("q")
+    for key in (ks.pending, ks.active, ks.wake, ks.stalled_guard, "emq:{q}:job:<id>", "emq:{q}:halt:<run>"):
+        assert f"| `{key}` |" in text, key
+    doc = echoq.keyspace.__doc__ or ""
+    without_wake = "\n".join(line for line in doc.splitlines() if "emq:{q}:wake" not in line)
+    monkeypatch.setattr(echoq.keyspace, "__doc__", without_wake)
+    with pytest.raises(ValueError, match=r"leaves out \['emq:\{q\}:wake'\]"):
+        gen.keyspace()
+
+
+def test_the_scripts_table_is_every_script_and_its_header() -> None:
+    text = gen.scripts()
+    for script in sorted((ROOT / "lua").glob("*.lua")):
+        assert f"[`{script.name}`](../lua/{script.name})" in text
+    claim = gen.lua_header(ROOT / "lua" / "claim.lua")
+    assert claim["what"].startswith("The recoverable claim.")
+    assert claim["contract"].startswith("KEYS[1]") and "ARGV[1]  lease               milliseconds" in claim["contract"]
+    assert "Errors" in claim["contract"] and "--- @include" not in claim["contract"]
+
+
+def test_the_script_errors_table_is_the_one_table() -> None:
+    text = gen.script_errors()
+    for code, (cls, _means) in echoq.SCRIPT_ERRORS.items():
+        assert f"| `{code}` | `{cls.__name__}` |" in text
+
+
+def test_the_commands_page_is_each_parsers_help() -> None:
+    text = gen.commands()
+    assert text.count("usage: ") == len(gen.COMMANDS) + len(gen.benches())
+    assert "### `python bench/throughput.py`" in text and "--no-bullmq" in text
+    assert "--kill-rate" in text and "{worker,chaos,workshop}" in text and "{check}" in text
+
+
+def test_stored_runs_are_shown_with_their_date_and_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(gen, "DATA", tmp_path)
+    monkeypatch.setattr(gen, "MUTANTS_RECORD", tmp_path / "mutants.json")
+    assert "no recorded run yet" in gen.mutation_score() and "tools/mutants.py --record" in gen.mutation_score()
+    one = {"key": "claim", "made": 40, "killed": 36, "equivalent": [["a", "why"]] * 4, "gaps": [], "operators": {"x": 40}}
+    record = {"date": "2026-12-05 09:00 UTC", "commit": "abc1234", "exercises": {"claim": one}}
+    (tmp_path / "mutants.json").write_text(json.dumps(record))
+    shown = gen.mutation_score()
+    assert "| claim | 40 | 36 | 4 | 0 | x 40 |" in shown and "36 of 36 non-equivalent mutants killed" in shown
+    assert shown.endswith("This run was measured 2026-12-05 09:00 UTC on commit `abc1234`.")
+    (tmp_path / "bench").mkdir()
+    summary = {"median_s": 0.07, "p95_s": 0.14, "max_s": 0.14, "min_s": 0.05}
+    machine = {"cores": 2, "python": "CPython 3.11.7", "redis_py": "8.1.0", "load_average_1m": 0.9}
+    report = {"machine": machine, "runs": 20, "target_s": 0.3}
+    report |= {"launch_to_first_ping": summary, "start_server_call": summary, "samples_s": []}
+    stored = {"date": "2026-12-05 08:56 UTC", "commit": "abc1234", "command": "python bench/startup.py --json"}
+    stored["report"] = report
+    (tmp_path / "bench" / "startup.json").write_text(json.dumps(stored))
+    shown = gen.fill("<!-- generated: bench-startup -->\nx\n<!-- /generated -->")
+    assert "| launch to first PING |    0.070 | 0.140 | 0.140 | yes" in shown  # bench/startup.py's render()
+    assert "machine: 2 cores, CPython 3.11.7" in shown and "Measured 2026-12-05 08:56 UTC on commit `abc1234`" in shown
+
+
+def test_design_prose_is_the_modules_docstring_with_its_constants_valued() -> None:
+    import echoq.worker
+
+    text = gen.docstring("echoq.worker")
+    assert "**One I/O owner.**" in text and ":class:" not in text and not re.search(r"(?<!`)``(?!`)", text)
+    assert f"`QUICK_JOB_S` ({echoq.worker.QUICK_JOB_S * 1e6:g} µs)" in text
+    assert f"`PREFETCH_PER_SLOT` ({echoq.worker.PREFETCH_PER_SLOT})" in text
+
+
+def test_the_pipelining_threshold_the_docstring_gives_is_the_code_s() -> None:
+    """The smallest concurrency that may hold LANES calls of SPLIT_MIN jobs, by default."""
+    import echoq.worker
+    from echoq.worker.pacing import PrefetchPolicy
+
+    need = echoq.worker.LANES * echoq.worker.SPLIT_MIN
+    smallest = next(c for c in range(1, 100) if PrefetchPolicy(c, None, extends=True).most() >= need)
+    assert f"concurrency {smallest} or more with the default prefetch" in (echoq.worker.__doc__ or "")
+
+
+def test_a_dataclass_s_fields_are_listed_from_the_class() -> None:
+    text = gen.fields("echoq.WorkReport")
+    for field in ("claimed", "completed", "released", "lease_lost", "round_trips"):
+        assert f"`{field}`" in text
+    assert "`processed`" not in text  # a property, not a field
+
+
+def test_a_pipe_escaped_in_a_table_s_code_shows_as_a_pipe_on_the_site() -> None:
+    from tests.support.site import site_hooks
+
+    row = "| `\\b(?:a\\|b)\\.c\\b` | say `x` |"
+    assert site_hooks()._pipes_in_table_code(row) == "| <code>&#92;b(?:a&#124;b)&#92;.c&#92;b</code> | say `x` |"
+    assert site_hooks()._pipes_in_table_code("not a row: `a\\|b`") == "not a row: `a\\|b`"
+
+
+def test_every_key_a_script_header_names_is_one_keyspace_builds() -> None:
+    """The two sources the keyspace is read from agree: the Lua headers name no key Keyspace
+    does not build (a row key's id and a run's token are placeholders)."""
+    ks = echoq.Keyspace("q")
+    built = {getattr(ks, n) for n, v in vars(echoq.Keyspace).items() if isinstance(v, property)} - {ks.prefix}
+    built |= {ks.prefix + "job:<id>", ks.prefix + "halt:<run>"}
+    for script in sorted((ROOT / "lua").glob("*.lua")):
+        for key in re.findall(r"emq:\{q\}:[\w:<>]+", gen.lua_header(script)["contract"]):
+            placeholder = "<id>" if ":job:" in key else "<run>"
+            assert re.sub(r"<[^>]+>$", placeholder, key) in built, (script.name, key)

@@ -1,0 +1,319 @@
+"""Bring the notebooks to the course's form; safe to run again (it changes nothing the second time).
+
+    .venv/bin/python tools/lesson_notebooks.py          # rewrite notebooks/*.ipynb in place
+    .venv/bin/python tools/lesson_notebooks.py --check  # exit 1 and name each notebook it would change
+
+Notebooks merge badly, so what several changes do to them is one script, run again after a
+merge. Each notebook is read and written as stored (JSON, indent 1, nbformat 4), and only
+these are changed:
+
+- nbval's markers move from a visible first-line comment (``# NBVAL_CHECK_OUTPUT``) to the
+  cell's tags (``nbval-check-output``), which nbval 0.11 reads the same way; a learner sees none;
+- every lesson's glossary link opens ``glossary.ipynb``, written here from docs/GLOSSARY.md: a
+  notebook opens in JupyterLab, Notebook 7 and Voila alike, where ``../docs/GLOSSARY.md`` is
+  outside the server's folder (a 404); the site points the same link at its glossary page;
+- lesson 00's table of lessons is made from the lessons themselves (title, what the learner
+  will be able to do, time), and lesson 00 shows how to attach another client to its server;
+- each stored predict-then-run question, as echoq/teaching/predictions.py words it now;
+- the EDITS below: words the code no longer says, and cells whose last line printed a value
+  the prose does not explain (each now asserts it, or keeps it), with the stored output that
+  goes with the new source.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+MARKERS = {
+    "# NBVAL_CHECK_OUTPUT": "nbval-check-output",
+    "# NBVAL_IGNORE_OUTPUT": "nbval-ignore-output",
+    "# NBVAL_RAISES_EXCEPTION": "nbval-raises-exception",
+    "# NBVAL_SKIP": "nbval-skip",
+}
+OLD_GLOSSARY_LINK = "](../docs/GLOSSARY.md)"
+GLOSSARY_LINK = "](glossary.ipynb)"
+
+# (notebook, cell id, old text, new text): a replacement in that cell's source, made once.
+EDITS: list[tuple[str, str, str, str]] = [
+    (
+        "02_recoverable_claim.ipynb",
+        "c16",
+        "Pick a step with the **step** buttons to\nlight its path",
+        "Pick a move under **read the Lua of** to\nlight its path",
+    ),
+    ("02_recoverable_claim.ipynb", "c11", "q.reap() == [job]", "assert q.reap() == [job]  # back in pending"),
+    (
+        "02_recoverable_claim.ipynb",
+        "c18",
+        "\nlab.model.reset()  # the lab is yours",
+        "\nassert lab.model.reset()  # the lab is yours",
+    ),
+    (
+        "04_stalled_recovery.ipynb",
+        "c29",
+        "\nlab.model.reset()  # the lab is yours",
+        "\nassert lab.model.reset()  # the lab is yours",
+    ),
+    (
+        "05_worker_path.ipynb",
+        "c10",
+        "\ncourse.wait_until(lambda: rescuer",
+        "\nrescued_in_s = course.wait_until(lambda: rescuer",
+    ),
+    ("05_worker_path.ipynb", "c15", "\nm.kill(1)", "\nassert m.kill(1)"),
+    ("05_worker_path.ipynb", "c16", "\nm.stop_all()", "\nassert m.stop_all()"),
+    (
+        "03_at_least_once.ipynb",
+        "*",
+        "A would retire the job B is working on",
+        "A would complete the job B is working on",
+    ),
+    (
+        "03_at_least_once.ipynb",
+        "*",
+        "below retires the job whoever calls it",
+        "below completes the job whoever calls it",
+    ),
+    (
+        "04_stalled_recovery.ipynb",
+        "*",
+        "then apply the seed's rule to the **new** count.",
+        "then compare the **new** count with `max_stalled`: the `max_stalled`-th stall is fatal.",
+    ),
+    (
+        "present.ipynb",
+        "*",
+        "its attempt no longer matches `attempts`.",
+        "its token no longer matches the row's `token`.",
+    ),
+    ("present.ipynb", "*", "Every job is a token: a circle", "Every job is a marker: a circle"),
+    ("present.ipynb", "*", "animates the tokens from place", "animates the markers from place"),
+    (
+        "07_beyond_one_server.ipynb",
+        "d2be5998",
+        '[line.strip() for line in claim_lua if "prefix = string.sub(first" in line or "local row = prefix" in line]',
+        'wanted = ("prefix = string.sub(first", "local row = q.prefix")\n'
+        "[next(line.strip() for line in claim_lua if piece in line) for piece in wanted]",
+    ),
+]
+# Cells whose stored value the new source no longer shows: (notebook, cell id) -> the text
+# their source has once edited (a cell another change rewrote keeps its outputs).
+NO_VALUE = {
+    ("02_recoverable_claim.ipynb", "c11"): "assert q.reap() == [job]",
+    ("02_recoverable_claim.ipynb", "c18"): "assert lab.model.reset()",
+    ("04_stalled_recovery.ipynb", "c29"): "assert lab.model.reset()",
+    ("05_worker_path.ipynb", "c10"): "rescued_in_s = course.wait_until(",
+    ("05_worker_path.ipynb", "c15"): "assert m.kill(1)",
+    ("05_worker_path.ipynb", "c16"): "assert m.stop_all()",
+}
+
+ATTACH_MD = (
+    "## Looking with your own client\n"
+    "\n"
+    "The server is an ordinary Valkey: any client can look at it while the lesson runs. The next\n"
+    "cell prints how to attach `redis-cli` (or `valkey-cli`) from a terminal, or a second Python.\n"
+    "It hides the password: run `lesson.attach(reveal=True)` to see it, and do not paste it\n"
+    "anywhere others can read."
+)
+ATTACH_CODE = "lesson.attach()"
+
+
+def text_of(cell: dict[str, Any]) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def set_text(cell: dict[str, Any], text: str) -> None:
+    """The source as nbformat stores it: a list of lines, each keeping its newline."""
+    cell["source"] = text.splitlines(keepends=True)
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def dump(nb: dict[str, Any]) -> str:
+    """As nbformat writes it (indent 1, keys sorted, non-ASCII kept, a final newline)."""
+    return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def markers_to_tags(nb: dict[str, Any]) -> None:
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        lines = text_of(cell).splitlines(keepends=True)
+        kept = [line for line in lines if line.strip() not in MARKERS]
+        if len(kept) == len(lines):
+            continue
+        tags = cell["metadata"].setdefault("tags", [])
+        for line in lines:
+            tag = MARKERS.get(line.strip())
+            if tag and tag not in tags:
+                tags.append(tag)
+        set_text(cell, "".join(kept).rstrip("\n"))
+
+
+def glossary_link(nb: dict[str, Any]) -> None:
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown" and OLD_GLOSSARY_LINK in text_of(cell):
+            set_text(cell, text_of(cell).replace(OLD_GLOSSARY_LINK, GLOSSARY_LINK))
+
+
+def glossary_notebook(previous: dict[str, Any] | None) -> dict[str, Any]:
+    """docs/GLOSSARY.md as a notebook of one Markdown cell per section."""
+    sections = re.split(r"\n(?=## )", (ROOT / "docs" / "GLOSSARY.md").read_text().strip())
+    cells = [
+        {
+            "cell_type": "markdown",
+            "id": f"glossary-{n}",
+            "metadata": {},
+            "source": part.strip().splitlines(keepends=True),
+        }
+        for n, part in enumerate(sections)
+    ]
+    cells.insert(
+        1,
+        {
+            "cell_type": "markdown",
+            "id": "glossary-source",
+            "metadata": {},
+            "source": ["*This notebook is docs/GLOSSARY.md, copied by tools/lesson_notebooks.py: edit that file.*"],
+        },
+    )
+    metadata = previous["metadata"] if previous else load(NOTEBOOKS / "00_start_here.ipynb")["metadata"]
+    return {"cells": cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}
+
+
+def lesson_row(path: Path) -> str:
+    first = text_of(load(path)["cells"][0])
+    title = re.search(r"^# (.+)$", first, re.M)
+    able = re.search(r"\*\*What you will be able to do:\*\*\s*(.+?)(?:\n\n|$)", first, re.S)
+    time = re.search(r"\*\*Time:\*\*\s*about ([^.]+)\.", first)
+    if not (title and able and time):
+        raise SystemExit(
+            f"{path.name}: its first cell needs a '# NN · title', 'What you will be able to do' and 'Time'"
+        )
+    what = " ".join(able.group(1).split()).rstrip(".")
+    return f"| [{title.group(1)}]({path.name}) | {what} | {time.group(1)} |"
+
+
+def lessons_table() -> str:
+    rows = [lesson_row(p) for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) if not p.name.startswith("00_")]
+    return "\n".join(["| lesson | you will be able to | time |", "|---|---|---|", *rows])
+
+
+def lesson_00(nb: dict[str, Any]) -> None:
+    cells = {cell.get("id"): cell for cell in nb["cells"]}
+    course = cells["c16"]
+    text = text_of(course)
+    set_text(course, text[: text.index("| lesson |")] + lessons_table())
+    if "attach" not in cells:
+        print("lesson 00 has a new cell: run tools/run_notebooks.py notebooks/00_start_here.ipynb to store its output")
+        at = next(n for n, cell in enumerate(nb["cells"]) if cell.get("id") == "c15") + 1
+        nb["cells"][at:at] = [
+            {"cell_type": "markdown", "id": "attach-md", "metadata": {}, "source": []},
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": "attach",
+                "metadata": {},
+                "outputs": [],
+                "source": [],
+            },
+        ]
+        cells = {cell.get("id"): cell for cell in nb["cells"]}
+    set_text(cells["attach-md"], ATTACH_MD)
+    set_text(cells["attach"], ATTACH_CODE)
+
+
+def lesson_07_output(cell: dict[str, Any]) -> None:
+    """The two Lua lines the cell now shows, as the registry expands claim.lua."""
+    sys.path.insert(0, str(ROOT))
+    from echoq import scripts
+
+    claim_lua = scripts.expanded("claim").splitlines()
+    wanted = ("prefix = string.sub(first", "local row = q.prefix")
+    shown = repr([next(line.strip() for line in claim_lua if piece in line) for piece in wanted])
+    for output in cell.get("outputs", []):
+        if output["output_type"] == "execute_result":
+            output["data"] = {"text/plain": shown.splitlines(keepends=True)}
+
+
+ASK = re.compile(r"""^course\.ask\(\s*["'](\d\d)["']\s*,\s*["']([\w-]+)["']\s*\)$""")
+
+
+def prediction_outputs(nb: dict[str, Any]) -> None:
+    """Each stored question as echoq/teaching/predictions.py words it now (its text and HTML
+    forms; the widget's view is left as stored)."""
+    sys.path.insert(0, str(ROOT))
+    from echoq.teaching.course import Prediction
+    from echoq.teaching.predictions import QUESTIONS
+
+    for cell in nb["cells"]:
+        asked = ASK.match(text_of(cell).strip()) if cell["cell_type"] == "code" else None
+        if not asked:
+            continue
+        shown = Prediction(*QUESTIONS[asked.group(1)][asked.group(2)])
+        for output in cell.get("outputs", []):
+            if output["output_type"] == "execute_result":
+                output["data"]["text/plain"] = repr(shown).splitlines(keepends=True)
+                output["data"]["text/html"] = shown._repr_html_().splitlines(keepends=True)
+
+
+def edit(name: str, nb: dict[str, Any]) -> None:
+    for notebook, cell_id, old, new in EDITS:
+        if notebook != name:
+            continue
+        for cell in nb["cells"]:
+            text = text_of(cell)
+            if cell_id in ("*", cell.get("id")) and old in text and new not in text:
+                set_text(cell, text.replace(old, new))
+    for cell in nb["cells"]:
+        edited = NO_VALUE.get((name, cell.get("id")))
+        if edited and edited in text_of(cell):
+            cell["outputs"] = [o for o in cell.get("outputs", []) if o["output_type"] != "execute_result"]
+        if name.startswith("07_") and cell.get("id") == "d2be5998" and "for piece in wanted" in text_of(cell):
+            lesson_07_output(cell)
+
+
+def transform(path: Path, nb: dict[str, Any]) -> dict[str, Any]:
+    markers_to_tags(nb)
+    glossary_link(nb)
+    prediction_outputs(nb)
+    edit(path.name, nb)
+    if path.name.startswith("00_"):
+        lesson_00(nb)
+    return nb
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    changed: list[str] = []
+    glossary = NOTEBOOKS / "glossary.ipynb"
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        if path == glossary:
+            continue
+        before = path.read_text()
+        after = dump(transform(path, json.loads(before)))
+        if after != before:
+            changed.append(path.name)
+            if not check:
+                path.write_text(after)
+    before = glossary.read_text() if glossary.exists() else ""
+    after = dump(glossary_notebook(json.loads(before) if before else None))
+    if after != before:
+        changed.append(glossary.name)
+        if not check:
+            glossary.write_text(after)
+    for name in changed:
+        print(f"{'would change' if check else 'changed'} notebooks/{name}")
+    return 1 if check and changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
