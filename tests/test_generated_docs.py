@@ -78,7 +78,8 @@ def test_stored_runs_are_shown_with_their_date_and_machine(monkeypatch: pytest.M
     monkeypatch.setattr(gen, "DATA", tmp_path)
     monkeypatch.setattr(gen, "MUTANTS_RECORD", tmp_path / "mutants.json")
     assert "no recorded run yet" in gen.mutation_score() and "tools/mutants.py --record" in gen.mutation_score()
-    one = {"key": "claim", "made": 40, "killed": 36, "equivalent": [["a", "why"]] * 4, "gaps": [], "operators": {"x": 40}}
+    one = {"key": "claim", "made": 40, "killed": 36, "equivalent": [["a", "why"]] * 4, "gaps": []}
+    one["operators"] = {"x": 40}
     record = {"date": "2026-12-05 09:00 UTC", "commit": "abc1234", "exercises": {"claim": one}}
     (tmp_path / "mutants.json").write_text(json.dumps(record))
     shown = gen.mutation_score()

@@ -541,7 +541,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         if args.sample or args.keys:
             parser.error("--record needs the full run: every exercise, every mutant")
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=RECORD.parent)
+        git = ["git", "rev-parse", "--short", "HEAD"]
+        head = subprocess.run(git, capture_output=True, text=True, cwd=RECORD.parent)
         record = {
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "commit": head.stdout.strip() or "unknown",
