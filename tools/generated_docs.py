@@ -46,15 +46,25 @@ MUTANTS_RECORD = ROOT / "tools" / "mutants.json"
 REGION = re.compile(r"<!-- generated: ([\w.-]+) -->\n.*?<!-- /generated -->", re.S)
 
 # The commands the site documents, each as the words after ``python -m``.
-COMMANDS: list[list[str]] = [
-    ["echoq"],
-    ["echoq", "check"],
-    ["echoq.teaching"],
-    ["echoq.teaching", "worker"],
-    ["echoq.teaching", "chaos"],
-    ["echoq.teaching", "workshop"],
-    *(["echoq.teaching", "workshop", action] for action in ("up", "hub", "status", "export", "down", "watch")),
-]
+COMMANDS: list[list[str]] = [["echoq"], ["echoq.teaching"]]  # each subcommand is found from its parent's usage
+
+
+def command_tree() -> list[tuple[list[str], str]]:
+    """Every command under COMMANDS with its --help: a usage line's ``{a,b} ...`` names the
+    subcommands, each visited in turn, so a new one is on the page without a list to edit."""
+    found: list[tuple[list[str], str]] = []
+    todo = [list(words) for words in COMMANDS]
+    while todo:
+        words = todo.pop(0)
+        code, text = help_text(words[0], words[1:])
+        if code != 0:
+            raise ValueError(f"python -m {' '.join(words)} --help exits {code}: {text.strip()}")
+        found.append((words, text))
+        usage = text.split("\n\n", 1)[0]
+        choices = re.search(r"\{([\w,-]+)\} \.\.\.", usage)  # subparsers; a positional's choices has no "..."
+        if choices:
+            todo[0:0] = [[*words, sub] for sub in choices.group(1).split(",")]
+    return found
 
 
 def help_text(module_name: str, argv: list[str], columns: int = 100) -> tuple[int, str]:
@@ -219,10 +229,7 @@ def benches() -> list[Path]:
 
 def commands() -> str:
     parts: list[str] = ["## The library and the kit", ""]
-    for words in COMMANDS:
-        code, text = help_text(words[0], words[1:])
-        if code != 0:
-            raise ValueError(f"python -m {' '.join(words)} --help exits {code}: {text.strip()}")
+    for words, text in command_tree():
         parts += [f"### `python -m {' '.join(words)}`", "", "```", text.rstrip(), "```", ""]
     parts += ["## The benchmarks", ""]
     for path in benches():

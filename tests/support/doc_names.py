@@ -466,6 +466,8 @@ def check_python_m(words: list[str]) -> str | None:
         importlib.import_module(module_name)
     except ImportError:
         return f"no module {module_name}"
+    if module_name.split(".")[0] != "echoq":
+        return None  # another project's command (venv, jupyterhub): importable is what is ours to check
     module = importlib.import_module(module_name)
     if hasattr(module, "__path__") and importlib.util.find_spec(module_name + ".__main__") is not None:
         module = importlib.import_module(module_name + ".__main__")

@@ -257,7 +257,7 @@ class ClassWorker:
         return False
 
     def _beat(self, *, last: bool = False) -> None:
-        """This worker's deadline, renewed; at its end (``last``) its member is removed."""
+        """This worker's deadline, pushed 2 s ahead again; at its end (``last``) its member is removed."""
         try:
             key = worker_beat_key(self.learner)
             if last:
