@@ -23,6 +23,7 @@ these are changed:
 from __future__ import annotations
 
 import json
+import pprint
 import re
 import sys
 from pathlib import Path
@@ -238,7 +239,8 @@ def lesson_07_output(cell: dict[str, Any]) -> None:
 
     claim_lua = scripts.expanded("claim").splitlines()
     wanted = ("prefix = string.sub(first", "local row = q.prefix")
-    shown = repr([next(line.strip() for line in claim_lua if piece in line) for piece in wanted])
+    lines = [next(line.strip() for line in claim_lua if piece in line) for piece in wanted]
+    shown = pprint.pformat(lines, width=79)  # as IPython's display breaks a long list
     for output in cell.get("outputs", []):
         if output["output_type"] == "execute_result":
             output["data"] = {"text/plain": shown.splitlines(keepends=True)}

@@ -494,7 +494,7 @@ def score(key: str, *, sample: int | None = None, client: object = None, jobs: i
 
 def score_markdown(record: dict[str, Any]) -> str:
     """The score per exercise, as docs/course.md shows it (the site build puts it in at
-    ``<!-- mutation score -->``), from a record the tool wrote."""
+    ``<!-- generated: mutation-score -->``), from a record the tool wrote."""
     rows = [
         "| exercise | mutants | killed | equivalent | survivors | the operators that made them |",
         "|---|---|---|---|---|---|",

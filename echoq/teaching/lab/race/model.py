@@ -15,7 +15,6 @@ of it goes wrong.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from traitlets import Unicode, validate
@@ -27,6 +26,7 @@ from ...fast_forward import fast_forward
 from ..frames import NO_PATH, Lit
 from ..model import LabModel, Said
 from . import words
+from .facts import Exploration, Run, Step
 
 __all__ = ["COMMANDS", "Exploration", "RaceModel", "Run", "Step", "explore", "interleavings", "run_one"]
 
@@ -39,46 +39,6 @@ REAPERS = (*COMMANDS, "yours")
 Mine = tuple[Callable[..., Any], Callable[..., Any]]  # (read_expired, move_back), the learner's
 ACTORS = ("A", "B", "W")  # reaper A, reaper B, the worker who asks for work
 HOLD_MS = 30_000  # a live worker's lease: it never runs out during a run
-
-
-@dataclass(frozen=True)
-class Step:
-    actor: str  # "A" or "B" (a reaper), "W" (the worker)
-    command: str  # what it sends: "ZREM", "reap.lua", "claim.lua" ...
-
-    def __str__(self) -> str:
-        return f"{words.ACTOR[self.actor]}: {self.command}"
-
-
-@dataclass(frozen=True)
-class Run:
-    """One interleaving, as run: its steps in order, and what the server said after it."""
-
-    order: tuple[Step, ...]
-    deliveries: int  # live deliveries of the job after the crash (the worker's and the last one's)
-    place: str  # where the job was when the last worker asked ("nowhere" if in no set)
-
-    @property
-    def outcome(self) -> str:
-        return "once" if self.deliveries == 1 else ("duplicated" if self.deliveries > 1 else "lost")
-
-
-@dataclass
-class Exploration:
-    """Every interleaving of one reaper kind, run; ``runs[k]`` is interleaving k."""
-
-    reaper: str
-    runs: list[Run] = field(default_factory=list)
-
-    def counts(self) -> dict[str, int]:
-        out = dict.fromkeys(words.OUTCOMES, 0)
-        for run in self.runs:
-            out[run.outcome] += 1
-        return out
-
-    def first(self, outcome: str) -> int | None:
-        """The number of the first interleaving with this outcome, if any."""
-        return next((k for k, run in enumerate(self.runs) if run.outcome == outcome), None)
 
 
 def interleavings(reaper: str) -> list[tuple[Step, ...]]:

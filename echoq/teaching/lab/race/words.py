@@ -6,15 +6,11 @@ every panel shares."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..words import listed, short
+from .facts import OUTCOMES, Exploration, Run, Step
 
-if TYPE_CHECKING:
-    from .model import Exploration, Run, Step
-
-OUTCOMES = ("once", "duplicated", "lost")
-ACTOR = {"A": "reaper A", "B": "reaper B", "W": "worker W"}
 REAPER = {
     "two-step": "two-step reapers (check, then move)",
     "atomic": "atomic reapers (reap.lua)",
