@@ -12,7 +12,7 @@ from redis.cluster import RedisCluster
 
 from .errors import ServerUnavailable
 from .ids import Minter
-from .translation import guard
+from .translation import translating
 
 __all__ = ["server_now_ms", "wait_for_server_ms", "wait_until_expired", "ServerClock", "server_clock"]
 
@@ -53,7 +53,7 @@ class ServerClock:
 
 
 def _time(client: redis.Redis) -> tuple[int, int]:
-    with guard(client, "read the server's clock (TIME)"):
+    with translating(client, "read the server's clock (TIME)"):
         if isinstance(client, RedisCluster):  # TIME has no key: ask one node, the same each time
             seconds, micros = client.get_redis_connection(client.get_default_node()).time()
         else:

@@ -25,7 +25,7 @@ from . import scripts
 from .ids import check_job_id
 from .limits import check, text
 from .queue import Queue, _text
-from .translation import guard
+from .translation import translating
 
 DEFAULT_KEEP_OUTBOX = 10_000
 
@@ -61,12 +61,12 @@ class Effects:
 
     def count(self, job_id: str) -> int:
         key = self.queue.keys.effects
-        with guard(self.queue.client, "Effects.count", [key]):
+        with translating(self.queue.client, "Effects.count", [key]):
             return int(self.queue.client.hget(key, check_job_id(job_id)) or 0)
 
     def counts(self) -> dict[str, int]:
         key = self.queue.keys.effects
-        with guard(self.queue.client, "Effects.counts", [key]):
+        with translating(self.queue.client, "Effects.counts", [key]):
             return {_text(k): int(v) for k, v in self.queue.client.hgetall(key).items()}
 
     def total(self) -> int:
@@ -78,5 +78,5 @@ class Effects:
 
     def outbox(self) -> list[str]:
         key = self.queue.keys.outbox
-        with guard(self.queue.client, "Effects.outbox", [key]):
+        with translating(self.queue.client, "Effects.outbox", [key]):
             return [_text(x) for x in self.queue.client.lrange(key, 0, -1)]

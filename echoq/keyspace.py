@@ -48,9 +48,9 @@ key                        type        holds                                    
                                        ``abandon()`` (``Queue.halt_wait``)        waiting worker pops it at once, and
                                                                                   it expires ``HALT_TTL_MS`` (10 s)
                                                                                   after a push in any case
-``emq:{q}:stalled_guard``  string      which worker ran the fleet's last stalled  one short string; expires by
+``emq:{q}:stalled_lock``   string      which worker ran the fleet's last stalled  one short string; expires by
                                        check (``SET NX PX``)                      itself within a beat, at most an
-                                                                                  hour (``Queue.stalled_check_guarded``)
+                                                                                  hour (``Queue.stalled_check_locked``)
 =========================  ==========  =========================================  ==================================
 
 """
@@ -156,9 +156,9 @@ class Keyspace:
         return self.prefix + "halt:" + run
 
     @property
-    def stalled_guard(self) -> str:
+    def stalled_lock(self) -> str:
         """Set with ``SET NX PX`` by the worker that runs this beat's stalled check."""
-        return self.prefix + "stalled_guard"
+        return self.prefix + "stalled_lock"
 
     def job(self, job_id: str) -> str:
         """The row key of one job; refuses anything that is not a branded JOB id."""

@@ -26,7 +26,7 @@ from .ids import JOB_ID_RE, check_job_id, minted_ms
 from .keyspace import Keyspace
 from .limits import BOUNDS, check, whole
 from .server import connect
-from .translation import guard
+from .translation import translating
 
 DEFAULT_LEASE_MS = 30_000
 DEFAULT_KEEP_DONE = 10_000
@@ -36,7 +36,7 @@ DEFAULT_KEEP_DEAD = 10_000
 DEFAULT_KEEP_GIVEN_MS = 3_600_000
 DEFAULT_MAX_STALLED = 2  # the second stall is fatal: one stall is recovered
 BATCH = BOUNDS["count"][1]  # most jobs one batch script takes (enqueue_many, complete_many)
-GUARD_MAX_MS = 3_600_000  # the longest a stalled-check guard may last: an hour
+LOCK_MAX_MS = 3_600_000  # the longest a stalled-check lock may last: an hour
 # A halt nobody popped (the worker's wait had ended) expires this long after its push; a
 # waiting worker pops it within a round trip.
 HALT_TTL_MS = 10_000
@@ -522,25 +522,25 @@ class Queue:
             outcomes += [Release(_text(x)) for x in done]
         return outcomes
 
-    def stalled_check_guarded(
+    def stalled_check_locked(
         self, max_stalled: int = DEFAULT_MAX_STALLED, *, every_ms: int, holder: str = "", limit: int = 100
     ) -> StalledReport | None:
         """The stalled check, at most once per ``every_ms`` across every caller of this queue.
 
-        The caller that sets ``emq:{q}:stalled_guard`` (``SET NX PX every_ms``) runs
-        :meth:`stalled_check`; the others get None until the guard expires. So a fleet of
+        The caller that sets ``emq:{q}:stalled_lock`` (``SET NX PX every_ms``) runs
+        :meth:`stalled_check`; the others get None until the lock expires. So a fleet of
         workers on the same beat runs one check per beat between them, not one each (BullMQ's
-        stalled-check key). ``holder`` is written into the guard (who ran the check).
+        stalled-check key). ``holder`` is written into the lock (who ran the check).
 
-        A guard found lasting longer than ``every_ms`` -- set by a caller with a longer
+        A lock found lasting longer than ``every_ms`` -- set by a caller with a longer
         window, or with no expiry at all (by hand, or a foreign client) -- is cut down to
         ``every_ms`` (``PEXPIRE LT``): how long the checks pause never depends on the
-        slowest caller, and a guard always expires."""
-        whole("every_ms", every_ms, 1, GUARD_MAX_MS, unit="of milliseconds")
+        slowest caller, and a lock always expires."""
+        whole("every_ms", every_ms, 1, LOCK_MAX_MS, unit="of milliseconds")
         check("max_stalled", max_stalled)
         check("limit", limit)
-        key = self.keys.stalled_guard
-        with guard(self.client, "Queue.stalled_check_guarded (SET NX PX)", [key]):
+        key = self.keys.stalled_lock
+        with translating(self.client, "Queue.stalled_check_locked (SET NX PX)", [key]):
             if not self.client.set(key, holder[:64] or "1", nx=True, px=every_ms):
                 self.client.pexpire(key, every_ms, lt=True)  # no expiry counts as the longest
                 return None
@@ -556,7 +556,7 @@ class Queue:
         a Worker's ``stop()`` ends its idle wait at once."""
         whole("timeout_ms", timeout_ms, 1, 3_600_000, unit="of milliseconds")
         keys = self._wait_keys(halt)
-        with guard(self.client, "Queue.wait_for_work (BLPOP)", keys):
+        with translating(self.client, "Queue.wait_for_work (BLPOP)", keys):
             try:
                 popped = self.client.blpop(keys, timeout=self._wait_s(timeout_ms))
             except redis.TimeoutError:
@@ -596,7 +596,7 @@ class Queue:
         what is pending then, as a claim after the wait would. Returns (woken, claims)."""
         keys, wait_s = self._wait_keys(halt), self._wait_s(timeout_ms)
         claim_keys, args = self._complete_many_call([], count, lease_ms, confirm=confirm)
-        with guard(self.client, "Queue.wait_for_work (BLPOP) and a claim", keys):
+        with translating(self.client, "Queue.wait_for_work (BLPOP) and a claim", keys):
             try:
                 popped, reply = scripts.run_behind(
                     self.client,
@@ -614,7 +614,7 @@ class Queue:
         soon as it starts waiting). The push expires ``HALT_TTL_MS`` after it was made if
         nobody waits for it, so the key never outlives its use by more than that."""
         key = self.keys.halt(run)
-        with guard(self.client, "Queue.halt_wait (LPUSH, PEXPIRE)", [key]):
+        with translating(self.client, "Queue.halt_wait (LPUSH, PEXPIRE)", [key]):
             # Both commands go in one write on one connection, and the server runs them one
             # after the other: no MULTI, so a user with only @write (no @transaction) may halt.
             pipe = self.client.pipeline(transaction=False)
@@ -708,7 +708,7 @@ class Queue:
         """The row of one job, or None if it is completed or unknown (a dead job with no
         row is a corrupt entry: see README, Limits and guarantees)."""
         key = self.keys.job(job_id)
-        with guard(self.client, "Queue.job", [key]):
+        with translating(self.client, "Queue.job", [key]):
             # Raw bytes: a row something else wrote may hold bytes that are not UTF-8.
             raw = self.client.execute_command("HGETALL", key, NEVER_DECODE=[])
         if not raw:
@@ -746,14 +746,14 @@ class Queue:
 
     def keys_in_use(self) -> Iterator[str]:
         pattern = self.keys.pattern()
-        with guard(self.client, "Queue.keys_in_use (SCAN)", [pattern]):
+        with translating(self.client, "Queue.keys_in_use (SCAN)", [pattern]):
             for key in self.client.scan_iter(match=pattern, count=500):
                 yield _lenient(key) if isinstance(key, bytes) else key
 
     def reset(self) -> int:
         """Delete every key of this queue (for starting a lesson afresh); how many went."""
         keys = list(self.keys_in_use())
-        with guard(self.client, "Queue.reset (DEL)", [self.keys.pattern()]):
+        with translating(self.client, "Queue.reset (DEL)", [self.keys.pattern()]):
             for start in range(0, len(keys), 500):
                 self.client.delete(*keys[start : start + 500])
         return len(keys)

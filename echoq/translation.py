@@ -4,7 +4,7 @@
 :data:`echoq.errors.SCRIPT_ERRORS` names for ``CODE`` (:func:`translate`).
 
 **Direct commands too.** The library's few direct commands (a row read, a SCAN, TIME, ...)
-run inside :func:`guard`, which turns what the server or the network says into the same
+run inside :func:`translating`, which turns what the server or the network says into the same
 typed one-line errors as a script's: an ACL refusal is :class:`~echoq.PermissionDenied`
 naming the user, the command or key refused and what to do; a lost connection is
 :class:`~echoq.ServerUnavailable`; a BUSY server :class:`~echoq.ServerBusy`.
@@ -15,7 +15,7 @@ and :func:`is_acl_refusal` is the one test of what counts as a refusal. The clie
 ``PermissionDenied`` itself, for any command -- a learner's own ``GET``, a pipeline,
 MONITOR, a script -- naming the operation the library announced with :func:`doing`
 (:func:`operation`), else the command. A plain ``redis.Redis`` a caller brought raises a
-bare ``ResponseError``, which the runner and :func:`guard` turn into the same line.
+bare ``ResponseError``, which the runner and :func:`translating` turn into the same line.
 
 **Clusters.** A cluster's own replies (CROSSSLOT, MOVED to a node the client does not
 follow, CLUSTERDOWN) get one line each that says what to do.
@@ -55,7 +55,7 @@ from .errors import (
 __all__ = [
     "doing",
     "operation",
-    "guard",
+    "translating",
     "typed",
     "busy",
     "translate",
@@ -84,13 +84,13 @@ def doing(what: str, keys: Sequence[str] = ()) -> Iterator[None]:
 
 
 def operation() -> tuple[str, tuple[str, ...]] | None:
-    """The library operation running on this thread (inside :func:`run` or :func:`guard`):
+    """The library operation running on this thread (inside :func:`run` or :func:`translating`):
     its name and the keys it touches, for :func:`denied`; None outside one."""
     return _OPERATION.get()
 
 
 @contextmanager
-def guard(client: Any, what: str, keys: Sequence[str] = ()) -> Iterator[None]:
+def translating(client: Any, what: str, keys: Sequence[str] = ()) -> Iterator[None]:
     """Run direct commands on ``client`` with typed one-line errors: an ACL refusal becomes
     :class:`PermissionDenied` (``what`` the caller was doing, on ``keys``), a lost server
     :class:`ServerUnavailable`, any other error reply an :class:`EchoqError`.
@@ -113,7 +113,7 @@ def guard(client: Any, what: str, keys: Sequence[str] = ()) -> Iterator[None]:
 
 def typed(client: Any, exc: BaseException, what: str) -> BaseException:
     """A client library's error that escaped the translations above, as the one-line
-    :class:`EchoqError` :func:`guard` would have raised for it (``what``: the operation);
+    :class:`EchoqError` :func:`translating` would have raised for it (``what``: the operation);
     any other exception (an EchoqError already, a handler's KeyboardInterrupt) as it is."""
     if isinstance(exc, EchoqError):
         return exc

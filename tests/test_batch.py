@@ -118,7 +118,7 @@ def test_enqueue_many_with_a_delay_schedules_every_job(queue: echoq.Queue) -> No
 
 
 def test_a_job_given_twice_in_one_batch_is_completed_once(queue: echoq.Queue) -> None:
-    """The script retires the batch's jobs together; a second copy of an id finds its row
+    """The script completes the batch's jobs together; a second copy of an id finds its row
     already completed ('gone'), whatever token it carries -- as if they ran one by one."""
     queue.enqueue_many(["a", "b"])
     first, second = queue.claim_many(2, lease_ms=60_000)

@@ -201,9 +201,9 @@ def test_soak_reports_used_memory_after_each_run_and_bytes_per_extra_job() -> No
     assert report["bytes_per_extra_job"] == run2["per_job"] and report["target_bytes_per_extra_job"] == 20
     # What the bench can vouch for without timing anything: each key kept its cap in both runs.
     for run in (run1, run2):
-        # No row left behind; the Worker's wakes and its beat's guard may be there too.
+        # No row left behind; the Worker's wakes and its beat's lock may be there too.
         assert {"done", "effects", "outbox", "stats"} <= set(run["keys"])
-        assert set(run["keys"]) <= {"done", "effects", "outbox", "stats", "wake", "stalled_guard"}
+        assert set(run["keys"]) <= {"done", "effects", "outbox", "stats", "wake", "stalled_lock"}
 
 
 def test_the_soak_refuses_to_report_a_run_that_lost_jobs(valkey_client, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -81,7 +81,7 @@ def test_recovery_brings_every_held_job_back_and_completes_after_a_server_restar
     for system in systems:
         result = crash[system]
         assert result["recovery_ms"]["n"] == report["held"]  # each held job started again
-        # Not back before its lease ran out: renewed every third (echoq) or half (BullMQ) of
+        # Not back before its lease ran out: extended every third (echoq) or half (BullMQ) of
         # a lease, each held job had at least 0.5 of one left when the worker was killed.
         assert result["recovery_ms"]["p50"] >= 0.4 * result["settings"]["lease_ms"]
         assert result["met"] is (result["recovery_ms"]["p99"] <= result["bound_ms"])

@@ -23,7 +23,7 @@ from tests.support.helpers import expire
 
 def sizes(queue: echoq.Queue) -> dict[str, int]:
     """How many members/fields/items each key of the queue holds (rows counted together; a
-    string, the stalled-check guard, counts 1)."""
+    string, the stalled-check lock, counts 1)."""
     out: dict[str, int] = {"rows": 0}
     for key in queue.keys_in_use():
         name = key.removeprefix(queue.keys.prefix)
@@ -114,7 +114,7 @@ def test_the_ledger_keeps_a_live_jobs_entry_however_long_it_lives(queue: echoq.Q
     for _ in range(20):  # many other jobs come and go
         small.enqueue("quick")
         small.complete(small.claim())
-    assert effects.apply_once(slow).outcome is echoq.Effect.SKIPPED  # still guarded
+    assert effects.apply_once(slow).outcome is echoq.Effect.SKIPPED  # still protected
     small.complete(claim)
     assert effects.counts() == {}
 
@@ -133,8 +133,8 @@ def test_a_queue_that_ran_twice_as_many_jobs_holds_no_more(client: redis.Redis) 
             assert report.completed == jobs
             held = sizes(queue)
             # The Worker's two keys: wakes nobody waited for (at most WAKE_CAP), and the
-            # stalled-check guard while it has not expired (at most one string).
-            assert held.pop("wake", 0) <= echoq.limits.WAKE_CAP and held.pop("stalled_guard", 0) <= 1, held
+            # stalled-check lock while it has not expired (at most one string).
+            assert held.pop("wake", 0) <= echoq.limits.WAKE_CAP and held.pop("stalled_lock", 0) <= 1, held
             after.append({k: v for k, v in held.items() if k != "stats"})
         assert after[0] == after[1] == {"rows": 0, "done": 100, "effects": 100, "outbox": 100}
     finally:
@@ -152,8 +152,8 @@ def test_the_keyspace_table_documents_every_key_a_busy_queue_holds(queue: echoq.
     names = {key.removeprefix(queue.keys.prefix) for key in queue.keys_in_use()}
     names = {"job:<id>" if n.startswith("job:") else n for n in names}
     assert names == {"job:<id>", "active", "scheduled", "dead", "done", "stats", "effects", "outbox", "wake"}
-    queue.stalled_check_guarded(every_ms=60_000)  # a Worker's beat: the guard, which expires by itself
-    assert 0 < queue.client.pttl(queue.keys.stalled_guard) <= 60_000
-    names.add("stalled_guard")
+    queue.stalled_check_locked(every_ms=60_000)  # a Worker's beat: the lock, which expires by itself
+    assert 0 < queue.client.pttl(queue.keys.stalled_lock) <= 60_000
+    names.add("stalled_lock")
     documented = set(re.findall(r"``emq:\{q\}:([a-z:<>_]+)``", KEYSPACE_DOC or ""))
     assert names <= documented, names - documented

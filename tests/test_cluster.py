@@ -367,16 +367,16 @@ def _tour_queue(q: echoq.Queue) -> None:
     # the moves a Worker makes for itself
     ids = q.enqueue_many(["g", "h"])
     held = q.claim_many(2, lease_ms=60_000)
-    _deadline, renewed = q.extend_many(held, lease_ms=60_000)
-    assert renewed == [Extend.EXTENDED] * 2
+    _deadline, extended = q.extend_many(held, lease_ms=60_000)
+    assert extended == [Extend.EXTENDED] * 2
     assert q.release_many(held) == [echoq.Release.RELEASED] * 2 and q.job(ids[0]).attempts == 0
     assert q.wait_for_work(50) is True  # enqueue and release pushed wakes
     q.halt_wait("0123456789abcdef")  # a halt pushed before the wait ends it at once, and is taken
     assert q.wait_for_work(60_000, halt="0123456789abcdef") is False
     assert not q.client.exists(q.keys.halt("0123456789abcdef"))
     assert q.waiting().pending == 2
-    assert q.stalled_check_guarded(every_ms=60_000, holder="tour") is not None
-    assert q.stalled_check_guarded(every_ms=60_000, holder="tour") is None  # one check per guard
+    assert q.stalled_check_locked(every_ms=60_000, holder="tour") is not None
+    assert q.stalled_check_locked(every_ms=60_000, holder="tour") is None  # one check per lock
     # ids minted on the cluster's clock sort in minting order; script_keys share one slot
     minted = [q.new_job_id() for _ in range(3)]
     assert minted == sorted(minted) and len(set(minted)) == 3
@@ -444,7 +444,7 @@ def test_every_public_move_has_a_cluster_tour() -> None:
     expected = {
         "Queue": {"claim", "claim_many", "complete", "complete_and_claim", "complete_many", "complete_many_and_claim"}
         | {"enqueue", "enqueue_many", "extend", "job", "keys_in_use", "name", "reap", "reap_once", "reset", "retry"}
-        | {"snapshot", "stalled_check", "extend_many", "release_many", "stalled_check_guarded"}
+        | {"snapshot", "stalled_check", "extend_many", "release_many", "stalled_check_locked"}
         | {"wait_for_work", "waiting", "new_job_id", "new_job_ids", "script_keys", "halt_wait"},
         "Effects": {"apply_once", "count", "counts", "duplicates", "outbox", "total"},
         "Worker": {"abandon", "beat", "held", "in_flight", "report", "running", "state", "stop", "work"},

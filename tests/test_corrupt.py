@@ -183,7 +183,7 @@ def test_a_pending_row_whose_token_or_attempts_is_not_a_count_is_dead_lettered_a
 
 def test_trimming_done_keeps_the_ledger_entry_of_a_live_job_with_a_stray_done_entry(queue: echoq.Queue) -> None:
     """One trim forgets a completed id (its ledger entry goes) and a stray done entry of a
-    held job (its entry stays: it still guards the job's effect)."""
+    held job (its entry stays: it still protects the job's effect)."""
     small = echoq.Queue(queue.name, queue.client, keep_done=0)
     live = small.enqueue("live").job_id
     held = small.claim(lease_ms=60_000)

@@ -42,7 +42,7 @@ def test_the_limits_table_is_the_bounds(monkeypatch: pytest.MonkeyPatch) -> None
 def test_the_keyspace_table_is_every_key_keyspace_builds(monkeypatch: pytest.MonkeyPatch) -> None:
     text = gen.keyspace()
     ks = echoq.Keyspace("q")
-    for key in (ks.pending, ks.active, ks.wake, ks.stalled_guard, "emq:{q}:job:<id>", "emq:{q}:halt:<run>"):
+    for key in (ks.pending, ks.active, ks.wake, ks.stalled_lock, "emq:{q}:job:<id>", "emq:{q}:halt:<run>"):
         assert f"| `{key}` |" in text, key
     doc = echoq.keyspace.__doc__ or ""
     without_wake = "\n".join(line for line in doc.splitlines() if "emq:{q}:wake" not in line)

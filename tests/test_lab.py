@@ -549,7 +549,7 @@ def test_a_kill_after_the_lease_ran_out_says_the_job_is_past_its_deadline(name: 
     lab = FleetLab(name, client=valkey_client, live=False, animate=False, workers=1)
     model = lab.model
     try:
-        model.job_ms, model.lease_ms = 5_000, 60_000  # the worker renews its lease only every 20 s or so
+        model.job_ms, model.lease_ms = 5_000, 60_000  # the worker extends its lease only every 20 s or so
         model.add_jobs(1)
         model.start(1)
         _hold_jobs(model, [1])
@@ -803,7 +803,7 @@ def test_after_a_burst_from_code_the_picture_shows_the_servers_present(name: str
         lab.model.deliver(consumer="keyed", deliveries=5)
         newest = lab.model.history.last_index
         assert newest - lab.model.history.first_index >= 20  # every step is on the timeline
-        assert lab.settle()  # a guard against a hang: no figure about time
+        assert lab.settle()  # a bound against a hang: no figure about time
         after = [t for t in lab.player.transitions[known:] if t.started >= lab.model.frame.at_s]
         assert all(t.to_index == newest for t in after), [t.to_index for t in after]
         assert sum(t.skipped for t in lab.player.transitions[known:]) > 0  # it jumped

@@ -136,7 +136,7 @@ def test_the_cli_as_a_restricted_user_prints_one_line(acl_user, theirs) -> None:
     worker = run_cli("worker", "--queue", "theirs.q", "--burst", url=url, module="echoq.teaching")
     assert worker.returncode == 2 and worker.stdout == "", worker.stdout
     assert worker.stderr.count("\n") == 1 and "Traceback" not in worker.stderr
-    # The Worker's first move is its beat's guard (SET NX PX on emq:{theirs.q}:stalled_guard).
+    # The Worker's first move is its beat's lock (SET NX PX on emq:{theirs.q}:stalled_lock).
     assert "may not use the key emq:{theirs.q}:" in worker.stderr and "~emq:{theirs.q}:*" in worker.stderr
 
 

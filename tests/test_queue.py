@@ -261,7 +261,7 @@ def _mismatched_calls(a: Keyspace, b: Keyspace, ha: echoq.Claim, hb: echoq.Claim
             bad_row,
             "does not belong",
         ),
-        # the held row passes the fence; the script would then retire ha and drop `new` from active
+        # the held row passes the fence; the script would then complete ha and drop `new` from active
         "complete row of another id": (
             "complete",
             _keys(a, "complete", a.job(ha.job_id)),
@@ -687,7 +687,7 @@ def test_every_key_of_a_queue_is_in_one_slot(queue: echoq.Queue) -> None:
 
 
 def test_the_invariant_holds_after_a_random_mix_of_moves(queue: echoq.Queue) -> None:
-    """Every job in exactly one of pending / active / scheduled / dead, or retired."""
+    """Every job in exactly one of pending / active / scheduled / dead, or done."""
     rng = random.Random(20261202)
     known: set[str] = set()
     held: list[echoq.Claim] = []
@@ -770,7 +770,7 @@ def test_unconfirmed_claims_are_recovered_apart_and_bounded(queue: echoq.Queue) 
     job_id = queue.enqueue("its claim replies never arrive").job_id
     for n in range(1, 51):
         _done, (claim,) = queue.complete_many_and_claim([], count=1, lease_ms=1, confirm=True)
-        expire(queue, claim)  # nobody heard of the claim: nobody confirms or renews it
+        expire(queue, claim)  # nobody heard of the claim: nobody confirms or extends it
         report = queue.stalled_check(max_stalled=1)
         job = queue.job(job_id)
         assert job.stalled == 0 and job.unstarted == n

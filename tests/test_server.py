@@ -52,7 +52,7 @@ def test_embedded_server_is_loopback_only_with_a_password(own_server) -> None:
 
 
 def test_embedded_server_answers_quickly(own_server) -> None:
-    # The figure lives in the benchmark (bench/startup.py); this only guards a gross regression.
+    # The figure lives in the benchmark (bench/startup.py); this only catches a gross regression.
     assert own_server.startup_s < 10.0  # 0.2 s on a quiet machine; a loaded CI runner is slower
 
 

@@ -4,7 +4,7 @@ ones), extend, retry, reap, stalled check, effects, complete_and_claim -- while 
 model says where every job must be. After every step:
 
 * nothing is lost: every id ever enqueued is in exactly one place (pending, active,
-  scheduled, dead or retired) and its row agrees;
+  scheduled, dead or done) and its row agrees;
 * the server agrees with the model: each set, each token, each stall count, each deadline;
 * the effects ledger holds at most one effect per JOB id;
 and every stale-token move is checked to change nothing at all (snapshot before == after).

@@ -252,11 +252,11 @@ def _api_calls(q: echoq.Queue, held: echoq.Claim) -> dict[str, tuple[str, Callab
         "reap(limit)": ("limit", lambda v: q.reap(limit=v)),
         "stalled_check(max_stalled)": ("max_stalled", lambda v: q.stalled_check(max_stalled=v)),
         "stalled_check(limit)": ("limit", lambda v: q.stalled_check(limit=v)),
-        "stalled_check_guarded(max_stalled)": (
+        "stalled_check_locked(max_stalled)": (
             "max_stalled",
-            lambda v: q.stalled_check_guarded(max_stalled=v, every_ms=1_000),
+            lambda v: q.stalled_check_locked(max_stalled=v, every_ms=1_000),
         ),
-        "stalled_check_guarded(limit)": ("limit", lambda v: q.stalled_check_guarded(limit=v, every_ms=1_000)),
+        "stalled_check_locked(limit)": ("limit", lambda v: q.stalled_check_locked(limit=v, every_ms=1_000)),
         "snapshot(limit)": ("limit", lambda v: q.snapshot(limit=v)),
         "Effects(keep_outbox)": ("keep_outbox", lambda v: Effects(q, keep_outbox=v)),
         "Worker(lease_ms)": ("lease_ms", lambda v: Worker(q, print, lease_ms=v)),

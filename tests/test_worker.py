@@ -55,7 +55,7 @@ def test_worker_drains_the_queue_with_one_effect_per_job(queue: echoq.Queue) -> 
     effects = Effects(queue)
     report = Worker(queue, keyed_consumer(effects), concurrency=3, lease_ms=5_000, **FAST).work(burst=True)
     assert (report.claimed, report.completed, report.retried, report.dead, report.stale) == (30, 30, 0, 0, 0)
-    assert not report.abandoned and report.processed == 30
+    assert not report.abandoned and report.completed == 30
     assert effects.counts() == {job_id: 1 for job_id in ids}
     snap = assert_one_place(queue, set(ids))
     assert snap.counts == {"pending": 0, "active": 0, "scheduled": 0, "dead": 0, "done": 30}
@@ -373,12 +373,12 @@ def test_wait_for_work_returns_on_a_token_or_at_its_timeout(queue: echoq.Queue) 
 
 
 def test_the_guarded_stalled_check_runs_once_per_window(queue: echoq.Queue) -> None:
-    assert queue.stalled_check_guarded(every_ms=60_000, holder="a") is not None
-    assert queue.stalled_check_guarded(every_ms=60_000, holder="b") is None
-    assert queue.client.get(queue.keys.stalled_guard) == "a"
-    assert 0 < queue.client.pttl(queue.keys.stalled_guard) <= 60_000  # the guard bounds itself
+    assert queue.stalled_check_locked(every_ms=60_000, holder="a") is not None
+    assert queue.stalled_check_locked(every_ms=60_000, holder="b") is None
+    assert queue.client.get(queue.keys.stalled_lock) == "a"
+    assert 0 < queue.client.pttl(queue.keys.stalled_lock) <= 60_000  # the lock bounds itself
     with pytest.raises(echoq.InvalidArgument, match="every_ms"):
-        queue.stalled_check_guarded(every_ms=0)
+        queue.stalled_check_locked(every_ms=0)
 
 
 def test_waiting_reads_pending_scheduled_and_the_next_due_time(queue: echoq.Queue) -> None:
@@ -397,7 +397,7 @@ def test_waiting_reads_pending_scheduled_and_the_next_due_time(queue: echoq.Queu
 
 def test_a_prefetched_job_is_never_reaped_while_it_waits(queue: echoq.Queue) -> None:
     ids = queue.enqueue_many([f"job {n}" for n in range(4)])
-    # Renewed every 50 ms, a lease of 1 s outlives the renewals' stalls on a loaded 2-core
+    # Extended every 50 ms, a lease of 1 s outlives the extensions' stalls on a loaded 2-core
     # machine (one of 300 ms ran out once there, and the worker's own beat reaped the job:
     # the queue doing its job, not the buffer's fault).
     lease_ms = 1000
@@ -646,8 +646,8 @@ def test_two_workers_on_one_beat_run_one_stalled_check_between_them(queue: echoq
     assert len(reports) == 2
     assert sorted((r.beats, r.beats_skipped) for r in reports) == [(0, 1), (1, 0)]
     assert sum(r.recovered for r in reports) == 1 and sum(r.completed for r in reports) == 1
-    # The next beat of the fleet is free to run once the guard, shorter than a beat, is gone.
-    assert 0 < queue.client.pttl(queue.keys.stalled_guard) < 60_000
+    # The next beat of the fleet is free to run once the lock, shorter than a beat, is gone.
+    assert 0 < queue.client.pttl(queue.keys.stalled_lock) < 60_000
 
 
 WORKER_SCRIPT = """
@@ -997,14 +997,14 @@ def test_a_confirmed_start_still_counts_its_stall(queue: echoq.Queue) -> None:
     assert job.reason == "stalled" and job.stalled == 1 and job.unstarted == 0
 
 
-# -- typed errors, and a stalled-check guard no worker can hold for long ---------------------
+# -- typed errors, and a stalled-check lock no worker can hold for long ---------------------
 
 
 class _NoBeat(echoq.Queue):
-    """A queue whose beats always find the guard taken: the worker's first move on the
+    """A queue whose beats always find the lock taken: the worker's first move on the
     server is then its first pipelined send."""
 
-    def stalled_check_guarded(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def stalled_check_locked(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         return None
 
 
@@ -1023,15 +1023,15 @@ def test_a_server_gone_before_the_first_pipelined_send_is_a_typed_error(queue: e
         worker.work(burst=True)
 
 
-@pytest.mark.parametrize("guard", ["an hour long", "without expiry"])
-def test_no_guard_holds_back_the_fleets_stalled_check(queue: echoq.Queue, guard: str) -> None:
+@pytest.mark.parametrize("lock", ["an hour long", "without expiry"])
+def test_no_lock_holds_back_the_fleets_stalled_check(queue: echoq.Queue, lock: str) -> None:
     job_id = queue.enqueue("its worker was killed").job_id
     claim = queue.claim(lease_ms=200)
     assert claim is not None
-    if guard == "an hour long":  # a worker with a very long beat ran this beat's check
-        assert queue.stalled_check_guarded(every_ms=3_600_000, holder="slow beat") is not None
+    if lock == "an hour long":  # a worker with a very long beat ran this beat's check
+        assert queue.stalled_check_locked(every_ms=3_600_000, holder="slow beat") is not None
     else:
-        queue.client.set(queue.keys.stalled_guard, "set by hand")
+        queue.client.set(queue.keys.stalled_lock, "set by hand")
     expire(queue, claim)
     worker = Worker(queue, lambda d: None, **FAST)
     reports: list[echoq.WorkReport] = []
@@ -1045,8 +1045,8 @@ def test_no_guard_holds_back_the_fleets_stalled_check(queue: echoq.Queue, guard:
     assert queue.snapshot().place_of(job_id) is echoq.JobState.DONE
     # Cut down to this worker's beat: it lasts at most a beat, or is gone already (on a
     # loaded machine a beat may pass before this read; PTTL says 0 in its last millisecond);
-    # the guard it found would still be there, with no expiry (-1) or an hour's.
-    left = queue.client.pttl(queue.keys.stalled_guard)
+    # the lock it found would still be there, with no expiry (-1) or an hour's.
+    left = queue.client.pttl(queue.keys.stalled_lock)
     assert left == -2 or 0 <= left <= FAST["beat_ms"], left
 
 
@@ -1072,8 +1072,8 @@ class _SeesBusy(echoq.Queue):
     def _run(self, script, keys, args):  # type: ignore[no-untyped-def]
         return self._seen(lambda: super(_SeesBusy, self)._run(script, keys, args))
 
-    def stalled_check_guarded(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        return self._seen(lambda: super(_SeesBusy, self).stalled_check_guarded(*args, **kwargs))
+    def stalled_check_locked(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return self._seen(lambda: super(_SeesBusy, self).stalled_check_locked(*args, **kwargs))
 
 
 @ONE_SERVER

@@ -305,7 +305,7 @@ def test_run_all_on_class_chaos_in_a_workshop_stops_before_a_second_worker(monke
     from echoq.teaching.workshop import views
 
     monkeypatch.setenv("ECHOQ_CLASS", "people")
-    monkeypatch.setenv("VALKEY_URL", "redis://127.0.0.1:1/0")  # never reached: the guard comes first
+    monkeypatch.setenv("VALKEY_URL", "redis://127.0.0.1:1/0")  # never reached: the check comes first
     with pytest.raises(echoq.EchoqError, match="for learners alone") as caught:
         views.practice_alone()
     assert "\n" not in str(caught.value)
@@ -314,10 +314,10 @@ def test_run_all_on_class_chaos_in_a_workshop_stops_before_a_second_worker(monke
     cells = [
         c.source for c in nbformat.read(ROOT / "notebooks" / "class_chaos.ipynb", 4).cells if c.cell_type == "code"
     ]
-    guarded = next(n for n, c in enumerate(cells) if "practice_alone()" in c)
-    # Nothing before the guard starts a second worker or produces: Run All stops at it.
-    assert not any("ClassWorker(" in c or "produce(" in c for c in cells[:guarded])
-    assert cells[guarded].index("practice_alone()") < cells[guarded].index("ClassWorker(")
+    stopper = next(n for n, c in enumerate(cells) if "practice_alone()" in c)
+    # Nothing before that check starts a second worker or produces: Run All stops at it.
+    assert not any("ClassWorker(" in c or "produce(" in c for c in cells[:stopper])
+    assert cells[stopper].index("practice_alone()") < cells[stopper].index("ClassWorker(")
 
 
 def test_practising_alone_stops_the_worker_the_first_cell_started(monkeypatch, valkey_client) -> None:

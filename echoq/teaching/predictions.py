@@ -196,7 +196,7 @@ question(
     [
         (
             "Once: the fence stops A.",
-            "The fence guards complete; A's charge goes to the bank, which knows nothing of leases or tokens.",
+            "The fence protects complete; A's charge goes to the bank, which knows nothing of leases or tokens.",
         ),
         ("Never: the two workers cancel out.", "B charged and completed before A woke up; nothing undoes a charge."),
         (

@@ -5,7 +5,7 @@
 >>> report.completed, report.retried, report.dead
 
 The design is the one serious consumers use (dramatiq's consumer thread feeding worker
-threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and blocking wait):
+threads; BullMQ's single ``extendLocks`` call, stalled-check lock key and blocking wait):
 
 * **One I/O owner.** The thread that calls :meth:`Worker.work` makes every move on Valkey.
   In ONE call (``complete_many.lua``) it completes the jobs the handlers have finished --
@@ -47,8 +47,8 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check guard key and block
   longer than ``ARM_S``, it sleeps on its handlers while a listener thread blocks on the
   wake for it.
 * **The beat.** Every ``beat_ms`` the owner runs the count-thresholded stalled check --
-  unless another worker of the fleet ran it within this beat (a guard key set with
-  ``SET NX PX``): one check per beat across the fleet, not one per worker. A guard found
+  unless another worker of the fleet ran it within this beat (a lock key set with
+  ``SET NX PX``): one check per beat across the fleet, not one per worker. A lock found
   lasting longer than this worker's beat (or with no expiry) is cut down to it, so no
   worker's long beat pauses the fleet's checks.
 * **Confirmed starts.** A claim's reply can be lost on its way back. The worker's claims

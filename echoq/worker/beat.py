@@ -1,5 +1,5 @@
 """The beat: the fleet's count-thresholded stalled check, at most once per beat between
-every worker of a queue (a guard key)."""
+every worker of a queue (a lock key)."""
 
 from __future__ import annotations
 
@@ -32,10 +32,10 @@ class Beat:
         (then None)."""
         life = self.life
         life.check()
-        # The guard lasts a little less than a beat, so each worker's next beat finds it
+        # The lock lasts a little less than a beat, so each worker's next beat finds it
         # gone: one check per beat between them, never a beat without one.
         stalled = self.outages.ride_out(
-            self.queue.stalled_check_guarded,
+            self.queue.stalled_check_locked,
             self.max_stalled,
             every_ms=max(1, self.beat_ms - self.beat_ms // 10),
             holder=self.holder,

@@ -61,10 +61,6 @@ class WorkReport:
     unreplicated: int = 0  # completions applied on the master that no replica confirmed (durability on)
     lost_replies: int = 0  # claiming calls whose reply never came: what they claimed was leased to nobody
 
-    @property
-    def processed(self) -> int:
-        return self.completed
-
 
 class Life:
     """What every part of one worker shares: one lock and the two conditions on it (handler

@@ -46,7 +46,7 @@ end
 -- emq:{q}:done's bound: keep the newest `keep_done` ids, forgetting the oldest first (at
 -- most 1000 per call: a lowered keep_done takes a few calls to reach). A forgotten job's
 -- entry in the effects ledger goes with it -- unless the id has a row again (a stray
--- entry of a live job), whose ledger entry still guards its effect. One EXISTS over all
+-- entry of a live job), whose ledger entry still protects its effect. One EXISTS over all
 -- the forgotten ids' rows finds the usual case (none has a row: one HDEL for them all).
 local function trim_done(q, keep_done)
   local excess = redis.call('ZCARD', q.done) - keep_done
