@@ -73,10 +73,10 @@ def test_the_mask_hides_only_what_no_two_runs_share() -> None:
     mask = _tool().mask
     line = (
         "A worker was killed holding JOB01M92NQXQMDACADB09V6DAWJNE on emq:{x05-loop-123-4-crash}: 1.5 s later, "
-        "sent 992 commands, about 49,329 per second; its deadline 5000 was at the server's now 1796460415912, "
+        "sent 992 commands, and after 990 of its 991 replies; its deadline 5000 was at the server's now 1796460415912, "
         "charged 2 time(s)"
     )
     assert mask(line) == (
-        "A worker was killed holding <id> on emq:{<queue>}: <time> later, sent <n> commands, about <n> per "
-        "second; its deadline 5000 was at the server's now <server ms>, charged 2 time(s)"
+        "A worker was killed holding <id> on emq:{<queue>}: <time> later, sent <n> commands, and after <n> of its <n> "
+        "replies; its deadline 5000 was at the server's now <server ms>, charged 2 time(s)"
     )

@@ -40,9 +40,9 @@ _MASKS = (
     (re.compile(r"\b1\d{12}\b"), "<server ms>"),  # a time on the server's clock
     (re.compile(r"\{[^{}]*?x\d\d-[a-z_]+-\d+-\d+[^{}]*\}"), "{<queue>}"),
     (re.compile(r"\b[dx]\d\d-[a-z_]*-?\d+-\d+[a-z0-9-]*"), "<queue>"),
-    (re.compile(r"\d[\d,]*(?:\.\d+)? ?(?:ms|s)\b"), "<time>"),
+    (re.compile(r"\d[\d,]*(?:\.\d+)? ?(?:ms|s|days|years)\b"), "<time>"),
     (re.compile(r"sent \d[\d,]* commands"), "sent <n> commands"),
-    (re.compile(r"about [\d,]+ per second"), "about <n> per second"),
+    (re.compile(r"after \d[\d,]* of its \d[\d,]* replies"), "after <n> of its <n> replies"),
 )
 
 
