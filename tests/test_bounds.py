@@ -31,6 +31,8 @@ def sizes(queue: echoq.Queue) -> dict[str, int]:
             out["rows"] += 1
             continue
         kind = queue.client.type(key)
+        if kind == "none":  # gone since it was listed (the stalled-check lock runs out)
+            continue
         if kind == "string":
             out[name] = 1
             continue
