@@ -138,6 +138,7 @@ class Waiting:
     scheduled: int
     next_due_in_ms: int | None  # until the earliest scheduled job is due (0: due now); None: none
     expired: int = 0  # leases in the active set that have run out: a stalled check's work
+    now_ms: int = field(default=0, compare=False)  # the server's clock the counts were read on
 
 
 @dataclass(frozen=True)
@@ -626,8 +627,9 @@ class Queue:
         """How many jobs are pending and scheduled, how soon the earliest scheduled one is due,
         and how many leases have run out: one atomic read on the server's clock
         (``waiting.lua``)."""
-        pending, scheduled, due_in, expired = self._run("waiting", self.script_keys("waiting"), [])
-        return Waiting(int(pending), int(scheduled), None if int(due_in) < 0 else int(due_in), int(expired))
+        pending, scheduled, due_in, expired, now = self._run("waiting", self.script_keys("waiting"), [])
+        due = None if int(due_in) < 0 else int(due_in)
+        return Waiting(int(pending), int(scheduled), due, int(expired), int(now))
 
     def _reap_batch(self, limit: int) -> tuple[int, list[str], int]:
         check("limit", limit)

@@ -11,9 +11,11 @@
 -- KEYS[3]  emq:{q}:scheduled   sorted set, score = due time (server ms)
 --
 -- Replies
---   {pending, scheduled, due in, expired}   counts; due in is the milliseconds until the
+--   {pending, scheduled, due in, expired, now}
+--                                           counts; due in is the milliseconds until the
 --                                           earliest scheduled job is due (0 if it is due
---                                           now), -1 when none is scheduled
+--                                           now), -1 when none is scheduled; now is the
+--                                           server's clock (ms) the counts were read on
 -- Errors
 --   BADARG  KEYS not the three keys above of one queue
 --- @include "includes/server_now"
@@ -29,4 +31,4 @@ local first = redis.call('ZRANGE', scheduled_key, 0, 0, 'WITHSCORES')
 local due_in = -1
 if #first > 0 then due_in = math.max(0, tonumber(first[2]) - now) end
 return {redis.call('ZCARD', pending_key), redis.call('ZCARD', scheduled_key), due_in,
-  redis.call('ZCOUNT', active_key, '-inf', now)}
+  redis.call('ZCOUNT', active_key, '-inf', now), now}

@@ -200,7 +200,7 @@ class Worker:
         life = self._life
         life.report = WorkReport()
         life.woken = False
-        life.unheard_until = 0.0
+        life.unheard_until_ms = life.unheard_lease_ms = 0
         life.crashed.clear()
         self._waker.begin()
         self._listen_from = None
@@ -273,8 +273,9 @@ class Worker:
                     pace.dry = False
                     continue
                 if burst and not waiting.scheduled:
-                    unheard_until = life.unheard_until
-                    if not waiting.expired and time.monotonic() >= unheard_until:
+                    life.heard(waiting.now_ms)
+                    unheard_left_s = (life.unheard_until_ms - waiting.now_ms) / 1000
+                    if not waiting.expired and unheard_left_s <= 0:
                         return  # drained: nothing this worker claimed is still leased
                     if waiting.expired:
                         # Jobs of a dead worker wait for a stalled check (another worker ran
@@ -284,7 +285,7 @@ class Worker:
                         # Claims whose replies were lost hold leases nobody extends: once
                         # they run out, a stalled check returns their jobs, and this burst
                         # drains them too.
-                        pace.look_at(unheard_until)
+                        pace.look_at(time.monotonic() + unheard_left_s)
                 if waiting.next_due_in_ms is not None:
                     pace.look_at(time.monotonic() + waiting.next_due_in_ms / 1000)
             deadline = min(beat.next_at, leases.next_at, pace.look_again, time.monotonic() + step.confirm_in)
@@ -384,6 +385,8 @@ class Worker:
         life = self._life
         fresh = [Delivery(life, claim) for claim in claims]
         completed = outcomes.count(Complete.COMPLETED)
+        if claims:  # each claim's deadline is the server's now when it ran, plus the lease
+            life.heard(max(claim.deadline_ms for claim in claims) - self.lease_ms)
         with life.lock:
             report = life.report
             if timed:

@@ -4,7 +4,6 @@ part of one worker shares (:class:`Life`)."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -79,9 +78,14 @@ class Life:
         self.report = WorkReport()
         self.owner_waiting = False  # the I/O owner sleeps on io_wake
         self.woken = False  # work may be pending (a wake, a recovery): worth a claim
-        # When (monotonic) every lease taken by a claim whose reply was lost has run out: a
-        # burst does not end before then, so it drains what it claimed unheard too.
-        self.unheard_until = 0.0
+        # When (the server's clock, ms) every lease taken by a claim whose reply was lost has
+        # run out: a burst does not end before then, so it drains what it claimed unheard too.
+        # The lost call ran, if at all, before anything the server answers after the loss, so
+        # the first server time heard after it, plus the lease, bounds those leases; until
+        # one is heard, the lease is noted in unheard_lease_ms. (The worker's own clock would
+        # not do: a loaded server may run the lost call later than the worker notices the loss.)
+        self.unheard_until_ms = 0
+        self.unheard_lease_ms = 0
 
     def check(self) -> None:
         if self.crashed.is_set():
@@ -89,10 +93,18 @@ class Life:
 
     def unheard(self, lease_ms: int) -> None:
         """A claiming call's reply was lost: it may have leased jobs to nobody, for at most
-        ``lease_ms`` from now."""
+        ``lease_ms`` after it ran."""
         with self.lock:
             self.report.lost_replies += 1
-            self.unheard_until = max(self.unheard_until, time.monotonic() + lease_ms / 1000)
+            self.unheard_lease_ms = max(self.unheard_lease_ms, lease_ms)
+
+    def heard(self, server_now_ms: int) -> None:
+        """The server answered at ``server_now_ms`` (its clock): any claim whose reply was lost
+        before ran earlier, so its leases end by then plus their lease."""
+        with self.lock:
+            if self.unheard_lease_ms:
+                self.unheard_until_ms = max(self.unheard_until_ms, server_now_ms + self.unheard_lease_ms)
+                self.unheard_lease_ms = 0
 
     def rouse(self) -> None:
         """Wake the owner and every handler thread to look at the state again."""
