@@ -597,7 +597,7 @@ def _stall(queue: echoq.Queue) -> echoq.Claim:
 
 
 def test_the_max_stalled_th_stall_is_fatal(queue: echoq.Queue) -> None:
-    """The seed's rule: a count below max_stalled is recovered, at or above it dead-lettered.
+    """The max_stalled-th stall is fatal: a count below max_stalled is recovered, at or above it dead-lettered.
     Edge 1: with max_stalled=3 the first two stalls are recovered..."""
     job = queue.enqueue("crashes workers").job_id
     for n in (1, 2):
@@ -781,7 +781,7 @@ def test_unconfirmed_claims_are_recovered_apart_and_bounded(queue: echoq.Queue) 
     assert queue.snapshot().stats["unstarted"] == 50
 
 
-def test_a_confirmed_claim_stalls_by_the_seeds_rule(queue: echoq.Queue) -> None:
+def test_a_confirmed_claim_stalls_like_any_claim(queue: echoq.Queue) -> None:
     job_id = queue.enqueue("started, then its worker died").job_id
     _done, (claim,) = queue.complete_many_and_claim([], count=1, lease_ms=200, confirm=True)
     queue.complete_many_and_claim([], count=0, started=[claim])  # the holder confirms the start
