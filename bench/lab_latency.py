@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import matplotlib
+from _common import description
 
 matplotlib.use("Agg")
 
@@ -205,7 +206,7 @@ def idle_cpu(seconds: float) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--clicks", type=int, default=40, help="clicks per panel")
     parser.add_argument("--idle-s", type=float, default=30.0, help="idle CPU window in seconds (0: skip)")
     parser.add_argument("--burst", type=int, default=20, help="moves per burst from code (0: skip)")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from _common import machine, machine_line, positive_int, table
+from _common import description, machine, machine_line, positive_int, table
 
 import echoq
 from echoq import Effects, Queue, Worker, keyed_consumer
@@ -127,7 +127,7 @@ def soak(client: redis.Redis, probe: redis.Redis, runs: list[int], keep: int, co
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--jobs", type=positive_int, default=10_000, help="jobs in run 1; run 2 has twice as many")
     parser.add_argument("--keep", type=positive_int, default=DEFAULT_KEEP_DONE, help="keep_done/dead/outbox caps")
     parser.add_argument("--concurrency", type=positive_int, default=4, help="worker threads (default 4)")

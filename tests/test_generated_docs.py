@@ -144,3 +144,13 @@ def test_every_key_a_script_header_names_is_one_keyspace_builds() -> None:
         for key in re.findall(r"emq:\{q\}:[\w:<>]+", gen.lua_header(script)["contract"]):
             placeholder = "<id>" if ":job:" in key else "<run>"
             assert re.sub(r"<[^>]+>$", placeholder, key) in built, (script.name, key)
+
+
+def test_each_bench_s_help_says_its_first_paragraph_whole() -> None:
+    """A description cut at the docstring's first line ends mid-sentence on the commands page."""
+    for path in gen.benches():
+        module = gen.bench_module(path.stem)
+        code, text = gen.module_help(module, f"bench/{path.name}", [])
+        first = " ".join((module.__doc__ or "").strip().split("\n\n")[0].split())
+        assert code == 0 and first in " ".join(text.split()), path.name
+        assert first[-1] in ".?)", f"{path.name}: its first paragraph is not a sentence: {first!r}"
