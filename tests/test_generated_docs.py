@@ -154,3 +154,17 @@ def test_each_bench_s_help_says_its_first_paragraph_whole() -> None:
         first = " ".join((module.__doc__ or "").strip().split("\n\n")[0].split())
         assert code == 0 and first in " ".join(text.split()), path.name
         assert first[-1] in ".?)", f"{path.name}: its first paragraph is not a sentence: {first!r}"
+
+
+def test_a_constant_said_in_a_sentence_is_the_code_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One-line regions hold their value in the page itself: each must be what the code says."""
+    from echoq.teaching.lab.figure import BoardFigure
+
+    held = [(page.name, name, shown) for page in PAGES for name, shown in gen.inline_values(page.read_text())]
+    assert ("lab.md", "value-echoq.teaching.lab.figure.BoardFigure.steps", str(BoardFigure.steps)) in held
+    for page, name, shown in held:
+        assert gen.generator(name)() == shown, f"docs/{page}: {name} says {shown}, the code {gen.generator(name)()}"
+    monkeypatch.setattr(BoardFigure, "steps", 24)
+    line = "over <!-- generated: value-echoq.teaching.lab.figure.BoardFigure.steps -->18<!-- /generated --> frames"
+    assert gen.fill(line) == line.replace("-->18<", "-->24<") and gen.regions(line) == [line.split()[3]]
+    assert gen.value("echoq.teaching.lab.figure.BoardFigure.transition_s") == "720 ms"
