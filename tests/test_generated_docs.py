@@ -4,6 +4,7 @@ source, and each can be seen to follow it."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from pathlib import Path
@@ -168,3 +169,23 @@ def test_a_constant_said_in_a_sentence_is_the_code_s(monkeypatch: pytest.MonkeyP
     line = "over <!-- generated: value-echoq.teaching.lab.figure.BoardFigure.steps -->18<!-- /generated --> frames"
     assert gen.fill(line) == line.replace("-->18<", "-->24<") and gen.regions(line) == [line.split()[3]]
     assert gen.value("echoq.teaching.lab.figure.BoardFigure.transition_s") == "720 ms"
+
+
+def _runs(text: str, words: int = 12) -> set[tuple[str, ...]]:
+    """Every run of ``words`` words of a text, code marks dropped (a page's `x` is a docstring's ``x``)."""
+    flat = re.sub(r":\w+:`~?\.?([^`]+)`", r"\1", text).replace("`", "").replace("*", "").lower().split()
+    return {tuple(flat[n : n + words]) for n in range(len(flat) - words + 1)}
+
+
+def test_design_prose_shown_from_a_docstring_is_not_typed_again_on_any_page() -> None:
+    """Design prose lives once: a page that shows a module's docstring (docstring-<module>)
+    repeats none of its sentences outside that region, and neither does any other page."""
+    shown = {name.removeprefix("docstring-") for page in PAGES for name in gen.regions(page.read_text())}
+    shown = {name for name in shown if not name.startswith(("bench-", "value-", "fields-"))} - set(gen.GENERATORS)
+    assert {"echoq.worker", "echoq.durability"} <= shown
+    typed = {page.name: _runs(gen.REGION.sub("", page.read_text())) for page in PAGES}
+    for module in sorted(shown):
+        said = _runs(importlib.import_module(module).__doc__ or "")
+        for page, runs in typed.items():
+            again = sorted(said & runs)
+            assert not again, f"docs/{page} types again what {module}'s docstring says: {' '.join(again[0])!r}"
