@@ -57,7 +57,7 @@ def crashed_hand(ran: bool) -> str:
 def ledger(effects: int, deliveries: int) -> str:
     """The ledger's count against the deliveries (each delivery ran its effect or skipped it)."""
     skipped = max(0, deliveries - effects)
-    return f"deliveries so far: {deliveries}\neffect ran {effects} · skipped {skipped}"
+    return f"{deliveries} deliver{'y' if deliveries == 1 else 'ies'} · {skipped} skipped"
 
 
 def workers_card(workers: Sequence[tuple[str, int, str]]) -> str:
