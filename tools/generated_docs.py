@@ -21,7 +21,9 @@ unknown name is an error, so a page cannot point at a table nobody makes. The so
   constant it names shown with its value;
 - ``fields-<module.Class>``: a dataclass's fields, each with its comment;
 - ``bench-<name>``: ``docs/data/bench/<name>.json``, a bench's ``--json`` report stored with the
-  date, commit and command by tools/store_run.py, rendered by that bench's own ``render()``;
+  date, commit, command and the machine's load by tools/store_run.py, rendered by that
+  bench's own ``render()`` (``<name>`` is the bench, or ``<bench>.<variant>`` for another
+  stored run of it);
 - ``value-<module.NAME>`` (or ``<module.Class.attribute>``): one constant, in a sentence. It is
   the one region kept filled in the page itself, on one line, so the page reads right where
   it is not built (``<!-- generated: value-x.Y -->18<!-- /generated -->``); a test checks
@@ -323,15 +325,24 @@ def bench_module(name: str) -> Any:
         sys.path.remove(str(ROOT / "bench"))
 
 
+def bench_shown(name: str, stored: dict[str, Any]) -> str:
+    """What the bench's own render() draws of a stored run's report."""
+    return str(bench_module(name.split(".", 1)[0]).render(stored["report"]))
+
+
 def bench(name: str) -> str:
-    """A stored run, as the bench itself renders it (its machine on the second line), dated."""
+    """A stored run, as the bench itself renders it (its machine on the second line), dated,
+    with the load the machine had."""
     stored = _stored(DATA / "bench" / f"{name}.json")
     if stored is None:
         return _not_stored(name)
-    shown = bench_module(name).render(stored["report"])
     when = _when(stored)
+    load = stored.get("load")
+    loaded = f" (load average {load['before'][0]} when it began, {load['after'][0]} when it ended)" if load else ""
+    again = f"`.venv/bin/python tools/store_run.py {name}` measures it again"
     return (
-        f"```\n{shown}\n```\n\n{when[0].upper()}{when[1:]}, with `{stored['command']}` (`tools/store_run.py {name}`)."
+        f"```\n{bench_shown(name, stored)}\n```\n\n{when[0].upper()}{when[1:]}{loaded}, with `{stored['command']}`; "
+        f"{again}."
     )
 
 
