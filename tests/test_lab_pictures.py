@@ -7,6 +7,7 @@ the longest a lab draws."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import matplotlib
 import pytest
@@ -139,3 +140,28 @@ def test_every_key_names_its_queue_whole_on_as_many_lines_as_its_box_needs(panel
         widest(lab.figure.title)  # a title as wide as the picture, under which the headers sit
         assert not [c for c in collisions(lab.figure) if "overlap" in c or "clipped" in c], queue
         lab.close()
+
+
+def test_the_pictures_and_alt_text_in_docs_are_what_the_code_draws_of_their_frames_now() -> None:
+    """tools/render_docs.py keeps the frames it drew (docs/data/pictures.json); drawn again
+    by today's code, each gives the committed PNG byte for byte and its line in docs/lab.md.
+    A change to how a lab draws or words a frame fails here until `render_docs.py --redraw`."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("render_docs", root / "tools" / "render_docs.py")
+    assert spec and spec.loader
+    render_docs = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("render_docs", render_docs)
+    spec.loader.exec_module(render_docs)
+    recorded = json.loads(render_docs.RECORD.read_text())
+    assert {"lab-claim.png", "lab-fence.png", "lab-race-grid.png"} <= set(recorded)
+    drawn = []
+    for name, facts in recorded.items():
+        png, alt = render_docs.draw(name, facts)
+        assert png == (render_docs.DOCS / name).read_bytes(), f"docs/{name} is not what the code draws now"
+        drawn.append((name, alt))
+    page = (render_docs.DOCS / "lab.md").read_text()
+    assert render_docs.BEGIN + "\n" + render_docs.lines(drawn) + render_docs.END in page
