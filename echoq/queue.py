@@ -104,12 +104,13 @@ class Claim:
     ``token`` is the fencing token: the row's token after this claim, bumped by every claim
     and never handed out twice; complete, extend, retry and release present it. ``attempts``
     counts the tries toward ``max_attempts``, this one included (1 on the first delivery); a
-    claim given back unstarted (:meth:`Queue.release_many`), or recovered unstarted by a
-    sweep (its reply lost on the way to a Worker: :meth:`Queue.stalled_check` or
-    :meth:`Queue.reap`), gave its try back, so it may be lower than ``token``. A claim
-    made without ``confirm`` (:meth:`Queue.claim`, :meth:`Queue.claim_many`) counts its try
-    when its reply leaves the server: its caller is the handler, and nothing can tell its
-    lost reply from a start."""
+    claim given back unstarted (:meth:`Queue.release_many`), or recovered unstarted by the
+    stalled check (its reply lost on the way to a Worker), gave its try back, so it may be
+    lower than ``token``. The bare reaper (:meth:`Queue.reap`) gives no try back: it has no
+    dead-letter floor to stop a job whose claims never start. A claim made without
+    ``confirm`` (:meth:`Queue.claim`, :meth:`Queue.claim_many`) counts its try when its reply
+    leaves the server: its caller is the handler, and nothing can tell its lost reply from a
+    start."""
 
     job_id: str
     payload: str
@@ -385,7 +386,7 @@ class Queue:
         With ``confirm``, the new claims count as unstarted until a later call names them in
         ``started`` (held jobs whose handler started, each fenced by its token): a claim
         whose reply was lost then stalls without spending its stall budget or its try (see
-        ``lua/includes/unstarted.lua``). Without it, a claim counts as started at once."""
+        ``lua/stalled_check.lua``). Without it, a claim counts as started at once."""
         _only_claims(claims, "complete_many")
         _only_claims(started, "complete_many")
         check("lease_ms", lease_ms)

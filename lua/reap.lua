@@ -5,9 +5,6 @@
 -- same job (the two-step check-then-move in echoq/teaching/contrasts.py can). "Expired"
 -- means a deadline at or before the server's now -- the same clock claim.lua wrote it with.
 -- A job moved goes back to its arrival number (includes/arrival), ahead of younger jobs.
--- The bare reaper counts no stall; a claim that expired before its start was confirmed
--- (includes/unstarted) has its try given back and its row's 'unstarted' count raised, as
--- the stalled check does, so either sweep leaves a lost claim reply costing no try.
 -- At most `limit` jobs move per call, so one call never holds the server for long; the
 -- caller calls again while a full batch came back. Each moved id's row emq:{q}:job:<id> is
 -- built from KEYS[1]'s prefix (includes/queue_keys): same {q} tag, same slot. An expired
@@ -20,7 +17,7 @@
 -- KEYS[3]  emq:{q}:scheduled   sorted set (read, to recognise a stray copy)
 -- KEYS[4]  emq:{q}:dead        sorted set, score = time of death (server ms)
 -- KEYS[5]  emq:{q}:done        sorted set of recently completed ids (read)
--- KEYS[6]  emq:{q}:stats       hash of counters ('reaped' and 'unstarted' are bumped)
+-- KEYS[6]  emq:{q}:stats       hash of counters ('reaped' is bumped)
 -- KEYS[7]  emq:{q}:effects     hash: the effects ledger (an evicted dead job's entry goes)
 -- ARGV[1]  limit               most expired entries to handle in this call, 1..10000
 -- ARGV[2]  keep dead           how many jobs emq:{q}:dead keeps, 0..1000000
@@ -37,7 +34,6 @@
 --- @include "includes/rows"
 --- @include "includes/wake"
 --- @include "includes/arrival"
---- @include "includes/unstarted"
 
 local NAMES = {'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'}
 local prefix, refused = queue_prefix(NAMES)
@@ -49,12 +45,11 @@ local limit, keep_dead = unpack(argv)
 local q = keys_by_name(prefix, NAMES)
 q.now, q.keep_dead = server_now_ms(), keep_dead
 local expired = redis.call('ZRANGEBYSCORE', q.active, '-inf', q.now, 'LIMIT', 0, limit)
-local moved, corrupt, unstarted = {}, 0, 0
+local moved, corrupt = {}, 0
 for _, id in ipairs(expired) do
   redis.call('ZREM', q.active, id)
-  local row, values = take_row(q, id, 'active', 'confirm', 'token', 'attempts')
+  local row = take_row(q, id, 'active')
   if row then
-    if unstarted_claim(row, values[2], values[3], values[4]) then unstarted = unstarted + 1 end
     redis.call('ZADD', q.pending, arrival_of(row), id)
     redis.call('HSET', row, 'state', 'pending')
     moved[#moved + 1] = id
@@ -63,7 +58,6 @@ for _, id in ipairs(expired) do
   end
 end
 if #moved > 0 then redis.call('HINCRBY', q.stats, 'reaped', #moved) end
-if unstarted > 0 then redis.call('HINCRBY', q.stats, 'unstarted', unstarted) end
 if q.died then trim_dead(q) end
 wake(prefix, #moved)
 return {q.now, moved, corrupt}

@@ -11,12 +11,18 @@
 -- recoveries instead: it is N - 1.) A poison job that kills every worker that touches it
 -- thus lands on the durable floor instead of looping forever; the dead set then keeps its
 -- newest `keep dead` jobs (includes/dead_letter).
--- A stall is counted only on a claim whose start was confirmed. A claim that expired
--- unconfirmed (includes/unstarted) goes back to pending with no stall counted and its try
--- given back, and the row's 'unstarted' count goes up instead (stats 'unstarted'). That
--- count is bounded apart: at UNSTARTED_MAX such recoveries (whichever sweep made them) the
--- job is dead-lettered with reason 'unstarted', so a job whose claims never reach a worker
--- (or that kills each worker before the start is confirmed) cannot loop forever.
+-- A stall is counted only on a claim whose start was confirmed. A claim made with
+-- complete_many.lua's `confirm` 1 (the Worker's) carries 'confirm' = its token until its
+-- holder confirms the handler started it; should it expire before that -- its reply was
+-- lost on the way back, or the worker died before its next call -- the job never ran
+-- here as far as anyone knows: it goes back to pending with no stall counted, its try
+-- given back (the row's 'attempts' goes down by one, as a release's does: a try counts when
+-- a handler starts, so a lost reply never costs a job one of its max attempts), and the
+-- row's 'unstarted' count goes up instead (stats 'unstarted'). That count is bounded
+-- apart: at UNSTARTED_MAX such recoveries the job is dead-lettered with reason
+-- 'unstarted', so a job whose claims never reach a worker (or that kills each worker
+-- before the start is confirmed) cannot loop forever. Claims made by claim.lua, or with
+-- `confirm` 0, count as started at once.
 -- Detect and move happen in one script, like reap.lua; at most `limit` jobs per call.
 -- Each stalled id's row emq:{q}:job:<id> is built from KEYS[1]'s prefix
 -- (includes/queue_keys): same {q} tag, same slot. An expired entry whose row is missing or
@@ -47,7 +53,6 @@
 --- @include "includes/rows"
 --- @include "includes/wake"
 --- @include "includes/arrival"
---- @include "includes/unstarted"
 
 local NAMES = {'pending', 'active', 'scheduled', 'dead', 'done', 'stats', 'effects'}
 local prefix, refused = queue_prefix(NAMES)
@@ -82,18 +87,21 @@ for _, id in ipairs(expired) do
   local row, values = take_row(q, id, 'active', 'confirm', 'token', 'attempts')
   if not row then
     corrupt = corrupt + 1
-  else
-    local lost = unstarted_claim(row, values[2], values[3], values[4])
-    if lost then
-      unstarted = unstarted + 1
-      recover_or_bury(id, lost, UNSTARTED_MAX, 'unstarted', 'claimed ' .. lost .. ' times and never confirmed ' ..
-        'started (each claim reply lost, or each worker gone before its next call)')
-    else
-      stalls = stalls + 1
-      local stalled = redis.call('HINCRBY', row, 'stalled', 1)
-      recover_or_bury(id, stalled, max_stalled, 'stalled',
-        'stalled ' .. stalled .. ' times (max_stalled ' .. max_stalled .. ')')
+  elseif values[2] and values[2] == values[3] then
+    redis.call('HDEL', row, 'confirm')
+    -- (a count echoq wrote, at most 9 digits: HINCRBY would fail half-way on anything else)
+    if string.match(values[4] or '', '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?$') then
+      redis.call('HINCRBY', row, 'attempts', -1)
     end
+    local lost = redis.call('HINCRBY', row, 'unstarted', 1)
+    unstarted = unstarted + 1
+    recover_or_bury(id, lost, UNSTARTED_MAX, 'unstarted', 'claimed ' .. lost .. ' times and never confirmed ' ..
+      'started (each claim reply lost, or each worker gone before its next call)')
+  else
+    stalls = stalls + 1
+    local stalled = redis.call('HINCRBY', row, 'stalled', 1)
+    recover_or_bury(id, stalled, max_stalled, 'stalled',
+      'stalled ' .. stalled .. ' times (max_stalled ' .. max_stalled .. ')')
   end
 end
 if stalls > 0 then redis.call('HINCRBY', q.stats, 'stalled', stalls) end
