@@ -18,6 +18,12 @@ from typing import Any
 import redis
 
 
+def description(doc: str | None) -> str:
+    """A bench's --help description: its docstring's first paragraph, whole (a first line
+    alone ends mid-sentence)."""
+    return " ".join((doc or "").strip().split("\n\n")[0].split())
+
+
 def register_scripts() -> None:
     """Put the benchmarks' own Lua (bench/ceiling.lua: the raw round-trip ceiling) into the
     library's registry as ``bench/<name>``; registering again does nothing."""

@@ -25,7 +25,7 @@ import threading
 import time
 
 import _workshop
-from _common import machine, machine_line, median, percentile, table
+from _common import description, machine, machine_line, median, percentile, table
 
 from echoq.teaching.workshop import board
 
@@ -127,7 +127,7 @@ def render(report: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--learners", type=int, default=60, choices=range(1, 201), metavar="N (1-200)")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--think-ms", default="300,1500", help="pause between a learner's clicks, low,high ms")

@@ -50,7 +50,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from _common import machine, machine_line, median, positive_int, table
+from _common import description, machine, machine_line, median, positive_int, table
 from cluster_scale import PROCESS_TIMEOUT_S, _drain, queue_names
 
 import echoq
@@ -419,7 +419,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--queues", type=positive_int, default=DEFAULT_QUEUES, help="queues (and processes)")
     parser.add_argument("--rounds", type=positive_int, help=f"interleaved rounds (default {DEFAULT_ROUNDS})")
     parser.add_argument("--jobs", type=positive_int, help="jobs per queue for both paths")

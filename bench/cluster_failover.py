@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import machine, machine_line, median, percentile, positive_int, table
+from _common import description, machine, machine_line, median, percentile, positive_int, table
 
 import echoq
 from echoq import Durability, NotReplicated, Queue, ServerUnavailable
@@ -304,7 +304,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--trials", type=positive_int, help="failover trials per setting (default 5)")
     parser.add_argument("--jobs", type=positive_int, help="jobs per price measurement (default 2,000)")
     parser.add_argument("--quick", action="store_true", help="one trial, few jobs")

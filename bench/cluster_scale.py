@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from _common import machine, machine_line, median, positive_int, table
+from _common import description, machine, machine_line, median, positive_int, table
 
 import echoq
 from echoq import Complete, Queue
@@ -290,7 +290,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--queues", type=positive_int, default=DEFAULT_QUEUES, help="queues (and worker processes)")
     parser.add_argument("--rounds", type=positive_int, help=f"interleaved rounds (default {DEFAULT_ROUNDS})")
     parser.add_argument("--jobs", type=positive_int, help="jobs per queue for both paths (default: 3,000 / 15,000)")

@@ -25,7 +25,7 @@ import sys
 import time
 
 import _workshop
-from _common import machine, machine_line, median, percentile, table
+from _common import description, machine, machine_line, median, percentile, table
 
 import echoq
 from echoq.teaching import progress
@@ -171,7 +171,7 @@ def render(report: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--learners", type=int, default=60, choices=range(1, 201), metavar="N (1-200)")
     parser.add_argument("--refreshes", type=int, default=50, help="quiet refreshes timed back to back")
     parser.add_argument("--seconds", type=float, default=20.0, help="how long the learners click meanwhile")

@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import load_average, machine, machine_line, median, positive_int, table
+from _common import description, load_average, machine, machine_line, median, positive_int, table
 from soak import settled_used_memory
 
 import echoq
@@ -517,7 +517,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--jobs", type=positive_int, help=f"jobs (default {DEFAULT_JOBS:,})")
     parser.add_argument(
         "--crashes-per-tenth", type=positive_int, help="SIGKILLs in each tenth of the jobs (default 3; --quick 1)"

@@ -36,8 +36,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import matplotlib
+from _common import description, machine, machine_line
 
 matplotlib.use("Agg")
 
@@ -204,14 +206,14 @@ def idle_cpu(seconds: float) -> dict[str, float]:
         km.shutdown_kernel(now=True)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--clicks", type=int, default=40, help="clicks per panel")
     parser.add_argument("--idle-s", type=float, default=30.0, help="idle CPU window in seconds (0: skip)")
     parser.add_argument("--burst", type=int, default=20, help="moves per burst from code (0: skip)")
     parser.add_argument("--bursts", type=int, default=10, help="bursts per panel")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     claim, delivery, reap, fleet = (
         ClaimLab(live=False),
@@ -267,57 +269,74 @@ def main() -> int:
             panel.model.queue.reset()
     idle = idle_cpu(args.idle_s) if args.idle_s > 0 else None
 
-    if args.json:
-        print(json.dumps({"rows": rows, "bursts": bursts, "fleet_follow": follow, "idle": idle}))
-        return 0
-    print(f"machine load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores\n")
+    report = {
+        "machine": machine(),
+        "clicks": args.clicks,
+        "burst": args.burst,
+        "bursts": args.bursts,
+        "tick_ms": fleet.tick_ms,
+        "rows": rows,
+        "burst_runs": bursts,
+        "fleet_follow": follow,
+        "idle": idle,
+    }
+    print(json.dumps(report) if args.json else render(report))
+    return 0
+
+
+def render(report: dict[str, Any]) -> str:
+    """The report's tables, from what --json printed."""
+    rows, bursts, follow, idle = report["rows"], report["burst_runs"], report["fleet_follow"], report["idle"]
+    out = [f"machine: {machine_line(report['machine'])}", ""]
     if bursts:
-        print(f"{args.bursts} bursts per panel: moves from code, then until the picture equals the server\n")
-        print("| panel | burst | frames recorded | caught up s (median / max) |")
-        print("|---|---|---:|---:|")
+        out += [
+            f"{report['bursts']} bursts per panel: moves from code, then until the picture equals the server",
+            "",
+            "| panel | burst | frames recorded | caught up s (median / max) |",
+            "|---|---|---:|---:|",
+        ]
         for b in bursts:
-            print(
+            out.append(
                 f"| {b['panel']} | {b['moves']} | {statistics.median(b['frames']):.0f} | "
                 f"{statistics.median(b['caught_up_s']):.2f} / {max(b['caught_up_s']):.2f} |"
             )
-        print(
-            f"| FleetLab | 3 workers running, a sample every {fleet.tick_ms} ms, 15 s | {len(follow)} looks | "
-            f"readout behind {statistics.median(follow):.2f} / {max(follow):.2f} |"
-        )
-        worst = max(max(b["caught_up_s"]) for b in bursts)
-        worst = max(worst, max(follow))
-        print(
-            f"\nburst: picture equals the server <= 1 s after the last move: {'met' if worst <= 1 else 'NOT met'} "
-            f"(worst {worst:.2f} s)\n"
-        )
-    if not rows:
-        return 0
-    print(f"{args.clicks} clicks per panel; Agg canvas, each frame encoded as PNG for the widget")
-    print(
-        "| panel | clicks | first frame median ms | p95 ms | frames per move (min / median) | move s (median / max) |"
-    )
-    print("|---|---|---:|---:|---:|---:|")
-    for r in rows:
-        print(
-            f"| {r['panel']} | {r['clicks']} | {statistics.median(r['first_ms']):.1f} | {p95(r['first_ms']):.1f} | "
-            f"{min(r['frames'])} / {statistics.median(r['frames']):.0f} | "
-            f"{statistics.median(r['seconds']):.2f} / {max(r['seconds']):.2f} |"
-        )
-    worst_med = max(statistics.median(r["first_ms"]) for r in rows)
-    worst_p95 = max(p95(r["first_ms"]) for r in rows)
-    fewest = min(min(r["frames"]) for r in rows)
-    verdict = "met" if worst_med <= 50 and worst_p95 <= 100 else "NOT met"
-    print(
-        f"\nfirst frame: median <= 50 ms and p95 <= 100 ms: {verdict} "
-        f"(worst median {worst_med:.1f} ms, worst p95 {worst_p95:.1f} ms); fewest frames in a move: {fewest}"
-    )
+        if follow:
+            out.append(
+                f"| FleetLab | 3 workers running, a sample every {report['tick_ms']} ms, 15 s | {len(follow)} looks | "
+                f"readout behind {statistics.median(follow):.2f} / {max(follow):.2f} |"
+            )
+        worst = max([max(b["caught_up_s"]) for b in bursts] + [max(follow, default=0.0)])
+        verdict = "met" if worst <= 1 else "NOT met"
+        out += ["", f"burst: picture equals the server <= 1 s after the last move: {verdict} (worst {worst:.2f} s)", ""]
+    if rows:
+        out += [
+            f"{report['clicks']} clicks per panel; Agg canvas, each frame encoded as PNG for the widget",
+            "",
+            "| panel | clicks | first frame median ms | p95 ms | frames per move (min / median) "
+            "| move s (median / max) |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for r in rows:
+            out.append(
+                f"| {r['panel']} | {r['clicks']} | {statistics.median(r['first_ms']):.1f} | {p95(r['first_ms']):.1f} | "
+                f"{min(r['frames'])} / {statistics.median(r['frames']):.0f} | "
+                f"{statistics.median(r['seconds']):.2f} / {max(r['seconds']):.2f} |"
+            )
+        worst_med = max(statistics.median(r["first_ms"]) for r in rows)
+        worst_p95 = max(p95(r["first_ms"]) for r in rows)
+        fewest = min(min(r["frames"]) for r in rows)
+        verdict = "met" if worst_med <= 50 and worst_p95 <= 100 else "NOT met"
+        out += [
+            "",
+            f"first frame: median <= 50 ms and p95 <= 100 ms: {verdict} "
+            f"(worst median {worst_med:.1f} ms, worst p95 {worst_p95:.1f} ms); fewest frames in a move: {fewest}",
+        ]
     if idle is not None:
-        print(
+        out.append(
             f"idle kernel with the four panels of present.ipynb, no browser: {idle['cpu_s']:.2f} s of CPU "
             f"in {idle['seconds']:.0f} s = {idle['percent_of_a_core']:.2f}% of a core"
         )
-    return 0
-
+    return "\n".join(out).rstrip()
 
 if __name__ == "__main__":
     sys.exit(main())

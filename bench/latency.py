@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import load_average, machine, machine_line, median, table
+from _common import description, load_average, machine, machine_line, median, table
 from _latency import (
     Job,
     bullmq_missing,
@@ -285,7 +285,7 @@ def parse_levels(text: str) -> list[str | int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--quick", action="store_true", help="a few jobs per level: a rough look")
     parser.add_argument("--levels", type=parse_levels, default=["idle", *RATES], help="e.g. idle,100,5000")
     parser.add_argument("--no-bullmq", action="store_true", help="leave BullMQ out (no node, or no npm registry)")

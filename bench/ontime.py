@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import load_average, machine, machine_line, table
+from _common import description, load_average, machine, machine_line, table
 from _latency import (
     BenchmarkMiscounted,
     Job,
@@ -197,7 +197,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_JOBS} jobs per run, shorter delays")
     parser.add_argument("--jobs", type=int, help=f"jobs per run (default {FULL_JOBS})")
     parser.add_argument("--no-bullmq", action="store_true", help="leave BullMQ out")

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from _common import load_average, machine, machine_line, table
+from _common import description, load_average, machine, machine_line, table
 from _latency import (
     BenchmarkMiscounted,
     bullmq_missing,
@@ -415,7 +415,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--quick", action="store_true", help="1 s leases, 0.5 s checks, 2 restarts")
     parser.add_argument("--lease-ms", type=int, help="both libraries' lease (BullMQ: lockDuration)")
     parser.add_argument("--interval-ms", type=int, help="both libraries' stalled-check interval (echoq: beat_ms)")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from _common import machine, machine_line, positive_int, table
+from _common import description, machine, machine_line, positive_int, table
 
 import echoq
 from echoq import Effects, Queue, Worker, keyed_consumer
@@ -127,7 +127,7 @@ def soak(client: redis.Redis, probe: redis.Redis, runs: list[int], keep: int, co
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--jobs", type=positive_int, default=10_000, help="jobs in run 1; run 2 has twice as many")
     parser.add_argument("--keep", type=positive_int, default=DEFAULT_KEEP_DONE, help="keep_done/dead/outbox caps")
     parser.add_argument("--concurrency", type=positive_int, default=4, help="worker threads (default 4)")
@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     per_extra = rows[-1]["per_job"]
     result = {
         "machine": facts,
+        "jobs": first,
         "keep": keep,
         "concurrency": args.concurrency,
         "rows": rows,
@@ -155,14 +156,13 @@ def main(argv: list[str] | None = None) -> int:
         "target_bytes_per_extra_job": TARGET_BYTES_PER_EXTRA_JOB,
         "target_met": per_extra <= TARGET_BYTES_PER_EXTRA_JOB,
     }
-    if args.json:
-        print(json.dumps(result))
-        return 0
-    print(
-        f"echoq soak: {first:,} then {2 * first:,} jobs through the Worker (keyed consumer, "
-        f"{args.concurrency} threads), keep_done = keep_dead = keep_outbox = {keep:,}, one private server"
-    )
-    print(f"machine: {machine_line(facts)}\n")
+    print(json.dumps(result) if args.json else render(result))
+    return 0
+
+
+def render(result: dict[str, Any]) -> str:
+    """The report's tables, from what --json printed."""
+    rows, first, keep = result["rows"], result["jobs"], result["keep"]
     body = [
         [
             r["run"],
@@ -177,23 +177,27 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows
     ]
     headers = ["after", "jobs", "jobs so far", "used_memory B", "retained B", "grown B", "B per job", "s"]
-    print(table(headers, body, [False] + [True] * 7))
-    print("\nMEMORY USAGE per key after each run (bytes; rows summed):")
     names = sorted({k for r in rows[1:] for k in r["keys"]})
-    print(
-        table(
-            ["key", *(r["run"] for r in rows[1:])],
-            [[n, *(f"{r['keys'].get(n, 0):,}" for r in rows[1:])] for n in names],
-            [False] + [True] * (len(rows) - 1),
-        )
-    )
     verdict = "met" if result["target_met"] else "NOT met"
-    print(
-        f"\nbytes retained per extra job (run 2): {per_extra:.2f} B; "
-        f"target <= {TARGET_BYTES_PER_EXTRA_JOB} B: {verdict}"
+    return "\n".join(
+        [
+            f"echoq soak: {first:,} then {2 * first:,} jobs through the Worker (keyed consumer, "
+            f"{result['concurrency']} threads), keep_done = keep_dead = keep_outbox = {keep:,}, one private server",
+            f"machine: {machine_line(result['machine'])}",
+            "",
+            table(headers, body, [False] + [True] * 7),
+            "",
+            "MEMORY USAGE per key after each run (bytes; rows summed):",
+            table(
+                ["key", *(r["run"] for r in rows[1:])],
+                [[n, *(f"{r['keys'].get(n, 0):,}" for r in rows[1:])] for n in names],
+                [False] + [True] * (len(rows) - 1),
+            ),
+            "",
+            f"bytes retained per extra job (run 2): {result['bytes_per_extra_job']:.2f} B; "
+            f"target <= {result['target_bytes_per_extra_job']} B: {verdict}",
+        ]
     )
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

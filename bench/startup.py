@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from _common import machine, machine_line, median, percentile, positive_int, table
+from _common import description, machine, machine_line, median, percentile, positive_int, table
 
 import echoq
 from echoq.server import start_server
@@ -95,7 +95,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--runs", type=positive_int, default=DEFAULT_RUNS, help=f"starts (default {DEFAULT_RUNS})")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)

@@ -55,6 +55,7 @@ from typing import Any
 
 import redis
 from _common import (
+    description,
     load_average,
     machine,
     machine_line,
@@ -720,7 +721,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=description(__doc__))
     parser.add_argument("--jobs", type=positive_int, help=f"jobs per run (default {DEFAULT_JOBS:,})")
     parser.add_argument("--rounds", type=positive_int, help=f"interleaved rounds (default {DEFAULT_ROUNDS})")
     parser.add_argument("--batch", type=positive_int, default=DEFAULT_BATCH, help="claim_many size (max 1000)")

@@ -6,11 +6,18 @@ the last writes with it, and the replica promoted in its place has never seen th
 whose ``enqueue`` returned, or a completion the worker was told succeeded, can vanish.
 
 ``Queue(name, client, durability=Durability(replicas=1, timeout_ms=1000))`` closes that
-window for the moves that acknowledge something to their caller: after the script, on the
-same connection, the library sends ``WAIT replicas timeout_ms`` (with ``fsync=True``,
-``WAITAOF 1 replicas timeout_ms``: fsynced to the master's append-only file and to the
-replicas') and returns only when enough replicas have the writes; otherwise it raises
-:class:`~echoq.errors.NotReplicated` (the write is applied on the master, and may be lost).
+window for the moves that acknowledge something to their caller: after the script the
+library sends ``WAIT replicas timeout_ms`` (with ``fsync=True``, ``WAITAOF 1 replicas
+timeout_ms``: fsynced to the master's append-only file and to the replicas') **on the same
+connection as the script**, in one non-transactional pipeline to the master serving the
+queue's slot -- ``WAIT`` counts the replicas that have the writes of its own connection,
+and of no other -- and returns only when enough replicas have the writes. Otherwise it
+raises :class:`~echoq.errors.NotReplicated`: the write IS applied on the master, and may be
+lost if the master fails now. Then enqueue again with the same ``job_id`` (a duplicate is
+refused, so a retry never doubles a job), alert, or stop accepting work. A ``Worker`` on a
+durable queue counts a completion or retry no replica confirmed (``report.unreplicated``)
+and carries on: right after a failover a shard has no replica until one catches up, and
+stopping every worker then would turn a failover into an outage.
 
 Waited: :data:`WAITED` (enqueue, enqueue_many, complete, complete_many -- which also
 serves complete_and_claim -- and retry). Not waited: claim, extend, reap, stalled_check
@@ -24,10 +31,11 @@ dies between an effect's record and the completion's reply. The Worker runs the 
 again on the promoted replica, where its WAIT confirms the completion alone, and a record
 that had not reached the replica is lost (the job completed, its effect run once).
 
-The price is a round trip to a replica on every acknowledged move (see docs/cluster.md,
-Durability, for the measured latency against loss). ``WAIT`` is not consensus: a replica that
-acknowledged and is then not the one promoted, or a failover forced by hand, can still lose
-a write, and a write that timed out may still have reached the replica.
+The price is a round trip to a replica on every acknowledged move (docs/cluster.md has the
+measured latency against loss). ``WAIT`` is not consensus: a replica that acknowledged and
+is then not the one promoted, or a failover forced by hand, can still lose a write; a write
+that timed out may still have reached the replica; and after a failover, until a replica
+has caught up, every durable move waits its full timeout and raises.
 """
 
 from __future__ import annotations

@@ -106,7 +106,11 @@ class Claim:
     counts the tries toward ``max_attempts``, this one included (1 on the first delivery); a
     claim given back unstarted (:meth:`Queue.release_many`), or recovered unstarted by the
     stalled check (its reply lost on the way to a Worker), gave its try back, so it may be
-    lower than ``token``."""
+    lower than ``token``. The bare reaper (:meth:`Queue.reap`) gives no try back: it has no
+    dead-letter floor to stop a job whose claims never start. A claim made without
+    ``confirm`` (:meth:`Queue.claim`, :meth:`Queue.claim_many`) counts its try when its reply
+    leaves the server: its caller is the handler, and nothing can tell its lost reply from a
+    start."""
 
     job_id: str
     payload: str
@@ -143,7 +147,8 @@ class Waiting:
 
 @dataclass(frozen=True)
 class Job:
-    """One row, as read with :meth:`Queue.job`.
+    """A job's row: as :meth:`Queue.job` reads it, or as :meth:`Queue.snapshot` lists it
+    (``Snapshot.rows``), which reads no payload nor error: there both are None.
 
     ``payload`` is ``str``; it is ``bytes`` only for a payload that is not UTF-8 text,
     which echoq never writes (something else did): such a job is dead-lettered with reason
@@ -161,15 +166,6 @@ class Job:
     token: int = 0  # the fencing token of the latest claim (0: never claimed)
 
 
-@dataclass(frozen=True)
-class Row:
-    state: str
-    attempts: int  # tries counted toward max_attempts
-    stalled: int
-    reason: str
-    token: int = 0  # the fencing token of the latest claim (0: never claimed)
-
-
 @dataclass
 class Snapshot:
     """One atomic read of a queue (see lua/snapshot.lua). Lists are capped; counts are exact."""
@@ -183,7 +179,7 @@ class Snapshot:
     done: dict[str, int]  # id -> time of completion, newest first
     counts: dict[str, int]  # pending / active / scheduled / dead / done
     stats: dict[str, int]
-    rows: dict[str, Row] = field(default_factory=dict)
+    rows: dict[str, Job] = field(default_factory=dict)  # id -> its row, for the listed ids that have one
     effects: dict[str, int] = field(default_factory=dict)
 
     def place_of(self, job_id: str) -> JobState | None:
@@ -390,7 +386,7 @@ class Queue:
 
         With ``confirm``, the new claims count as unstarted until a later call names them in
         ``started`` (held jobs whose handler started, each fenced by its token): a claim
-        whose reply was lost then stalls without spending its stall budget (see
+        whose reply was lost then stalls without spending its stall budget or its try (see
         ``lua/stalled_check.lua``). Without it, a claim counts as started at once."""
         _only_claims(claims, "complete_many")
         _only_claims(started, "complete_many")
@@ -698,10 +694,17 @@ class Queue:
             },
             stats={_text(stats[i]): int(stats[i + 1]) for i in range(0, len(stats), 2)},
             rows={
-                _text(rows[i]): Row(
-                    _text(rows[i + 1]), int(rows[i + 2]), int(rows[i + 3]), _text(rows[i + 4]), int(rows[i + 5])
+                _text(rows[i]): Job(
+                    job_id=_text(rows[i]),
+                    state=JobState(_text(rows[i + 1])) if _text(rows[i + 1]) in _STATES else None,
+                    attempts=int(rows[i + 2]),
+                    stalled=int(rows[i + 3]),
+                    payload=None,
+                    reason=_text(rows[i + 4]) or None,
+                    token=int(rows[i + 5]),
+                    unstarted=int(rows[i + 6]),
                 )
-                for i in range(0, len(rows), 6)
+                for i in range(0, len(rows), 7)
             },
             effects={_text(effects[i]): int(effects[i + 1]) for i in range(0, len(effects), 2)},
         )

@@ -4,8 +4,10 @@
 -- ZPOPMIN takes the lowest-scored id from the pending set: the one that reached the server
 -- first (pending is scored by arrival number, includes/arrival). HINCRBY bumps the row's token: the new value is the
 -- fencing token that complete/retry/extend/release must present, never handed out twice.
--- It also bumps the row's attempts, the tries counted toward max attempts (a release gives
--- its try back, so attempts may lag the token).
+-- It also bumps the row's attempts, the tries counted toward max attempts: a claim made
+-- here counts as started at once (its caller is the handler; a Worker's claims, made with
+-- complete_many.lua's confirm, count only once started). A release gives its try back, so
+-- attempts may lag the token.
 -- The lease deadline is the server's TIME plus the lease, so a reap judges it on the same
 -- clock. A worker that dies now leaves the job in the active set, where a reap finds it
 -- once the lease runs out.

@@ -17,7 +17,8 @@
 -- With `confirm` 1 the claimed rows carry 'confirm' = their token until the holder
 -- confirms the start, fenced, in a later call's `started` pairs (the field goes); a
 -- stalled check recovers a job whose current claim is unconfirmed without counting a
--- stall on it (lua/stalled_check.lua), so a lost reply spends none of the stall budget.
+-- stall on it and gives its try back (lua/stalled_check.lua), so a lost reply spends none
+-- of the stall budget and none of max attempts.
 --
 -- KEYS[1]  emq:{q}:pending     sorted set, score = arrival number (includes/arrival)
 -- KEYS[2]  emq:{q}:active      sorted set, score = lease deadline (server ms)

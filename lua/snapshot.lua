@@ -22,8 +22,10 @@
 --    {dead count, {id, died, ...}},
 --    {done count, {id, finished, ...}},       newest first
 --    {field, value, ...},                     the stats hash
---    {id, state, attempts, stalled, reason, token, ...}  one per listed id that has a row:
---                                             attempts are its tries, token its fencing token
+--    {id, state, attempts, stalled, reason, token, unstarted, ...}  one per listed id that
+--                                             has a row: attempts are its tries, token its
+--                                             fencing token, unstarted its recoveries of a
+--                                             claim never confirmed started
 --    {id, effects, ...}}                      the effects ledger for listed ids
 -- Errors
 --   BADARG  limit out of range, or KEYS not the seven keys above of one queue
@@ -49,7 +51,7 @@ local done = redis.call('ZREVRANGE', KEYS[5], 0, limit - 1, 'WITHSCORES')
 
 local rows, effects = {}, {}
 local function add_row(id)
-  local f = redis.pcall('HMGET', prefix .. 'job:' .. id, 'state', 'attempts', 'stalled', 'reason', 'token')
+  local f = redis.pcall('HMGET', prefix .. 'job:' .. id, 'state', 'attempts', 'stalled', 'reason', 'token', 'unstarted')
   if f.err or not f[1] then return end  -- no row (a corrupt entry): nothing to show
   rows[#rows + 1] = id
   rows[#rows + 1] = escaped(f[1])
@@ -57,6 +59,7 @@ local function add_row(id)
   rows[#rows + 1] = tonumber(f[3]) or 0
   rows[#rows + 1] = f[4] and escaped(f[4]) or ''
   rows[#rows + 1] = tonumber(f[5]) or 0
+  rows[#rows + 1] = tonumber(f[6]) or 0
 end
 for _, id in ipairs(pending) do add_row(id) end
 for i = 1, #active, 2 do add_row(active[i]) end
@@ -70,7 +73,7 @@ local function add_effects(id)
     effects[#effects + 1] = n
   end
 end
-for i = 1, #rows, 6 do add_effects(rows[i]) end
+for i = 1, #rows, 7 do add_effects(rows[i]) end
 for i = 1, #done, 2 do add_effects(done[i]) end
 
 local function as_text(list, step)
@@ -80,7 +83,7 @@ local function as_text(list, step)
 end
 as_text(pending, 1)
 for _, list in ipairs({active, scheduled, dead, done, effects}) do as_text(list, 2) end
-as_text(rows, 6)
+as_text(rows, 7)
 
 return {now,
   {redis.call('ZCARD', KEYS[1]), pending},

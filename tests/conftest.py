@@ -173,10 +173,10 @@ def needs_server(item: pytest.Item) -> bool:
 # listed counts 0.05 s a test; a unit of a SPLIT file not named, its tests' share of what is
 # left of the file's time.
 SECONDS = {
-    "test_exercises.py": 90, "test_lab.py": 65, "test_worker.py": 43, "test_bench_latency.py": 26,
+    "test_exercises.py": 90, "test_lab.py": 71, "test_worker.py": 43, "test_bench_latency.py": 26,
     "test_exercises_verdicts.py": 35, "test_mutants.py": 6,
     "test_cluster.py": 21, "test_lab_truth.py": 20, "test_server.py": 16, "test_validation.py": 15,
-    "test_lab_pictures.py": 12, "test_workshop_browser.py": 12, "test_workshop_people.py": 12, "test_chaos.py": 12,
+    "test_lab_pictures.py": 15, "test_workshop_browser.py": 12, "test_workshop_people.py": 12, "test_chaos.py": 12,
     "test_layers.py": 10, "test_queue.py": 10, "test_habits.py": 10, "test_workshop.py": 9,
     # on a fresh clone its first bench installs bullmq from npm: 5 to 60 s of waiting on the
     # registry, which had better overlap with the rest than end the run
@@ -195,6 +195,7 @@ UNIT_SECONDS = {
     "test_lab.py::test_during_a_move_the_picture_shows_the_frame_the_readout_shows": 12,
     "test_lab.py::test_the_fleet_never_shows_a_loss_that_did_not_happen": 11,
     "test_lab.py::test_moves_animate_tokens_from_set_to_set": 7,
+    "test_lab.py::test_the_fleet_s_picture_and_readout_follow_the_server_within_a_second_while_it_animates": 6,
     "test_lab.py::test_live_after_scrubbing_jumps_to_the_present_at_once": 5,
     "test_lab.py::test_the_lessons_leave_every_lab_clean_after_run_all": 4,
     "test_lab.py::test_killing_a_worker_mid_job_loses_nothing_and_duplicates_no_effect": 4,

@@ -204,6 +204,13 @@ def test_soak_reports_used_memory_after_each_run_and_bytes_per_extra_job() -> No
         # No row left behind; the Worker's wakes and its beat's lock may be there too.
         assert {"done", "effects", "outbox", "stats"} <= set(run["keys"])
         assert set(run["keys"]) <= {"done", "effects", "outbox", "stats", "wake", "stalled_lock"}
+    sys.path.insert(0, str(BENCH))
+    try:
+        import soak
+    finally:
+        sys.path.remove(str(BENCH))
+    shown = soak.render(report)  # what the site shows of a stored run: the same report, drawn
+    assert "300 then 600 jobs" in shown and f"{run2['used_memory']:,}" in shown and "machine: " in shown
 
 
 def test_the_soak_refuses_to_report_a_run_that_lost_jobs(valkey_client, monkeypatch: pytest.MonkeyPatch) -> None:

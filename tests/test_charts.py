@@ -42,7 +42,8 @@ def test_job_places_reads_every_bar_from_the_server(queue: echoq.Queue) -> None:
         if n < 2:
             contrasts.naive_done(queue, job_id)  # the third one is lost: popped, never done
     snap = queue.snapshot()
-    ax = job_places(snap).axes[0]
+    ax = job_places(snap, when="After the kill").axes[0]
+    assert ax.get_title(loc="left") == "After the kill: 5 jobs in, 1 in no place"  # read, not typed
     assert [round(p.get_height()) for p in ax.patches] == [2, 0, 2, 1]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["pending", "active", "done", "lost"]
     assert [t.get_text() for t in ax.texts] == ["2", "0", "2", "1"]  # the numbers written on the bars

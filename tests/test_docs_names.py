@@ -118,3 +118,15 @@ def test_a_shell_block_needs_a_marker_and_a_tested_one_a_real_test() -> None:
     assert len(unmarked("<!-- tested: tests/test_docs_names.py::test_nothing -->\n" + block)) == 1
     assert unmarked("<!-- tested: tests/test_docs_names.py -->\n" + block) == []
     assert len(unmarked("<!-- tested: tests/test_nothing.py -->\n" + block)) == 1
+    # A tested block's commands must be ones its tests run: words they hold as quoted strings.
+    served = "```bash\npython -m echoq server start\npython -m echoq server url --verbose\n```\n"
+    kill_9 = (
+        "tests/test_user_server.py::test_jobs_a_producer_left_wait_for_a_later_worker_even_across_a_kill_9_of_the_server"
+    )
+    no_tcp = "tests/test_user_server.py::test_only_its_user_can_open_it_and_it_has_no_tcp_port"
+    (why,) = unmarked(f"<!-- tested: {kill_9} -->\n" + served)
+    assert why.endswith("which never runs url --verbose of `python -m echoq server url --verbose`"), why
+    (why,) = unmarked(f"<!-- tested: {kill_9} {no_tcp} -->\n" + served)
+    assert why.endswith("which never runs --verbose of `python -m echoq server url --verbose`"), why
+    down = "python -m echoq.teaching workshop down --keep-server"
+    assert doc_names.words_not_run(down, "admin.down(folder, keep_server=True)") == ["workshop", "down"]

@@ -110,6 +110,11 @@ def test_a_lesson_lab_animates_in_notebook_7(page, lab_root, valkey_for_kernels)
             if distinct >= ANIMATED:
                 break
         assert distinct >= ANIMATED, f"the Claim lab did not animate in Notebook 7: {seen}"
+        cut = panel.evaluate(
+            """p => [...p.querySelectorAll('button')]
+                .filter(b => b.offsetWidth > 0 && b.scrollWidth > b.clientWidth + 1).map(b => b.innerText)"""
+        )
+        assert not cut, f"buttons whose label is cut: {cut}"  # nothing hidden, the controls' words included
         save_screenshot(panel.screenshot(), "lab-notebook7.png")
     finally:
         server.stop()

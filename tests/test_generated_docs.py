@@ -4,8 +4,11 @@ source, and each can be seen to follow it."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +147,159 @@ def test_every_key_a_script_header_names_is_one_keyspace_builds() -> None:
         for key in re.findall(r"emq:\{q\}:[\w:<>]+", gen.lua_header(script)["contract"]):
             placeholder = "<id>" if ":job:" in key else "<run>"
             assert re.sub(r"<[^>]+>$", placeholder, key) in built, (script.name, key)
+
+
+def test_each_bench_s_help_says_its_first_paragraph_whole() -> None:
+    """A description cut at the docstring's first line ends mid-sentence on the commands page."""
+    for path in gen.benches():
+        module = gen.bench_module(path.stem)
+        code, text = gen.module_help(module, f"bench/{path.name}", [])
+        first = " ".join((module.__doc__ or "").strip().split("\n\n")[0].split())
+        assert code == 0 and first in " ".join(text.split()), path.name
+        assert first[-1] in ".?)", f"{path.name}: its first paragraph is not a sentence: {first!r}"
+
+
+def test_a_constant_said_in_a_sentence_is_the_code_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One-line regions hold their value in the page itself: each must be what the code says."""
+    from echoq.teaching.lab.figure import BoardFigure
+
+    held = [(page.name, name, shown) for page in PAGES for name, shown in gen.inline_values(page.read_text())]
+    assert ("lab.md", "value-echoq.teaching.lab.figure.BoardFigure.steps", str(BoardFigure.steps)) in held
+    for page, name, shown in held:
+        assert gen.generator(name)() == shown, f"docs/{page}: {name} says {shown}, the code {gen.generator(name)()}"
+    monkeypatch.setattr(BoardFigure, "steps", 24)
+    line = "over <!-- generated: value-echoq.teaching.lab.figure.BoardFigure.steps -->18<!-- /generated --> frames"
+    assert gen.fill(line) == line.replace("-->18<", "-->24<") and gen.regions(line) == [line.split()[3]]
+    assert gen.value("echoq.teaching.lab.figure.BoardFigure.transition_s") == "720 ms"
+
+
+def _runs(text: str, words: int = 12) -> set[tuple[str, ...]]:
+    """Every run of ``words`` words of a text, code marks dropped (a page's `x` is a docstring's ``x``)."""
+    flat = re.sub(r":\w+:`~?\.?([^`]+)`", r"\1", text).replace("`", "").replace("*", "").lower().split()
+    return {tuple(flat[n : n + words]) for n in range(len(flat) - words + 1)}
+
+
+def test_design_prose_shown_from_a_docstring_is_not_typed_again_on_any_page() -> None:
+    """Design prose lives once: a page that shows a module's docstring (docstring-<module>)
+    repeats none of its sentences outside that region, and neither does any other page."""
+    shown = {name.removeprefix("docstring-") for page in PAGES for name in gen.regions(page.read_text())}
+    shown = {name for name in shown if not name.startswith(("bench-", "value-", "fields-"))} - set(gen.GENERATORS)
+    assert {"echoq.worker", "echoq.durability"} <= shown
+    typed = {page.name: _runs(gen.REGION.sub("", page.read_text())) for page in PAGES}
+    for module in sorted(shown):
+        said = _runs(importlib.import_module(module).__doc__ or "")
+        for page, runs in typed.items():
+            again = sorted(said & runs)
+            assert not again, f"docs/{page} types again what {module}'s docstring says: {' '.join(again[0])!r}"
+
+
+# -- the benchmarks' figures: stored runs, never typed ------------------------------------------
+
+
+def _bench_headers() -> list[tuple[str, set[str]]]:
+    """The column names each bench prints: every list of three or more strings in bench/*.py,
+    and every ``| a | b | c |`` string, as a set of cells."""
+    found = []
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.List) and len(node.elts) >= 3:
+                if all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+                    found.append((path.name, {e.value.strip() for e in node.elts}))  # type: ignore[attr-defined]
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("| "):
+                found.append((path.name, {c.strip() for c in node.value.strip().strip("|").split("|") if c.strip()}))
+    return found
+
+
+def bench_output_typed(text: str, headers: list[tuple[str, set[str]]]) -> list[str]:
+    """Where a page holds a bench's output outside a generated region: a ``machine:`` line,
+    or a table whose header has three column names of one bench's table."""
+    lines = gen.REGION.sub("<!-- a generated region -->", text).splitlines()
+    found = []
+    for n, line in enumerate(lines, 1):
+        if re.match(r"^\s*machine: \d+ cores", line):
+            found.append(f"{n}: a bench's machine line")
+        rule = lines[n] if n < len(lines) else ""
+        if line.lstrip().startswith("|") and re.fullmatch(r"\s*\|[\s:|-]+", rule):
+            cells = {c.strip() for c in line.strip().strip("|").split("|") if c.strip()}
+            bench = next((name for name, h in headers if len(cells & h) >= 3), None)
+            if bench:
+                found.append(f"{n}: a table of bench/{bench}")
+    return found
+
+
+def test_no_page_types_a_bench_s_output() -> None:
+    """Figures of a bench are a stored run shown in a generated region (bench-<name>), never
+    pasted: a pasted run goes stale the day the code changes, with no date to say so."""
+    headers = _bench_headers()
+    typed = [f"{page.name}:{where}" for page in PAGES for where in bench_output_typed(page.read_text(), headers)]
+    assert not typed, "a bench's output typed into a page: store it (tools/store_run.py) and show it\n" + "\n".join(
+        typed
+    )
+    planted = "x\n```\nsoak\nmachine: 2 cores, CPython 3.11\n```\n"
+    planted += "| panel | clicks | p95 ms | first frame median ms |\n|---|---|---:|---:|\n"
+    assert bench_output_typed(planted, headers) == ["4: a bench's machine line", "6: a table of bench/lab_latency.py"]
+    region = "<!-- generated: bench-soak -->\nmachine: 2 cores\n<!-- /generated -->\n"
+    assert bench_output_typed(region, headers) == []
+
+
+def test_every_stored_run_is_on_a_page_and_a_page_shows_its_run_as_the_bench_renders_it() -> None:
+    stored = {p.stem: json.loads(p.read_text()) for p in sorted((gen.DATA / "bench").glob("*.json"))}
+    shown = {
+        name.removeprefix("bench-"): page
+        for page in PAGES
+        for name in gen.regions(page.read_text())
+        if name.startswith("bench-")
+    }
+    assert "startup" in stored and {"throughput", "latency", "soak", "cluster_failover"} <= set(shown)
+    for name, run in stored.items():
+        assert name in shown, f"docs/data/bench/{name}.json is shown on no page: mark <!-- generated: bench-{name} -->"
+        assert {"date", "commit", "command", "report"} <= set(run) and "machine" in run["report"], name
+        assert run["command"].startswith(f"python bench/{name.split('.')[0]}.py --json"), name
+        assert "load" in run or name == "startup", f"{name}: stored without the machine's load"
+        page = gen.fill(shown[name].read_text())
+        assert gen.bench_shown(name, run) in page and run["date"] in page, f"{shown[name].name} does not show {name}"
+    for name, page in shown.items():
+        if name.split(".")[0] not in {p.stem for p in gen.benches()}:
+            raise AssertionError(f"docs/{page.name} shows bench-{name}: there is no bench/{name.split('.')[0]}.py")
+        if name not in stored:
+            assert f"tools/store_run.py {name}" in gen.bench(name)  # the page says how to store it
+
+
+def test_store_run_plans_each_bench_with_the_options_it_was_stored_with(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("store_run", ROOT / "tools" / "store_run.py")
+    assert spec and spec.loader
+    store_run = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "store_run", store_run)  # its dataclass looks its module up
+    spec.loader.exec_module(store_run)
+    monkeypatch.setattr(store_run, "STORED", tmp_path)
+    (tmp_path / "endurance.json").write_text(
+        json.dumps({"command": "python bench/endurance.py --json --plot docs/x.png", "date": "d"})
+    )
+    (soak, endurance, redis7) = store_run.plan(["soak", "endurance", "soak.redis7"], None)
+    assert (soak.options, endurance.options, redis7.options) == ([], ["--plot", "docs/x.png"], [])
+    assert redis7.script.name == "soak.py" and redis7.out == tmp_path / "soak.redis7.json"
+    (only,) = store_run.plan(["soak.redis7"], ["--binary", "/usr/bin/redis-server"])
+    assert only.options == ["--binary", "/usr/bin/redis-server"]
+    for names, options, why in (
+        (["soak", "startup"], ["--quick"], "go to one bench"),
+        (["nothing"], None, "no bench/nothing.py"),
+        (["../soak"], None, "no bench/"),
+        ([], None, "name a bench"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            store_run.plan(names, options)
+
+
+def test_the_race_explorer_s_counts_on_the_lab_page_are_lesson_04_s() -> None:
+    """docs/lab.md says the explorer's counts; lesson 04 shows (and nbval compares) them."""
+    lesson = json.loads((ROOT / "notebooks" / "04_stalled_recovery.ipynb").read_text())
+    cell = next(c for c in lesson["cells"] if "".join(c["source"]).startswith("atomic = race.model.explore"))
+    two_step, atomic = ast.literal_eval("".join(cell["outputs"][0]["data"]["text/plain"]))
+    said = (ROOT / "docs" / "lab.md").read_text()
+    total = sum(two_step.values())
+    assert f"the two-step reaper: {total} interleavings; the atomic one: {sum(atomic.values())}" in said
+    assert f"two-step, once {two_step['once']},\nduplicated {two_step['duplicated']}, lost {two_step['lost']}" in said

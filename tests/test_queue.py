@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections.abc import Iterator
@@ -597,7 +598,7 @@ def _stall(queue: echoq.Queue) -> echoq.Claim:
 
 
 def test_the_max_stalled_th_stall_is_fatal(queue: echoq.Queue) -> None:
-    """The seed's rule: a count below max_stalled is recovered, at or above it dead-lettered.
+    """The max_stalled-th stall is fatal: a count below max_stalled is recovered, at or above it dead-lettered.
     Edge 1: with max_stalled=3 the first two stalls are recovered..."""
     job = queue.enqueue("crashes workers").job_id
     for n in (1, 2):
@@ -664,6 +665,8 @@ def test_snapshot_reads_everything_at_once(queue: echoq.Queue) -> None:
     assert list(snap.dead) == [ids[2]] and list(snap.done) == [ids[0]]
     assert snap.counts == {"pending": 1, "active": 1, "scheduled": 0, "dead": 1, "done": 1}
     assert snap.rows[leased.job_id].state == "active" and snap.rows[ids[2]].reason == "max_attempts"
+    for job_id in (leased.job_id, ids[2], ids[3]):  # a row as Queue.job reads it, but for what a snapshot skips
+        assert snap.rows[job_id] == dataclasses.replace(queue.job(job_id), payload=None, error=None)
     assert snap.now_ms <= server_now_ms(queue.client)
     assert snap.place_of(ids[0]) is JobState.DONE and snap.place_of(ids[3]) is JobState.PENDING
 
@@ -778,10 +781,30 @@ def test_unconfirmed_claims_are_recovered_apart_and_bounded(queue: echoq.Queue) 
             assert report.recovered == [job_id] and job.state is echoq.JobState.PENDING
     # The bound: the 50th unconfirmed recovery dead-letters it, so it cannot loop forever.
     assert report.dead == [job_id] and job.state is echoq.JobState.DEAD and job.reason == "unstarted"
-    assert queue.snapshot().stats["unstarted"] == 50
+    snap = queue.snapshot()
+    assert snap.stats["unstarted"] == 50
+    assert snap.rows[job_id] == dataclasses.replace(job, payload=None, error=None)  # one dataclass for a row
 
 
-def test_a_confirmed_claim_stalls_by_the_seeds_rule(queue: echoq.Queue) -> None:
+def test_only_the_stalled_check_gives_an_unconfirmed_claim_its_try_back(queue: echoq.Queue) -> None:
+    """A try counts when a handler starts, as far as the stalled check can tell: it gives an
+    unconfirmed claim's try back and counts it unstarted (bounded). The bare reaper, with no
+    dead-letter floor to stop a job whose claims never start, keeps every try counted."""
+    lost = queue.enqueue("reply lost").job_id
+    for sweep in ("reap", "stalled_check"):
+        _done, (claim,) = queue.complete_many_and_claim([], count=1, lease_ms=200, confirm=True)
+        expire(queue, claim)
+        swept = queue.reap() if sweep == "reap" else queue.stalled_check(max_stalled=1).recovered
+        assert swept == [lost]
+        row = queue.job(lost)
+        if sweep == "reap":
+            assert (row.attempts, row.unstarted, row.token) == (1, 0, 1)  # the try stays counted
+        else:
+            assert (row.attempts, row.unstarted, row.token) == (1, 1, 2)  # the second try given back
+    assert queue.snapshot().stats["unstarted"] == 1 and queue.job(lost).state is JobState.PENDING
+
+
+def test_a_confirmed_claim_stalls_like_any_claim(queue: echoq.Queue) -> None:
     job_id = queue.enqueue("started, then its worker died").job_id
     _done, (claim,) = queue.complete_many_and_claim([], count=1, lease_ms=200, confirm=True)
     queue.complete_many_and_claim([], count=0, started=[claim])  # the holder confirms the start

@@ -54,11 +54,17 @@ def echoq_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_jobs_a_producer_left_wait_for_a_later_worker_even_across_a_kill_9_of_the_server(home: Path) -> None:
+    started = echoq_cli("server", "start")  # the command the docs give; then a producer finds that server
+    assert started.returncode == 0 and started.stdout.startswith("running (pid ") and str(home) in started.stdout
+    first_pid = int((home / "server.pid").read_text())
+    assert f"(pid {first_pid})" in started.stdout and Path(f"/proc/{first_pid}").exists()  # outlives the command
+    assert f"(pid {first_pid})" in echoq_cli("server", "start").stdout  # a second start finds it
     produced = python("import echoq; print(len(echoq.Queue('orders').enqueue_many([f'o{n}' for n in range(200)])))")
     assert produced == "200"  # ... and that process has exited
     status = echoq_cli("server", "status")
     assert status.returncode == 0 and f"data in {home}" in status.stdout, status
     pid = int((home / "server.pid").read_text())
+    assert pid == first_pid  # the producer used the server `server start` left running
     os.kill(pid, signal.SIGKILL)  # as a power cut would, to the server alone
     deadline = time.monotonic() + 10
     while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower():

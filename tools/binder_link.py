@@ -59,7 +59,7 @@ def write_readme(readme: Path, url: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--remote", help="git remote URL (default: `git remote get-url origin`)")
     parser.add_argument("--write-readme", action="store_true", help="write the badge into README.md")
     args = parser.parse_args(argv)

@@ -21,7 +21,13 @@ unknown name is an error, so a page cannot point at a table nobody makes. The so
   constant it names shown with its value;
 - ``fields-<module.Class>``: a dataclass's fields, each with its comment;
 - ``bench-<name>``: ``docs/data/bench/<name>.json``, a bench's ``--json`` report stored with the
-  date, commit and command by tools/store_run.py, rendered by that bench's own ``render()``.
+  date, commit, command and the machine's load by tools/store_run.py, rendered by that
+  bench's own ``render()`` (``<name>`` is the bench, or ``<bench>.<variant>`` for another
+  stored run of it);
+- ``value-<module.NAME>`` (or ``<module.Class.attribute>``): one constant, in a sentence. It is
+  the one region kept filled in the page itself, on one line, so the page reads right where
+  it is not built (``<!-- generated: value-x.Y -->18<!-- /generated -->``); a test checks
+  each against the code.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "data"
 MUTANTS_RECORD = ROOT / "tools" / "mutants.json"
 REGION = re.compile(r"<!-- generated: ([\w.-]+) -->\n.*?<!-- /generated -->", re.S)
+INLINE = re.compile(r"<!-- generated: (value-[\w.]+) -->([^<\n]*)<!-- /generated -->")
 
 # The commands the site documents, each as the words after ``python -m``.
 COMMANDS: list[list[str]] = [["echoq"], ["echoq.teaching"]]  # each subcommand is found from its parent's usage
@@ -318,15 +325,24 @@ def bench_module(name: str) -> Any:
         sys.path.remove(str(ROOT / "bench"))
 
 
+def bench_shown(name: str, stored: dict[str, Any]) -> str:
+    """What the bench's own render() draws of a stored run's report."""
+    return str(bench_module(name.split(".", 1)[0]).render(stored["report"]))
+
+
 def bench(name: str) -> str:
-    """A stored run, as the bench itself renders it (its machine on the second line), dated."""
+    """A stored run, as the bench itself renders it (its machine on the second line), dated,
+    with the load the machine had."""
     stored = _stored(DATA / "bench" / f"{name}.json")
     if stored is None:
         return _not_stored(name)
-    shown = bench_module(name).render(stored["report"])
     when = _when(stored)
+    load = stored.get("load")
+    loaded = f" (load average {load['before'][0]} when it began, {load['after'][0]} when it ended)" if load else ""
+    again = f"`.venv/bin/python tools/store_run.py {name}` measures it again"
     return (
-        f"```\n{shown}\n```\n\n{when[0].upper()}{when[1:]}, with `{stored['command']}` (`tools/store_run.py {name}`)."
+        f"```\n{bench_shown(name, stored)}\n```\n\n{when[0].upper()}{when[1:]}{loaded}, with `{stored['command']}`; "
+        f"{again}."
     )
 
 
@@ -352,6 +368,28 @@ def fields(dotted: str) -> str:
     return ", ".join(shown) + f" (the fields of `{cls_name}`)."
 
 
+def value(dotted: str) -> str:
+    """A constant of the code as a page says it: a whole number as it is, seconds (a name
+    ending in ``_s``) with their unit."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            found: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            found = getattr(found, name)
+        if isinstance(found, bool) or not isinstance(found, int | float):
+            raise ValueError(f"{dotted} is {found!r}: not a number")
+        return _seconds(found) if parts[-1].lower().endswith("_s") else _value(found)
+    raise ValueError(f"no module in {dotted}")
+
+
+def inline_values(text: str) -> list[tuple[str, str]]:
+    """Each one-line region of a page: (its name, the value the page holds)."""
+    return INLINE.findall(text)
+
+
 def generator(name: str) -> Callable[[], str]:
     if name.startswith("fields-"):
         return lambda: fields(name.removeprefix("fields-"))
@@ -359,14 +397,16 @@ def generator(name: str) -> Callable[[], str]:
         return lambda: docstring(name.removeprefix("docstring-"))
     if name.startswith("bench-"):
         return lambda: bench(name.removeprefix("bench-"))
+    if name.startswith("value-"):
+        return lambda: value(name.removeprefix("value-"))
     if name not in GENERATORS:
         raise KeyError(f"no table is generated under the name {name!r}: one of {sorted(GENERATORS)} or bench-<name>")
     return GENERATORS[name]
 
 
 def regions(text: str) -> list[str]:
-    """The names of the generated regions of a page."""
-    return REGION.findall(text)
+    """The names of the generated regions of a page (one-line ones too)."""
+    return REGION.findall(text) + [name for name, _ in INLINE.findall(text)]
 
 
 def fill(text: str) -> str:
@@ -375,4 +415,7 @@ def fill(text: str) -> str:
     def made(match: re.Match[str]) -> str:
         return f"<!-- generated: {match.group(1)} -->\n{generator(match.group(1))()}\n<!-- /generated -->"
 
-    return REGION.sub(made, text)
+    def inline(match: re.Match[str]) -> str:
+        return f"<!-- generated: {match.group(1)} -->{generator(match.group(1))()}<!-- /generated -->"
+
+    return INLINE.sub(inline, REGION.sub(made, text))

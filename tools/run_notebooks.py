@@ -12,6 +12,7 @@ in this form, and nbval re-runs them in `make test`, comparing the cells tagged
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -34,7 +35,10 @@ def run(path: Path) -> float:
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(p) for p in argv] or sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("notebooks", nargs="*", help="the notebooks to run (default: every lesson)")
+    args = parser.parse_args(argv)
+    paths = [Path(p) for p in args.notebooks] or sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
     for path in paths:
         print(f"{path.name}: {run(path):.1f} s", flush=True)
     return 0

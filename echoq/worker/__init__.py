@@ -54,10 +54,11 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check lock key and blocki
 * **Confirmed starts.** A claim's reply can be lost on its way back. The worker's claims
   count as unstarted until a later call confirms that a handler started the job (a job
   still running ``CONFIRM_S`` after its start rides on the next call, or on one of its own
-  if none is due, at the latest on the owner's next beat): a stalled check recovers an
-  unconfirmed claim without counting a stall, and gives its try back: a lost reply costs
-  a job none of its ``max_attempts`` (``lua/stalled_check.lua``: 'unstarted', bounded
-  apart). A worker with hooks claims jobs as started at once.
+  if none is due, at the latest on the owner's next beat): the stalled check (the one
+  sweep a worker's beat runs) recovers an unconfirmed claim without counting a stall, and
+  gives its try back: a lost reply costs a job none of its ``max_attempts``
+  (``lua/stalled_check.lua``: 'unstarted', bounded apart). A bare ``Queue.reap`` run
+  beside the workers gives no try back. A worker with hooks claims jobs as started at once.
 * **Stop and crash.** :meth:`Worker.stop` claims nothing more, gives the unstarted
   prefetched jobs back (``release_many.lua``: each gets its try back) and lets the running ones finish and
   complete: nothing is held past the stop. A worker that is killed holds leases that

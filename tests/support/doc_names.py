@@ -22,8 +22,11 @@ why``. What it checks, by the shape of the span:
 Shell blocks: ``shell_blocks_unmarked(source)`` lists every ```bash block (or one of ``$``
 lines) with no marker on the line before or after it: ``<!-- example: why it is not run -->``
 or ``<!-- tested: tests/test_x.py::test_name -->`` (or a whole test module, whose tests run
-the block between them); a ``tested`` marker must name a test that is there. The commands
-inside every shell block are checked as above, marked or not.
+the block between them; or several, space-separated); a ``tested`` marker must name tests
+that are there, and they must run what the block shows: each ``python -m`` command's
+subcommands and options, each bench's options, appear in their source as quoted words
+(``"server", "start"``), or the block says a command nobody runs. The commands inside every
+shell block are checked as above, marked or not.
 
 Nothing here opens a socket or starts a process: the unit tier runs it.
 """
@@ -654,12 +657,67 @@ def shell_blocks_unmarked(source: Source) -> list[str]:
                 "<!-- example: why it is not run --> or <!-- tested: tests/test_x.py::test_name -->"
             )
         elif marker.group(1) == "tested":
-            path, _, test = marker.group(2).partition("::")  # a test module, or one test of it
-            file = ROOT / path
-            defined = rf"^\s*(?:async\s+)?def {re.escape(test)}\b" if test else r"^\s*def test_"
-            if not (path.startswith("tests/") and file.is_file() and re.search(defined, file.read_text(), re.M)):
-                found.append(f"{source.name}:{block.where}: marked tested by {marker.group(2)}, which is not there")
+            tests: list[str] = []
+            for named in marker.group(2).split():
+                test = named_test(named)
+                if test is None:
+                    found.append(f"{source.name}:{block.where}: marked tested by {named}, which is not there")
+                tests.append(test or "")
+            for where, command in commands_in(block):
+                missing = words_not_run(command, "\n".join(tests))
+                if missing:
+                    found.append(
+                        f"{source.name}:{where}: marked tested by {marker.group(2)}, which never runs "
+                        f"{' '.join(missing)} of `{command}`"
+                    )
     return found
+
+
+def named_test(named: str) -> str | None:
+    """The source of the test a marker names (``tests/x.py::test_y``), or of its whole module."""
+    path, _, test = named.partition("::")
+    file = ROOT / path
+    if not (path.startswith("tests/") and file.is_file()):
+        return None
+    text = file.read_text()
+    if not test:
+        return text if re.search(r"^\s*def test_", text, re.M) else None
+    start = re.search(rf"^(\s*)(?:async\s+)?def {re.escape(test)}\b", text, re.M)
+    if start is None:
+        return None
+    end = re.compile(rf"^{start.group(1)}(?:@|def |async def |class )", re.M).search(text, start.end())
+    return text[start.start() : end.start() if end else len(text)]
+
+
+def words_not_run(command: str, tests: str) -> list[str]:
+    """The words of a ``python -m`` or bench command (subcommands, options) that no quoted
+    string of the tests holds: what the tests cannot be running."""
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:
+        return []
+    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+        words = words[1:]
+    if len(words) < 2 or not re.search(r"(^|/)python3?$", words[0]):
+        return []
+    if words[1] == "-m":
+        args = words[3:]
+    elif words[1].startswith("bench/"):
+        args = words[2:]
+    else:
+        return []
+    wanted: list[str] = []
+    options = False
+    for word in args:
+        if word.startswith("-"):
+            wanted.append(word.split("=")[0])
+            options = True
+        elif not options and re.fullmatch(r"[a-z][\w-]*", word):
+            wanted.append(word)  # a subcommand, until the first option
+    quoted = set(re.findall(r"""["']([^"'\s]+)["']""", tests))
+    # An option is run too when a test hands its keyword to the function the command calls.
+    keywords = set(re.findall(r"\b(\w+)=", tests))
+    return [w for w in wanted if w not in quoted and w.lstrip("-").replace("-", "_") not in keywords]
 
 
 # -- the package's own docstrings --------------------------------------------------------------

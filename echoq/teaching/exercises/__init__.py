@@ -20,7 +20,7 @@ misconceptions and its check).
  02   claim       the claim script (Lua)                        :func:`check_claim_script`
  03   charge      an effect at another system, charged once     :func:`check_charge_once`
  03   complete    the fenced complete (Lua)                     :func:`check_fenced_complete`
- 04   stall       the stall count, the seed's threshold (Lua)   :func:`check_stall_count`
+ 04   stall       the stall count, max_stalled-th fatal (Lua)   :func:`check_stall_count`
  04   two_step    a two-step reaper, raced; its duplicate       :func:`check_two_step_reaper`
  05   loop        the consumer loop on a beat                   :func:`check_worker_loop`
  06   extend      lease extension that knows when it is lost    :func:`check_extend_lease`

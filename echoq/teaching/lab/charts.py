@@ -76,9 +76,10 @@ def lost_jobs(snap: Snapshot) -> int:
     return snap.stats.get("enqueued", 0) - placed
 
 
-def job_places(snap: Snapshot, *, title: str = "Where the jobs are") -> Figure:
+def job_places(snap: Snapshot, *, when: str = "Where the jobs are") -> Figure:
     """One bar per place a job can be, plus the jobs that are in no place at all: lost.
-    Every bar is read from ``snap``, one atomic read of the server (its sets' sizes, and
+    Every bar, and every number of the title (``when``, then the jobs enqueued and those in
+    no place), is read from ``snap``, one atomic read of the server (its sets' sizes, and
     ``enqueued`` from its counters)."""
     fig = Figure(figsize=(6, 2.6), layout="constrained")
     ax = fig.add_subplot()
@@ -92,5 +93,7 @@ def job_places(snap: Snapshot, *, title: str = "Where the jobs are") -> Figure:
     ax.set_ylim(0, max(values + [1]) * 1.25)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.spines[["top", "right"]].set_visible(False)
+    enqueued = snap.stats.get("enqueued", 0)
+    title = f"{when}: {enqueued} job{'' if enqueued == 1 else 's'} in, {values[-1]} in no place"
     ax.set_title(title, fontsize=FONT + 1, loc="left")
     return fig

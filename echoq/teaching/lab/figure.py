@@ -32,6 +32,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 from . import words
@@ -43,8 +44,8 @@ __all__ = ["BoardFigure", "GridPlace", "TimePlace", "Spot", "ease"]
 MARKER_SIZE = 110  # marker area, points^2
 CELL_W_PX, CELL_H_PX = 58, 38  # room for one marker and its one-line label
 LINE_PX = 14  # one more line of 10 pt text
-CHAR_PX = 7.8  # the widest a character of 10 pt text runs, on average, in a key's name
 LABEL_CHAR_PX = 8.4  # a character of a marker's label (10 pt monospace)
+KEY_BAND_PX = 70  # the header and key lines over a box: at most a header and three key lines
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class Place:
             )
         )
         # The header: the place's marker, its name, and under it the key that holds it.
-        ax.scatter(
+        self.header_marker = ax.scatter(
             [self.x0 + board.px(10)],
             [self.y1 + board.py(26)],
             s=MARKER_SIZE * 0.8,
@@ -103,7 +104,7 @@ class Place:
             edgecolors=INK if self._filled else colour,
             linewidths=0.8,
         )
-        ax.text(
+        self.header = ax.text(
             self.x0 + board.px(22),
             self.y1 + board.py(26),
             header or name,
@@ -117,14 +118,26 @@ class Place:
         self.overflow = board.dynamic_text(self.x1 - board.px(4), self.y0 + board.py(10), "", ha="right", va="center")
 
     @property
-    def key_room(self) -> int:
-        """How many characters of a key's name fit over the box."""
-        return int((self.x1 - self.x0) / self.board.px(CHAR_PX)) - len(self.key_suffix)
+    def key_width(self) -> float:
+        """How wide a key's line may run, from the box's left edge to ``key_right`` (the next
+        box's edge, or the page's, where the board set it; else the box's own)."""
+        return getattr(self, "key_right", self.x1) - self.x0
 
-    def set_key(self, queue: str, whole: bool) -> None:
-        """The key's name over the box, never cut: ``emq:{<queue>}:pending`` when ``whole``,
-        else ``emq:{q}:pending`` (the figure's queue line says what q is)."""
-        self.key.set_text(words.key_label(queue if whole else None, self.name) + self.key_suffix)
+    def set_key(self, queue: str) -> bool:
+        """The key's name over the box, the queue's name whole: on as many lines as the box's
+        width needs, the header lifted over them. True if the header moved (the static
+        picture must be drawn again)."""
+        lines = self.board.fitted(queue, self.name, self.key_width, self.key_suffix)
+        self.key.set_text("\n".join(lines))
+        lift = LINE_PX * (len(lines) - 1)
+        b = self.board
+        self.key.set_y(self.y1 + b.py(9 + lift / 2))
+        y = self.y1 + b.py(26 + lift)
+        moved = abs(self.header.get_position()[1] - y) > 1e-9
+        self.header_marker.set_offsets([(self.x0 + b.px(10), y)])
+        self.header.set_y(y)
+        self.count.set_y(y)
+        return moved
 
     @property
     def _filled(self) -> bool:
@@ -291,11 +304,10 @@ class BoardFigure:
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1)
         ax.set_axis_off()
+        self._fitted: dict[tuple[str, str, float, str], list[str]] = {}
         self.dynamic: list[Any] = []  # redrawn at every animation frame
         self.marks: list[Any] = []  # change between frames, not within a move: part of the background
         self.title = self.dynamic_text(0.012, 0.975, "", fontsize=TITLE, weight="bold", va="top")
-        # Under the title: the queue's name, whole (the key labels say q where they are too narrow).
-        self.subtitle = self.dynamic_text(0.012, 0.975 - self.py(21), "", va="top", color=MUTED)
         self.banner = self.dynamic_text(0.988, 0.975, "", ha="right", va="top", weight="bold")
         self.paths: dict[str, list[tuple[float, float]]] = {}
         self.arrows: dict[str, FancyArrowPatch] = {}
@@ -328,6 +340,28 @@ class BoardFigure:
 
     def py(self, n: float) -> float:
         return n / (self.height_in * self.dpi)
+
+    def fitted(self, queue: str, part: str, width: float, suffix: str = "") -> list[str]:
+        """A key's name in the fewest lines (:func:`words.key_label`) of which each, drawn in
+        the text's font, is at most ``width`` (a fraction of the figure's width) wide."""
+        found = self._fitted.get((queue, part, width, suffix))
+        if found is None:
+            renderer = self.fig.canvas.get_renderer()
+            font = FontProperties(size=FONT)
+            most = width * self.width_in * self.dpi
+
+            def fits(line: str) -> bool:
+                return renderer.get_text_width_height_descent(line, font, ismath=False)[0] <= most
+
+            whole = len(words.key_label(queue, part)[0]) + len(suffix)
+            found = words.key_label(queue, part, 1, suffix)
+            for room in range(whole, 0, -1):
+                lines = words.key_label(queue, part, room, suffix)
+                if all(fits(line) for line in lines):
+                    found = lines
+                    break
+            self._fitted[(queue, part, width, suffix)] = found
+        return found
 
     def dynamic_text(self, x: float, y: float, text: str, **kw: Any) -> Any:
         """Text a frame may change (a count, a title): one of the frame's marks."""
@@ -614,8 +648,7 @@ class QueueFigure(BoardFigure):
 
     def __init__(self, queue: str) -> None:
         self.queue = queue
-        self.other_keys: list[tuple[str, int]] = []  # keys drawn outside the places (build() adds them)
-        self.keys_whole = True
+        self.other_keys: list[tuple[str, float]] = []  # keys drawn outside the places, their width (build())
         super().__init__()
         self.show_queue(queue)
 
@@ -626,23 +659,21 @@ class QueueFigure(BoardFigure):
     def places(self) -> list[Place]:
         return [p for p in (getattr(self, n, None) for n in ("pending", "active", "done", "dead")) if p is not None]
 
-    def show_queue(self, queue: str) -> None:
-        """Name the queue under the title, and each place's key over its box: with the
-        queue's name in every key if it fits whole in every one (and in each of
-        ``other_keys``: a key part and its room), else as q in all of them."""
-        rooms = [(p.name, p.key_room) for p in self.places] + self.other_keys
-        self.keys_whole = all(len(words.key_label(queue, part)) <= room for part, room in rooms)
-        self.subtitle.set_text(words.queue_line(queue))
+    def show_queue(self, queue: str) -> bool:
+        """Each place's key over its box, the queue's name whole in every one (wrapped where
+        a box is narrow). True if a header moved (the static picture must be drawn again)."""
         for place in self.places:
-            place.set_key(queue, self.keys_whole)
+            # A key's lines may run over the gap to the next box whose header shares their height.
+            beside = [p.x0 for p in self.places if p.x0 > place.x1 and abs(p.y1 - place.y1) < self.py(KEY_BAND_PX)]
+            place.key_right = min(beside) - self.px(12) if beside else 1.0 - self.px(6)
+        moved = [place.set_key(queue) for place in self.places]
+        return any(moved)
 
     def key_label(self, queue: str, part: str) -> str:
-        """A key's name as this picture writes it (see :meth:`show_queue`)."""
-        return words.key_label(queue if self.keys_whole else None, part)
-
-    def heading(self) -> str:
-        """The title and the queue line: what a still picture's alt text starts with."""
-        return f"{self.title.get_text()} ({self.subtitle.get_text()})"
+        """A key's name as this picture writes it outside the places (``other_keys``: a key
+        part and its width), wrapped as a place's is."""
+        width = dict(self.other_keys).get(part)
+        return "\n".join(self.fitted(queue, part, width) if width else words.key_label(queue, part))
 
     def spots(self, frame: Frame, now_ms: int) -> dict[str, Spot]:
         return {} if frame.snapshot is None else self.set_spots(frame.snapshot, now_ms)

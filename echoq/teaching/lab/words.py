@@ -10,6 +10,7 @@ what the last move did, and never shows a number it did not get from the frame's
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -52,14 +53,29 @@ def marker(job_id: str, ms_left: int, extra: str = "", extra_line: bool = False)
     return "\n".join(part for part in (tag(job_id), lease if not extra else f"{lease} {extra}") if part)
 
 
-def key_label(queue: str | None, part: str) -> str:
-    """A key's name on a picture, never cut: ``emq:{<queue>}:<part>``, or with no queue
-    given ``emq:{q}:<part>`` (where the name would not fit; the picture's queue line names q)."""
-    return f"emq:{{{queue if queue is not None else 'q'}}}:{part}"
-
-
-def queue_line(queue: str) -> str:
-    return f"queue q = {queue}"
+def key_label(queue: str, part: str, room: int | None = None, suffix: str = "") -> list[str]:
+    """A key's name on a picture, the queue's name whole: ``emq:{<queue>}:<part>`` and the
+    ``suffix`` on one line where ``room`` characters hold it, else the name wrapped after a
+    ``{``, ``.``, ``-`` or ``}`` into lines of at most ``room`` (a piece longer than that
+    is cut where it must be: every character stays, in order), the suffix after its last
+    line, or on a line of its own."""
+    whole = f"emq:{{{queue}}}:{part}"
+    if room is None or len(whole) + len(suffix) <= room:
+        return [whole + suffix]
+    room = max(room, 1)
+    lines = [""]
+    for piece in re.split(r"(?<=[{.}-])|(?=:[^:]*$)", whole):
+        while piece:
+            if lines[-1] and len(lines[-1]) + len(piece) > room:
+                lines.append("")
+            take = piece[: room - len(lines[-1])]
+            lines[-1] += take
+            piece = piece[len(take) :]
+    if suffix and len(lines[-1]) + len(suffix) <= room:
+        lines[-1] += suffix
+    elif suffix:
+        lines.append(suffix.lstrip(" ·"))
+    return lines
 
 
 def count(n: int, noun: str = "job") -> str:

@@ -1,4 +1,4 @@
-"""Lesson 04: the stall count with the seed's threshold.
+"""Lesson 04: the stall count; the max_stalled-th stall is fatal.
 
 The learner's Lua sweep (KEYS active, pending, dead; ARGV max_stalled)
 must add one to a stalled job's count and compare the NEW count: below max_stalled the job
@@ -51,8 +51,8 @@ STALL_MISCONCEPTIONS = [
     Misconception(
         "one-stall-late",
         "one stall late",
-        "With max_stalled = {max} the poison job was dead-lettered at stall {stall}, one late: the seed's rule "
-        "makes stall {max} fatal (BullMQ's maxStalledCount = {forgiven} forgives {forgiven}).",
+        "With max_stalled = {max} the poison job was dead-lettered at stall {stall}, one late: the "
+        "max_stalled-th stall is fatal, here stall {max} (BullMQ's maxStalledCount = {forgiven} forgives {forgiven}).",
         "Is the count you compare the one before this stall, or after it? And is equal fatal?",
         "Compare the value HINCRBY returns (this stall included) with max_stalled, and dead-letter when it is >=.",
     ),

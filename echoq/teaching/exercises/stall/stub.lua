@@ -8,7 +8,7 @@ local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
 for _, id in ipairs(expired) do
   local row = prefix .. 'job:' .. id
   redis.call('ZREM', KEYS[1], id)
-  -- TODO: count this stall on the row; then, by the seed's rule, a count below max_stalled
+  -- TODO: count this stall on the row; then (the max_stalled-th stall is fatal) a count below max_stalled
   --       is recovered (as below) and a count at or above it is dead-lettered:
   --       ZADD it to KEYS[3] scored by now, and HSET the row's state to 'dead'
   redis.call('ZADD', KEYS[2], 0, id)

@@ -49,7 +49,7 @@ class ClaimLab(LabPanel):
         self.step_picker = widgets.ToggleButtons(
             options=list(CLAIM_STEPS), value=model.step, description="read the Lua of"
         )
-        self.step_picker.style.button_width = "90px"
+        self.step_picker.style.button_width = "112px"  # "fast-forward" whole
         link((self.step_picker, "value"), (model, "step"))
         self.source = widgets.HTML()
         moves = widgets.HBox(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..figure import CHAR_PX, GridPlace, QueueFigure, TimePlace
+from ..figure import GridPlace, QueueFigure, TimePlace
 from ..frames import Frame
 from ..style import FEEDBACK, FONT, MUTED
 from . import words
@@ -20,11 +20,11 @@ class DeliveryFigure(QueueFigure):
     def build(self) -> None:
         top, bottom = 0.76, 0.42
         self.pending = GridPlace(self, "pending", (0.02, bottom, 0.20, top))
-        self.active = TimePlace(self, "active", (0.27, bottom, 0.73, top), span_ms=30_000)
-        self.done = GridPlace(self, "done", (0.80, bottom, 0.98, top))
+        self.active = TimePlace(self, "active", (0.27, bottom, 0.70, top), span_ms=30_000)
+        self.done = GridPlace(self, "done", (0.77, bottom, 0.98, top))
         mid = 0.62
         self.arrow("claim", [(0.203, mid), (0.267, mid)], "claim")
-        self.arrow("complete", [(0.733, mid), (0.797, mid)], "complete")
+        self.arrow("complete", [(0.703, mid), (0.767, mid)], "complete")
         self.arrow("reap", [(0.36, 0.345), (0.11, 0.345)], rad=-0.15)
         self.ax.text(0.235, 0.298, "lease ran out → reap", fontsize=FONT, ha="center", va="top", color=MUTED)
         self.paths["enqueue"] = [(0.0, top - 0.03), (0.04, top - 0.03)]
@@ -33,7 +33,8 @@ class DeliveryFigure(QueueFigure):
         self.arrow("fence", [(0.305, 0.17), (0.39, 0.17)], "complete", label_dy=17)
         self.row = self.card((0.42, 0.02, 0.64, 0.25), "the job's row")
         self.ledger = self.card((0.67, 0.02, 0.98, 0.25), "")
-        self.other_keys.append(("effects", int((0.31 - self.px(16)) / self.px(CHAR_PX))))
+        self.ledger.set_linespacing(1.2)  # a learner's long queue name wraps its key over three lines
+        self.other_keys.append(("effects", 0.31 - self.px(16)))
         self.refusal = self.dynamic_text(
             0.404, 0.17, "", fontsize=16, ha="center", va="center", color=BAD, weight="bold"
         )
@@ -51,7 +52,7 @@ class DeliveryFigure(QueueFigure):
             self.title.set_text(words.fence_title())
         else:
             self.title.set_text(words.title(str(state.get("consumer", "keyed")), int(state.get("deliveries", 3))))
-        self.show_queue(queue)
+        moved = self.show_queue(queue)  # the fence plays on a queue of its own: its keys may wrap otherwise
         for place in (self.pending, self.active, self.done):
             place.show_count(snap.counts[place.name] if snap else 0)
         job = state.get("job")
@@ -75,4 +76,4 @@ class DeliveryFigure(QueueFigure):
             self.ledger.set_text(words.ledger_card(self.ledger_key(queue), job, ran, snap.stats.get("claimed", 0)))
         else:
             self.ledger.set_text(f"{self.ledger_key(queue)}\n{words.NONE_CARD}")
-        return False
+        return moved

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ....queue import Row
+from ....queue import Job
 from ..words import short
 
 SETTINGS: dict[str, Callable[[Any], str]] = {
@@ -57,7 +57,7 @@ def crashed_hand(ran: bool) -> str:
 def ledger(effects: int, deliveries: int) -> str:
     """The ledger's count against the deliveries (each delivery ran its effect or skipped it)."""
     skipped = max(0, deliveries - effects)
-    return f"deliveries so far: {deliveries}\neffect ran {effects} · skipped {skipped}"
+    return f"{deliveries} deliver{'y' if deliveries == 1 else 'ies'} · {skipped} skipped"
 
 
 def workers_card(workers: Sequence[tuple[str, int, str]]) -> str:
@@ -65,12 +65,12 @@ def workers_card(workers: Sequence[tuple[str, int, str]]) -> str:
     return "\n".join(f"{name} · token {token}\n  {status}" for name, token, status in workers) or "none yet"
 
 
-def row_card(job_id: str | None, row: Row | None, in_done: bool) -> str:
+def row_card(job_id: str | None, row: Job | None, in_done: bool) -> str:
     """The row card: the job's row as the snapshot read it (None: it has no row)."""
     if job_id is None:
         return "no job yet"
     if row is not None:
-        return f"{short(job_id)}\ntoken = {row.token} · {row.state}"
+        return f"{short(job_id)}\ntoken = {row.token} · {row.state or 'a state echoq never writes'}"
     if in_done:
         return f"{short(job_id)}\ncompleted: the id is\nin done"
     return f"{short(job_id)}\n(not listed)"

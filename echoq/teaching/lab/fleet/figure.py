@@ -21,13 +21,13 @@ LINE = 18.9  # px between two lines of a card's 10 pt text (linespacing 1.35)
 
 class FleetFigure(QueueFigure):
     def build(self) -> None:
-        top, bottom = 0.80, 0.37
+        top, bottom = 0.78, 0.37
         self.pending = GridPlace(self, "pending", (0.02, bottom, 0.22, top))
         self.active = TimePlace(
             self, "active", (0.27, bottom, 0.66, top), key_suffix=" · at lease deadline", span_ms=3_000
         )
-        self.done = GridPlace(self, "done", (0.71, 0.64, 0.98, top))
-        self.dead = GridPlace(self, "dead", (0.71, bottom, 0.98, 0.50))
+        self.done = GridPlace(self, "done", (0.71, 0.63, 0.98, top))
+        self.dead = GridPlace(self, "dead", (0.71, bottom, 0.98, 0.48))
         mid = 0.66
         self.arrow("claim", [(0.223, mid), (0.267, mid)], "claim")
         self.arrow("complete", [(0.663, 0.72), (0.707, 0.72)])
