@@ -38,6 +38,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import redis
 
 from ... import scripts
+from ...address import PAYLOAD_CAP, split_payload_cap
 from ...client import TypedRedis
 from ...errors import EchoqError, InvalidArgument, ServerUnavailable
 from ...keyspace import Keyspace, check_namespace
@@ -60,11 +61,21 @@ ADMIN_CLIENT = "echoq-admin"  # the name of every connection the workshop's tool
 RESERVED = {"default", acl.INSTRUCTOR_USER}  # ACL users that exist or that we create
 
 
+# The class server's payload cap: every script loaded there refuses a payload over it, and
+# one call carries at most 16 of them (echoq.limits.CALL_PAYLOADS). Checking a payload's
+# UTF-8 holds the server for every learner, about 45-190 ms per MiB measured here: at 64 KiB
+# no call holds the class for long. Learners' URLs name it (``payload_bytes=65536``), so
+# their clients call the scripts loaded for it; the library's own bound is 1 MiB.
+CLASS_PAYLOAD_BYTES = 64 * 1024
+
+
 def class_client(url: str, *, ping: bool = True, name: str | None = None) -> redis.Redis:
-    """A client of the class server for the instructor's tools. Its replies are decoded with
+    """A client of the class server for the instructor's tools, calling the scripts loaded
+    for the class's payload cap. Its replies are decoded with
     bad UTF-8 replaced (a learner may write any bytes into their keys: a reader must not
     fail on them); with ``ping=False`` it sends nothing until used (a server busy with a
     learner's script answers BUSY to PING, but still takes SCRIPT KILL)."""
+    url, _cap = split_payload_cap(url)
     client = TypedRedis.from_url(
         url,
         decode_responses=True,
@@ -73,6 +84,7 @@ def class_client(url: str, *, ping: bool = True, name: str | None = None) -> red
         health_check_interval=0,
         client_name=name,
     )
+    scripts.set_payload_cap(client, CLASS_PAYLOAD_BYTES)
     if ping:
         check(client, url)
     return client
@@ -147,7 +159,10 @@ class Workshop:
         return acl.control_queue_name(self.class_name)
 
     def _url(self, user: str, password: str) -> str:
-        return f"redis://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/0"
+        return (
+            f"redis://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/0"
+            f"?{PAYLOAD_CAP}={CLASS_PAYLOAD_BYTES}"
+        )
 
     def learner_url(self, learner: str) -> str:
         return self._url(learner, self.learners[learner].password)
@@ -552,8 +567,8 @@ def _up(
         f"{len(ids)} learner user(s): {shown}",
         f"  each may touch only emq:{{<learner>.* and the class queue emq:{{{workshop.class_queue}}}:*; "
         "no EVAL, SCRIPT, FUNCTION, FLUSHALL/FLUSHDB, CONFIG, KEYS, SHUTDOWN, DEBUG, MONITOR, CLIENT KILL or ACL",
-        f"  {len(loaded)} scripts preloaded: the only Lua learners may run here (EVALSHA); "
-        "their own runs on a private server in their kernel",
+        f"  {len(loaded)} scripts preloaded, for payloads of at most {CLASS_PAYLOAD_BYTES // 1024} KiB: the only Lua "
+        "learners may run here (EVALSHA); their own runs on a private server in their kernel",
         f"roster (learner -> VALKEY_URL), mode 0600:  {roster_path}",
         f"JupyterHub config snippet, mode 0600:       {hub_path}",
         f"  add to jupyterhub_config.py:  load_subconfig({str(hub_path)!r})",
@@ -609,12 +624,10 @@ def _open_port(admin: redis.Redis, port: int, timeout_s: float = 10.0) -> None:
 
 def reload_scripts(admin: redis.Redis) -> int:
     """Empty the server's script cache (and with it the Lua heap) and load every script of
-    the library and the kit again (the registry loads them: no other module sends Lua); how
-    many. Between the two, a learner's move meets NOSCRIPT and its fallback, EVAL, is
-    refused: a few milliseconds, and only after a Lua heap grew past the class's cap, which
-    no learner can make happen without EVAL."""
-    admin.script_flush()
-    return len(scripts.preload(admin))
+    the library and the kit again, in one MULTI (the registry sends them: no other module
+    sends Lua); how many. No learner's call runs between the flush and the loads, so none
+    meets NOSCRIPT (whose fallback, EVAL, learners may not send)."""
+    return len(scripts.preload(admin, flush=True))
 
 
 def start_watcher(workshop: Workshop) -> str:
