@@ -130,6 +130,31 @@ def test_payloads_past_the_class_cap_are_refused_and_the_biggest_calls_leave_bob
     queue.reset()
 
 
+def test_reloading_the_scripts_leaves_no_moment_without_them(klass: Workshop) -> None:
+    """The watchdog's reload (after a Lua heap grew) flushes the script cache and loads every
+    script again in one MULTI: bob's moves, meanwhile, never meet NOSCRIPT (whose fallback,
+    EVAL, he may not send)."""
+    queue = echoq.Queue("bob.reloads", learner(klass, "bob"))
+    stop = threading.Event()
+    moves = [0]
+
+    def keep_moving() -> None:
+        while not stop.is_set():
+            queue.snapshot()
+            moves[0] += 1
+
+    thread, errors = in_background(keep_moving)
+    try:
+        with Workshop.load(klass.dir).admin() as admin_client:
+            for _ in range(20):
+                admin.reload_scripts(admin_client)
+                time.sleep(0.002)
+    finally:
+        stop.set()
+        thread.join(RECOVERS_S)
+    assert errors == [] and moves[0] > 20, (errors, moves)
+
+
 def raw_url(workshop: Workshop, name: str) -> str:
     """The learner's URL as plain redis-py reads it (the class's payload cap taken out: it
     names which scripts echoq's client calls, and a bare connection calls none)."""
