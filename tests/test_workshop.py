@@ -473,7 +473,8 @@ def test_a_restart_under_a_running_class_chaos_round_loses_nothing_and_kills_no_
             if sb.jobs and sb.completed == sb.jobs:
                 break
             time.sleep(0.05)
-        assert sb.jobs == 60 and sb.completed == sb.jobs and sb.total.lost == 0, sb
+        assert sb.jobs == 60 and sb.completed == sb.jobs and sb.total.lost == 0 and sb.total.duplicates == 0, sb
+        assert sb.total.effects == sb.jobs and sb.ok, sb  # one effect per job, none by hand
         assert {name: w.state for name, w in workers.items()} == dict.fromkeys(learners, "running")
         assert all(w.error is None for w in workers.values())
         assert sum(w.worker.report.reconnected + w.rejoined for w in workers.values()) >= 1  # they met the gap
