@@ -155,6 +155,40 @@ def test_reloading_the_scripts_leaves_no_moment_without_them(klass: Workshop) ->
     assert errors == [] and moves[0] > 20, (errors, moves)
 
 
+def test_a_learners_flood_of_commands_is_named_when_it_starts_and_when_it_ends(
+    klass: Workshop, watchdog: Watchdog
+) -> None:
+    ada, bob = learner(klass, "ada"), learner(klass, "bob")
+    bob_works(klass)  # bob's few commands meanwhile: never a flood
+    until_s = time.monotonic() + 1.0
+    while time.monotonic() < until_s:  # ada's pipelines of PINGs: tens of thousands a second
+        pipe = ada.pipeline(transaction=False)
+        for _ in range(2000):
+            pipe.ping()
+        pipe.execute()
+        assert bob.ping()
+    line = heard(watchdog, "is flooding the class server")
+    assert line.startswith("ada is flooding") and "a second" in line, line
+    ended = heard(watchdog, "ada's flood ended")
+    assert "commands in" in ended, ended
+    assert not said(watchdog, "bob is flooding"), [e.what for e in watchdog.events]
+
+
+def test_up_again_with_other_limits_is_applied_by_the_running_watchdog_and_said(
+    klass: Workshop, watchdog: Watchdog
+) -> None:
+    before = Workshop.load(klass.dir).settings["per-learner-connections"]
+    until(lambda: watchdog._looked > float("-inf"), "the watchdog's first look")
+    try:
+        admin.up(klass.dir, settings={"per-learner-connections": "40"})
+        line = heard(watchdog, "settings changed")
+        assert f"per-learner-connections {before} -> 40" in line, line
+        assert watchdog.per_learner == 40
+    finally:
+        admin.up(klass.dir, settings={"per-learner-connections": before})
+    heard(watchdog, f"per-learner-connections 40 -> {before}")
+
+
 def raw_url(workshop: Workshop, name: str) -> str:
     """The learner's URL as plain redis-py reads it (the class's payload cap taken out: it
     names which scripts echoq's client calls, and a bare connection calls none)."""

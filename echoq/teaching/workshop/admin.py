@@ -558,7 +558,7 @@ def _up(
             f"note: {where} was there before, with mode {where.stat().st_mode & 0o777:o}: left as it is "
             "(the files up writes in it are 0600)"
         )
-    if watch:
+    if watch or (workshop.watcher_pid and _process_alive(workshop.watcher_pid)):
         lines.append(start_watcher(workshop))
 
     ids = list(workshop.learners)
@@ -634,7 +634,10 @@ def start_watcher(workshop: Workshop) -> str:
     """Start ``python -m echoq.teaching workshop watch`` in a session of its own (it outlives ``up``),
     unless the workshop's watchdog already runs; the line to print."""
     if workshop.watcher_pid and _process_alive(workshop.watcher_pid):
-        return f"the class's watchdog runs already (pid {workshop.watcher_pid}); its log: {workshop.dir / 'watch.log'}"
+        return (
+            f"the class's watchdog runs already (pid {workshop.watcher_pid}): it applies these settings and "
+            f"learners at its next look, within a second; its log: {workshop.dir / 'watch.log'}"
+        )
     import subprocess
 
     command = [sys.executable, "-m", "echoq.teaching", "workshop", "watch", "--dir", str(workshop.dir)]
