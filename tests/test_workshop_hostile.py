@@ -171,14 +171,31 @@ def test_a_forged_ledger_or_done_entry_is_shown_as_forged_never_as_duplicates_or
     queue = echoq.Keyspace(klass.class_queue)
     instructor = klass.instructor()
     instructor.delete(keys.produced, queue.pending, queue.done, queue.effects)
-    ids = classroom.produce(instructor, 3, klass="hostile")
+    ids = classroom.produce(instructor, 4, klass="hostile")
+    # Bob takes a job (the oldest) as his worker would, then forges every trace of it in the
+    # class queue consistently: the row gone, the effect counted once, the id in done.
+    bob = echoq.connect(klass.learner_url("bob"))
+    taken = echoq.Queue(klass.class_queue, bob).claim(lease_ms=60_000)
+    assert taken.job_id == ids[0]
     ada = raw_learner(klass, "ada")
-    ada.hset(queue.effects, ids[0], 7)  # "6 duplicate effects" that never ran
-    ada.zrem(queue.pending, ids[1])  # a job lost ...
-    ada.zadd(queue.done, {ids[1]: 1})  # ... made to look completed
+    ada.hset(queue.effects, ids[1], 7)  # "6 duplicate effects" that never ran
+    ada.zrem(queue.pending, ids[2])  # a job lost ...
+    ada.zadd(queue.done, {ids[2]: 1})  # ... made to look completed
+    bob.hset(keys.holder, taken.job_id, "bob")  # what his worker's handler notes on a delivery
+    bob.delete(queue.job(taken.job_id))
+    bob.zrem(queue.active, taken.job_id)
+    bob.hset(queue.effects, taken.job_id, 1)
+    bob.zadd(queue.done, {taken.job_id: 1})
+    ada.hset(classroom.ledger_key("ada"), ids[3], "applied")  # her own ledger claiming an effect that never ran
     sb = classroom.read_scoreboard(instructor, list(klass.learners), klass="hostile")
-    assert sb.total.duplicates == 0 and sb.total.lost == 1 and sb.completed == 0, sb
+    assert sb.total.duplicates == 0 and sb.total.lost == 2 and sb.completed == 0, sb
     assert sb.forged == {classroom.FORGED_DUPLICATES: 1, classroom.FORGED_DONE: 1} and not sb.ok
+    assert sb.disagreements["bob"] == {classroom.DONE_UNRECORDED: [taken.job_id]}, sb.disagreements
+    assert sb.disagreements["ada"] == {classroom.NOT_IN_THE_CLASS_LEDGER: [ids[3]]}, sb.disagreements
+    assert sb.disagreements["?"] == {classroom.DONE_UNRECORDED: [ids[2]]}, sb.disagreements
     page = board.render(board.Board(instructor, list(klass.learners), class_name="hostile").read())
     assert "written by hand" in page and "no job lost" not in page
-    instructor.delete(keys.produced, queue.pending, queue.done, queue.effects)
+    assert "bob's ledger disagrees with the queue: jobs last delivered to them are in done" in page, page
+    assert "ada's ledger disagrees with the queue" in page
+    ada.delete(classroom.ledger_key("ada"))
+    instructor.delete(keys.produced, queue.pending, queue.active, queue.done, queue.effects, keys.holder)

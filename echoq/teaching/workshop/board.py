@@ -30,7 +30,7 @@ from ...errors import EchoqError
 from ...keyspace import Keyspace, check_queue_name
 from .. import heartbeat, progress
 from . import acl, classroom
-from .html import Markup, join
+from .html import Markup, esc, join
 from .html import render as fill
 from .hubinfo import HubView
 
@@ -454,6 +454,24 @@ def _score_row(cell: str, name: str, s: classroom.Score, total: bool = False, wo
     )
 
 
+def _forged(sb: classroom.Scoreboard) -> Markup:
+    if not sb.forged:
+        return Markup("")
+    return fill(
+        "<p class='bad'>Written by hand, not by the kit's moves (a learner may write the shared class queue): "
+        "$what. Not counted as what they claim; the lost jobs among them are counted lost.</p>",
+        what=", ".join(f"{n} {what}" for what, n in sorted(sb.forged.items())),
+    )
+
+
+def _disagreement(who: str, what: str) -> Markup:
+    """One learner's own ledger against the class queue, in one line (see classroom)."""
+    line = Markup(esc(what, longest=600))
+    if who == "?":
+        return fill("<p class='bad'>The queue disagrees with every learner's ledger: $what.</p>", what=line)
+    return fill("<p class='bad'>$who's ledger disagrees with the queue: $what.</p>", who=who, what=line)
+
+
 def render(data: BoardData) -> Markup:
     """The board as one HTML fragment: every number comes from ``data``, every text is escaped."""
     sb = data.scoreboard
@@ -510,19 +528,11 @@ def render(data: BoardData) -> Markup:
         '<span class="ok">no job lost, no effect duplicated</span>'
         if sb.ok
         else '<span class="bad">a job was lost or an effect duplicated</span>'
-        if not sb.forged
+        if not (sb.forged or sb.disagreements)
         else '<span class="bad">the class queue was written by hand (below): its figures are not the workers\' doing'
         "</span>"
     )
-    forged = (
-        fill(
-            "<p class='bad'>Written by hand, not by the kit's moves (a learner may write the shared class queue): "
-            "$what. Not counted as what they claim; the lost jobs among them are counted lost.</p>",
-            what=", ".join(f"{n} {what}" for what, n in sorted(sb.forged.items())),
-        )
-        if sb.forged
-        else Markup("")
-    )
+    forged = join("", [_forged(sb), *(_disagreement(who, sb.disagreement(who)) for who in sorted(sb.disagreements))])
     scoreboard = fill(
         "<p>Class queue <code>emq:{$queue}</code>: $jobs jobs produced, $completed completed, $waiting. $verdict.</p>"
         "<table><tr><th>learner</th><th>worker</th><th>delivered</th><th>redelivered</th><th>effects</th>"
