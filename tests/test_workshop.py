@@ -367,7 +367,7 @@ def test_the_board_shows_progress_queues_and_refusals(started: Workshop, monkeyp
     steps = {(st.lesson, st.exercise): st for st in board.where_the_class_is(data)}
     handler = steps[("03", "handler")]
     assert (handler.reached, handler.passed, handler.stuck, handler.misconception) == (2, 1, ["ada"], "check-then-act")
-    assert steps[("03", None)].reached >= 1 and "most hit <code>check-then-act</code>" in html
+    assert steps[("03", None)].reached >= 1 and "most hit <code><span class='w'>check-then-act</span></code>" in html
     # The instructor may read the ACL log and every echoq key, but not flush or configure.
     for refused in (instructor.flushall, lambda: instructor.config_get("*"), instructor.script_flush):
         with pytest.raises(echoq.PermissionDenied):
@@ -381,12 +381,14 @@ def test_the_dashboard_widget_renders_the_class_live(started: Workshop) -> None:
     queue.enqueue("one")
     dash = views.Dashboard.for_workshop(started, refresh_s=0.1)
     try:
-        assert "ada" in dash.view.value and "Class chaos" in dash.view.value
-        assert "<code>live-counts</code> 1 pending" in dash.view.value
-        assert set(dash.who.options) == set(started.learners)
+        assert "ada" in dash.view.value and "Where the class is" in dash.view.value
+        assert "<code><span class='w'>live-counts</span></code> 1 pending" in dash.view.value
+        assert "Class chaos" in dash.chaos_view.value or "Class queue" in dash.chaos_view.value
+        assert dash.chaos.selected_index is None  # folded until the instructor opens it
+        assert {lid for _name, lid in dash.who.options} == set(started.learners)
         queue.enqueue_many(["two", "three"])  # the page follows the server on its own
         deadline = time.monotonic() + 10
-        while "<code>live-counts</code> 3 pending" not in dash.view.value:
+        while "<code><span class='w'>live-counts</span></code> 3 pending" not in dash.view.value:
             assert time.monotonic() < deadline, "the dashboard did not refresh by itself"
             time.sleep(0.02)
     finally:

@@ -240,8 +240,9 @@ def test_a_script_that_never_ends_is_killed_and_named(klass: Workshop, watchdog:
 
     dash = views.Dashboard.for_workshop(Workshop.load(klass.dir), auto=False)
     try:
-        assert "Watchdog" in dash.view.value and "ended it with SCRIPT KILL" in dash.view.value
-        assert line.replace("'", "&#x27;") in dash.view.value  # the whole line, escaped, not cut
+        shown = dash.watchdog_view.value
+        assert "Watchdog" in shown and "ended it with SCRIPT KILL" in shown
+        assert line.replace("'", "&#x27;") in shown  # the whole line, escaped, not cut
     finally:
         dash.close()
 

@@ -7,6 +7,7 @@ instructor) can touch it. Fields:
 * ``lesson:<nn>`` -- server ms when the lesson was first started;
 * ``check:<nn>:<exercise>:attempts`` -- how many times the check ran;
 * ``check:<nn>:<exercise>:passed`` -- ``1`` once it has passed (never goes back to 0);
+* ``check:<nn>:<exercise>:passed_at`` -- server ms of the first check that passed;
 * ``check:<nn>:<exercise>:misconception`` -- the name of the last misconception it caught
   (empty once it passes);
 * ``check:<nn>:<exercise>:at`` -- server ms of the last check;
@@ -88,6 +89,7 @@ class CheckRecord:
     misconception: str | None
     at_ms: int
     missed: dict[str, int] = field(default_factory=dict)  # misconception -> checks that caught it
+    first_pass_ms: int = 0  # server ms of the first check that passed (0: none, or not recorded)
 
     @property
     def status(self) -> str:
@@ -162,6 +164,7 @@ def record_check(
     pipe.hincrby(k, head + "attempts", 1)
     if passed:
         pipe.hset(k, mapping={head + "passed": 1, head + "misconception": "", head + "at": now})
+        pipe.hsetnx(k, head + "passed_at", now)
     else:
         pipe.hset(k, mapping={head + "misconception": misconception or "", head + "at": now})
         pipe.hsetnx(k, head + "passed", 0)
@@ -249,6 +252,7 @@ def parse(fields: dict, learner: str | None) -> Progress:
             fields.get("misconception") or None,
             at,
             dict(sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))),
+            _whole(fields.get("passed_at", "0")) or 0,
         )
     progress.current = raw.get("current") or None
     progress.current_at_ms = _ms(raw, "current_at", progress)

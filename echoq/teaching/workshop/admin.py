@@ -90,6 +90,18 @@ def class_client(url: str, *, ping: bool = True, name: str | None = None) -> red
     return client
 
 
+def command(action: str) -> str:
+    """How to run ``workshop <action>`` with the interpreter running now, as a hint to
+    print: ``.venv/bin/python -m echoq.teaching workshop status`` from the checkout (its path
+    from the current folder; a plain ``python`` may not have echoq), else its full path."""
+    interpreter = Path(sys.executable)
+    try:
+        shown = str(interpreter.relative_to(Path.cwd()))
+    except ValueError:
+        shown = str(interpreter)
+    return f"{shown} -m echoq.teaching workshop {action}"
+
+
 def workshop_dir(given: str | Path | None = None) -> Path:
     """The workshop folder: ``given``, else ``$ECHOQ_WORKSHOP``, else ``./echoq-workshop``."""
     return Path(given or os.environ.get("ECHOQ_WORKSHOP") or "echoq-workshop").expanduser().resolve()
@@ -123,6 +135,12 @@ class Learner:
     id: str  # the namespace and the ACL user name
     hub_user: str  # the JupyterHub user name it was made from
     password: str = field(repr=False)
+    name: str = ""  # the name as the roster wrote it: what the instructor knows them by
+
+    @property
+    def display(self) -> str:
+        """The name to show the instructor: the roster's, else the hub user name."""
+        return self.name or self.hub_user
 
 
 @dataclass
@@ -192,7 +210,7 @@ class Workshop:
         path = where / STATE_FILE
         if not path.is_file():
             raise InvalidArgument(
-                f"no workshop in {where} (no {STATE_FILE}); start one with `python -m echoq.teaching workshop up`, "
+                f"no workshop in {where} (no {STATE_FILE}); start one with `{command('up')}`, "
                 "or point ECHOQ_WORKSHOP (or --dir) at the folder `up` wrote"
             )
         try:
@@ -203,7 +221,7 @@ class Workshop:
         except (ValueError, TypeError, AttributeError) as exc:  # bad JSON, bad UTF-8, fields not ours
             raise InvalidArgument(
                 f"{path} is not a workshop state `up` wrote ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-                "restore it from a copy, or move the folder away and run `python -m echoq.teaching workshop up` again"
+                f"restore it from a copy, or move the folder away and run `{command('up')}` again"
             ) from None
 
     def write_roster(self) -> Path:
@@ -232,9 +250,11 @@ def learners_from_roster(lines: Iterable[str]) -> list[Learner]:
     id (the name itself when it is a valid namespace, else a safe form of it)."""
     found: list[Learner] = []
     for raw in lines:
-        name = normalize_hub_user(raw.split("#", 1)[0])
+        line = raw.split("#", 1)[0]
+        name = normalize_hub_user(line)
+        written = " ".join(line.split())  # as the roster wrote it (for the instructor's eyes)
         if name:
-            found.append(Learner(from_hub_user(name), name, ""))
+            found.append(Learner(from_hub_user(name), name, "", written))
     return found
 
 
@@ -444,7 +464,9 @@ def _up(
     known = dict(previous.learners) if previous else {}
     for learner in given:
         if learner.id not in known:
-            known[learner.id] = Learner(learner.id, learner.hub_user, secrets.token_urlsafe(18))
+            known[learner.id] = Learner(learner.id, learner.hub_user, secrets.token_urlsafe(18), learner.name)
+        elif learner.name:  # the roster's spelling of a name wins: it is what the instructor reads
+            known[learner.id].name = learner.name
     _check_learners(list(known.values()), class_name)
     given_settings = {**(previous.settings if previous else {}), **(settings or {})}
     if maxmemory is not None:
@@ -558,8 +580,8 @@ def _up(
             f"note: {where} was there before, with mode {where.stat().st_mode & 0o777:o}: left as it is "
             "(the files up writes in it are 0600)"
         )
-    if watch or (workshop.watcher_pid and _process_alive(workshop.watcher_pid)):
-        lines.append(start_watcher(workshop))
+    running = bool(workshop.watcher_pid and _process_alive(workshop.watcher_pid))
+    watching = start_watcher(workshop) if watch or running else None
 
     ids = list(workshop.learners)
     shown = ", ".join(ids[:6]) + (f", ... ({len(ids)} in all)" if len(ids) > 6 else "")
@@ -573,8 +595,10 @@ def _up(
         f"JupyterHub config snippet, mode 0600:       {hub_path}",
         f"  add to jupyterhub_config.py:  load_subconfig({str(hub_path)!r})",
         f"instructor dashboard:  ECHOQ_WORKSHOP={where} make dashboard",
-        "passwords are in those files only; `python -m echoq.teaching workshop status --show-urls` prints them",
+        f"passwords are in those files only; `{command('status --show-urls')}` prints them",
     ]
+    if watching:
+        lines.append(watching)
     return workshop, lines
 
 
@@ -701,7 +725,7 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     lines.append(
         f"watchdog: running (pid {workshop.watcher_pid})"
         if watcher
-        else "watchdog: not running (`python -m echoq.teaching workshop up` starts it; or `workshop watch`)"
+        else f"watchdog: not running (`{command('up')}` starts it; or `{command('watch')}`)"
     )
     log = workshop.dir / "watch.log"
     if log.is_file():
@@ -712,13 +736,13 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     except ServerUnavailable as exc:
         return lines + [
             f"the class server does not answer: {exc}",
-            "run `python -m echoq.teaching workshop up` to restart it",
+            f"run `{command('up')}` to restart it",
         ]
     except EchoqError as exc:  # BUSY: a learner's script holds the server
         return lines + [
             f"the class server answers with an error: {str(exc).splitlines()[0]}",
             "a script that holds the class is ended by the watchdog within a second; without one: "
-            "`python -m echoq.teaching workshop watch`",
+            f"`{command('watch')}`",
         ]
     info = admin.info()
     users = set(admin.execute_command("ACL", "USERS"))
@@ -731,7 +755,7 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         f"AOF {'on' if info.get('aof_enabled') else 'off'}, {info.get('connected_clients')} client(s)"
     )
     lines.append(
-        f"{'learner':<24} {'hub user':<24} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
+        f"{'learner':<24} {'name':<24} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
     )
     from .. import heartbeat
     from .board import ask_record, record_of
@@ -750,7 +774,7 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         reached = ", ".join(text(lesson, 24) for lesson in sorted(record.lessons)) or "-"
         kernel = "alive" if admin.exists(heartbeat.alive_key(lid)) else "-"
         lines.append(
-            f"{lid:<24} {text(learner.hub_user, 24):<24} {'ok' if lid in users else 'MISSING':<8} "
+            f"{lid:<24} {text(learner.display, 24):<24} {'ok' if lid in users else 'MISSING':<8} "
             f"{connected.get(lid, 0):>5} {len(queues):>6} {kernel:<6}  {reached}"
         )
     if skipped:
@@ -780,9 +804,17 @@ def delete_class_keys(admin: redis.Redis, workshop: Workshop) -> int:
     return removed
 
 
-def down(folder: str | Path | None = None, *, keep_server: bool = False) -> list[str]:
-    """Delete the class's users and keys; stop the server ``up`` started; remove the files."""
+def down(folder: str | Path | None = None, *, keep_server: bool = False, purge: bool = False) -> list[str]:
+    """Delete the class's users and keys; stop the server ``up`` started; remove the files;
+    with ``purge``, the hub's folder too (its passwords, cookie secret, database and log).
+    The last lines say what is left, and how to remove it."""
     workshop = Workshop.load(folder)
+    hub = workshop.dir / "hub"
+    if purge and _hub_running(hub):
+        raise InvalidArgument(
+            f"the class hub still runs from {hub}: stop it first (Ctrl-C in the terminal of `make hub`), then "
+            f"`{command('down --purge')}`"
+        )
     lines: list[str] = []
     if stop_watcher(workshop):
         lines.append("stopped the class's watchdog")
@@ -808,6 +840,11 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False) -> list
         admin.close()
     for name in (ROSTER_FILE, HUB_SNIPPET, STATE_FILE, "watch.log", LOCK_FILE):
         (workshop.dir / name).unlink(missing_ok=True)
+    if purge and hub.is_dir():
+        import shutil
+
+        shutil.rmtree(hub)
+        lines.append(f"removed the hub's folder {hub}: its passwords, cookie secret, database, config and log")
     workshop.created = sorted(set(workshop.created) | _made(workshop.dir))
     if not (workshop.started and keep_server):  # else the server still runs in what we made
         if workshop.started:
@@ -819,7 +856,26 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False) -> list
         except OSError:
             pass  # the folder holds other files of the instructor's: leave it
     lines.append(f"removed the roster, the hub snippet and the state from {workshop.dir}")
+    if hub.is_dir():
+        lines.append(
+            f"left: {hub}, the class hub's passwords, cookie secret, database and log; "
+            f"`{command('down --purge')}` removes them"
+        )
+    if workshop.started and keep_server:
+        lines.append(f"left: the class server at {workshop.bind}:{workshop.port} (--keep-server), in {workshop.dir}")
+    lines.append(
+        "left: the learners' Unix users and homes (their notebooks), if `workshop hub` made them: "
+        "`userdel -r <user>` each when no longer needed; and any gradebook you exported"
+    )
     return lines
+
+
+def _hub_running(hub: Path) -> bool:
+    """Whether the class hub of that folder runs: its proxy's pid file names a live process."""
+    try:
+        return _process_alive(int((hub / "proxy.pid").read_text().strip()))
+    except (OSError, ValueError):
+        return False
 
 
 def _made(folder: Path) -> set[str]:

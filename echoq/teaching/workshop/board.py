@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import redis
 
@@ -30,7 +31,7 @@ from ...errors import EchoqError
 from ...keyspace import Keyspace, check_queue_name
 from .. import heartbeat, progress
 from . import acl, classroom
-from .html import Markup, esc, join
+from .html import Markup, esc, join, keep_words
 from .html import render as fill
 from .hubinfo import HubView
 
@@ -84,6 +85,14 @@ class LearnerView:
     server: str | None = None  # the learner's Jupyter server, as the hub says (None: no hub to ask)
     worker_until_ms: int | None = None  # the latest deadline a class worker of theirs beat (server ms)
     now_ms: int = 0  # the server's time of the reading
+    name: str = ""  # the name the roster gave (the instructor's word for them)
+    hub_user: str = ""  # their JupyterHub user name
+    logged_in: bool | None = None  # whether the hub has seen them log in (None: no hub to ask)
+    link: str | None = None  # their server, through the hub (an instructor may open it)
+
+    @property
+    def shown(self) -> str:
+        return self.name or self.learner
 
     @property
     def kernel(self) -> str:
@@ -128,8 +137,10 @@ class Board:
         refusals_shown: int = 20,
         hub_users: dict[str, str] | None = None,
         hub: HubView | None = None,
+        names: dict[str, str] | None = None,
     ) -> None:
         self.hub_users = dict(hub_users or {})  # learner id -> their hub user name
+        self.names = dict(names or {})  # learner id -> the name the roster gave
         self.hub = hub if hub is not None and hub.available else None
         self.client = client
         self.learners = sorted(set(learners))  # one order everywhere: the learner's id
@@ -217,6 +228,8 @@ class Board:
                 beats[name],
                 worker_until_ms=until[name],
                 now_ms=now_ms,
+                name=self.names.get(name, ""),
+                hub_user=self.hub_users.get(name, name),
             )
             for name in self.learners
         ]
@@ -229,9 +242,12 @@ class Board:
         users = self.hub.users() if self.hub is not None else None
         if users is None:
             return
+        base = self.hub.base_url
         for lv in data.learners:
-            user = users.get(self.hub_users.get(lv.learner, lv.learner))
-            lv.server = user.server if user is not None else "never logged in"
+            user = users.get(lv.hub_user)
+            lv.server = user.server if user is not None else "stopped"
+            lv.logged_in = user is not None and user.logged_in
+            lv.link = f"{base}user/{quote(lv.hub_user, safe='')}/lab"
         ours = {self.hub_users.get(name, name) for name in self.learners}
         data.strangers = sorted(name for name, u in users.items() if name not in ours and u.server == "running")
         if self.hub.error:
@@ -260,12 +276,14 @@ class Board:
 
 _STYLE = Markup("""<style>
 .echoq-board table{border-collapse:collapse;font:13px/1.35 system-ui,sans-serif;margin:4px 0 12px}
-.echoq-board th,.echoq-board td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top;
-overflow-wrap:anywhere;max-width:40em}
-.echoq-board th{background:#f3f3f3}.echoq-board .num{text-align:right;font-variant-numeric:tabular-nums}
+.echoq-board th,.echoq-board td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+.echoq-board th{background:#f3f3f3;white-space:nowrap}.echoq-board .w{white-space:nowrap}
+.echoq-board .num{text-align:right;font-variant-numeric:tabular-nums}
 .echoq-board .bad{color:#b00020;font-weight:600}.echoq-board .ok{color:#16794c}
-.echoq-board .muted{color:#666}.echoq-board .gone{color:#b00020}
+.echoq-board .muted{color:#666}.echoq-board .gone{color:#b00020}.echoq-board .id{color:#666;font-size:11px}
+.echoq-board .why{color:#555;font-size:12px;max-width:36em}
 .echoq-board .killed{color:#b00020}.echoq-board .running{color:#16794c}.echoq-board code{font-size:12px}
+.echoq-board h3{margin:10px 0 2px;font:600 15px system-ui,sans-serif}.echoq-board p{margin:2px 0 6px}
 </style>""")
 _WORKER_CLASSES = {"running", "killed", "gone"}  # a worker state a learner wrote becomes a CSS class only if known
 _NONE = Markup("-")
@@ -318,9 +336,78 @@ def _kernel(lv: LearnerView) -> Markup:
         return Markup("<span class='ok'>alive</span>")
     if lv.kernel == "gone":
         return Markup("<span class='bad'>not alive</span> (no heartbeat)")
-    if lv.server == "running":
-        return Markup("<span class='bad'>none on the class server</span> (server running: working alone?)")
-    return Markup("<span class='bad'>never connected</span>")
+    return Markup("<span class='muted'>none yet</span>")
+
+
+def explain(exercise: str, misconception: str) -> str | None:
+    """A misconception in one line for the instructor: its title and the first hint the
+    check gives a learner (None when the course does not know it)."""
+    try:
+        from ..exercises import EXERCISES, GENERIC
+    except ImportError:
+        return None
+    ex = EXERCISES.get(exercise)
+    known = [*(ex.misconceptions if ex is not None else []), *GENERIC.values()]
+    found = next((m for m in known if m.name == misconception), None)
+    return f"{found.title}: {found.hint}" if found is not None else None
+
+
+def stuck_on(lv: LearnerView) -> progress.CheckRecord | None:
+    """The exercise the learner is stuck on: their latest check, when it has not passed."""
+    tried = [c for c in lv.checks if c.attempts]
+    latest = max(tried, key=lambda c: (c.at_ms, c.lesson, c.exercise), default=None)
+    return latest if latest is not None and not latest.passed else None
+
+
+def doing(lv: LearnerView) -> str:
+    """Where the learner is, in words true of a person: ``never logged in``, ``logged in, no
+    lesson yet``, ``in lesson 02``, ``stuck on exercise 02 claim``, ``passed every exercise``
+    (without a hub: ``not seen yet`` until their kernel reaches the class server)."""
+    record = lv.record or progress.Progress(lv.learner)
+    if lv.logged_in is False:
+        return "never logged in"
+    if not record.lessons and not lv.checks:
+        if lv.logged_in:
+            return "logged in, no lesson yet"
+        return "connected, no lesson yet" if record.connected_ms else "not seen yet"
+    stuck = stuck_on(lv)
+    if stuck is not None:
+        return f"stuck on exercise {stuck.lesson} {stuck.exercise}"
+    course = exercises_of()
+    passed = {(c.lesson, c.exercise) for c in lv.checks if c.passed}
+    if course and all(step in passed for step in course):
+        return "passed every exercise"
+    lesson = record.current or max([*record.lessons, *(c.lesson for c in lv.checks)])
+    return f"in lesson {lesson}"
+
+
+def _doing(lv: LearnerView) -> Markup:
+    words = doing(lv)
+    stuck = stuck_on(lv)
+    if stuck is None:
+        css = "ok" if words.startswith("passed") else "muted" if words in _NOT_YET else ""
+        return fill("<span class='$css'>$words</span>", css=css, words=words)
+    why = explain(stuck.exercise, stuck.misconception) if stuck.misconception else None
+    return fill(
+        "<span class='bad'>$words</span>$miss$why",
+        words=words,
+        miss=fill(" (<code>$m</code>)", m=stuck.misconception) if stuck.misconception else Markup(""),
+        why=fill("<div class='why'>$why</div>", why=why) if why else Markup(""),
+    )
+
+
+_NOT_YET = {"never logged in", "not seen yet", "logged in, no lesson yet", "connected, no lesson yet"}
+
+
+def _who(lv: LearnerView) -> Markup:
+    """The learner's name, their id small beside it, and a link to their server (hub only)."""
+    link = (
+        fill(" <a href='$href' target='_blank' rel='noopener' title='open their JupyterLab (instructors may)'>open</a>",
+             href=lv.link)
+        if lv.link
+        else Markup("")
+    )  # fmt: skip
+    return fill("<b>$name</b> <span class='id'>$id</span>$link", name=lv.shown, id=lv.learner, link=link)
 
 
 def _queues(queues: dict[str, dict[str, int]]) -> Markup:
@@ -376,11 +463,11 @@ def where_the_class_is(data: BoardData) -> list[Step]:
             if check.passed:
                 step.passed += 1
             else:
-                step.stuck.append(lv.learner)
+                step.stuck.append(lv.shown)
         tried = {(c.lesson, c.exercise) for c in lv.checks}
         for lesson, exercise in exercises_of(lv.lessons):
             if (lesson, exercise) not in tried:
-                steps.setdefault((lesson, exercise), Step(lesson, exercise, 0)).not_started.append(lv.learner)
+                steps.setdefault((lesson, exercise), Step(lesson, exercise, 0)).not_started.append(lv.shown)
     for (lesson, exercise), step in steps.items():
         if exercise is not None:
             hits = [
@@ -407,7 +494,16 @@ def _glance(data: BoardData) -> Markup:
             continue
         stuck = join(", ", step.stuck[:8]) + (" ..." if len(step.stuck) > 8 else "")
         waiting = join(", ", step.not_started[:8]) + (" ..." if len(step.not_started) > 8 else "")
-        miss = fill("; most hit <code>$m</code>", m=step.misconception) if step.misconception else ""
+        why = explain(step.exercise, step.misconception) if step.misconception else None
+        miss = (
+            fill(
+                "; most hit <code>$m</code>$why",
+                m=step.misconception,
+                why=fill("<div class='why'>$why</div>", why=why) if why else Markup(""),
+            )
+            if step.misconception
+            else ""
+        )
         rows.append(
             fill(
                 "<tr><td>&nbsp;&nbsp;exercise $exercise</td><td class='num'>$reached</td>"
@@ -472,9 +568,7 @@ def _disagreement(who: str, what: str) -> Markup:
     return fill("<p class='bad'>$who's ledger disagrees with the queue: $what.</p>", who=who, what=line)
 
 
-def render(data: BoardData) -> Markup:
-    """The board as one HTML fragment: every number comes from ``data``, every text is escaped."""
-    sb = data.scoreboard
+def _learners(data: BoardData) -> Markup:
     with_server = any(x.server is not None for x in data.learners)
     rows = []
     for lv in data.learners:
@@ -482,24 +576,27 @@ def render(data: BoardData) -> Markup:
         record = lv.record or progress.Progress(lv.learner)
         rows.append(
             fill(
-                "<tr><td><b>$learner</b></td>$server<td>$kernel</td><td>$ago</td><td>$now</td><td>$lessons</td>"
+                "<tr><td>$who</td><td>$doing</td><td>$ago</td>$server<td>$kernel</td><td>$lessons</td>"
                 "<td>$checks</td><td>$queues</td></tr>",
-                learner=lv.learner,
+                who=_who(lv),
+                doing=_doing(lv),
                 server=fill("<td>$s</td>", s=lv.server) if with_server else Markup(""),
                 kernel=_kernel(lv),
                 ago=ago(data.now_ms, record.last_activity_ms),
-                now=record.current or "-",
                 lessons=join(", ", lv.lessons) if lv.lessons else _NONE,
                 checks=join("<br>", [_check(c) for c in checks]) if checks else _NONE,
                 queues=_queues(lv.queues),
             )
         )
-    learners = fill(
-        "<table><tr><th>learner</th>$server_head<th>kernel</th><th>last activity</th><th>lesson now</th>"
+    return fill(
+        "<table><tr><th>learner</th><th>now</th><th>last activity</th>$server_head<th>kernel</th>"
         "<th>lessons reached</th><th>exercise checks</th><th>queues, live</th></tr>$rows</table>",
         server_head=Markup("<th>server</th>" if with_server else ""),
         rows=join("", rows),
     )
+
+
+def _refusals(data: BoardData) -> Markup:
     refused = [
         fill(
             "<tr><td>$user</td><td>$reason</td><td><code>$object</code></td><td>$context</td>"
@@ -513,15 +610,18 @@ def render(data: BoardData) -> Markup:
         )
         for r in data.refusals
     ]
-    refusals = (
-        fill(
-            "<table><tr><th>who</th><th>refused</th><th>key or command</th><th>where</th><th>times</th>"
-            "<th>last</th></tr>$rows</table>",
-            rows=join("", refused),
-        )
-        if refused
-        else Markup("<p>No access refused so far.</p>")
+    if not refused:
+        return Markup("<p>No access refused so far.</p>")
+    return fill(
+        "<table><tr><th>who</th><th>refused</th><th>key or command</th><th>where</th><th>times</th>"
+        "<th>last</th></tr>$rows</table>",
+        rows=join("", refused),
     )
+
+
+def render_chaos(data: BoardData) -> Markup:
+    """Class chaos: the scoreboard, the verdict and what was written by hand."""
+    sb = data.scoreboard
     workers = {name: s.worker for name, s in sb.by_learner.items()} | {lv.learner: lv.worker for lv in data.learners}
     running = sum(w == "running" for w in workers.values())
     verdict = Markup(
@@ -533,7 +633,7 @@ def render(data: BoardData) -> Markup:
         "</span>"
     )
     forged = join("", [_forged(sb), *(_disagreement(who, sb.disagreement(who)) for who in sorted(sb.disagreements))])
-    scoreboard = fill(
+    body = fill(
         "<p>Class queue <code>emq:{$queue}</code>: $jobs jobs produced, $completed completed, $waiting. $verdict.</p>"
         "<table><tr><th>learner</th><th>worker</th><th>delivered</th><th>redelivered</th><th>effects</th>"
         "<th>duplicate effects</th><th>lost</th></tr>$rows$total</table>$forged",
@@ -546,7 +646,26 @@ def render(data: BoardData) -> Markup:
         rows=join("", [_score_row("td", name, s, worker=workers[name]) for name, s in sorted(sb.by_learner.items())]),
         total=_score_row("th", "class", sb.total, total=True, worker=f"{running} running"),
     )
-    skipped = dict(Counter(data.skipped) + Counter(sb.skipped))
+    return Markup(_STYLE + "<div class='echoq-board'>" + keep_words(body) + "</div>")
+
+
+def local_time(ms: int, seconds: bool = True) -> str:
+    """``ms`` (epoch ms) as this machine's local clock time, "14:02:03"."""
+    return time.strftime("%H:%M:%S" if seconds else "%H:%M", time.localtime(ms / 1000))
+
+
+def time_zone() -> str:
+    """The local time zone's name and offset, "CET, UTC+01:00": said wherever a time is shown."""
+    offset = time.strftime("%z")
+    return f"{time.strftime('%Z')}, UTC{offset[:3]}:{offset[3:]}"
+
+
+def render(data: BoardData, *, chaos: bool = True) -> Markup:
+    """The board as one HTML fragment: every number comes from ``data``, every text is
+    escaped. First where the class is and who is stuck, then the learners, the hub users
+    not on the roster and the ACL's refusals; class chaos last (``chaos=False``: left out,
+    for a page that shows it folded, :func:`render_chaos`)."""
+    skipped = dict(Counter(data.skipped) + Counter(data.scoreboard.skipped))
     bad = (
         fill(
             "<p class='bad'>$n bad entries skipped (learner-written fields that are not what the kit writes): "
@@ -557,19 +676,22 @@ def render(data: BoardData) -> Markup:
         if skipped
         else ""
     )
-    return fill(
-        '$style<div class="echoq-board"><p>$learners learners, $queues queues; read at $stamp (server time) '
-        "in $ms ms.</p>$bad<h3>Class chaos</h3>$score<h3>Where the class is</h3>$glance<h3>Learners</h3>$table"
-        "$strangers<h3>Refused by the ACL</h3>$refusals</div>",
-        style=_STYLE,
+    body = fill(
+        "<p>$learners learners, $queues queues; read at $stamp (local time: $zone) in $ms ms.</p>$bad"
+        "<h3>Where the class is</h3>$glance<h3>Learners</h3>$table$strangers"
+        "<h3>Refused by the ACL</h3>$refusals",
         learners=len(data.learners),
         queues=data.queues_found,
-        stamp=time.strftime("%H:%M:%S", time.localtime(data.now_ms / 1000)),
+        stamp=local_time(data.now_ms),
+        zone=time_zone(),
         ms=f"{data.read_ms:.0f}",
         bad=Markup(bad),
         glance=_glance(data),
-        table=learners,
-        score=scoreboard,
-        refusals=refusals,
+        table=_learners(data),
+        refusals=_refusals(data),
         strangers=_strangers(data),
     )
+    page = Markup(_STYLE + "<div class='echoq-board'>" + keep_words(body) + "</div>")
+    if chaos:
+        page = Markup(page + "<h3>Class chaos</h3>" + render_chaos(data))
+    return page

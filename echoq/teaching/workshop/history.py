@@ -1,4 +1,4 @@
-"""One learner's attempts at one exercise, as HTML for the dashboard, and the CSV as a link.
+"""One learner's attempts at one exercise, as HTML for the dashboard, and a file as a download link.
 
 Every value is escaped (a learner's code is theirs to write: it may hold any text).
 Each attempt is a line with its time, verdict and misconception; its code is one click
@@ -8,15 +8,16 @@ away, folded in a ``<details>`` (no script needed, so it works in Voila and in a
 from __future__ import annotations
 
 import base64
-from datetime import UTC, datetime
+import time
 
 from .. import progress
+from .admin import command
 from .html import Markup, esc, esc_block, join
 from .html import render as fill
 
-__all__ = ["render_attempts", "csv_link", "MAX_LINK_BYTES"]
+__all__ = ["render_attempts", "download_link", "MAX_LINK_BYTES"]
 
-MAX_LINK_BYTES = 5_000_000  # a bigger CSV is for `workshop export --csv FILE`, not a data: link
+MAX_LINK_BYTES = 5_000_000  # a bigger file is for `workshop export`, not a data: link
 
 
 def render_attempts(
@@ -36,7 +37,7 @@ def render_attempts(
     head = Markup(head + fill("$status$older.</p>", status=record.status, older=older))
     items = []
     for n, attempt in enumerate(kept, start=max(1, dropped + 1)):
-        stamp = datetime.fromtimestamp(attempt.at_ms / 1000, tz=UTC).strftime("%H:%M:%S UTC")
+        stamp = time.strftime("%H:%M:%S", time.localtime(attempt.at_ms / 1000))
         verdict = Markup("<span class='ok'>passed</span>" if attempt.passed else "<span class='bad'>not yet</span>")
         miss = fill(", misconception <code>$m</code>", m=attempt.misconception) if attempt.misconception else ""
         if attempt.code is None:
@@ -60,16 +61,16 @@ def render_attempts(
     return Markup(head + fill("<ol style='list-style:none;padding-left:0'>$items</ol>", items=join("", items)))
 
 
-def csv_link(text: str, attempts: int, filename: str = "echoq-attempts.csv") -> str:
-    """A download link holding the CSV itself (a ``data:`` URL: nothing to serve)."""
+def download_link(text: str, filename: str, mime: str, what: str) -> str:
+    """A download link holding the file itself (a ``data:`` URL: nothing to serve)."""
     data = text.encode("utf-8")
     if len(data) > MAX_LINK_BYTES:
         return (
-            f"<p>The CSV is {len(data) / 1e6:.1f} MB, too big for a link: run "
-            "<code>python -m echoq.teaching workshop export --csv FILE</code>.</p>"
+            f"<p>The {esc(what)} is {len(data) / 1e6:.1f} MB, too big for a link: run "
+            f"<code>{esc(command('export --csv FILE'))}</code>.</p>"
         )
     encoded = base64.b64encode(data).decode()
     return (
-        f"<a download='{esc(filename)}' href='data:text/csv;charset=utf-8;base64,{encoded}'>"
-        f"download the CSV ({attempts} attempts, {len(data) / 1000:.1f} kB)</a>"
+        f"<a download='{esc(filename)}' href='data:{mime};charset=utf-8;base64,{encoded}'>"
+        f"{esc(filename)}</a> ({esc(what)}, {len(data) / 1000:.1f} kB)"
     )
