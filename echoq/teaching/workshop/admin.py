@@ -754,8 +754,10 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         f"({'started by up' if workshop.started else 'attached'}): used memory {info.get('used_memory_human')}, "
         f"AOF {'on' if info.get('aof_enabled') else 'off'}, {info.get('connected_clients')} client(s)"
     )
+    wide = max([7, *(len(lid) for lid in workshop.learners)])  # every id whole: the column fits the longest
+    named = min(32, max([4, *(len(text(ln.display, None)) for ln in workshop.learners.values())]))
     lines.append(
-        f"{'learner':<24} {'name':<24} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
+        f"{'learner':<{wide}} {'name':<{named}} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
     )
     from .. import heartbeat
     from .board import ask_record, record_of
@@ -774,7 +776,7 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         reached = ", ".join(text(lesson, 24) for lesson in sorted(record.lessons)) or "-"
         kernel = "alive" if admin.exists(heartbeat.alive_key(lid)) else "-"
         lines.append(
-            f"{lid:<24} {text(learner.display, 24):<24} {'ok' if lid in users else 'MISSING':<8} "
+            f"{lid:<{wide}} {text(learner.display, named):<{named}} {'ok' if lid in users else 'MISSING':<8} "
             f"{connected.get(lid, 0):>5} {len(queues):>6} {kernel:<6}  {reached}"
         )
     if skipped:
@@ -808,6 +810,9 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False, purge: 
     """Delete the class's users and keys; stop the server ``up`` started; remove the files;
     with ``purge``, the hub's folder too (its passwords, cookie secret, database and log).
     The last lines say what is left, and how to remove it."""
+    where = workshop_dir(folder)
+    if purge and not (where / STATE_FILE).is_file() and (where / "hub").is_dir():
+        return _purge_hub(where)  # `down` ran already: what is left is the hub's folder
     workshop = Workshop.load(folder)
     hub = workshop.dir / "hub"
     if purge and _hub_running(hub):
@@ -867,6 +872,23 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False, purge: 
         "left: the learners' Unix users and homes (their notebooks), if `workshop hub` made them: "
         "`userdel -r <user>` each when no longer needed; and any gradebook you exported"
     )
+    return lines
+
+
+def _purge_hub(where: Path) -> list[str]:
+    """``down --purge`` after a ``down``: the hub's folder, then the workshop folder if empty."""
+    import shutil
+
+    hub = where / "hub"
+    if _hub_running(hub):
+        raise InvalidArgument(
+            f"the class hub still runs from {hub}: stop it first (Ctrl-C in the terminal of `make hub`)"
+        )
+    shutil.rmtree(hub)
+    lines = [f"removed the hub's folder {hub}: its passwords, cookie secret, database, config and log"]
+    with contextlib.suppress(OSError):  # a folder holding other files of the instructor's stays
+        where.rmdir()
+        lines.append(f"removed {where}, empty now")
     return lines
 
 
@@ -1018,7 +1040,9 @@ c.JupyterHub.services.append(
             "--ServerApp.answer_yes=True",
             *(["--allow-root"] if _os.geteuid() == 0 else []),
         ],
-        "environment": {{"ECHOQ_WORKSHOP": {str(workshop.dir)!r}}},
+        # No bytecode caches: a hub runs private (umask 077), and a cache folder it made in
+        # the checkout would be one learners' kernels cannot read.
+        "environment": {{"ECHOQ_WORKSHOP": {str(workshop.dir)!r}, "PYTHONDONTWRITEBYTECODE": "1"}},
         "oauth_no_confirm": True,
     }}
 )

@@ -589,11 +589,19 @@ def _learners(data: BoardData) -> Markup:
             )
         )
     return fill(
-        "<table><tr><th>learner</th><th>now</th><th>last activity</th>$server_head<th>kernel</th>"
+        "<table class='learners'><tr><th>learner</th><th>now</th><th>last activity</th>$server_head<th>kernel</th>"
         "<th>lessons reached</th><th>exercise checks</th><th>queues, live</th></tr>$rows</table>",
         server_head=Markup("<th>server</th>" if with_server else ""),
         rows=join("", rows),
     )
+
+
+def _named(data: BoardData, learner: str) -> Markup:
+    """A learner of the roster by the roster's name, their id small beside it (anyone else: as named)."""
+    lv = next((lv for lv in data.learners if lv.learner == learner), None)
+    if lv is None or not lv.name or lv.name == learner:
+        return esc(learner)
+    return fill("$name <span class='id'>$id</span>", name=lv.name, id=learner)
 
 
 def _refusals(data: BoardData) -> Markup:
@@ -601,7 +609,7 @@ def _refusals(data: BoardData) -> Markup:
         fill(
             "<tr><td>$user</td><td>$reason</td><td><code>$object</code></td><td>$context</td>"
             "<td class='num'>$count</td><td class='num'>$age s ago</td></tr>",
-            user=r.user,
+            user=_named(data, r.user),
             reason=r.reason,
             object=r.object,
             context=r.context,
@@ -633,6 +641,7 @@ def render_chaos(data: BoardData) -> Markup:
         "</span>"
     )
     forged = join("", [_forged(sb), *(_disagreement(who, sb.disagreement(who)) for who in sorted(sb.disagreements))])
+    by_learner = sorted(sb.by_learner.items())
     body = fill(
         "<p>Class queue <code>emq:{$queue}</code>: $jobs jobs produced, $completed completed, $waiting. $verdict.</p>"
         "<table><tr><th>learner</th><th>worker</th><th>delivered</th><th>redelivered</th><th>effects</th>"
@@ -643,7 +652,7 @@ def render_chaos(data: BoardData) -> Markup:
         completed=sb.completed,
         waiting=", ".join(f"{sb.counts.get(p, 0)} {p}" for p in PLACES[:4]),
         verdict=verdict,
-        rows=join("", [_score_row("td", name, s, worker=workers[name]) for name, s in sorted(sb.by_learner.items())]),
+        rows=join("", [_score_row("td", _named(data, n), one, worker=workers[n]) for n, one in by_learner]),
         total=_score_row("th", "class", sb.total, total=True, worker=f"{running} running"),
     )
     return Markup(_STYLE + "<div class='echoq-board'>" + keep_words(body) + "</div>")

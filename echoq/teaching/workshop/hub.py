@@ -230,7 +230,7 @@ def prepare(folder: str | Path | None = None, options: HubOptions | None = None)
     database.chmod(0o600)
     config = where / "jupyterhub_config.py"
     write_private(config, config_text(workshop, where, options, proxy=proxy))
-    users = sorted(ln.display for ln in workshop.learners.values())
+    users = [ln.display for _lid, ln in sorted(workshop.learners.items())]  # one order everywhere: the id
     shown = ", ".join(users[:6]) + (f", ... ({len(users)} in all)" if len(users) > 6 else "")
     url = f"http://{options.ip}:{options.port}/"
     lines = [
@@ -258,12 +258,15 @@ def run(config: Path, lines: list[str], options: HubOptions) -> int:
 
     log = config.parent / LOG_FILE
     print(f"starting JupyterHub; its log: {log}", flush=True)
+    # Private bytecode caches in the checkout (umask 077) would be folders learners cannot
+    # read: the hub and its dashboard write none.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     before = os.umask(0o077)  # the hub's database, pid and log files, and all it starts: private
     try:
         with open(log, "ab") as out:
             hub = subprocess.Popen(
                 [sys.executable, "-m", "jupyterhub", "-f", str(config)],
-                cwd=config.parent, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                cwd=config.parent, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True,  # only this process tells it to stop: one signal, not two
             )  # fmt: skip
     finally:

@@ -181,7 +181,8 @@ class Dashboard(widgets.VBox):
             return "No running worker to kill."
         who = classroom.kill(self.client, learners, klass=self.class_name)
         return (
-            f"Kill ordered for {', '.join(who)}: written to emq:{{{self.class_name}.control}}:kills; "
+            f"Kill ordered for {', '.join(self.names.get(lid) or lid for lid in who)}: written to "
+            f"emq:{{{self.class_name}.control}}:kills; "
             "each worker reads its order within 0.1 s and dies as if SIGKILLed."
         )
 
