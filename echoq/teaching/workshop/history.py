@@ -12,6 +12,7 @@ import time
 
 from .. import progress
 from .admin import command
+from .board import time_zone
 from .html import Markup, esc, esc_block, join
 from .html import render as fill
 
@@ -34,7 +35,8 @@ def render_attempts(
         return Markup(head + "not started (no attempt recorded).</p>")
     dropped = record.attempts - len(kept)
     older = f" (the {dropped} oldest are no longer kept)" if dropped > 0 else ""
-    head = Markup(head + fill("$status$older.</p>", status=record.status, older=older))
+    head = Markup(head + fill("$status$older (times in local time, $zone).</p>", status=record.status, older=older,
+                              zone=time_zone()))  # fmt: skip
     items = []
     for n, attempt in enumerate(kept, start=max(1, dropped + 1)):
         stamp = time.strftime("%H:%M:%S", time.localtime(attempt.at_ms / 1000))
