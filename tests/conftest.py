@@ -145,7 +145,7 @@ BROWSER_MODULES = {
 
 # Files without a browser (paths from the repository's root) that `make test` runs in the
 # browser tests' pytest, after them. Their tests mostly wait (on leases, on child processes
-# they kill and freeze, on heartbeats and a failover), so they fit beside anything, and with
+# they kill and freeze, on learners' presence keys and a failover), so they fit beside anything, and with
 # them both jobs end at about the same time: the one left running alone at the end would
 # leave a core partly idle.
 WITH_BROWSER_JOB = {

@@ -32,7 +32,7 @@ from ..errors import EchoqError, PermissionDenied, ServerUnavailable
 from ..queue import Queue
 from ..server import connect, connection_settings, describe
 from ..worker import Worker
-from . import heartbeat, learner, progress
+from . import learner, presence, progress
 
 
 @dataclass
@@ -111,7 +111,7 @@ _started: str | None = None  # the number of the lesson whose setup cell ran las
 
 def start(number: str, *, quiet: bool = False) -> Lesson:
     """Connect, empty the lesson's queue, and say which server this is. On a class server the
-    kernel's heartbeat starts (or notes the new lesson)."""
+    kernel's presence starts (or notes the new lesson)."""
     global _started
     _started = number
     one_line_errors()
@@ -120,7 +120,7 @@ def start(number: str, *, quiet: bool = False) -> Lesson:
     lesson = Lesson(number, Queue(learner.queue_name(f"lesson-{number}"), client))
     lesson.queue.reset()
     progress.record_lesson(client, number)
-    heartbeat.start(client, number)
+    presence.start(client, number)
     if not quiet:
         print(describe(client))
         print(f"This lesson uses the queue {lesson.queue.name!r}: its keys all start with {lesson.queue.keys.prefix}")

@@ -15,7 +15,7 @@ instructor) can touch it. Fields:
   misconception (kept after a pass: "passed after 4 tries: code-error x2, ...");
 * ``current`` / ``current_at`` -- the lesson started last (the one the learner is in) and when;
 * ``connected`` / ``active`` -- when the learner's kernel first reached the class server and
-  when they last ran a cell (written by :mod:`echoq.teaching.heartbeat`).
+  when they last ran a cell (written by :mod:`echoq.teaching.presence`).
 
 Every attempt is also kept, newest first, in a list per exercise,
 ``emq:{<learner>.course}:attempts:<nn>:<exercise>``: one JSON entry each with the server
@@ -131,7 +131,7 @@ class Progress:
 def record_lesson(client: redis.Redis, lesson: str) -> None:
     """Note that the learner started ``lesson``: first time (kept), and as the current one.
     Only the record: the lesson's setup (:func:`echoq.teaching.course.start`) starts the
-    kernel's heartbeat (:mod:`echoq.teaching.heartbeat`)."""
+    kernel's presence (:mod:`echoq.teaching.presence`)."""
     now = server_now_ms(client)
     pipe = client.pipeline(transaction=True)
     pipe.hsetnx(key(), f"lesson:{lesson}", now)

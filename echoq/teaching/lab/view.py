@@ -40,7 +40,7 @@ import matplotlib
 from traitlets import TraitError
 
 from ...errors import EchoqError
-from .. import heartbeat
+from .. import presence
 from . import words
 from .figure import BoardFigure
 from .frames import Frame
@@ -219,12 +219,12 @@ class LabPanel(widgets.VBox):
     @staticmethod
     def _clicked(then: Callable[[], Any]) -> None:
         """A click: the learner is active (a workshop's dashboard shows it), then ``then``."""
-        heartbeat.touch()
+        presence.touch()
         then()
 
     def run(self, move: Callable[[], Any]) -> None:
         """Run a move from a control; any refusal ends up in the readout, never a traceback."""
-        heartbeat.touch()  # a click: the learner is active (a workshop's dashboard shows it)
+        presence.touch()  # a click: the learner is active (a workshop's dashboard shows it)
         was_running = self.runs_by_itself()
         try:
             move()

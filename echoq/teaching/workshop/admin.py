@@ -759,7 +759,7 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     lines.append(
         f"{'learner':<{wide}} {'name':<{named}} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
     )
-    from .. import heartbeat
+    from .. import presence
     from .board import ask_record, record_of
 
     skipped = 0
@@ -774,7 +774,7 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         record = record_of(pipe.execute(raise_on_error=False)[0], lid)
         skipped += record.skipped
         reached = ", ".join(text(lesson, 24) for lesson in sorted(record.lessons)) or "-"
-        kernel = "alive" if admin.exists(heartbeat.alive_key(lid)) else "-"
+        kernel = "alive" if admin.exists(presence.alive_key(lid)) else "-"
         lines.append(
             f"{lid:<{wide}} {text(learner.display, named):<{named}} {'ok' if lid in users else 'MISSING':<8} "
             f"{connected.get(lid, 0):>5} {len(queues):>6} {kernel:<6}  {reached}"

@@ -1,7 +1,7 @@
 """The instructor's view of the class, as data: one :meth:`Board.read`, then :func:`render`.
 
-For each learner: whether their kernel is alive (its heartbeat key lives:
-:mod:`echoq.teaching.heartbeat`), when they last did something, the lesson they are in, the
+For each learner: whether their kernel is alive (its presence key lives:
+:mod:`echoq.teaching.presence`), when they last did something, the lesson they are in, the
 lessons they reached and every exercise check (attempts, passed, the misconceptions hit;
 "not started" for an exercise of a reached lesson with no attempt), recorded by the kit on
 the server (:mod:`echoq.teaching.progress`); the live counts of each of their queues;
@@ -10,7 +10,7 @@ id, sorted). For the
 class: the accesses the server's ACL refused (ACL LOG: who, which key or command), and the
 class-chaos scoreboard.
 
-Reads, per refresh: one MULTI with every learner's progress record, heartbeat and every queue's
+Reads, per refresh: one MULTI with every learner's progress record, presence and every queue's
 counts (ZCARD of pending, active, scheduled, dead and done): one consistent moment for the
 whole class, in one round trip; then ACL LOG and the scoreboard
 (:func:`classroom.read_scoreboard`).
@@ -29,7 +29,7 @@ import redis
 
 from ...errors import EchoqError
 from ...keyspace import Keyspace, check_queue_name
-from .. import heartbeat, progress
+from .. import presence, progress
 from . import acl, classroom
 from .html import Markup, esc, join, keep_words
 from .html import render as fill
@@ -81,7 +81,7 @@ class LearnerView:
     queues: dict[str, dict[str, int]]  # queue name (without the namespace) -> counts
     score: classroom.Score
     record: progress.Progress | None = None
-    alive: heartbeat.Alive | None = None  # None: no live heartbeat (no kernel, or one that died)
+    alive: presence.Alive | None = None  # None: no live presence key (no kernel, or one that died)
     server: str | None = None  # the learner's Jupyter server, as the hub says (None: no hub to ask)
     worker_until_ms: int | None = None  # the latest deadline a class worker of theirs beat (server ms)
     now_ms: int = 0  # the server's time of the reading
@@ -96,7 +96,7 @@ class LearnerView:
 
     @property
     def kernel(self) -> str:
-        """``alive``, ``gone`` (it reached the class server once; no heartbeat now) or
+        """``alive``, ``gone`` (it reached the class server once; no presence key now) or
         ``never connected``."""
         if self.alive is not None:
             return "alive"
@@ -177,7 +177,7 @@ class Board:
         for name in self.learners:
             ask_record(pipe, name)
         for name in self.learners:
-            pipe.get(heartbeat.alive_key(name))
+            pipe.get(presence.alive_key(name))
         for name in self.learners:  # the latest deadline only: one member, whatever the set holds
             pipe.zrange(classroom.worker_beat_key(name), -1, -1, withscores=True)
         order: list[tuple[str, str]] = []
@@ -200,7 +200,7 @@ class Board:
         n = len(self.learners)
         beats = {}
         for name, raw in zip(self.learners, reply[1 + n : 1 + 2 * n], strict=True):
-            beats[name] = None if isinstance(raw, Exception) else heartbeat.parse(raw)
+            beats[name] = None if isinstance(raw, Exception) else presence.parse(raw)
         until: dict[str, int | None] = {}
         for name, raw in zip(self.learners, reply[1 + 2 * n : 1 + 3 * n], strict=True):
             try:  # a learner's key: anything may be there
@@ -335,7 +335,7 @@ def _kernel(lv: LearnerView) -> Markup:
     if lv.kernel == "alive":
         return Markup("<span class='ok'>alive</span>")
     if lv.kernel == "gone":
-        return Markup("<span class='bad'>not alive</span> (no heartbeat)")
+        return Markup("<span class='bad'>not alive</span> (its presence key expired)")
     return Markup("<span class='muted'>none yet</span>")
 
 

@@ -234,10 +234,10 @@ class ClassWorker:
             raise InvalidArgument("this class worker was started already; make a new one to restart")
         kills, stops = self.client.hmget(self.keys.kills, [self.learner, STOP_FIELD])
         self._baseline, self._stops = int(kills or 0), int(stops or 0)
-        from .. import heartbeat
+        from .. import presence
 
         if self.learner != "solo":  # the dashboard orders kills only to a kernel that is alive
-            heartbeat.start(self.client, learner=self.learner)
+            presence.start(self.client, learner=self.learner)
         self._status("running")
         self._beat()
         work = threading.Thread(target=self._work, name=f"echoq-class-worker-{self.learner}", daemon=True)
@@ -413,7 +413,7 @@ def stop_all(client: redis.Redis, *, klass: str | None = None) -> None:
 def new_round(
     client: redis.Redis, alive: Iterable[str] = (), *, klass: str | None = None, timeout_s: float = 10.0
 ) -> list[str]:
-    """Stop every worker, wait until those of ``alive`` learners (kernels with a heartbeat:
+    """Stop every worker, wait until those of ``alive`` learners (kernels whose presence key lives:
     a dead one never answers) no longer say "running", then empty the class queue and zero
     the scoreboard. Returns the learners whose worker did not stop in time (their jobs, if
     any, come back to the next round's scoreboard as a lease runs out)."""

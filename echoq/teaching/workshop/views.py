@@ -169,7 +169,7 @@ class Dashboard(widgets.VBox):
         return f"Produced {len(ids)} jobs into emq:{{{classroom.ClassKeys(self.class_name).queue}}}:pending."
 
     def running(self) -> list[str]:
-        """Learners whose class worker runs in a kernel that is alive (its heartbeat lives):
+        """Learners whose class worker runs in a kernel that is alive (its presence key lives):
         a worker whose kernel died cannot obey a kill, so it is never picked."""
         data = self.refresh() or self.last
         if data is None:

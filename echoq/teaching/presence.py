@@ -43,13 +43,13 @@ COURSE = "course"
 
 
 def alive_key(learner: str) -> str:
-    """The heartbeat key of ``learner`` (inside their namespace: only they write it)."""
+    """The presence key of ``learner`` (inside their namespace: only they write it)."""
     return Keyspace(f"{check_namespace(learner)}.{COURSE}").prefix + "alive"
 
 
 @dataclass(frozen=True)
 class Alive:
-    """What a live heartbeat says (``None`` from :func:`parse` when the key has expired)."""
+    """What a live presence key says (``None`` from :func:`parse` when the key has expired)."""
 
     pid: int
     host: str
@@ -82,7 +82,7 @@ class _Beat:
         self.gone: str | None = None  # one line, once the class server is gone
         self._told = False
         self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name=f"echoq-heartbeat-{learner}", daemon=True)
+        self.thread = threading.Thread(target=self._loop, name=f"echoq-presence-{learner}", daemon=True)
 
     def value(self) -> str:
         mine = {"pid": os.getpid(), "host": socket.gethostname(), "lesson": self.lesson, "since": self.since_ms}
@@ -114,7 +114,7 @@ class _Beat:
             self._stop.wait(BEAT_S)
 
     def stop(self) -> None:
-        """A kernel that ends cleanly takes its heartbeat with it at once."""
+        """A kernel that ends cleanly takes its presence key with it at once."""
         self._stop.set()
         try:
             self.client.delete(self.key)
@@ -147,7 +147,7 @@ _lock = threading.Lock()
 
 
 def running(learner: str | None = None) -> _Beat | None:
-    """The heartbeat this process beats for ``learner`` (default: its only one), if any."""
+    """The presence this process beats for ``learner`` (default: its only one), if any."""
     if learner is None:
         return next(iter(_beats.values()), None)
     return _beats.get(learner)
@@ -166,7 +166,7 @@ def gone_notice() -> str | None:
 
 
 def start(client: redis.Redis, lesson: str | None = None, *, learner: str | None = None) -> _Beat | None:
-    """Start (once per process and learner) the heartbeat of ``learner`` (default: this
+    """Start (once per process and learner) the presence of ``learner`` (default: this
     kernel's) on ``client``'s server, and note ``lesson`` as the one the learner is in.
     Nothing in solo mode (no learner id, or none given and no ``VALKEY_URL``: an embedded
     server nobody else watches)."""
