@@ -293,7 +293,7 @@ def test_a_learners_eval_on_the_class_server_is_one_line_saying_where_her_script
     assert "EVAL" in line and "runs only the library's scripts" in line and "your own private server" in line, line
 
 
-def test_an_exercise_check_runs_her_lua_on_her_own_server_and_records_the_attempt_on_the_class_server(
+def test_an_exercise_check_runs_her_lua_on_her_own_server_and_records_the_submission_on_the_class_server(
     started: Workshop, monkeypatch
 ) -> None:
     from echoq.teaching import exercises
@@ -310,7 +310,7 @@ def test_an_exercise_check_runs_her_lua_on_her_own_server_and_records_the_attemp
     feedback = exercises.check_claim_script(solution)
     assert feedback.ok, feedback.lines
     after = progress.read(started.admin(), "ada").checks[("02", "claim")]
-    assert after.attempts == (before.attempts if before else 0) + 1 and after.passed
+    assert after.submissions == (before.submissions if before else 0) + 1 and after.passed
     # Nothing of hers knocked on the class server's closed door: her Lua never went there.
     assert evals_refused() == refused
 
@@ -358,7 +358,7 @@ def test_the_board_shows_progress_queues_and_refusals(started: Workshop, monkeyp
     assert set(view) == set(started.learners)
     assert "03" in view["bob"].lessons
     (check,) = [c for c in view["bob"].checks if c.exercise == "handler"]
-    assert (check.attempts, check.passed) == (2, True)
+    assert (check.submissions, check.passed) == (2, True)
     assert view["bob"].queues["lesson-03"]["pending"] >= 1
     assert any(r.user == "bob" and r.object == "emq:{ada.lesson-02}:pending" for r in data.refusals)
     html = board.render(data)

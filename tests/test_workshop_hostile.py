@@ -43,9 +43,9 @@ def poison(workshop: Workshop) -> None:
             f"lesson:{HOSTILE}": "not a number",
             "lesson:02": "1700000000000",
             "lesson:\xff\xfe": b"\xff\xfe\xfd",
-            "check:02:claim:attempts": "many",
+            "check:02:claim:submissions": "many",
             "check:02:claim:at": "1",
-            "check:03:x:attempts": "2",
+            "check:03:x:submissions": "2",
             "check:03:x:at": "1",
             "check:03:x:misconception": HOSTILE.encode() + b"\xff",
         },
@@ -65,7 +65,7 @@ def test_the_board_skips_and_counts_what_is_not_the_kits_and_shows_the_rest(klas
     data = board.Board(klass.instructor(), list(klass.learners), class_name="hostile").read()
     ada = {lv.learner: lv for lv in data.learners}["ada"]
     assert "02" in ada.lessons and HOSTILE not in ada.lessons  # the good lesson stays, the bad one goes
-    assert [c.exercise for c in ada.checks] == ["x"] and ada.checks[0].attempts == 2
+    assert [c.exercise for c in ada.checks] == ["x"] and ada.checks[0].submissions == 2
     assert data.skipped["progress records"] >= 3 and data.skipped["queues"] == 1 and data.skipped["queue names"] == 1
     sb = data.scoreboard
     # The class's figures come from the queue, for the jobs the instructor produced: ada's
@@ -135,18 +135,19 @@ def test_one_learners_bad_times_ids_and_100000_fields_cost_only_their_row(klass:
     ada, bob = raw_learner(klass, "ada"), raw_learner(klass, "bob")
     progress_key = progress.key("bob")
     bob.delete(progress_key)
-    with echoq.connect(klass.learner_url("bob")) as honest:  # bob's one real attempt
+    with echoq.connect(klass.learner_url("bob")) as honest:  # bob's one real submission
         os.environ["ECHOQ_LEARNER"] = "bob"
         try:
             progress.record_check(honest, "02", "claim", True, None, code="-- bob's")
         finally:
             del os.environ["ECHOQ_LEARNER"]
-    history = progress.attempts_key("02", "claim", "ada")
+    history = progress.submissions_key("02", "claim", "ada")
     ada.delete(progress.key("ada"), history)
-    ada.hset(progress.key("ada"), mapping={"check:02:claim:attempts": "3", "check:02:claim:at": "1"})
-    for at in ("Infinity", "1e300", "-5", '"soon"'):  # times no attempt of the kit has
+    ada.hset(progress.key("ada"), mapping={"check:02:claim:submissions": "3", "check:02:claim:at": "1"})
+    for at in ("Infinity", "1e300", "-5", '"soon"'):  # times no submission of the kit has
         ada.lpush(history, f'{{"at": {at}, "passed": false}}')
-    ada.hset(progress.key("ada"), mapping={"check:bad lesson!:claim:attempts": "1", "check:bad lesson!:claim:at": "1"})
+    bad = {"check:bad lesson!:claim:submissions": "1", "check:bad lesson!:claim:at": "1"}  # no lesson id of the kit's
+    ada.hset(progress.key("ada"), mapping=bad)
     people = [(lid, lid, lid) for lid in klass.learners]
     rows = {(r.learner, r.exercise): r for r in export.rows(klass.instructor(), people)}
     assert (rows["bob", "claim"].status, rows["bob", "claim"].last_code) == ("passed", "-- bob's")

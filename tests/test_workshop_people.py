@@ -1,4 +1,4 @@
-"""The dashboard is true about people: who is alive, who is where, what each attempt was.
+"""The dashboard is true about people: who is alive, who is where, what each submission was.
 
 A learner's kernel is a real Python process here (it runs ``course.start`` and a class
 worker exactly as a notebook would, on its own ``VALKEY_URL``), killed with SIGKILL as
@@ -135,7 +135,7 @@ def test_an_untouched_exercise_of_a_reached_lesson_is_not_started_and_a_pass_kee
     progress.record_check(bob, "03", "charge", True, None, code="-- right")
     lv = views_of(klass)["bob"]
     checks = {c.exercise: c for c in board.checks_with_not_started(lv)}
-    assert checks["complete"].status == "not started"  # lesson 03's other exercise, no attempt
+    assert checks["complete"].status == "not started"  # lesson 03's other exercise, no submission
     assert checks["charge"].status == "passed after 4 tries: code-error x2, deadline-in-the-past"
     html = unwrapped(board.render(views_of_data(klass)))
     assert "passed after 4 tries: code-error x2, deadline-in-the-past" in html
@@ -240,15 +240,15 @@ def test_every_submission_is_one_click_from_its_code_and_the_gradebook_is_the_co
     progress.record_check(ada, "03", "complete", False, "not-yet", code=HOSTILE_CODE)
     dash = views.Dashboard.for_workshop(klass, auto=False)
     try:
-        dash.attempt_learner.value = "ada"
-        dash.attempt_exercise.value = ("02", "claim")
-        shown = dash.attempts_view.value
+        dash.submission_learner.value = "ada"
+        dash.submission_exercise.value = ("02", "claim")
+        shown = dash.submissions_view.value
         assert "#1 at " in shown and "#2 at " in shown and "deadline-in-the-past" in shown
         assert "<details><summary>code</summary>" in shown and "&lt;b&gt;not bold&lt;/b&gt;" in shown
         assert "<b>not bold</b>" not in shown  # the learner's text is escaped, never markup
-        dash.attempt_learner.value = "bob"
-        dash.attempt_exercise.value = ("01", "lost")
-        assert "not started" in dash.attempts_view.value
+        dash.submission_learner.value = "bob"
+        dash.submission_exercise.value = ("01", "lost")
+        assert "not started" in dash.submissions_view.value
         dash._act(dash.export_gradebook)
         links = dash.gradebook_view.value
         assert "download='echoq-gradebook.csv'" in links and "download='echoq-gradebook.json'" in links

@@ -52,13 +52,13 @@ def test_render_escapes_by_default_and_keeps_only_its_own_markup() -> None:
     assert html.render("<td title='$t'>", t="' onmouseover='x") == "<td title='&#x27; onmouseover=&#x27;x'>"
 
 
-def test_an_attempts_code_is_shown_whole_and_as_text() -> None:
+def test_an_submissions_code_is_shown_whole_and_as_text() -> None:
     from echoq.teaching.workshop import history
 
     record = progress.CheckRecord("02", "claim", len(HOSTILE), False, HOSTILE[0], 0)
     whole = "local row = KEYS[1]\n\tlocal id = ARGV[1]  -- " + "0123456789" * 50
-    kept = [progress.Attempt(0, False, h, whole + h) for h in HOSTILE]
-    shown = history.render_attempts(HOSTILE[0], HOSTILE[1], HOSTILE[2], record, kept)
+    kept = [progress.Submission(0, False, h, whole + h) for h in HOSTILE]
+    shown = history.render_submissions(HOSTILE[0], HOSTILE[1], HOSTILE[2], record, kept)
     assert "<img" not in shown and "<script" not in shown and "<svg" not in shown
     # the code is shown whole, its lines kept (a name is cut and flattened; code is not)
     assert shown.count("local row = KEYS[1]\n    local id = ARGV[1]  -- " + "0123456789" * 50) == len(HOSTILE)

@@ -564,7 +564,9 @@ def _up(
         workshop.watcher_pid = previous.watcher_pid
     workshop.instructors = sorted(set(previous.instructors if previous else []) | set(instructors))
 
-    loaded = scripts.preload(admin)
+    # A server `up` started holds the class's scripts and nothing else (a flush and the loads
+    # in one MULTI: no moment without them); a lent server's other scripts are its owner's.
+    loaded = scripts.preload(admin, flush=workshop.started)
     for learner in workshop.learners.values():
         acl.set_user(admin, learner.id, acl.learner_rules(learner.id, class_name, learner.password))
     acl.set_user(admin, acl.INSTRUCTOR_USER, acl.instructor_rules(workshop.instructor_password))

@@ -2,8 +2,8 @@
 
 For each learner: whether their kernel is alive (its presence key lives:
 :mod:`echoq.teaching.presence`), when they last did something, the lesson they are in, the
-lessons they reached and every exercise check (attempts, passed, the misconceptions hit;
-"not started" for an exercise of a reached lesson with no attempt), recorded by the kit on
+lessons they reached and every exercise check (submissions, passed, the misconceptions hit;
+"not started" for an exercise of a reached lesson with no submission), recorded by the kit on
 the server (:mod:`echoq.teaching.progress`); the live counts of each of their queues;
 their class-chaos worker and score. Learners are listed in one order everywhere (their
 id, sorted). For the
@@ -290,7 +290,7 @@ _NONE = Markup("-")
 
 
 def _check(record: progress.CheckRecord) -> Markup:
-    css = "ok" if record.passed else "muted" if record.attempts == 0 else "bad"
+    css = "ok" if record.passed else "muted" if record.submissions == 0 else "bad"
     return fill(
         "$lesson $exercise: <span class='$css'>$status</span>",
         lesson=record.lesson,
@@ -312,7 +312,7 @@ def exercises_of(lessons: Iterable[str] | None = None) -> list[tuple[str, str]]:
 
 def checks_with_not_started(lv: LearnerView) -> list[progress.CheckRecord]:
     """Every check the learner ran, plus "not started" for each exercise of a lesson they
-    reached that has no attempt (an untouched stub records none)."""
+    reached that has no submission (an untouched stub records none)."""
     seen = {(c.lesson, c.exercise): c for c in lv.checks}
     for lesson, exercise in exercises_of(lv.lessons):
         seen.setdefault((lesson, exercise), progress.CheckRecord(lesson, exercise, 0, False, None, 0))
@@ -354,7 +354,7 @@ def explain(exercise: str, misconception: str) -> str | None:
 
 def stuck_on(lv: LearnerView) -> progress.CheckRecord | None:
     """The exercise the learner is stuck on: their latest check, when it has not passed."""
-    tried = [c for c in lv.checks if c.attempts]
+    tried = [c for c in lv.checks if c.submissions]
     latest = max(tried, key=lambda c: (c.at_ms, c.lesson, c.exercise), default=None)
     return latest if latest is not None and not latest.passed else None
 
@@ -448,7 +448,7 @@ class Step:
     passed: int = 0  # (exercises) learners whose check passed
     stuck: list[str] = field(default_factory=list)  # tried, not passed yet
     misconception: str | None = None  # the one most of the stuck learners hit last
-    not_started: list[str] = field(default_factory=list)  # reached the lesson, no attempt yet
+    not_started: list[str] = field(default_factory=list)  # reached the lesson, no submission yet
 
 
 def where_the_class_is(data: BoardData) -> list[Step]:
@@ -520,7 +520,7 @@ def _glance(data: BoardData) -> Markup:
         return Markup("<p>No learner has started a lesson yet.</p>")
     return fill(
         "<table><tr><th>step</th><th>reached</th><th>passed</th><th>stuck (tried, not passed)</th>"
-        "<th>not started (in the lesson, no attempt)</th></tr>$rows</table>",
+        "<th>not started (in the lesson, no submission)</th></tr>$rows</table>",
         rows=join("", rows),
     )
 

@@ -99,17 +99,17 @@ def rows(client: redis.Redis, learners: Iterable[tuple[str, str, str]]) -> list[
         for lesson, exercise in steps:
             check = record.checks.get((lesson, exercise)) or progress.CheckRecord(lesson, exercise, 0, False, None, 0)
             table.append((person, check))
-    tried = [(person, check) for person, check in table if check.attempts]
+    tried = [(person, check) for person, check in table if check.submissions]
     pipe = client.pipeline(transaction=False)
     for (learner, _n, _h), check in tried:
-        pipe.lindex(progress.attempts_key(check.lesson, check.exercise, learner), 0)
+        pipe.lindex(progress.submissions_key(check.lesson, check.exercise, learner), 0)
     replies = pipe.execute(raise_on_error=False)
     newest = dict(zip(((p[0], c.lesson, c.exercise) for p, c in tried), replies, strict=True))
     first_pass = _first_passes(client, [(p[0], c) for p, c in tried if c.passed and not c.first_pass_ms])
     found = []
     for (learner, name, hub_user), check in table:
         raw = newest.get((learner, check.lesson, check.exercise))
-        last = progress.parse_attempts([raw]) if isinstance(raw, str | bytes) else []
+        last = progress.parse_submissions([raw]) if isinstance(raw, str | bytes) else []
         latest = last[0] if last else None
         found.append(
             Row(
@@ -118,8 +118,8 @@ def rows(client: redis.Redis, learners: Iterable[tuple[str, str, str]]) -> list[
                 hub_user=hub_user,
                 lesson=check.lesson,
                 exercise=check.exercise,
-                status="not started" if not check.attempts else "passed" if check.passed else "not yet",
-                tries=check.attempts,
+                status="not started" if not check.submissions else "passed" if check.passed else "not yet",
+                tries=check.submissions,
                 misconceptions=", ".join(f"{m} x{n}" for m, n in check.missed.items()),
                 first_pass=local_iso(check.first_pass_ms or first_pass.get((learner, check.lesson, check.exercise), 0)),
                 last_submitted=local_iso(latest.at_ms) if latest else "",
@@ -137,10 +137,10 @@ def _first_passes(client: redis.Redis, passed: list[tuple[str, progress.CheckRec
         return {}
     pipe = client.pipeline(transaction=False)
     for learner, check in passed:
-        pipe.lrange(progress.attempts_key(check.lesson, check.exercise, learner), 0, -1)
+        pipe.lrange(progress.submissions_key(check.lesson, check.exercise, learner), 0, -1)
     found = {}
     for (learner, check), raw in zip(passed, pipe.execute(raise_on_error=False), strict=True):
-        kept = progress.parse_attempts(raw) if isinstance(raw, list) else []
+        kept = progress.parse_submissions(raw) if isinstance(raw, list) else []
         found[(learner, check.lesson, check.exercise)] = next((a.at_ms for a in kept if a.passed), 0)
     return found
 

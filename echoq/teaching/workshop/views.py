@@ -120,33 +120,33 @@ class Dashboard(widgets.VBox):
         self.chaos.selected_index = None
         # Submissions: one learner and exercise at a time, redrawn only when its history grows,
         # so an opened code stays open while the page refreshes.
-        self.attempt_learner = widgets.Dropdown(options=people, description="learner")
-        self.attempt_exercise = widgets.Dropdown(
+        self.submission_learner = widgets.Dropdown(options=people, description="learner")
+        self.submission_exercise = widgets.Dropdown(
             options=[(f"{lesson} {ex}", (lesson, ex)) for lesson, ex in exercises_of()],
             description="exercise",
         )
-        self.attempts_view = widgets.HTML()
+        self.submissions_view = widgets.HTML()
         self.gradebook_button = widgets.Button(
             description="gradebook", tooltip="one row per learner and exercise: CSV and JSON to download"
         )
         self.gradebook_view = widgets.HTML()
-        self.attempt_learner.observe(lambda _c: self.show_attempts(), names="value")
-        self.attempt_exercise.observe(lambda _c: self.show_attempts(), names="value")
+        self.submission_learner.observe(lambda _c: self.show_submissions(), names="value")
+        self.submission_exercise.observe(lambda _c: self.show_submissions(), names="value")
         self.gradebook_button.on_click(lambda _b: self._act(self.export_gradebook))
-        self._attempts_shown: tuple | None = None
-        attempts = widgets.VBox(
+        self._submissions_shown: tuple | None = None
+        submissions = widgets.VBox(
             [
                 widgets.HTML("<h3>Submissions and the gradebook</h3>"),
-                widgets.HBox([self.attempt_learner, self.attempt_exercise, self.gradebook_button]),
+                widgets.HBox([self.submission_learner, self.submission_exercise, self.gradebook_button]),
                 self.gradebook_view,
-                self.attempts_view,
+                self.submissions_view,
             ]
         )
         title = widgets.HTML("<h2 style='margin:4px 0'>echoq workshop: the class</h2>")
-        super().__init__([widgets.HBox([title, self.live]), self.view, self.chaos, self.watchdog_view, attempts])
+        super().__init__([widgets.HBox([title, self.live]), self.view, self.chaos, self.watchdog_view, submissions])
         self._closing = threading.Event()
         self.refresh()
-        self.show_attempts()
+        self.show_submissions()
         self._thread = threading.Thread(target=self._loop, name="echoq-dashboard", daemon=True)
         self._thread.start()
 
@@ -219,11 +219,11 @@ class Dashboard(widgets.VBox):
         learners = len(self.board.learners)
         return f"Gradebook ready: {len(rows)} rows, every exercise of {learners} learners (the links below)."
 
-    def show_attempts(self, force: bool = True) -> None:
-        """The selected learner's attempts at the selected exercise (redrawn only when new ones came)."""
-        learner, choice = self.attempt_learner.value, self.attempt_exercise.value
+    def show_submissions(self, force: bool = True) -> None:
+        """The selected learner's submissions at the selected exercise (redrawn only when new ones came)."""
+        learner, choice = self.submission_learner.value, self.submission_exercise.value
         if learner is None or choice is None:
-            self.attempts_view.value = "<p>No exercise to show.</p>"
+            self.submissions_view.value = "<p>No exercise to show.</p>"
             return
         lesson, exercise = choice
         record = None
@@ -231,16 +231,16 @@ class Dashboard(widgets.VBox):
             for lv in self.last.learners:
                 if lv.learner == learner:
                     record = next((c for c in lv.checks if (c.lesson, c.exercise) == choice), None)
-        key = (learner, choice, record.attempts if record else 0)
-        if not force and key == self._attempts_shown:
+        key = (learner, choice, record.submissions if record else 0)
+        if not force and key == self._submissions_shown:
             return
         try:
-            kept = progress.attempts(self.client, lesson, exercise, learner)
+            kept = progress.submissions(self.client, lesson, exercise, learner)
         except (EchoqError, redis.RedisError) as exc:
-            self.attempts_view.value = f"<p><b>The class server did not answer:</b> {_line(exc)}</p>"
+            self.submissions_view.value = f"<p><b>The class server did not answer:</b> {_line(exc)}</p>"
             return
-        self._attempts_shown = key
-        self.attempts_view.value = history.render_attempts(learner, lesson, exercise, record, kept)
+        self._submissions_shown = key
+        self.submissions_view.value = history.render_submissions(learner, lesson, exercise, record, kept)
 
     def _act(self, action) -> None:
         try:
@@ -273,8 +273,8 @@ class Dashboard(widgets.VBox):
         self.view.value = self._restarted() + page + (stale_banner() if self.live.value else "")
         self.chaos_view.value = render_chaos(data)
         self.watchdog_view.value = self._watchdog()
-        if hasattr(self, "attempts_view"):
-            self.show_attempts(force=False)
+        if hasattr(self, "submissions_view"):
+            self.show_submissions(force=False)
         return data
 
     def _restarted(self) -> Markup:
