@@ -516,13 +516,15 @@ def _glance(data: BoardData) -> Markup:
                 waiting=Markup(waiting) if step.not_started else _NONE,
             )
         )
+    heads = ["step", "reached", "passed", "stuck (tried, not passed)", "not started (in the lesson, no submission)"]
+    return _table(heads, rows, "No learner has started a lesson yet.")
+
+
+def _table(heads: list[str], rows: list[Markup], empty: str) -> Markup:
+    """A table of ``rows`` under ``heads`` (the page's own words), or ``empty`` as a line."""
     if not rows:
-        return Markup("<p>No learner has started a lesson yet.</p>")
-    return fill(
-        "<table><tr><th>step</th><th>reached</th><th>passed</th><th>stuck (tried, not passed)</th>"
-        "<th>not started (in the lesson, no submission)</th></tr>$rows</table>",
-        rows=join("", rows),
-    )
+        return fill("<p>$empty</p>", empty=empty)
+    return Markup("<table><tr>" + "".join(f"<th>{head}</th>" for head in heads) + "</tr>" + join("", rows) + "</table>")
 
 
 def _bad(n: int) -> str:
@@ -618,13 +620,7 @@ def _refusals(data: BoardData) -> Markup:
         )
         for r in data.refusals
     ]
-    if not refused:
-        return Markup("<p>No access refused so far.</p>")
-    return fill(
-        "<table><tr><th>who</th><th>refused</th><th>key or command</th><th>where</th><th>times</th>"
-        "<th>last</th></tr>$rows</table>",
-        rows=join("", refused),
-    )
+    return _table(["who", "refused", "key or command", "where", "times", "last"], refused, "No access refused so far.")
 
 
 def render_chaos(data: BoardData) -> Markup:
