@@ -20,7 +20,7 @@ from typing import Any
 import redis
 from redis.client import Monitor, Pipeline
 
-from .scripts.registry import expanded, names, sha
+from .scripts.registry import expanded, names, payload_cap, sha
 from .translation import denied, is_acl_refusal, operation
 
 __all__ = ["TypedRedis"]
@@ -30,16 +30,17 @@ _SUBCOMMANDS = ("CONFIG", "SCRIPT", "FUNCTION", "CLIENT", "ACL", "DEBUG", "OBJEC
 
 
 @cache
-def _script_names() -> dict[str, str]:
-    """SHA1 and full text of every registry script -> its name, to name a refused script."""
+def _script_names(cap: int | None = None) -> dict[str, str]:
+    """SHA1 and full text of every registry script (as loaded for a server's payload cap)
+    -> its name, to name a refused script."""
     found: dict[str, str] = {}
     for name in names():
-        found[sha(name)] = f"{name}.lua"
-        found[expanded(name)] = f"{name}.lua"
+        found[sha(name, cap)] = f"{name}.lua"
+        found[expanded(name, cap)] = f"{name}.lua"
     return found
 
 
-def _named(args: tuple[Any, ...]) -> tuple[str, list[str]]:
+def _named(args: tuple[Any, ...], cap: int | None = None) -> tuple[str, list[str]]:
     """What a refused command is reported as, and the keys it named: a registry script by
     its name and KEYS, any other command by its name (and subcommand) and its first key."""
     if not args:
@@ -50,14 +51,14 @@ def _named(args: tuple[Any, ...]) -> tuple[str, list[str]]:
             numkeys = int(args[2])
         except ValueError:
             numkeys = 0
-        return _script_names().get(str(args[1]), "script"), [str(k) for k in args[3 : 3 + numkeys]]
+        return _script_names(cap).get(str(args[1]), "script"), [str(k) for k in args[3 : 3 + numkeys]]
     if len(args) > 1 and command in _SUBCOMMANDS:
         return f"{command} {str(args[1]).upper()}", []
     return command, [str(args[1])] if len(args) > 1 else []  # most commands take their key first
 
 
 def _refused(client: redis.Redis, exc: Exception, args: tuple[Any, ...]) -> Exception:
-    what, keys = operation() or _named(args)
+    what, keys = operation() or _named(args, payload_cap(client))
     return denied(client, exc, what, keys)
 
 

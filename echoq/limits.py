@@ -23,6 +23,13 @@ bound              range               why this size
 ``text_bytes``     0 .. 4096           an error kept on a row, an effect's record
 =================  ==================  ==================================================
 
+A server may be given a smaller payload cap than ``payload_bytes`` (a workshop's class
+server: 64 KiB, named in the URL's ``payload_bytes=N``; see :mod:`echoq.scripts.registry`):
+the scripts loaded there refuse a bigger payload, and one call carries at most
+:data:`CALL_PAYLOADS` payloads' worth of bytes (:data:`CALL_PAYLOAD_BYTES` is that figure
+for a server without one: no limit beyond ``count`` x ``payload_bytes``). Checking a
+payload's UTF-8 costs the server time per byte; so no call can hold it for long.
+
 :data:`CLOCK_AHEAD_MS` (60 s) is how far ahead of the server's clock a JOB id may have
 been minted (``lua/includes/job_id.lua``). :data:`WAKE_CAP` is the most wakes
 ``emq:{q}:wake`` holds (``lua/includes/wake.lua``); :data:`UNSTARTED_MAX` the recoveries of
@@ -43,6 +50,8 @@ __all__ = [
     "WAKE_CAP",
     "UNSTARTED_MAX",
     "SWEEP_MAX",
+    "CALL_PAYLOADS",
+    "CALL_PAYLOAD_BYTES",
     "LUA_CONSTANTS",
     "whole",
     "fraction",
@@ -81,6 +90,13 @@ UNSTARTED_MAX: Final[int] = 50
 # and no call holds the server for long.
 SWEEP_MAX: Final[int] = 1_000
 
+# On a server with a payload cap of N bytes, one call carries at most this many times N
+# bytes of payloads (a claim hands out fewer jobs, a batch enqueue is refused): a call's
+# UTF-8 checks then take the server a bounded time. CALL_PAYLOAD_BYTES is the budget of a
+# server without a cap: every job a call may move, each at the largest payload.
+CALL_PAYLOADS: Final[int] = 16
+CALL_PAYLOAD_BYTES: Final[int] = BOUNDS["count"][1] * BOUNDS["payload_bytes"][1]
+
 # What the registry writes into a script where it names ``{{NAME}}`` (echoq.scripts.registry).
 LUA_CONSTANTS: Final[dict[str, int | dict[str, tuple[int, int]]]] = {
     "BOUNDS": BOUNDS,
@@ -88,6 +104,7 @@ LUA_CONSTANTS: Final[dict[str, int | dict[str, tuple[int, int]]]] = {
     "WAKE_CAP": WAKE_CAP,
     "UNSTARTED_MAX": UNSTARTED_MAX,
     "SWEEP_MAX": SWEEP_MAX,
+    "CALL_PAYLOAD_BYTES": CALL_PAYLOAD_BYTES,
 }
 
 

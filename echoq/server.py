@@ -57,9 +57,11 @@ from .address import (
     parse_cluster_url,
     plain_url,
     redact,
+    split_payload_cap,
 )
 from .client import TypedRedis
-from .errors import DockerUnavailable, EchoqError, PermissionDenied, ServerUnavailable
+from .errors import DockerUnavailable, EchoqError, InvalidArgument, PermissionDenied, ServerUnavailable
+from .scripts.registry import set_payload_cap
 from .translation import denied, doing, is_acl_refusal
 
 __all__ = [
@@ -595,7 +597,7 @@ def connect(url: str | None = None, *, decode_responses: bool = True) -> Client:
         raise ServerUnavailable(f"a server URL must be text, got {type(url).__name__}")
     if is_cluster_url(url):
         return _connect_cluster(url, decode_responses)
-    url = plain_url(url)
+    url, cap = split_payload_cap(plain_url(url))
     try:
         # redis.Redis whose ACL refusals are echoq.PermissionDenied (see echoq/client.py).
         client = TypedRedis.from_url(
@@ -606,6 +608,10 @@ def connect(url: str | None = None, *, decode_responses: bool = True) -> Client:
             f"VALKEY_URL {redact(url)!r} is not a URL this kit understands; use redis://, rediss:// or "
             "unix:///path/to.sock, with a port that is a number and any password percent-encoded"
         ) from None
+    try:
+        set_payload_cap(client, cap)  # its scripts are the ones loaded for that cap
+    except InvalidArgument as exc:
+        raise ServerUnavailable(f"VALKEY_URL {redact(url)!r}: {exc}") from None
     check(client, url)
     return client
 

@@ -27,7 +27,9 @@
 --   BADID       an id that is not a JOB id, or a row key not its id's row in this queue
 --   BADARG      delay out of range, no jobs or more than 1000, an odd number of id/payload
 --               values, or KEYS[1..4] not the keys above of one queue
---   BADPAYLOAD  a payload that is not UTF-8 text, or longer than 1048576 bytes
+--   BADPAYLOAD  a payload that is not UTF-8 text, or longer than 1048576 bytes; or the
+--               payloads together more than CALL_PAYLOAD_BYTES (a server with a payload
+--               cap: 16 times the cap; echoq/limits.py)
 --   BADCLOCK    an id minted more than 60000 ms ahead of the server's clock
 --- @include "includes/server_now"
 --- @include "includes/job_id"
@@ -36,6 +38,9 @@
 --- @include "includes/wake"
 --- @include "includes/arrival"
 --- @include "includes/given"
+
+-- The most payload bytes one call may carry (echoq/limits.py).
+local CALL_PAYLOAD_BYTES = {{CALL_PAYLOAD_BYTES}}
 
 local pending_key, scheduled_key, done_key, given_key, stats_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
@@ -48,6 +53,12 @@ local given = #ARGV - 2
 if given < 2 or given % 2 ~= 0 or given / 2 > BOUNDS.count[2] then
   return redis.error_reply('BADARG give 1..' .. BOUNDS.count[2] .. ' (id, payload) pairs after the delay and ' ..
     'keep given, got ' .. given .. ' values')
+end
+local bytes = 0
+for i = 4, #ARGV, 2 do bytes = bytes + #ARGV[i] end
+if bytes > CALL_PAYLOAD_BYTES then
+  return redis.error_reply('BADPAYLOAD the payloads come to ' .. bytes .. ' bytes, more than the ' ..
+    CALL_PAYLOAD_BYTES .. ' one call may carry to this server; enqueue them in smaller batches')
 end
 local now = server_now_ms()
 local ids = {}

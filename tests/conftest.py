@@ -145,7 +145,7 @@ BROWSER_MODULES = {
 
 # Files without a browser (paths from the repository's root) that `make test` runs in the
 # browser tests' pytest, after them. Their tests mostly wait (on leases, on child processes
-# they kill and freeze, on heartbeats and a failover), so they fit beside anything, and with
+# they kill and freeze, on learners' presence keys and a failover), so they fit beside anything, and with
 # them both jobs end at about the same time: the one left running alone at the end would
 # leave a core partly idle.
 WITH_BROWSER_JOB = {
@@ -178,13 +178,14 @@ SECONDS = {
     "test_cluster.py": 21, "test_lab_truth.py": 20, "test_server.py": 16, "test_validation.py": 15,
     "test_lab_pictures.py": 15, "test_workshop_browser.py": 12, "test_workshop_people.py": 12, "test_chaos.py": 12,
     "test_layers.py": 10, "test_queue.py": 10, "test_habits.py": 10, "test_workshop.py": 9,
+    "test_workshop_attacks.py": 10,
     # on a fresh clone its first bench installs bullmq from npm: 5 to 60 s of waiting on the
     # registry, which had better overlap with the rest than end the run
     "test_bench.py": 60,
     "test_stateful.py": 9, "test_site.py": 7, "test_workshop_folder.py": 6, "test_batch.py": 5, "test_effects.py": 5,
     "test_workshop_bench.py": 5, "test_launch.py": 5, "test_user_server.py": 6, "test_lab_race.py": 7,
     # the browser tests (their own pytest: tools/run-tests.sh)
-    "test_workshop_guide.py": 50, "test_browser_habits.py": 38, "test_browser.py": 39,
+    "test_workshop_guide.py": 65, "test_browser_habits.py": 38, "test_browser.py": 39,
     "test_frontends.py": 25,
     # a lesson: nbval's run and the second pass on the same kernel (tests/support/rerun.py)
     "07_beyond_one_server.ipynb": 31, "05_worker_path.ipynb": 16, "06_beyond.ipynb": 5,

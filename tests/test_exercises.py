@@ -246,14 +246,14 @@ def test_each_check_records_its_verdict_on_the_server(monkeypatch, valkey_client
     valkey_client.delete(progress.key())
     ex = EXERCISES["complete"]
     untouched = ex.judge(ex.stub)
-    assert untouched.misconception.name == "no-answer" and "no attempt was recorded" in untouched.failed[1]
-    assert ("03", "complete") not in progress.read(valkey_client).checks  # the stub is no attempt
+    assert untouched.misconception.name == "no-answer" and "no submission was recorded" in untouched.failed[1]
+    assert ("03", "complete") not in progress.read(valkey_client).checks  # the stub is no submission
     ex.judge(next(m for m in ex.misconceptions if m.name == "fence-on-state-only").example)
     record = progress.read(valkey_client).checks[("03", "complete")]
-    assert (record.attempts, record.passed, record.misconception) == (1, False, "fence-on-state-only")
+    assert (record.submissions, record.passed, record.misconception) == (1, False, "fence-on-state-only")
     ex.judge(ex.solution)
     record = progress.read(valkey_client, "exercise-test").checks[("03", "complete")]
-    assert (record.attempts, record.passed, record.misconception) == (2, True, None)
+    assert (record.submissions, record.passed, record.misconception) == (2, True, None)
     assert progress.key() == "emq:{exercise-test.course}:progress"
     # the check's scratch queues lived in the learner's namespace, and are gone
     assert not list(valkey_client.scan_iter(match="emq:{exercise-test.x*"))
@@ -506,8 +506,8 @@ def test_on_a_server_with_many_keys_the_judge_reads_the_queues_known_keys(monkey
 
 
 @pytest.mark.server
-def test_a_recorded_attempt_carries_the_learners_code(monkeypatch) -> None:
-    """The attempt history (echoq.teaching.progress) gets the text the learner submitted: a
+def test_a_recorded_submission_carries_the_learners_code(monkeypatch) -> None:
+    """The submission history (echoq.teaching.progress) gets the text the learner submitted: a
     Lua script as given, a Python answer as the source of its functions."""
     seen: list[dict] = []
     monkeypatch.setattr(progress, "record_check", lambda *a, **kw: seen.append({"args": a, **kw}))
@@ -520,7 +520,7 @@ def test_a_recorded_attempt_carries_the_learners_code(monkeypatch) -> None:
     codes = [s["code"] for s in seen]
     assert codes[:2] == [wrong, checking]
     assert codes[2].startswith(two_step.solution) and codes[2].count("def move_back") == 1
-    claim.judge(claim.stub)  # the untouched stub is no attempt: nothing recorded
+    claim.judge(claim.stub)  # the untouched stub is no submission: nothing recorded
     assert len(seen) == 3
 
 

@@ -54,6 +54,25 @@ def test_the_expanded_scripts_carry_the_values_of_echoq_limits() -> None:
         assert not re.search(r"\{\{[A-Z]", scripts.expanded(name)), f"{name}: a constant was left unfilled"
 
 
+def test_a_servers_payload_cap_is_its_own_variant_named_by_its_url() -> None:
+    """A server loaded for a payload cap runs other text (another SHA1): a client whose URL
+    names the cap calls that variant, one whose URL does not calls the library's."""
+    from echoq.address import split_payload_cap
+
+    capped = scripts.expanded("claim", 65536)
+    assert "payload_bytes = {0, 65536}," in capped and "local CALL_PAYLOAD_BYTES = 1048576\n" in capped
+    assert f"local CALL_PAYLOAD_BYTES = {limits.CALL_PAYLOAD_BYTES}\n" in scripts.expanded("claim")
+    assert scripts.sha("claim", 65536) != scripts.sha("claim")
+    url = "redis://ada:pw@127.0.0.1:6379/0?payload_bytes=65536"
+    assert split_payload_cap(url) == ("redis://ada:pw@127.0.0.1:6379/0", 65536)
+    assert split_payload_cap("redis://h:1/0") == ("redis://h:1/0", None)
+    with pytest.raises(echoq.ServerUnavailable, match="payload cap must be a whole number") as bad:
+        split_payload_cap("redis://ada:secret@h:1/0?payload_bytes=lots")
+    assert "secret" not in str(bad.value)
+    with pytest.raises(echoq.InvalidArgument, match="from 1 to 1,048,576"):
+        scripts.expanded("claim", 2**21)
+
+
 def test_a_changed_constant_changes_the_script_the_server_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """The drift test: the value in echoq/limits.py is what the server gets, and a script's
     SHA1 follows it (the registry caches expansions, so the cache is cleared around it)."""

@@ -293,7 +293,7 @@ def test_a_learners_eval_on_the_class_server_is_one_line_saying_where_her_script
     assert "EVAL" in line and "runs only the library's scripts" in line and "your own private server" in line, line
 
 
-def test_an_exercise_check_runs_her_lua_on_her_own_server_and_records_the_attempt_on_the_class_server(
+def test_an_exercise_check_runs_her_lua_on_her_own_server_and_records_the_submission_on_the_class_server(
     started: Workshop, monkeypatch
 ) -> None:
     from echoq.teaching import exercises
@@ -310,7 +310,7 @@ def test_an_exercise_check_runs_her_lua_on_her_own_server_and_records_the_attemp
     feedback = exercises.check_claim_script(solution)
     assert feedback.ok, feedback.lines
     after = progress.read(started.admin(), "ada").checks[("02", "claim")]
-    assert after.attempts == (before.attempts if before else 0) + 1 and after.passed
+    assert after.submissions == (before.submissions if before else 0) + 1 and after.passed
     # Nothing of hers knocked on the class server's closed door: her Lua never went there.
     assert evals_refused() == refused
 
@@ -358,7 +358,7 @@ def test_the_board_shows_progress_queues_and_refusals(started: Workshop, monkeyp
     assert set(view) == set(started.learners)
     assert "03" in view["bob"].lessons
     (check,) = [c for c in view["bob"].checks if c.exercise == "handler"]
-    assert (check.attempts, check.passed) == (2, True)
+    assert (check.submissions, check.passed) == (2, True)
     assert view["bob"].queues["lesson-03"]["pending"] >= 1
     assert any(r.user == "bob" and r.object == "emq:{ada.lesson-02}:pending" for r in data.refusals)
     html = board.render(data)
@@ -367,7 +367,7 @@ def test_the_board_shows_progress_queues_and_refusals(started: Workshop, monkeyp
     steps = {(st.lesson, st.exercise): st for st in board.where_the_class_is(data)}
     handler = steps[("03", "handler")]
     assert (handler.reached, handler.passed, handler.stuck, handler.misconception) == (2, 1, ["ada"], "check-then-act")
-    assert steps[("03", None)].reached >= 1 and "most hit <code>check-then-act</code>" in html
+    assert steps[("03", None)].reached >= 1 and "most hit <code><span class='w'>check-then-act</span></code>" in html
     # The instructor may read the ACL log and every echoq key, but not flush or configure.
     for refused in (instructor.flushall, lambda: instructor.config_get("*"), instructor.script_flush):
         with pytest.raises(echoq.PermissionDenied):
@@ -381,12 +381,14 @@ def test_the_dashboard_widget_renders_the_class_live(started: Workshop) -> None:
     queue.enqueue("one")
     dash = views.Dashboard.for_workshop(started, refresh_s=0.1)
     try:
-        assert "ada" in dash.view.value and "Class chaos" in dash.view.value
-        assert "<code>live-counts</code> 1 pending" in dash.view.value
-        assert set(dash.who.options) == set(started.learners)
+        assert "ada" in dash.view.value and "Where the class is" in dash.view.value
+        assert "<code><span class='w'>live-counts</span></code> 1 pending" in dash.view.value
+        assert "Class chaos" in dash.chaos_view.value or "Class queue" in dash.chaos_view.value
+        assert dash.chaos.selected_index is None  # folded until the instructor opens it
+        assert {lid for _name, lid in dash.who.options} == set(started.learners)
         queue.enqueue_many(["two", "three"])  # the page follows the server on its own
         deadline = time.monotonic() + 10
-        while "<code>live-counts</code> 3 pending" not in dash.view.value:
+        while "<code><span class='w'>live-counts</span></code> 3 pending" not in dash.view.value:
             assert time.monotonic() < deadline, "the dashboard did not refresh by itself"
             time.sleep(0.02)
     finally:
@@ -473,7 +475,8 @@ def test_a_restart_under_a_running_class_chaos_round_loses_nothing_and_kills_no_
             if sb.jobs and sb.completed == sb.jobs:
                 break
             time.sleep(0.05)
-        assert sb.jobs == 60 and sb.completed == sb.jobs and sb.total.lost == 0, sb
+        assert sb.jobs == 60 and sb.completed == sb.jobs and sb.total.lost == 0 and sb.total.duplicates == 0, sb
+        assert sb.total.effects == sb.jobs and sb.ok, sb  # one effect per job, none by hand
         assert {name: w.state for name, w in workers.items()} == dict.fromkeys(learners, "running")
         assert all(w.error is None for w in workers.values())
         assert sum(w.worker.report.reconnected + w.rejoined for w in workers.values()) >= 1  # they met the gap

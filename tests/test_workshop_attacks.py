@@ -21,6 +21,8 @@ import pytest
 import redis
 
 import echoq
+from echoq import limits
+from echoq.address import split_payload_cap
 from echoq.teaching.workshop import Workshop, admin
 from echoq.teaching.workshop.watch import Watchdog, last_events
 
@@ -89,6 +91,110 @@ def test_a_learners_own_lua_is_refused_at_once_and_the_class_never_waits(klass: 
         assert bob_works(klass), what  # the library's scripts, by EVALSHA: still there for everyone
 
 
+def test_payloads_past_the_class_cap_are_refused_and_the_biggest_calls_leave_bob_answered_within_1_s(
+    klass: Workshop,
+) -> None:
+    """Checking a payload's UTF-8 holds the server per byte (1 MiB of non-ASCII text took
+    44-96 ms; 40 of them in one claim, seconds): the class's scripts take 64 KiB at most,
+    and a call carries at most 16 of them, however many jobs it asks for."""
+    cap, most = admin.CLASS_PAYLOAD_BYTES, limits.CALL_PAYLOADS
+    ada, bob = learner(klass, "ada"), learner(klass, "bob")
+    queue = echoq.Queue("ada.big-payloads", ada)
+    queue.reset()
+    with pytest.raises(echoq.InvalidPayload, match=f"more than the {cap} allowed") as refused:
+        queue.enqueue("x" * (cap + 1))
+    assert "\n" not in str(refused.value)
+    widest = "é" * (cap // 2)  # non-ASCII, at the cap: the slowest text to check
+    with pytest.raises(echoq.InvalidPayload, match="one call may carry"):
+        queue.enqueue_many([widest] * (most + 1))
+    for _ in range(5):
+        queue.enqueue_many([widest] * most)
+    planted = queue.snapshot().pending[0]  # and a row swelled by hand to 1 MiB, past the cap
+    ada.hset(queue.keys.job(planted), "payload", "é" * (2**19))
+    handed: list[int] = []
+
+    def claim_everything() -> None:
+        while got := queue.claim_many(1000, lease_ms=60_000):
+            handed.append(len(got))
+
+    thread, errors = in_background(claim_everything)
+    slowest = 0.0
+    while thread.is_alive():
+        started = time.monotonic()
+        assert bob.ping()
+        slowest = max(slowest, time.monotonic() - started)
+        time.sleep(0.005)
+    assert errors == [] and sum(handed) == 5 * most - 1 and max(handed) <= most, (errors, handed)
+    assert slowest < 1.0, f"bob waited {slowest:.2f} s for a PING"
+    assert planted in queue.snapshot().dead  # past the cap: dead-lettered, never handed out
+    queue.reset()
+
+
+def test_reloading_the_scripts_leaves_no_moment_without_them(klass: Workshop) -> None:
+    """The watchdog's reload (after a Lua heap grew) flushes the script cache and loads every
+    script again in one MULTI: bob's moves, meanwhile, never meet NOSCRIPT (whose fallback,
+    EVAL, he may not send)."""
+    queue = echoq.Queue("bob.reloads", learner(klass, "bob"))
+    stop = threading.Event()
+    moves = [0]
+
+    def keep_moving() -> None:
+        while not stop.is_set():
+            queue.snapshot()
+            moves[0] += 1
+
+    thread, errors = in_background(keep_moving)
+    try:
+        with Workshop.load(klass.dir).admin() as admin_client:
+            for _ in range(20):
+                admin.reload_scripts(admin_client)
+                time.sleep(0.002)
+    finally:
+        stop.set()
+        thread.join(RECOVERS_S)
+    assert errors == [] and moves[0] > 20, (errors, moves)
+
+
+def test_a_learners_flood_of_commands_is_named_when_it_starts_and_when_it_ends(
+    klass: Workshop, watchdog: Watchdog
+) -> None:
+    ada, bob = learner(klass, "ada"), learner(klass, "bob")
+    bob_works(klass)  # bob's few commands meanwhile: never a flood
+    until_s = time.monotonic() + 1.0
+    while time.monotonic() < until_s:  # ada's pipelines of PINGs: tens of thousands a second
+        pipe = ada.pipeline(transaction=False)
+        for _ in range(2000):
+            pipe.ping()
+        pipe.execute()
+        assert bob.ping()
+    line = heard(watchdog, "is flooding the class server")
+    assert line.startswith("ada is flooding") and "a second" in line, line
+    ended = heard(watchdog, "ada's flood ended")
+    assert "commands in" in ended, ended
+    assert not said(watchdog, "bob is flooding"), [e.what for e in watchdog.events]
+
+
+def test_up_again_with_other_limits_is_applied_by_the_running_watchdog_and_said(
+    klass: Workshop, watchdog: Watchdog
+) -> None:
+    before = Workshop.load(klass.dir).settings["per-learner-connections"]
+    until(lambda: watchdog._looked > float("-inf"), "the watchdog's first look")
+    try:
+        admin.up(klass.dir, settings={"per-learner-connections": "40"})
+        line = heard(watchdog, "settings changed")
+        assert f"per-learner-connections {before} -> 40" in line, line
+        assert watchdog.per_learner == 40
+    finally:
+        admin.up(klass.dir, settings={"per-learner-connections": before})
+    heard(watchdog, f"per-learner-connections 40 -> {before}")
+
+
+def raw_url(workshop: Workshop, name: str) -> str:
+    """The learner's URL as plain redis-py reads it (the class's payload cap taken out: it
+    names which scripts echoq's client calls, and a bare connection calls none)."""
+    return split_payload_cap(Workshop.load(workshop.dir).learner_url(name))[0]
+
+
 def bob_works(workshop: Workshop) -> bool:
     """Bob, on a connection of his own, runs a kit move: the class goes on."""
     queue = echoq.Queue("bob.lesson-02", learner(workshop, "bob"))
@@ -134,8 +240,9 @@ def test_a_script_that_never_ends_is_killed_and_named(klass: Workshop, watchdog:
 
     dash = views.Dashboard.for_workshop(Workshop.load(klass.dir), auto=False)
     try:
-        assert "Watchdog" in dash.view.value and "ended it with SCRIPT KILL" in dash.view.value
-        assert line.replace("'", "&#x27;") in dash.view.value  # the whole line, escaped, not cut
+        shown = dash.watchdog_view.value
+        assert "Watchdog" in shown and "ended it with SCRIPT KILL" in shown
+        assert line.replace("'", "&#x27;") in shown  # the whole line, escaped, not cut
     finally:
         dash.close()
 
@@ -164,7 +271,7 @@ def test_a_script_that_writes_then_loops_restarts_the_server_with_its_settings(
 
 
 def test_a_learners_connections_beyond_the_cap_are_closed(klass: Workshop, watchdog: Watchdog) -> None:
-    url = Workshop.load(klass.dir).learner_url("ada")
+    url = raw_url(klass, "ada")
     held: list[redis.Redis] = []
     for _ in range(200):  # more than the server takes (maxclients 164): everyone else locked out
         client = redis.Redis.from_url(url, socket_connect_timeout=2)
@@ -284,7 +391,7 @@ def test_when_the_server_is_crowded_learners_idle_connections_are_closed_and_nam
     # that 49 of ada's (within her share of 50), bob's and the watchdog's crowd it.
     monkeypatch.setattr(watch, "CROWDED", 0.3)
     monkeypatch.setattr(watch, "ROOMY", 0.2)
-    url = Workshop.load(klass.dir).learner_url("ada")
+    url = raw_url(klass, "ada")
     held = [redis.Redis.from_url(url, socket_connect_timeout=2) for _ in range(49)]
     bob = learner(klass, "bob")
     dog = Watchdog(Workshop.load(klass.dir), tick_s=0.05, look_s=0.1, idle_s=0.5)

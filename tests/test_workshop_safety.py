@@ -11,6 +11,7 @@ import re
 
 from echoq.teaching import progress
 from echoq.teaching.workshop import board, classroom, html
+from tests.support.helpers import unwrapped
 
 HOSTILE = [
     "<img src=x onerror=window.__pwned=1>",
@@ -32,12 +33,12 @@ def hostile_board() -> board.BoardData:
 
 
 def test_the_board_escapes_every_value_a_learner_can_write() -> None:
-    page = board.render(hostile_board())
+    page = unwrapped(board.render(hostile_board()))
     assert "<img" not in page and "<svg" not in page and "<script" not in page and "</script" not in page
     assert "&lt;img src=x onerror=window.__pwned=1&gt;" in page  # shown, as text
     # No attribute a value could break out of: every quote inside a value is escaped.
     for attribute in re.findall(r"""\s(\w+)=(['"])(.*?)\2""", page):
-        assert attribute[0] in ("class", "style"), attribute
+        assert attribute[0] in ("class", "style"), attribute  # (no link: there is no hub here)
     # A very long value is cut to a readable length; control characters are dropped.
     assert "x" * (html.LONGEST + 1) not in page and "x" * (html.LONGEST - 1) in page
     assert "\x07" not in page and "\udcff" not in page
@@ -51,14 +52,25 @@ def test_render_escapes_by_default_and_keeps_only_its_own_markup() -> None:
     assert html.render("<td title='$t'>", t="' onmouseover='x") == "<td title='&#x27; onmouseover=&#x27;x'>"
 
 
-def test_an_attempts_code_is_shown_whole_and_as_text() -> None:
+def test_an_submissions_code_is_shown_whole_and_as_text() -> None:
     from echoq.teaching.workshop import history
 
     record = progress.CheckRecord("02", "claim", len(HOSTILE), False, HOSTILE[0], 0)
     whole = "local row = KEYS[1]\n\tlocal id = ARGV[1]  -- " + "0123456789" * 50
-    kept = [progress.Attempt(0, False, h, whole + h) for h in HOSTILE]
-    shown = history.render_attempts(HOSTILE[0], HOSTILE[1], HOSTILE[2], record, kept)
+    kept = [progress.Submission(0, False, h, whole + h) for h in HOSTILE]
+    shown = history.render_submissions(HOSTILE[0], HOSTILE[1], HOSTILE[2], record, kept)
     assert "<img" not in shown and "<script" not in shown and "<svg" not in shown
     # the code is shown whole, its lines kept (a name is cut and flattened; code is not)
     assert shown.count("local row = KEYS[1]\n    local id = ARGV[1]  -- " + "0123456789" * 50) == len(HOSTILE)
     assert shown.count("<details>") == len(HOSTILE)
+
+
+def test_no_word_of_the_page_can_break_across_two_lines_but_junk_may() -> None:
+    junk = "W" * 90
+    page = html.keep_words(
+        f"<style>.a-b{{x:y-z}}</style><td title='a-b-c'>lesson-02 is plain emq:{{ada.x}}:pending &amp;-x {junk}</td>"
+    )
+    assert page.startswith("<style>.a-b{x:y-z}</style><td title='a-b-c'>")  # tags and styles as they were
+    assert "<span class='w'>lesson-02</span> is plain <span class='w'>emq:{ada.x}:pending</span>" in page
+    assert "<span class='w'>&amp;-x</span>" in page  # an entity is one character, never split
+    assert page.endswith(f"{'W' * 40}<wbr>{'W' * 40}<wbr>{'W' * 10}</td>")  # no person writes that: it may break

@@ -76,6 +76,28 @@ def test_lessons_are_copied_without_following_a_learners_symlink_nor_over_their_
     assert (home / "02_c.ipynb").stat().st_mode & 0o777 == 0o600
 
 
+def test_the_hub_answers_the_jupyter_news_question_once_without_following_a_learners_link(tmp_path: Path) -> None:
+    from echoq.teaching.workshop.spawner import NEWS_OFF, NEWS_SETTING, news_off
+
+    me = pwd.getpwuid(os.geteuid())
+    homes = {name: tmp_path / name for name in ("fresh", "chosen", "trapped")}
+    for home in homes.values():
+        home.mkdir()
+    entry = {name: pwd.struct_passwd((me.pw_name, "x", me.pw_uid, me.pw_gid, "", str(h), "/bin/sh"))
+             for name, h in homes.items()}  # fmt: skip
+    assert news_off(entry["fresh"])  # a new learner: the setting is written, theirs
+    written = homes["fresh"].joinpath(*NEWS_SETTING)
+    assert written.read_text() == NEWS_OFF and written.stat().st_mode & 0o777 == 0o600
+    chosen = homes["chosen"].joinpath(*NEWS_SETTING)
+    chosen.parent.mkdir(parents=True)
+    chosen.write_text('{"fetchNews": "true"}')  # their own choice stands
+    assert not news_off(entry["chosen"]) and chosen.read_text() == '{"fetchNews": "true"}'
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (homes["trapped"] / ".jupyter").symlink_to(outside)  # a learner's trap: root would write there
+    assert not news_off(entry["trapped"]) and list(outside.iterdir()) == []
+
+
 @pytest.mark.server
 def test_an_existing_account_the_hub_did_not_make_is_never_used_nor_its_home_touched(tmp_path: Path) -> None:
     from echoq.teaching.workshop.spawner import ensure_user

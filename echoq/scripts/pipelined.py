@@ -8,7 +8,7 @@ from typing import Any
 import redis
 
 from ..translation import doing, lost_server, translate
-from .registry import sha
+from .registry import payload_cap, sha
 from .runner import run
 
 __all__ = ["Pipelined"]
@@ -27,7 +27,7 @@ class Pipelined:
 
     def __init__(self, client: Any, name: str) -> None:
         self.client, self.name = client, name
-        self._digest = sha(name)
+        self._digest = sha(name, payload_cap(client))
         self._connection: Any = None
         self._sent: deque[tuple[list[str], list[Any]]] = deque()
 

@@ -19,6 +19,14 @@ is sent as ``local WAKE_CAP = 64``), so the two sides cannot disagree.
 :func:`expanded` returns the whole text, exactly as it is sent to the server -- its SHA1
 is the script's SHA -- so what a lesson shows a learner is what the server runs.
 
+**A server's payload cap.** A server may take smaller payloads than the library's bound
+(a workshop's class server: 64 KiB, its URL saying ``payload_bytes=65536``). Its scripts
+are the same files expanded with that cap in ``BOUNDS`` and a per-call budget of
+``CALL_PAYLOADS`` times it (:func:`constants`): other text, another SHA1. A client
+connected through such a URL carries the cap (:func:`payload_cap`), and every call it
+makes names that variant; a server whose admin loaded only that variant runs nothing
+else for users who may not send EVAL, so the cap holds whatever their client says.
+
 **Key order.** Every script's header lists its ``KEYS[n]``; :func:`named_keys` reads the
 named ones (``emq:{q}:pending`` -> ``pending``) off that header, so the Python side never
 spells a script's key list a second time. The named keys of every script come in ONE
@@ -35,7 +43,7 @@ from itertools import takewhile
 from pathlib import Path
 
 from ..errors import InvalidArgument, ScriptFailed
-from ..limits import LUA_CONSTANTS
+from ..limits import BOUNDS, CALL_PAYLOADS, LUA_CONSTANTS
 
 __all__ = [
     "KEY_ORDER",
@@ -47,6 +55,9 @@ __all__ = [
     "sha",
     "named_keys",
     "lua_value",
+    "constants",
+    "payload_cap",
+    "set_payload_cap",
 ]
 
 _PACKAGE = Path(__file__).resolve().parent.parent  # echoq/
@@ -128,26 +139,62 @@ def lua_value(value: object) -> str:
     return "{\n" + "\n".join(rows) + "\n}"
 
 
-def _fill(text: str, where: str) -> str:
+def constants(payload_bytes: int | None = None) -> dict:
+    """The values written into the scripts: :data:`echoq.limits.LUA_CONSTANTS`, or, for a
+    server with a payload cap, the same with ``BOUNDS.payload_bytes`` ending at the cap and
+    ``CALL_PAYLOAD_BYTES`` at ``CALL_PAYLOADS`` times it."""
+    if payload_bytes is None:
+        return LUA_CONSTANTS
+    bounds = dict(LUA_CONSTANTS["BOUNDS"])  # type: ignore[call-overload]
+    bounds["payload_bytes"] = (bounds["payload_bytes"][0], check_payload_cap(payload_bytes))
+    return {**LUA_CONSTANTS, "BOUNDS": bounds, "CALL_PAYLOAD_BYTES": CALL_PAYLOADS * payload_bytes}
+
+
+def check_payload_cap(value: object) -> int:
+    """A payload cap: a whole number of bytes from 1 to the library's own bound."""
+    high = BOUNDS["payload_bytes"][1]
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise InvalidArgument(
+            f"a server's payload cap must be a whole number of bytes from 1 to {high:,}, got {value!r}"
+        )
+    return value
+
+
+_CAP = "echoq_payload_bytes"  # the attribute a client carries its server's payload cap in
+
+
+def payload_cap(client: object) -> int | None:
+    """The payload cap of ``client``'s server, as its URL said (None: the library's bound)."""
+    return getattr(client, _CAP, None)
+
+
+def set_payload_cap(client: object, payload_bytes: int | None) -> None:
+    """Note that ``client``'s server runs the scripts of that payload cap (see the module)."""
+    setattr(client, _CAP, None if payload_bytes is None else check_payload_cap(payload_bytes))
+
+
+def _fill(text: str, where: str, values: dict) -> str:
     def value(match: re.Match[str]) -> str:
         name = match.group(1)
-        if name not in LUA_CONSTANTS:
+        if name not in values:
             raise ScriptFailed(f"{where}.lua names {{{{{name}}}}}, which echoq.limits.LUA_CONSTANTS does not hold")
-        return lua_value(LUA_CONSTANTS[name])
+        return lua_value(values[name])
 
     return _CONSTANT.sub(value, text)
 
 
 @cache
-def expanded(name: str) -> str:
+def expanded(name: str, payload_bytes: int | None = None) -> str:
     """The script exactly as the server runs it: every include inlined, once, needs first,
-    every ``{{NAME}}`` replaced by its value."""
+    every ``{{NAME}}`` replaced by its value (for a server with a payload cap of
+    ``payload_bytes``: see :func:`constants`)."""
     placed: list[str] = []
+    values = constants(payload_bytes)
 
     def expand(include: str, stack: tuple[str, ...]) -> str:
         if include in stack:
             raise ScriptFailed(f"include cycle in lua/: {' -> '.join(stack + (include,))}")
-        text = _fill(_path(include).read_text(), include)
+        text = _fill(_path(include).read_text(), include, values)
 
         def inline(match: re.Match[str]) -> str:
             needed = match.group(1)
@@ -163,9 +210,9 @@ def expanded(name: str) -> str:
 
 
 @cache
-def sha(name: str) -> str:
+def sha(name: str, payload_bytes: int | None = None) -> str:
     """The SHA1 the server knows the script by (the SHA1 of :func:`expanded`)."""
-    return hashlib.sha1(expanded(name).encode()).hexdigest()
+    return hashlib.sha1(expanded(name, payload_bytes).encode()).hexdigest()
 
 
 @cache

@@ -25,7 +25,7 @@ from redis.exceptions import (
 
 from ..errors import NotReplicated, ScriptFailed
 from ..translation import cluster_refusal, cross_slot, lost_server, translate
-from .registry import expanded, sha
+from .registry import expanded, payload_cap, sha
 
 __all__ = ["run_replicated"]
 
@@ -63,9 +63,9 @@ def run_replicated(
             if ask is not None:
                 pipe.execute_command("ASKING")
             if use_eval:
-                pipe.execute_command("EVAL", expanded(name), len(keys), *keys, *args)
+                pipe.execute_command("EVAL", expanded(name, payload_cap(client)), len(keys), *keys, *args)
             else:
-                pipe.execute_command("EVALSHA", sha(name), len(keys), *keys, *args)
+                pipe.execute_command("EVALSHA", sha(name, payload_cap(client)), len(keys), *keys, *args)
             pipe.execute_command(*wait)
             *_, reply, acked = pipe.execute(raise_on_error=False)
         except (redis.ConnectionError, redis.TimeoutError, ClusterDownError, SlotNotCoveredError) as exc:

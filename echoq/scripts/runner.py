@@ -20,20 +20,21 @@ from redis.exceptions import RedisClusterException
 
 from ..errors import ScriptFailed
 from ..translation import cluster_refusal, doing, lost_server, translate
-from .registry import expanded, names, sha
+from .registry import expanded, names, payload_cap, sha
 
 __all__ = ["run", "run_behind", "preload"]
 
 
 def run(client: Any, name: str, keys: list[str], args: list[Any]) -> Any:
-    """Run script ``name`` on ``client`` (EVALSHA, then EVAL once on NOSCRIPT)."""
-    digest = sha(name)
+    """Run script ``name`` on ``client`` (EVALSHA, then EVAL once on NOSCRIPT), as expanded
+    for its server's payload cap."""
+    cap = payload_cap(client)
     try:
         with doing(f"{name}.lua", keys):
             try:
-                return client.evalsha(digest, len(keys), *keys, *args)
+                return client.evalsha(sha(name, cap), len(keys), *keys, *args)
             except redis.exceptions.NoScriptError:
-                return client.eval(expanded(name), len(keys), *keys, *args)
+                return client.eval(expanded(name, cap), len(keys), *keys, *args)
     except redis.ResponseError as exc:
         raise translate(exc, name, client=client, keys=keys) from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -52,7 +53,7 @@ def run_behind(
     answered by :func:`run` (its source once), any other error of the script is raised typed."""
     pipe = client.pipeline(transaction=False)
     first(pipe)
-    pipe.evalsha(sha(name), len(keys), *keys, *args)
+    pipe.evalsha(sha(name, payload_cap(client)), len(keys), *keys, *args)
     before, reply = pipe.execute(raise_on_error=False)
     if isinstance(before, Exception):
         raise before
@@ -63,12 +64,21 @@ def run_behind(
     return before, reply
 
 
-def preload(client: Any) -> list[str]:
-    """Load every script into the server's cache (SCRIPT LOAD, as an admin): clients whose
-    users may not load scripts (a workshop's learners) then always hit with EVALSHA."""
-    loaded = []
-    for name in names():
-        if client.script_load(expanded(name)) != sha(name):
+def preload(client: Any, *, flush: bool = False) -> list[str]:
+    """Load every script, as expanded for ``client``'s payload cap, into the server's cache
+    (SCRIPT LOAD, as an admin): clients whose users may not load scripts (a workshop's
+    learners) then always hit with EVALSHA. With ``flush``, the cache is emptied first
+    (SCRIPT FLUSH frees the Lua heap) in the same MULTI as the loads: no other client's
+    call runs between the two, so none meets a server without the scripts."""
+    cap = payload_cap(client)
+    wanted = names()
+    pipe = client.pipeline(transaction=True)
+    if flush:
+        pipe.script_flush()
+    for name in wanted:
+        pipe.script_load(expanded(name, cap))
+    replies = pipe.execute()[1 if flush else 0 :]
+    for name, digest in zip(wanted, replies, strict=True):
+        if digest != sha(name, cap):
             raise ScriptFailed(f"the server loaded {name}.lua under another SHA1 than the registry's")
-        loaded.append(name)
-    return loaded
+    return wanted

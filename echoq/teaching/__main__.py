@@ -104,10 +104,16 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
     hub.add_argument("--user-prefix", default="jupyter-", help="learners' Unix users are PREFIX<learner> (jupyter-)")
     hub.add_argument("--learner-python", help="the Python learners' servers run, readable by all (default: this one)")
     hub.add_argument("--terminals", action="store_true", help="give learners a Terminal (default: none)")
-    export = actions.add_parser("export", parents=[folder], help="every learner's attempts, one CSV row each")
-    export.add_argument("--csv", required=True, help="the file to write ('-': standard output)")
+    export = actions.add_parser(
+        "export", parents=[folder], help="the gradebook: one row per roster learner and exercise (CSV, JSON)"
+    )
+    export.add_argument("--csv", help="the CSV file to write, mode 0600 ('-': standard output)")
+    export.add_argument("--json", help="the JSON file to write, mode 0600 ('-': standard output)")
     down = actions.add_parser("down", parents=[folder], help="delete the users and keys; stop a started server")
     down.add_argument("--keep-server", action="store_true", help="leave a server `up` started running")
+    down.add_argument(
+        "--purge", action="store_true", help="also remove the hub's folder: its passwords, cookie secret, database, log"
+    )
 
 
 def _workshop(args: argparse.Namespace) -> int:
@@ -148,8 +154,6 @@ def _workshop(args: argparse.Namespace) -> int:
 
         return watch.main(args.dir, tick_s=args.tick)
     elif args.action == "hub":
-        import os
-
         from .workshop import hub
 
         options = hub.HubOptions(
@@ -161,24 +165,33 @@ def _workshop(args: argparse.Namespace) -> int:
             terminals=args.terminals,
         )
         config, lines = hub.prepare(args.dir, options)
-        print("\n".join(lines), flush=True)
-        os.chdir(config.parent)
-        os.umask(0o077)  # the hub's database, pid and log files, and all it starts: private
-        os.execv(sys.executable, [sys.executable, "-m", "jupyterhub", "-f", str(config)])
+        return hub.run(config, lines, options)
     elif args.action == "export":
         from .workshop import export
 
-        found = workshop.Workshop.load(args.dir)
-        rows = export.rows(found.instructor(), {lid: ln.hub_user for lid, ln in found.learners.items()})
-        if args.csv == "-":
-            sys.stdout.write(export.to_csv(rows))
-            return 0
-        try:
-            path = export.write_csv(args.csv, rows)
-        except OSError as exc:
-            print(f"echoq: cannot write {args.csv}: {exc.strerror}", file=sys.stderr)
+        if not (args.csv or args.json):
+            print("echoq: say where the gradebook goes: --csv FILE, --json FILE, or both ('-': standard output)",
+                  file=sys.stderr)  # fmt: skip
             return 2
-        lines = [f"{len(rows)} attempt(s) of {len(found.learners)} learner(s) written to {path}"]
+        found = workshop.Workshop.load(args.dir)
+        people = [(lid, ln.display, ln.hub_user) for lid, ln in found.learners.items()]
+        rows = export.rows(found.instructor(), people)
+        lines = []
+        for kind, given, text in (("CSV", args.csv, export.to_csv), ("JSON", args.json, export.to_json)):
+            if given == "-":
+                sys.stdout.write(text(rows))
+            elif given:
+                try:
+                    path = export.write(given, text(rows))
+                except OSError as exc:
+                    print(f"echoq: cannot write {given}: {exc.strerror}", file=sys.stderr)
+                    return 2
+                lines.append(
+                    f"gradebook ({kind}, mode 0600): {len(rows)} rows, every exercise of {len(found.learners)} "
+                    f"learner(s), written to {path}"
+                )
+        if not lines:
+            return 0
     elif args.action == "status":
         lines = workshop.status(args.dir, show_urls=args.show_urls)
     elif args.action == "restart":
@@ -186,7 +199,7 @@ def _workshop(args: argparse.Namespace) -> int:
 
         lines = admin.restart(args.dir)
     else:
-        lines = workshop.down(args.dir, keep_server=args.keep_server)
+        lines = workshop.down(args.dir, keep_server=args.keep_server, purge=args.purge)
     print("\n".join(lines))
     return 0
 

@@ -32,7 +32,7 @@ from ..errors import EchoqError, PermissionDenied, ServerUnavailable
 from ..queue import Queue
 from ..server import connect, connection_settings, describe
 from ..worker import Worker
-from . import heartbeat, learner, progress
+from . import learner, presence, progress
 
 
 @dataclass
@@ -111,7 +111,7 @@ _started: str | None = None  # the number of the lesson whose setup cell ran las
 
 def start(number: str, *, quiet: bool = False) -> Lesson:
     """Connect, empty the lesson's queue, and say which server this is. On a class server the
-    kernel's heartbeat starts (or notes the new lesson)."""
+    kernel's presence starts (or notes the new lesson)."""
     global _started
     _started = number
     one_line_errors()
@@ -120,7 +120,7 @@ def start(number: str, *, quiet: bool = False) -> Lesson:
     lesson = Lesson(number, Queue(learner.queue_name(f"lesson-{number}"), client))
     lesson.queue.reset()
     progress.record_lesson(client, number)
-    heartbeat.start(client, number)
+    presence.start(client, number)
     if not quiet:
         print(describe(client))
         print(f"This lesson uses the queue {lesson.queue.name!r}: its keys all start with {lesson.queue.keys.prefix}")
@@ -387,7 +387,18 @@ def lua(name: str):  # -> IPython.display.Code
     include inlined where the server sees it (:func:`echoq.scripts.expanded`)."""
     from IPython.display import Code
 
-    return Code(scripts.expanded(name), language="lua")
+    return Code(scripts.expanded(name, _payload_cap()), language="lua")
+
+
+def _payload_cap() -> int | None:
+    """The payload cap of this kernel's server, as its ``VALKEY_URL`` names it (a class
+    server's scripts are expanded for it: the text shown is the text it runs)."""
+    from ..address import split_payload_cap
+
+    try:
+        return split_payload_cap(os.environ.get("VALKEY_URL", ""))[1]
+    except EchoqError:
+        return None
 
 
 _INCLUDE_START = re.compile(r"^-- ---- @include (\S+) ----\n?$")
@@ -453,7 +464,7 @@ def lua_folded(name: str, open_includes: tuple[str, ...] = ()) -> FoldedScript:
     """Like :func:`lua`, with every include folded except those in ``open_includes`` (an
     open include's own includes are folded in turn): the script's own code reads first,
     each helper one click away, and together they are still exactly the text the server runs."""
-    lines = scripts.expanded(name).splitlines(keepends=True)
+    lines = scripts.expanded(name, _payload_cap()).splitlines(keepends=True)
     pieces: list[ScriptPiece] = []
     shown: list[str] = []
     i = 0

@@ -5,8 +5,9 @@ Each learner's record is one hash, ``emq:{<learner>.course}:progress`` (solo:
 instructor) can touch it. Fields:
 
 * ``lesson:<nn>`` -- server ms when the lesson was first started;
-* ``check:<nn>:<exercise>:attempts`` -- how many times the check ran;
+* ``check:<nn>:<exercise>:submissions`` -- how many times the check ran;
 * ``check:<nn>:<exercise>:passed`` -- ``1`` once it has passed (never goes back to 0);
+* ``check:<nn>:<exercise>:passed_at`` -- server ms of the first check that passed;
 * ``check:<nn>:<exercise>:misconception`` -- the name of the last misconception it caught
   (empty once it passes);
 * ``check:<nn>:<exercise>:at`` -- server ms of the last check;
@@ -14,17 +15,17 @@ instructor) can touch it. Fields:
   misconception (kept after a pass: "passed after 4 tries: code-error x2, ...");
 * ``current`` / ``current_at`` -- the lesson started last (the one the learner is in) and when;
 * ``connected`` / ``active`` -- when the learner's kernel first reached the class server and
-  when they last ran a cell (written by :mod:`echoq.teaching.heartbeat`).
+  when they last ran a cell (written by :mod:`echoq.teaching.presence`).
 
-Every attempt is also kept, newest first, in a list per exercise,
-``emq:{<learner>.course}:attempts:<nn>:<exercise>``: one JSON entry each with the server
+Every submission is also kept, newest first, in a list per exercise,
+``emq:{<learner>.course}:submissions:<nn>:<exercise>``: one JSON entry each with the server
 time, the verdict, the misconception and the learner's submitted code. The list keeps the
-last ``MAX_ATTEMPTS`` (50) attempts and each code up to ``MAX_CODE_CHARS`` (8,000)
+last ``MAX_SUBMISSIONS`` (50) submissions and each code up to ``MAX_CODE_CHARS`` (8,000)
 characters (marked ``truncated``), so one learner's record stays under ~0.5 MB per exercise
 however often they press Run.
 
 A check's fields and its history entry are written in one MULTI, so a reader never sees an
-attempt without its verdict. :func:`read` returns a learner's whole record in one call.
+submission without its verdict. :func:`read` returns a learner's whole record in one call.
 """
 
 from __future__ import annotations
@@ -41,11 +42,11 @@ from ..keyspace import Keyspace, check_namespace
 from . import learner as learners
 
 __all__ = [
-    "Attempt",
+    "Submission",
     "CheckRecord",
     "Progress",
-    "attempts",
-    "attempts_key",
+    "submissions",
+    "submissions_key",
     "key",
     "record_lesson",
     "record_check",
@@ -54,7 +55,7 @@ __all__ = [
 ]
 
 COURSE = "course"
-MAX_ATTEMPTS = 50
+MAX_SUBMISSIONS = 50
 MAX_CODE_CHARS = 8_000
 _PART = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -67,10 +68,10 @@ def key(learner: str | None = None) -> str:
     return Keyspace(f"{check_namespace(learner)}.{COURSE}").prefix + "progress"
 
 
-def attempts_key(lesson: str, exercise: str, learner: str | None = None) -> str:
-    """The list of ``learner``'s attempts at one exercise (newest first)."""
+def submissions_key(lesson: str, exercise: str, learner: str | None = None) -> str:
+    """The list of ``learner``'s submissions at one exercise (newest first)."""
     prefix = key(learner)[: -len("progress")]
-    return f"{prefix}attempts:{_part('lesson', lesson)}:{_part('exercise', exercise)}"
+    return f"{prefix}submissions:{_part('lesson', lesson)}:{_part('exercise', exercise)}"
 
 
 def _part(what: str, value: str) -> str:
@@ -83,25 +84,26 @@ def _part(what: str, value: str) -> str:
 class CheckRecord:
     lesson: str
     exercise: str
-    attempts: int
+    submissions: int
     passed: bool
     misconception: str | None
     at_ms: int
     missed: dict[str, int] = field(default_factory=dict)  # misconception -> checks that caught it
+    first_pass_ms: int = 0  # server ms of the first check that passed (0: none, or not recorded)
 
     @property
     def status(self) -> str:
         """In words: "not started", "passed after 4 tries: code-error x2, ..." or "not yet"."""
-        if self.attempts == 0:
+        if self.submissions == 0:
             return "not started"
-        tries = "try" if self.attempts == 1 else "tries"
+        tries = "try" if self.submissions == 1 else "tries"
         hit = ", ".join(f"{name} x{n}" if n > 1 else name for name, n in self.missed.items())
         verdict = "passed" if self.passed else "not yet"
-        return f"{verdict} after {self.attempts} {tries}" + (f": {hit}" if hit else "")
+        return f"{verdict} after {self.submissions} {tries}" + (f": {hit}" if hit else "")
 
 
 @dataclass(frozen=True)
-class Attempt:
+class Submission:
     at_ms: int
     passed: bool
     misconception: str | None
@@ -129,7 +131,7 @@ class Progress:
 def record_lesson(client: redis.Redis, lesson: str) -> None:
     """Note that the learner started ``lesson``: first time (kept), and as the current one.
     Only the record: the lesson's setup (:func:`echoq.teaching.course.start`) starts the
-    kernel's heartbeat (:mod:`echoq.teaching.heartbeat`)."""
+    kernel's presence (:mod:`echoq.teaching.presence`)."""
     now = server_now_ms(client)
     pipe = client.pipeline(transaction=True)
     pipe.hsetnx(key(), f"lesson:{lesson}", now)
@@ -145,10 +147,10 @@ def record_check(
     misconception: str | None,
     code: str | None = None,
 ) -> None:
-    """One run of an exercise check: attempts + 1, the verdict, the misconception hit, and
+    """One run of an exercise check: submissions + 1, the verdict, the misconception hit, and
     an entry in the exercise's history with ``code``, the learner's submitted answer."""
     k, head = key(), f"check:{lesson}:{exercise}:"
-    history = attempts_key(lesson, exercise)
+    history = submissions_key(lesson, exercise)
     now = server_now_ms(client)
     text = None if code is None else str(code)
     entry = {
@@ -159,29 +161,30 @@ def record_check(
         "truncated": text is not None and len(text) > MAX_CODE_CHARS,
     }
     pipe = client.pipeline(transaction=True)
-    pipe.hincrby(k, head + "attempts", 1)
+    pipe.hincrby(k, head + "submissions", 1)
     if passed:
         pipe.hset(k, mapping={head + "passed": 1, head + "misconception": "", head + "at": now})
+        pipe.hsetnx(k, head + "passed_at", now)
     else:
         pipe.hset(k, mapping={head + "misconception": misconception or "", head + "at": now})
         pipe.hsetnx(k, head + "passed", 0)
         if misconception:
             pipe.hincrby(k, f"{head}miss:{misconception}", 1)
     pipe.lpush(history, json.dumps(entry))
-    pipe.ltrim(history, 0, MAX_ATTEMPTS - 1)
+    pipe.ltrim(history, 0, MAX_SUBMISSIONS - 1)
     pipe.execute()
 
 
-def attempts(client: redis.Redis, lesson: str, exercise: str, learner: str | None = None) -> list[Attempt]:
-    """The kept attempts at one exercise, oldest first (at most ``MAX_ATTEMPTS``)."""
-    return parse_attempts(client.lrange(attempts_key(lesson, exercise, learner), 0, -1))
+def submissions(client: redis.Redis, lesson: str, exercise: str, learner: str | None = None) -> list[Submission]:
+    """The kept submissions at one exercise, oldest first (at most ``MAX_SUBMISSIONS``)."""
+    return parse_submissions(client.lrange(submissions_key(lesson, exercise, learner), 0, -1))
 
 
-LATEST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: no attempt of the kit is later
+LATEST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: no submission of the kit is later
 
 
-def parse_attempts(raw: list) -> list[Attempt]:
-    """Attempts from the list as LRANGE returns it (newest first), oldest first."""
+def parse_submissions(raw: list) -> list[Submission]:
+    """Submissions from the list as LRANGE returns it (newest first), oldest first."""
     found = []
     for item in reversed(raw):
         try:
@@ -190,7 +193,7 @@ def parse_attempts(raw: list) -> list[Attempt]:
             if type(at) is not int or not 0 <= at <= LATEST_MS:  # Infinity, 1e300, -1, "x": not the kit's
                 continue
             found.append(
-                Attempt(
+                Submission(
                     at,
                     bool(data["passed"]),
                     data.get("misconception") or None,
@@ -236,19 +239,20 @@ def parse(fields: dict, learner: str | None) -> Progress:
             else:
                 missed.setdefault((parts[1], parts[2]), {})[parts[4]] = hits
     for (lesson, exercise), fields in sorted(found.items()):
-        attempts, at = _whole(fields.get("attempts", "0")), _whole(fields.get("at", "0"))
-        if attempts is None or at is None:
+        submissions, at = _whole(fields.get("submissions", "0")), _whole(fields.get("at", "0"))
+        if submissions is None or at is None:
             progress.skipped += 1
             continue
         hits = missed.get((lesson, exercise), {})
         progress.checks[(lesson, exercise)] = CheckRecord(
             lesson,
             exercise,
-            attempts,
+            submissions,
             fields.get("passed") == "1",
             fields.get("misconception") or None,
             at,
             dict(sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))),
+            _whole(fields.get("passed_at", "0")) or 0,
         )
     progress.current = raw.get("current") or None
     progress.current_at_ms = _ms(raw, "current_at", progress)

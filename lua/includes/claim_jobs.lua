@@ -8,6 +8,9 @@
 --- @include "includes/rows"
 --- @include "includes/arrival"
 
+-- The most payload bytes one call hands out beyond its first job (echoq/limits.py).
+local CALL_PAYLOAD_BYTES = {{CALL_PAYLOAD_BYTES}}
+
 -- A row's token or attempts field as echoq writes it: no field yet, or a count of at most 9
 -- digits. HINCRBY would refuse anything else that is not an integer and fail the whole call
 -- half-way; such a row was written by something else, and is not delivered.
@@ -37,7 +40,10 @@ end
 -- echoq, which refuses such payloads at enqueue) with reason 'bad_payload': at once, on
 -- the first claim, and the claim goes on to the next job. At most
 -- count + 1000 ids are popped per call, so a pending set full of corrupt entries cannot
--- hold the server for long.
+-- hold the server for long. Once the jobs claimed carry CALL_PAYLOAD_BYTES of payload
+-- (a server with a payload cap: 16 times it; echoq/limits.py), the next job and the rest
+-- popped go back to pending unchanged: a call hands out fewer jobs rather than check
+-- megabytes of UTF-8 while everyone waits. The first job is always claimed.
 -- The server's cost is mostly per command, so a batch moves with few of them: one ZPOPMIN
 -- pops as many ids as are still wanted, and one ZADD parks every claimed id in active;
 -- per job, one HMGET reads the row's state, payload, token and attempts, one HINCRBY mints
@@ -45,18 +51,30 @@ end
 -- With `confirm`, each claimed row also gets 'confirm' = its token, until the holder
 -- confirms the start (complete_many.lua): a stall of an unconfirmed claim is counted apart.
 local function claim_jobs(q, lease_ms, count, reply, confirm)
-  local claimed, popped_ids = 0, 0
+  local claimed, popped_ids, bytes, spent = 0, 0, 0, false
   local deadline = q.now + lease_ms
   local leased = {}  -- ZADD's arguments: deadline, id, deadline, id, ...
-  while claimed < count and popped_ids < count + SWEEP_MAX do
+  while claimed < count and popped_ids < count + SWEEP_MAX and not spent do
     local popped = redis.call('ZPOPMIN', q.pending, math.min(count - claimed, count + SWEEP_MAX - popped_ids))
     if #popped == 0 then break end
     for i = 1, #popped, 2 do
       popped_ids = popped_ids + 1
       local id = popped[i]
       local row, values = take_row(q, id, 'pending', 'payload', 'token', 'attempts')
+      local payload = row and values[2]
+      if payload and claimed > 0 and bytes + #payload > CALL_PAYLOAD_BYTES then
+        -- The call's payload budget is spent: this job and the rest popped go back to
+        -- pending at their own scores, untouched, for the next call.
+        local back = {}
+        for j = i, #popped, 2 do
+          back[#back + 1] = popped[j + 1]
+          back[#back + 1] = popped[j]
+        end
+        redis.call('ZADD', q.pending, unpack(back))
+        spent = true
+        break
+      end
       if row then
-        local payload = values[2]
         local bad = text_problem(payload, BOUNDS.payload_bytes[2])
         if payload == false then
           redis.call('HINCRBY', q.stats, 'corrupt', 1)
@@ -83,6 +101,7 @@ local function claim_jobs(q, lease_ms, count, reply, confirm)
           reply[#reply + 1] = attempts
           reply[#reply + 1] = deadline
           claimed = claimed + 1
+          bytes = bytes + #payload
         end
       end
     end

@@ -317,9 +317,9 @@ def browser(chromium: str, request: pytest.FixtureRequest) -> Iterator[object]:
     yield _shared["browser"]
 
 
-def new_context(browser, height: int = 900):
-    """A browser context 1280 px wide, whose navigations may take 90 s."""
-    context = browser.new_context(viewport={"width": 1280, "height": height})
+def new_context(browser, height: int = 900, width: int = 1280):
+    """A browser context (1280 px wide unless told), whose navigations may take 90 s."""
+    context = browser.new_context(viewport={"width": width, "height": height})
     # Playwright's 30 s is short for a page whose server shares two cores with the whole suite.
     context.set_default_navigation_timeout(90_000)
     return context

@@ -114,3 +114,11 @@ def create_venv(home: Path) -> Path:
 
 # What an installer prints when no package index answers (pip, uv): outside CI, a skip.
 NO_INDEX = ("Could not find a version", "Failed to fetch", "No solution found")
+
+
+def unwrapped(page: str) -> str:
+    """A workshop page's HTML without the marks that keep its words whole on screen
+    (``echoq.teaching.workshop.html.keep_words``): what it says, as written."""
+    import re
+
+    return re.sub(r"<span class='w'>([^<]*)</span>", r"\1", page.replace("<wbr>", ""))

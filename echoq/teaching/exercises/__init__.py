@@ -46,7 +46,8 @@ def discover(root: str | Path = HERE) -> list[Exercise]:
     exercise is adding a folder (and a notebook cell that runs its check)."""
     root = Path(root).resolve()
     found: list[Exercise] = []
-    for folder in sorted(p for p in root.iterdir() if (p / "check.py").is_file()):
+    # A folder of Python's own (__pycache__, perhaps unreadable to this user) is no exercise.
+    for folder in sorted(p for p in root.iterdir() if not p.name.startswith(("_", ".")) and (p / "check.py").is_file()):
         before = set(EXERCISES)
         if root == HERE:
             importlib.import_module(f"{__name__}.{folder.name}.check")

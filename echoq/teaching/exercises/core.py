@@ -369,13 +369,13 @@ class Run:
         self.exercise = exercise
         self.feedback = Feedback(exercise)
         # The learner's Lua runs on their own server when the class server allows none;
-        # the attempt is recorded where the instructor sees it.
+        # the submission is recorded where the instructor sees it.
         self.client = client if client is not None else learner.own_lua_client()
         self.record_client = client if client is not None else connect()
         self._queues: list[Queue] = []
         self._cleanups: list[Callable[[], object]] = []
         self.server_stuck = False  # a learner's script the server will not stop holds it
-        self.code: str | None = None  # the learner's answer as text, for the attempt history
+        self.code: str | None = None  # the learner's answer as text, for the submission history
 
     def queue(self, part: str = "") -> Queue:
         """An empty scratch queue in the learner's namespace, deleted when the check ends."""
@@ -581,7 +581,7 @@ def running(exercise: Exercise, client: redis.Redis | None) -> Iterator[Run]:
     if run.server_stuck:
         return  # the server answers nothing else: this run cannot be recorded in the progress
     if fb.misconception is not None and fb.misconception.name == "no-answer":
-        return  # nothing was answered, so nothing was tried: no attempt is recorded
+        return  # nothing was answered, so nothing was tried: no submission is recorded
     progress.record_check(
         run.record_client,
         exercise.lesson,
@@ -665,7 +665,7 @@ def check_runner(exercise: Exercise) -> Callable[[Callable[..., None]], Callable
                         "answer",
                         "no-answer",
                         what="This is the exercise's starting point, unchanged (or None): complete the cell, run it, "
-                        "then run the check. Nothing was judged, and no attempt was recorded.",
+                        "then run the check. Nothing was judged, and no submission was recorded.",
                     )
                 try:
                     body(run, *answer, **options)

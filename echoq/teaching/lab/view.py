@@ -40,6 +40,7 @@ import matplotlib
 from traitlets import TraitError
 
 from ...errors import EchoqError
+from .. import presence
 from . import words
 from .figure import BoardFigure
 from .frames import Frame
@@ -163,10 +164,10 @@ class LabPanel(widgets.VBox):
             layout=widgets.Layout(display="none"),
         )
         self._watch.observe(self._look, "value")
-        self.pause_button.on_click(lambda _b: self.pause())
-        self.advance_button.on_click(lambda _b: self.step())
-        self.live_button.on_click(lambda _b: self.go_live())
-        self.replay_button.on_click(lambda _b: self.replay())
+        self.pause_button.on_click(lambda _b: self._clicked(self.pause))
+        self.advance_button.on_click(lambda _b: self._clicked(self.step))
+        self.live_button.on_click(lambda _b: self._clicked(self.go_live))
+        self.replay_button.on_click(lambda _b: self._clicked(self.replay))
         self.reconnect_button.on_click(lambda _b: self.run(model.reconnect))
         self.speed_picker.observe(self._speed, "value")
         self.timeline.observe(self._scrub, "value")
@@ -215,8 +216,15 @@ class LabPanel(widgets.VBox):
         """Every control that acts on the model (disabled while Valkey is away)."""
         return list(self._moves)
 
+    @staticmethod
+    def _clicked(then: Callable[[], Any]) -> None:
+        """A click: the learner is active (a workshop's dashboard shows it), then ``then``."""
+        presence.touch()
+        then()
+
     def run(self, move: Callable[[], Any]) -> None:
         """Run a move from a control; any refusal ends up in the readout, never a traceback."""
+        presence.touch()  # a click: the learner is active (a workshop's dashboard shows it)
         was_running = self.runs_by_itself()
         try:
             move()

@@ -38,6 +38,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import redis
 
 from ... import scripts
+from ...address import PAYLOAD_CAP, split_payload_cap
 from ...client import TypedRedis
 from ...errors import EchoqError, InvalidArgument, ServerUnavailable
 from ...keyspace import Keyspace, check_namespace
@@ -60,11 +61,21 @@ ADMIN_CLIENT = "echoq-admin"  # the name of every connection the workshop's tool
 RESERVED = {"default", acl.INSTRUCTOR_USER}  # ACL users that exist or that we create
 
 
+# The class server's payload cap: every script loaded there refuses a payload over it, and
+# one call carries at most 16 of them (echoq.limits.CALL_PAYLOADS). Checking a payload's
+# UTF-8 holds the server for every learner, about 45-190 ms per MiB measured here: at 64 KiB
+# no call holds the class for long. Learners' URLs name it (``payload_bytes=65536``), so
+# their clients call the scripts loaded for it; the library's own bound is 1 MiB.
+CLASS_PAYLOAD_BYTES = 64 * 1024
+
+
 def class_client(url: str, *, ping: bool = True, name: str | None = None) -> redis.Redis:
-    """A client of the class server for the instructor's tools. Its replies are decoded with
+    """A client of the class server for the instructor's tools, calling the scripts loaded
+    for the class's payload cap. Its replies are decoded with
     bad UTF-8 replaced (a learner may write any bytes into their keys: a reader must not
     fail on them); with ``ping=False`` it sends nothing until used (a server busy with a
     learner's script answers BUSY to PING, but still takes SCRIPT KILL)."""
+    url, _cap = split_payload_cap(url)
     client = TypedRedis.from_url(
         url,
         decode_responses=True,
@@ -73,9 +84,22 @@ def class_client(url: str, *, ping: bool = True, name: str | None = None) -> red
         health_check_interval=0,
         client_name=name,
     )
+    scripts.set_payload_cap(client, CLASS_PAYLOAD_BYTES)
     if ping:
         check(client, url)
     return client
+
+
+def command(action: str) -> str:
+    """How to run ``workshop <action>`` with the interpreter running now, as a hint to
+    print: ``.venv/bin/python -m echoq.teaching workshop status`` from the checkout (its path
+    from the current folder; a plain ``python`` may not have echoq), else its full path."""
+    interpreter = Path(sys.executable)
+    try:
+        shown = str(interpreter.relative_to(Path.cwd()))
+    except ValueError:
+        shown = str(interpreter)
+    return f"{shown} -m echoq.teaching workshop {action}"
 
 
 def workshop_dir(given: str | Path | None = None) -> Path:
@@ -111,6 +135,12 @@ class Learner:
     id: str  # the namespace and the ACL user name
     hub_user: str  # the JupyterHub user name it was made from
     password: str = field(repr=False)
+    name: str = ""  # the name as the roster wrote it: what the instructor knows them by
+
+    @property
+    def display(self) -> str:
+        """The name to show the instructor: the roster's, else the hub user name."""
+        return self.name or self.hub_user
 
 
 @dataclass
@@ -147,7 +177,10 @@ class Workshop:
         return acl.control_queue_name(self.class_name)
 
     def _url(self, user: str, password: str) -> str:
-        return f"redis://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/0"
+        return (
+            f"redis://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/0"
+            f"?{PAYLOAD_CAP}={CLASS_PAYLOAD_BYTES}"
+        )
 
     def learner_url(self, learner: str) -> str:
         return self._url(learner, self.learners[learner].password)
@@ -177,7 +210,7 @@ class Workshop:
         path = where / STATE_FILE
         if not path.is_file():
             raise InvalidArgument(
-                f"no workshop in {where} (no {STATE_FILE}); start one with `python -m echoq.teaching workshop up`, "
+                f"no workshop in {where} (no {STATE_FILE}); start one with `{command('up')}`, "
                 "or point ECHOQ_WORKSHOP (or --dir) at the folder `up` wrote"
             )
         try:
@@ -188,7 +221,7 @@ class Workshop:
         except (ValueError, TypeError, AttributeError) as exc:  # bad JSON, bad UTF-8, fields not ours
             raise InvalidArgument(
                 f"{path} is not a workshop state `up` wrote ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-                "restore it from a copy, or move the folder away and run `python -m echoq.teaching workshop up` again"
+                f"restore it from a copy, or move the folder away and run `{command('up')}` again"
             ) from None
 
     def write_roster(self) -> Path:
@@ -217,9 +250,11 @@ def learners_from_roster(lines: Iterable[str]) -> list[Learner]:
     id (the name itself when it is a valid namespace, else a safe form of it)."""
     found: list[Learner] = []
     for raw in lines:
-        name = normalize_hub_user(raw.split("#", 1)[0])
+        line = raw.split("#", 1)[0]
+        name = normalize_hub_user(line)
+        written = " ".join(line.split())  # as the roster wrote it (for the instructor's eyes)
         if name:
-            found.append(Learner(from_hub_user(name), name, ""))
+            found.append(Learner(from_hub_user(name), name, "", written))
     return found
 
 
@@ -429,7 +464,9 @@ def _up(
     known = dict(previous.learners) if previous else {}
     for learner in given:
         if learner.id not in known:
-            known[learner.id] = Learner(learner.id, learner.hub_user, secrets.token_urlsafe(18))
+            known[learner.id] = Learner(learner.id, learner.hub_user, secrets.token_urlsafe(18), learner.name)
+        elif learner.name:  # the roster's spelling of a name wins: it is what the instructor reads
+            known[learner.id].name = learner.name
     _check_learners(list(known.values()), class_name)
     given_settings = {**(previous.settings if previous else {}), **(settings or {})}
     if maxmemory is not None:
@@ -527,7 +564,9 @@ def _up(
         workshop.watcher_pid = previous.watcher_pid
     workshop.instructors = sorted(set(previous.instructors if previous else []) | set(instructors))
 
-    loaded = scripts.preload(admin)
+    # A server `up` started holds the class's scripts and nothing else (a flush and the loads
+    # in one MULTI: no moment without them); a lent server's other scripts are its owner's.
+    loaded = scripts.preload(admin, flush=workshop.started)
     for learner in workshop.learners.values():
         acl.set_user(admin, learner.id, acl.learner_rules(learner.id, class_name, learner.password))
     acl.set_user(admin, acl.INSTRUCTOR_USER, acl.instructor_rules(workshop.instructor_password))
@@ -543,8 +582,8 @@ def _up(
             f"note: {where} was there before, with mode {where.stat().st_mode & 0o777:o}: left as it is "
             "(the files up writes in it are 0600)"
         )
-    if watch:
-        lines.append(start_watcher(workshop))
+    running = bool(workshop.watcher_pid and _process_alive(workshop.watcher_pid))
+    watching = start_watcher(workshop) if watch or running else None
 
     ids = list(workshop.learners)
     shown = ", ".join(ids[:6]) + (f", ... ({len(ids)} in all)" if len(ids) > 6 else "")
@@ -552,14 +591,16 @@ def _up(
         f"{len(ids)} learner user(s): {shown}",
         f"  each may touch only emq:{{<learner>.* and the class queue emq:{{{workshop.class_queue}}}:*; "
         "no EVAL, SCRIPT, FUNCTION, FLUSHALL/FLUSHDB, CONFIG, KEYS, SHUTDOWN, DEBUG, MONITOR, CLIENT KILL or ACL",
-        f"  {len(loaded)} scripts preloaded: the only Lua learners may run here (EVALSHA); "
-        "their own runs on a private server in their kernel",
+        f"  {len(loaded)} scripts preloaded, for payloads of at most {CLASS_PAYLOAD_BYTES // 1024} KiB: the only Lua "
+        "learners may run here (EVALSHA); their own runs on a private server in their kernel",
         f"roster (learner -> VALKEY_URL), mode 0600:  {roster_path}",
         f"JupyterHub config snippet, mode 0600:       {hub_path}",
         f"  add to jupyterhub_config.py:  load_subconfig({str(hub_path)!r})",
         f"instructor dashboard:  ECHOQ_WORKSHOP={where} make dashboard",
-        "passwords are in those files only; `python -m echoq.teaching workshop status --show-urls` prints them",
+        f"passwords are in those files only; `{command('status --show-urls')}` prints them",
     ]
+    if watching:
+        lines.append(watching)
     return workshop, lines
 
 
@@ -609,19 +650,20 @@ def _open_port(admin: redis.Redis, port: int, timeout_s: float = 10.0) -> None:
 
 def reload_scripts(admin: redis.Redis) -> int:
     """Empty the server's script cache (and with it the Lua heap) and load every script of
-    the library and the kit again (the registry loads them: no other module sends Lua); how
-    many. Between the two, a learner's move meets NOSCRIPT and its fallback, EVAL, is
-    refused: a few milliseconds, and only after a Lua heap grew past the class's cap, which
-    no learner can make happen without EVAL."""
-    admin.script_flush()
-    return len(scripts.preload(admin))
+    the library and the kit again, in one MULTI (the registry sends them: no other module
+    sends Lua); how many. No learner's call runs between the flush and the loads, so none
+    meets NOSCRIPT (whose fallback, EVAL, learners may not send)."""
+    return len(scripts.preload(admin, flush=True))
 
 
 def start_watcher(workshop: Workshop) -> str:
     """Start ``python -m echoq.teaching workshop watch`` in a session of its own (it outlives ``up``),
     unless the workshop's watchdog already runs; the line to print."""
     if workshop.watcher_pid and _process_alive(workshop.watcher_pid):
-        return f"the class's watchdog runs already (pid {workshop.watcher_pid}); its log: {workshop.dir / 'watch.log'}"
+        return (
+            f"the class's watchdog runs already (pid {workshop.watcher_pid}): it applies these settings and "
+            f"learners at its next look, within a second; its log: {workshop.dir / 'watch.log'}"
+        )
     import subprocess
 
     command = [sys.executable, "-m", "echoq.teaching", "workshop", "watch", "--dir", str(workshop.dir)]
@@ -685,7 +727,7 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     lines.append(
         f"watchdog: running (pid {workshop.watcher_pid})"
         if watcher
-        else "watchdog: not running (`python -m echoq.teaching workshop up` starts it; or `workshop watch`)"
+        else f"watchdog: not running (`{command('up')}` starts it; or `{command('watch')}`)"
     )
     log = workshop.dir / "watch.log"
     if log.is_file():
@@ -696,13 +738,13 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     except ServerUnavailable as exc:
         return lines + [
             f"the class server does not answer: {exc}",
-            "run `python -m echoq.teaching workshop up` to restart it",
+            f"run `{command('up')}` to restart it",
         ]
     except EchoqError as exc:  # BUSY: a learner's script holds the server
         return lines + [
             f"the class server answers with an error: {str(exc).splitlines()[0]}",
             "a script that holds the class is ended by the watchdog within a second; without one: "
-            "`python -m echoq.teaching workshop watch`",
+            f"`{command('watch')}`",
         ]
     info = admin.info()
     users = set(admin.execute_command("ACL", "USERS"))
@@ -714,10 +756,12 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         f"({'started by up' if workshop.started else 'attached'}): used memory {info.get('used_memory_human')}, "
         f"AOF {'on' if info.get('aof_enabled') else 'off'}, {info.get('connected_clients')} client(s)"
     )
+    wide = max([7, *(len(lid) for lid in workshop.learners)])  # every id whole: the column fits the longest
+    named = min(32, max([4, *(len(text(ln.display, None)) for ln in workshop.learners.values())]))
     lines.append(
-        f"{'learner':<24} {'hub user':<24} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
+        f"{'learner':<{wide}} {'name':<{named}} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
     )
-    from .. import heartbeat
+    from .. import presence
     from .board import ask_record, record_of
 
     skipped = 0
@@ -732,9 +776,9 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         record = record_of(pipe.execute(raise_on_error=False)[0], lid)
         skipped += record.skipped
         reached = ", ".join(text(lesson, 24) for lesson in sorted(record.lessons)) or "-"
-        kernel = "alive" if admin.exists(heartbeat.alive_key(lid)) else "-"
+        kernel = "alive" if admin.exists(presence.alive_key(lid)) else "-"
         lines.append(
-            f"{lid:<24} {text(learner.hub_user, 24):<24} {'ok' if lid in users else 'MISSING':<8} "
+            f"{lid:<{wide}} {text(learner.display, named):<{named}} {'ok' if lid in users else 'MISSING':<8} "
             f"{connected.get(lid, 0):>5} {len(queues):>6} {kernel:<6}  {reached}"
         )
     if skipped:
@@ -764,9 +808,20 @@ def delete_class_keys(admin: redis.Redis, workshop: Workshop) -> int:
     return removed
 
 
-def down(folder: str | Path | None = None, *, keep_server: bool = False) -> list[str]:
-    """Delete the class's users and keys; stop the server ``up`` started; remove the files."""
+def down(folder: str | Path | None = None, *, keep_server: bool = False, purge: bool = False) -> list[str]:
+    """Delete the class's users and keys; stop the server ``up`` started; remove the files;
+    with ``purge``, the hub's folder too (its passwords, cookie secret, database and log).
+    The last lines say what is left, and how to remove it."""
+    where = workshop_dir(folder)
+    if purge and not (where / STATE_FILE).is_file() and (where / "hub").is_dir():
+        return _purge_hub(where)  # `down` ran already: what is left is the hub's folder
     workshop = Workshop.load(folder)
+    hub = workshop.dir / "hub"
+    if purge and _hub_running(hub):
+        raise InvalidArgument(
+            f"the class hub still runs from {hub}: stop it first (Ctrl-C in the terminal of `make hub`), then "
+            f"`{command('down --purge')}`"
+        )
     lines: list[str] = []
     if stop_watcher(workshop):
         lines.append("stopped the class's watchdog")
@@ -792,6 +847,11 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False) -> list
         admin.close()
     for name in (ROSTER_FILE, HUB_SNIPPET, STATE_FILE, "watch.log", LOCK_FILE):
         (workshop.dir / name).unlink(missing_ok=True)
+    if purge and hub.is_dir():
+        import shutil
+
+        shutil.rmtree(hub)
+        lines.append(f"removed the hub's folder {hub}: its passwords, cookie secret, database, config and log")
     workshop.created = sorted(set(workshop.created) | _made(workshop.dir))
     if not (workshop.started and keep_server):  # else the server still runs in what we made
         if workshop.started:
@@ -803,7 +863,43 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False) -> list
         except OSError:
             pass  # the folder holds other files of the instructor's: leave it
     lines.append(f"removed the roster, the hub snippet and the state from {workshop.dir}")
+    if hub.is_dir():
+        lines.append(
+            f"left: {hub}, the class hub's passwords, cookie secret, database and log; "
+            f"`{command('down --purge')}` removes them"
+        )
+    if workshop.started and keep_server:
+        lines.append(f"left: the class server at {workshop.bind}:{workshop.port} (--keep-server), in {workshop.dir}")
+    lines.append(
+        "left: the learners' Unix users and homes (their notebooks), if `workshop hub` made them: "
+        "`userdel -r <user>` each when no longer needed; and any gradebook you exported"
+    )
     return lines
+
+
+def _purge_hub(where: Path) -> list[str]:
+    """``down --purge`` after a ``down``: the hub's folder, then the workshop folder if empty."""
+    import shutil
+
+    hub = where / "hub"
+    if _hub_running(hub):
+        raise InvalidArgument(
+            f"the class hub still runs from {hub}: stop it first (Ctrl-C in the terminal of `make hub`)"
+        )
+    shutil.rmtree(hub)
+    lines = [f"removed the hub's folder {hub}: its passwords, cookie secret, database, config and log"]
+    with contextlib.suppress(OSError):  # a folder holding other files of the instructor's stays
+        where.rmdir()
+        lines.append(f"removed {where}, empty now")
+    return lines
+
+
+def _hub_running(hub: Path) -> bool:
+    """Whether the class hub of that folder runs: its proxy's pid file names a live process."""
+    try:
+        return _process_alive(int((hub / "proxy.pid").read_text().strip()))
+    except (OSError, ValueError):
+        return False
 
 
 def _made(folder: Path) -> set[str]:
@@ -946,7 +1042,9 @@ c.JupyterHub.services.append(
             "--ServerApp.answer_yes=True",
             *(["--allow-root"] if _os.geteuid() == 0 else []),
         ],
-        "environment": {{"ECHOQ_WORKSHOP": {str(workshop.dir)!r}}},
+        # No bytecode caches: a hub runs private (umask 077), and a cache folder it made in
+        # the checkout would be one learners' kernels cannot read.
+        "environment": {{"ECHOQ_WORKSHOP": {str(workshop.dir)!r}, "PYTHONDONTWRITEBYTECODE": "1"}},
         "oauth_no_confirm": True,
     }}
 )

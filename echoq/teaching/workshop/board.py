@@ -1,16 +1,16 @@
 """The instructor's view of the class, as data: one :meth:`Board.read`, then :func:`render`.
 
-For each learner: whether their kernel is alive (its heartbeat key lives:
-:mod:`echoq.teaching.heartbeat`), when they last did something, the lesson they are in, the
-lessons they reached and every exercise check (attempts, passed, the misconceptions hit;
-"not started" for an exercise of a reached lesson with no attempt), recorded by the kit on
+For each learner: whether their kernel is alive (its presence key lives:
+:mod:`echoq.teaching.presence`), when they last did something, the lesson they are in, the
+lessons they reached and every exercise check (submissions, passed, the misconceptions hit;
+"not started" for an exercise of a reached lesson with no submission), recorded by the kit on
 the server (:mod:`echoq.teaching.progress`); the live counts of each of their queues;
 their class-chaos worker and score. Learners are listed in one order everywhere (their
 id, sorted). For the
 class: the accesses the server's ACL refused (ACL LOG: who, which key or command), and the
 class-chaos scoreboard.
 
-Reads, per refresh: one MULTI with every learner's progress record, heartbeat and every queue's
+Reads, per refresh: one MULTI with every learner's progress record, presence and every queue's
 counts (ZCARD of pending, active, scheduled, dead and done): one consistent moment for the
 whole class, in one round trip; then ACL LOG and the scoreboard
 (:func:`classroom.read_scoreboard`).
@@ -23,14 +23,15 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import redis
 
 from ...errors import EchoqError
 from ...keyspace import Keyspace, check_queue_name
-from .. import heartbeat, progress
+from .. import presence, progress
 from . import acl, classroom
-from .html import Markup, join
+from .html import Markup, esc, join, keep_words
 from .html import render as fill
 from .hubinfo import HubView
 
@@ -80,14 +81,22 @@ class LearnerView:
     queues: dict[str, dict[str, int]]  # queue name (without the namespace) -> counts
     score: classroom.Score
     record: progress.Progress | None = None
-    alive: heartbeat.Alive | None = None  # None: no live heartbeat (no kernel, or one that died)
+    alive: presence.Alive | None = None  # None: no live presence key (no kernel, or one that died)
     server: str | None = None  # the learner's Jupyter server, as the hub says (None: no hub to ask)
     worker_until_ms: int | None = None  # the latest deadline a class worker of theirs beat (server ms)
     now_ms: int = 0  # the server's time of the reading
+    name: str = ""  # the name the roster gave (the instructor's word for them)
+    hub_user: str = ""  # their JupyterHub user name
+    logged_in: bool | None = None  # whether the hub has seen them log in (None: no hub to ask)
+    link: str | None = None  # their server, through the hub (an instructor may open it)
+
+    @property
+    def shown(self) -> str:
+        return self.name or self.learner
 
     @property
     def kernel(self) -> str:
-        """``alive``, ``gone`` (it reached the class server once; no heartbeat now) or
+        """``alive``, ``gone`` (it reached the class server once; no presence key now) or
         ``never connected``."""
         if self.alive is not None:
             return "alive"
@@ -128,8 +137,10 @@ class Board:
         refusals_shown: int = 20,
         hub_users: dict[str, str] | None = None,
         hub: HubView | None = None,
+        names: dict[str, str] | None = None,
     ) -> None:
         self.hub_users = dict(hub_users or {})  # learner id -> their hub user name
+        self.names = dict(names or {})  # learner id -> the name the roster gave
         self.hub = hub if hub is not None and hub.available else None
         self.client = client
         self.learners = sorted(set(learners))  # one order everywhere: the learner's id
@@ -166,7 +177,7 @@ class Board:
         for name in self.learners:
             ask_record(pipe, name)
         for name in self.learners:
-            pipe.get(heartbeat.alive_key(name))
+            pipe.get(presence.alive_key(name))
         for name in self.learners:  # the latest deadline only: one member, whatever the set holds
             pipe.zrange(classroom.worker_beat_key(name), -1, -1, withscores=True)
         order: list[tuple[str, str]] = []
@@ -189,7 +200,7 @@ class Board:
         n = len(self.learners)
         beats = {}
         for name, raw in zip(self.learners, reply[1 + n : 1 + 2 * n], strict=True):
-            beats[name] = None if isinstance(raw, Exception) else heartbeat.parse(raw)
+            beats[name] = None if isinstance(raw, Exception) else presence.parse(raw)
         until: dict[str, int | None] = {}
         for name, raw in zip(self.learners, reply[1 + 2 * n : 1 + 3 * n], strict=True):
             try:  # a learner's key: anything may be there
@@ -217,6 +228,8 @@ class Board:
                 beats[name],
                 worker_until_ms=until[name],
                 now_ms=now_ms,
+                name=self.names.get(name, ""),
+                hub_user=self.hub_users.get(name, name),
             )
             for name in self.learners
         ]
@@ -229,9 +242,12 @@ class Board:
         users = self.hub.users() if self.hub is not None else None
         if users is None:
             return
+        base = self.hub.base_url
         for lv in data.learners:
-            user = users.get(self.hub_users.get(lv.learner, lv.learner))
-            lv.server = user.server if user is not None else "never logged in"
+            user = users.get(lv.hub_user)
+            lv.server = user.server if user is not None else "stopped"
+            lv.logged_in = user is not None and user.logged_in
+            lv.link = f"{base}user/{quote(lv.hub_user, safe='')}/lab"
         ours = {self.hub_users.get(name, name) for name in self.learners}
         data.strangers = sorted(name for name, u in users.items() if name not in ours and u.server == "running")
         if self.hub.error:
@@ -260,19 +276,21 @@ class Board:
 
 _STYLE = Markup("""<style>
 .echoq-board table{border-collapse:collapse;font:13px/1.35 system-ui,sans-serif;margin:4px 0 12px}
-.echoq-board th,.echoq-board td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top;
-overflow-wrap:anywhere;max-width:40em}
-.echoq-board th{background:#f3f3f3}.echoq-board .num{text-align:right;font-variant-numeric:tabular-nums}
+.echoq-board th,.echoq-board td{border-bottom:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+.echoq-board th{background:#f3f3f3;white-space:nowrap}.echoq-board .w{white-space:nowrap}
+.echoq-board .num{text-align:right;font-variant-numeric:tabular-nums}
 .echoq-board .bad{color:#b00020;font-weight:600}.echoq-board .ok{color:#16794c}
-.echoq-board .muted{color:#666}.echoq-board .gone{color:#b00020}
+.echoq-board .muted{color:#666}.echoq-board .gone{color:#b00020}.echoq-board .id{color:#666;font-size:11px}
+.echoq-board .why{color:#555;font-size:12px;max-width:36em}
 .echoq-board .killed{color:#b00020}.echoq-board .running{color:#16794c}.echoq-board code{font-size:12px}
+.echoq-board h3{margin:10px 0 2px;font:600 15px system-ui,sans-serif}.echoq-board p{margin:2px 0 6px}
 </style>""")
 _WORKER_CLASSES = {"running", "killed", "gone"}  # a worker state a learner wrote becomes a CSS class only if known
 _NONE = Markup("-")
 
 
 def _check(record: progress.CheckRecord) -> Markup:
-    css = "ok" if record.passed else "muted" if record.attempts == 0 else "bad"
+    css = "ok" if record.passed else "muted" if record.submissions == 0 else "bad"
     return fill(
         "$lesson $exercise: <span class='$css'>$status</span>",
         lesson=record.lesson,
@@ -294,7 +312,7 @@ def exercises_of(lessons: Iterable[str] | None = None) -> list[tuple[str, str]]:
 
 def checks_with_not_started(lv: LearnerView) -> list[progress.CheckRecord]:
     """Every check the learner ran, plus "not started" for each exercise of a lesson they
-    reached that has no attempt (an untouched stub records none)."""
+    reached that has no submission (an untouched stub records none)."""
     seen = {(c.lesson, c.exercise): c for c in lv.checks}
     for lesson, exercise in exercises_of(lv.lessons):
         seen.setdefault((lesson, exercise), progress.CheckRecord(lesson, exercise, 0, False, None, 0))
@@ -317,10 +335,79 @@ def _kernel(lv: LearnerView) -> Markup:
     if lv.kernel == "alive":
         return Markup("<span class='ok'>alive</span>")
     if lv.kernel == "gone":
-        return Markup("<span class='bad'>not alive</span> (no heartbeat)")
-    if lv.server == "running":
-        return Markup("<span class='bad'>none on the class server</span> (server running: working alone?)")
-    return Markup("<span class='bad'>never connected</span>")
+        return Markup("<span class='bad'>not alive</span> (its presence key expired)")
+    return Markup("<span class='muted'>none yet</span>")
+
+
+def explain(exercise: str, misconception: str) -> str | None:
+    """A misconception in one line for the instructor: its title and the first hint the
+    check gives a learner (None when the course does not know it)."""
+    try:
+        from ..exercises import EXERCISES, GENERIC
+    except ImportError:
+        return None
+    ex = EXERCISES.get(exercise)
+    known = [*(ex.misconceptions if ex is not None else []), *GENERIC.values()]
+    found = next((m for m in known if m.name == misconception), None)
+    return f"{found.title}: {found.hint}" if found is not None else None
+
+
+def stuck_on(lv: LearnerView) -> progress.CheckRecord | None:
+    """The exercise the learner is stuck on: their latest check, when it has not passed."""
+    tried = [c for c in lv.checks if c.submissions]
+    latest = max(tried, key=lambda c: (c.at_ms, c.lesson, c.exercise), default=None)
+    return latest if latest is not None and not latest.passed else None
+
+
+def doing(lv: LearnerView) -> str:
+    """Where the learner is, in words true of a person: ``never logged in``, ``logged in, no
+    lesson yet``, ``in lesson 02``, ``stuck on exercise 02 claim``, ``passed every exercise``
+    (without a hub: ``not seen yet`` until their kernel reaches the class server)."""
+    record = lv.record or progress.Progress(lv.learner)
+    if lv.logged_in is False:
+        return "never logged in"
+    if not record.lessons and not lv.checks:
+        if lv.logged_in:
+            return "logged in, no lesson yet"
+        return "connected, no lesson yet" if record.connected_ms else "not seen yet"
+    stuck = stuck_on(lv)
+    if stuck is not None:
+        return f"stuck on exercise {stuck.lesson} {stuck.exercise}"
+    course = exercises_of()
+    passed = {(c.lesson, c.exercise) for c in lv.checks if c.passed}
+    if course and all(step in passed for step in course):
+        return "passed every exercise"
+    lesson = record.current or max([*record.lessons, *(c.lesson for c in lv.checks)])
+    return f"in lesson {lesson}"
+
+
+def _doing(lv: LearnerView) -> Markup:
+    words = doing(lv)
+    stuck = stuck_on(lv)
+    if stuck is None:
+        css = "ok" if words.startswith("passed") else "muted" if words in _NOT_YET else ""
+        return fill("<span class='$css'>$words</span>", css=css, words=words)
+    why = explain(stuck.exercise, stuck.misconception) if stuck.misconception else None
+    return fill(
+        "<span class='bad'>$words</span>$miss$why",
+        words=words,
+        miss=fill(" (<code>$m</code>)", m=stuck.misconception) if stuck.misconception else Markup(""),
+        why=fill("<div class='why'>$why</div>", why=why) if why else Markup(""),
+    )
+
+
+_NOT_YET = {"never logged in", "not seen yet", "logged in, no lesson yet", "connected, no lesson yet"}
+
+
+def _who(lv: LearnerView) -> Markup:
+    """The learner's name, their id small beside it, and a link to their server (hub only)."""
+    link = (
+        fill(" <a href='$href' target='_blank' rel='noopener' title='open their JupyterLab (instructors may)'>open</a>",
+             href=lv.link)
+        if lv.link
+        else Markup("")
+    )  # fmt: skip
+    return fill("<b>$name</b> <span class='id'>$id</span>$link", name=lv.shown, id=lv.learner, link=link)
 
 
 def _queues(queues: dict[str, dict[str, int]]) -> Markup:
@@ -361,7 +448,7 @@ class Step:
     passed: int = 0  # (exercises) learners whose check passed
     stuck: list[str] = field(default_factory=list)  # tried, not passed yet
     misconception: str | None = None  # the one most of the stuck learners hit last
-    not_started: list[str] = field(default_factory=list)  # reached the lesson, no attempt yet
+    not_started: list[str] = field(default_factory=list)  # reached the lesson, no submission yet
 
 
 def where_the_class_is(data: BoardData) -> list[Step]:
@@ -376,11 +463,11 @@ def where_the_class_is(data: BoardData) -> list[Step]:
             if check.passed:
                 step.passed += 1
             else:
-                step.stuck.append(lv.learner)
+                step.stuck.append(lv.shown)
         tried = {(c.lesson, c.exercise) for c in lv.checks}
         for lesson, exercise in exercises_of(lv.lessons):
             if (lesson, exercise) not in tried:
-                steps.setdefault((lesson, exercise), Step(lesson, exercise, 0)).not_started.append(lv.learner)
+                steps.setdefault((lesson, exercise), Step(lesson, exercise, 0)).not_started.append(lv.shown)
     for (lesson, exercise), step in steps.items():
         if exercise is not None:
             hits = [
@@ -407,7 +494,16 @@ def _glance(data: BoardData) -> Markup:
             continue
         stuck = join(", ", step.stuck[:8]) + (" ..." if len(step.stuck) > 8 else "")
         waiting = join(", ", step.not_started[:8]) + (" ..." if len(step.not_started) > 8 else "")
-        miss = fill("; most hit <code>$m</code>", m=step.misconception) if step.misconception else ""
+        why = explain(step.exercise, step.misconception) if step.misconception else None
+        miss = (
+            fill(
+                "; most hit <code>$m</code>$why",
+                m=step.misconception,
+                why=fill("<div class='why'>$why</div>", why=why) if why else Markup(""),
+            )
+            if step.misconception
+            else ""
+        )
         rows.append(
             fill(
                 "<tr><td>&nbsp;&nbsp;exercise $exercise</td><td class='num'>$reached</td>"
@@ -420,13 +516,15 @@ def _glance(data: BoardData) -> Markup:
                 waiting=Markup(waiting) if step.not_started else _NONE,
             )
         )
+    heads = ["step", "reached", "passed", "stuck (tried, not passed)", "not started (in the lesson, no submission)"]
+    return _table(heads, rows, "No learner has started a lesson yet.")
+
+
+def _table(heads: list[str], rows: list[Markup], empty: str) -> Markup:
+    """A table of ``rows`` under ``heads`` (the page's own words), or ``empty`` as a line."""
     if not rows:
-        return Markup("<p>No learner has started a lesson yet.</p>")
-    return fill(
-        "<table><tr><th>step</th><th>reached</th><th>passed</th><th>stuck (tried, not passed)</th>"
-        "<th>not started (in the lesson, no attempt)</th></tr>$rows</table>",
-        rows=join("", rows),
-    )
+        return fill("<p>$empty</p>", empty=empty)
+    return Markup("<table><tr>" + "".join(f"<th>{head}</th>" for head in heads) + "</tr>" + join("", rows) + "</table>")
 
 
 def _bad(n: int) -> str:
@@ -454,9 +552,25 @@ def _score_row(cell: str, name: str, s: classroom.Score, total: bool = False, wo
     )
 
 
-def render(data: BoardData) -> Markup:
-    """The board as one HTML fragment: every number comes from ``data``, every text is escaped."""
-    sb = data.scoreboard
+def _forged(sb: classroom.Scoreboard) -> Markup:
+    if not sb.forged:
+        return Markup("")
+    return fill(
+        "<p class='bad'>Written by hand, not by the kit's moves (a learner may write the shared class queue): "
+        "$what. Not counted as what they claim; the lost jobs among them are counted lost.</p>",
+        what=", ".join(f"{n} {what}" for what, n in sorted(sb.forged.items())),
+    )
+
+
+def _disagreement(who: str, what: str) -> Markup:
+    """One learner's own ledger against the class queue, in one line (see classroom)."""
+    line = Markup(esc(what, longest=600))
+    if who == "?":
+        return fill("<p class='bad'>The queue disagrees with every learner's ledger: $what.</p>", what=line)
+    return fill("<p class='bad'>$who's ledger disagrees with the queue: $what.</p>", who=who, what=line)
+
+
+def _learners(data: BoardData) -> Markup:
     with_server = any(x.server is not None for x in data.learners)
     rows = []
     for lv in data.learners:
@@ -464,29 +578,40 @@ def render(data: BoardData) -> Markup:
         record = lv.record or progress.Progress(lv.learner)
         rows.append(
             fill(
-                "<tr><td><b>$learner</b></td>$server<td>$kernel</td><td>$ago</td><td>$now</td><td>$lessons</td>"
+                "<tr><td>$who</td><td>$doing</td><td>$ago</td>$server<td>$kernel</td><td>$lessons</td>"
                 "<td>$checks</td><td>$queues</td></tr>",
-                learner=lv.learner,
+                who=_who(lv),
+                doing=_doing(lv),
                 server=fill("<td>$s</td>", s=lv.server) if with_server else Markup(""),
                 kernel=_kernel(lv),
                 ago=ago(data.now_ms, record.last_activity_ms),
-                now=record.current or "-",
                 lessons=join(", ", lv.lessons) if lv.lessons else _NONE,
                 checks=join("<br>", [_check(c) for c in checks]) if checks else _NONE,
                 queues=_queues(lv.queues),
             )
         )
-    learners = fill(
-        "<table><tr><th>learner</th>$server_head<th>kernel</th><th>last activity</th><th>lesson now</th>"
+    return fill(
+        "<table class='learners'><tr><th>learner</th><th>now</th><th>last activity</th>$server_head<th>kernel</th>"
         "<th>lessons reached</th><th>exercise checks</th><th>queues, live</th></tr>$rows</table>",
         server_head=Markup("<th>server</th>" if with_server else ""),
         rows=join("", rows),
     )
+
+
+def _named(data: BoardData, learner: str) -> Markup:
+    """A learner of the roster by the roster's name, their id small beside it (anyone else: as named)."""
+    lv = next((lv for lv in data.learners if lv.learner == learner), None)
+    if lv is None or not lv.name or lv.name == learner:
+        return esc(learner)
+    return fill("$name <span class='id'>$id</span>", name=lv.name, id=learner)
+
+
+def _refusals(data: BoardData) -> Markup:
     refused = [
         fill(
             "<tr><td>$user</td><td>$reason</td><td><code>$object</code></td><td>$context</td>"
             "<td class='num'>$count</td><td class='num'>$age s ago</td></tr>",
-            user=r.user,
+            user=_named(data, r.user),
             reason=r.reason,
             object=r.object,
             context=r.context,
@@ -495,35 +620,25 @@ def render(data: BoardData) -> Markup:
         )
         for r in data.refusals
     ]
-    refusals = (
-        fill(
-            "<table><tr><th>who</th><th>refused</th><th>key or command</th><th>where</th><th>times</th>"
-            "<th>last</th></tr>$rows</table>",
-            rows=join("", refused),
-        )
-        if refused
-        else Markup("<p>No access refused so far.</p>")
-    )
+    return _table(["who", "refused", "key or command", "where", "times", "last"], refused, "No access refused so far.")
+
+
+def render_chaos(data: BoardData) -> Markup:
+    """Class chaos: the scoreboard, the verdict and what was written by hand."""
+    sb = data.scoreboard
     workers = {name: s.worker for name, s in sb.by_learner.items()} | {lv.learner: lv.worker for lv in data.learners}
     running = sum(w == "running" for w in workers.values())
     verdict = Markup(
         '<span class="ok">no job lost, no effect duplicated</span>'
         if sb.ok
         else '<span class="bad">a job was lost or an effect duplicated</span>'
-        if not sb.forged
+        if not (sb.forged or sb.disagreements)
         else '<span class="bad">the class queue was written by hand (below): its figures are not the workers\' doing'
         "</span>"
     )
-    forged = (
-        fill(
-            "<p class='bad'>Written by hand, not by the kit's moves (a learner may write the shared class queue): "
-            "$what. Not counted as what they claim; the lost jobs among them are counted lost.</p>",
-            what=", ".join(f"{n} {what}" for what, n in sorted(sb.forged.items())),
-        )
-        if sb.forged
-        else Markup("")
-    )
-    scoreboard = fill(
+    forged = join("", [_forged(sb), *(_disagreement(who, sb.disagreement(who)) for who in sorted(sb.disagreements))])
+    by_learner = sorted(sb.by_learner.items())
+    body = fill(
         "<p>Class queue <code>emq:{$queue}</code>: $jobs jobs produced, $completed completed, $waiting. $verdict.</p>"
         "<table><tr><th>learner</th><th>worker</th><th>delivered</th><th>redelivered</th><th>effects</th>"
         "<th>duplicate effects</th><th>lost</th></tr>$rows$total</table>$forged",
@@ -533,10 +648,29 @@ def render(data: BoardData) -> Markup:
         completed=sb.completed,
         waiting=", ".join(f"{sb.counts.get(p, 0)} {p}" for p in PLACES[:4]),
         verdict=verdict,
-        rows=join("", [_score_row("td", name, s, worker=workers[name]) for name, s in sorted(sb.by_learner.items())]),
+        rows=join("", [_score_row("td", _named(data, n), one, worker=workers[n]) for n, one in by_learner]),
         total=_score_row("th", "class", sb.total, total=True, worker=f"{running} running"),
     )
-    skipped = dict(Counter(data.skipped) + Counter(sb.skipped))
+    return Markup(_STYLE + "<div class='echoq-board'>" + keep_words(body) + "</div>")
+
+
+def local_time(ms: int, seconds: bool = True) -> str:
+    """``ms`` (epoch ms) as this machine's local clock time, "14:02:03"."""
+    return time.strftime("%H:%M:%S" if seconds else "%H:%M", time.localtime(ms / 1000))
+
+
+def time_zone() -> str:
+    """The local time zone's name and offset, "CET, UTC+01:00": said wherever a time is shown."""
+    offset = time.strftime("%z")
+    return f"{time.strftime('%Z')}, UTC{offset[:3]}:{offset[3:]}"
+
+
+def render(data: BoardData, *, chaos: bool = True) -> Markup:
+    """The board as one HTML fragment: every number comes from ``data``, every text is
+    escaped. First where the class is and who is stuck, then the learners, the hub users
+    not on the roster and the ACL's refusals; class chaos last (``chaos=False``: left out,
+    for a page that shows it folded, :func:`render_chaos`)."""
+    skipped = dict(Counter(data.skipped) + Counter(data.scoreboard.skipped))
     bad = (
         fill(
             "<p class='bad'>$n bad entries skipped (learner-written fields that are not what the kit writes): "
@@ -547,19 +681,22 @@ def render(data: BoardData) -> Markup:
         if skipped
         else ""
     )
-    return fill(
-        '$style<div class="echoq-board"><p>$learners learners, $queues queues; read at $stamp (server time) '
-        "in $ms ms.</p>$bad<h3>Class chaos</h3>$score<h3>Where the class is</h3>$glance<h3>Learners</h3>$table"
-        "$strangers<h3>Refused by the ACL</h3>$refusals</div>",
-        style=_STYLE,
+    body = fill(
+        "<p>$learners learners, $queues queues; read at $stamp (local time: $zone) in $ms ms.</p>$bad"
+        "<h3>Where the class is</h3>$glance<h3>Learners</h3>$table$strangers"
+        "<h3>Refused by the ACL</h3>$refusals",
         learners=len(data.learners),
         queues=data.queues_found,
-        stamp=time.strftime("%H:%M:%S", time.localtime(data.now_ms / 1000)),
+        stamp=local_time(data.now_ms),
+        zone=time_zone(),
         ms=f"{data.read_ms:.0f}",
         bad=Markup(bad),
         glance=_glance(data),
-        table=learners,
-        score=scoreboard,
-        refusals=refusals,
+        table=_learners(data),
+        refusals=_refusals(data),
         strangers=_strangers(data),
     )
+    page = Markup(_STYLE + "<div class='echoq-board'>" + keep_words(body) + "</div>")
+    if chaos:
+        page = Markup(page + "<h3>Class chaos</h3>" + render_chaos(data))
+    return page

@@ -25,6 +25,16 @@ Keys (all in the class queue's tag, besides the queue's own; bounded by the clas
                                       ``:stop`` -> stops ordered to every worker
 ==============================  ====  ==============================================
 
+**Whose word counts.** Every key of the class queue is the learners' to write (it is shared
+on purpose), so the class's figures are checked against what each learner alone can write:
+their own ledger, ``emq:{<learner>.class-worker}:ledger`` (a hash in their namespace:
+JOB id -> ``applied`` or ``skipped``, what the effect move said when their worker ran the
+job, written before the job is completed). A class job in done that no learner's worker
+recorded running, an effect two learners' ledgers both claim, a ledger entry the class
+ledger does not hold: each is shown as a disagreement, named after the learner whose
+ledger (or, for a job no ledger holds, whose last delivery) it concerns -- "bob's ledger
+disagrees with the queue" -- and never counted as what it claims.
+
 Between rounds the instructor stops every worker (:func:`stop_all`: each finishes the job
 in hand and ends, "stopped by the instructor") and starts afresh (:func:`new_round`: stop
 everyone, wait for the workers whose kernels are alive to end, then empty the class queue
@@ -133,6 +143,12 @@ def worker_beat_key(learner: str) -> str:
     return Keyspace(f"{check_namespace(learner)}.class-worker").prefix + "alive"
 
 
+def ledger_key(learner: str) -> str:
+    """``emq:{<learner>.class-worker}:ledger``: JOB id -> what the effect move said when this
+    learner's worker ran it (``applied`` / ``skipped``); in their namespace, so theirs alone."""
+    return Keyspace(f"{check_namespace(learner)}.class-worker").prefix + "ledger"
+
+
 REJOIN_S = 30.0  # a class server back within this (a restart) is joined again by a new Worker
 
 
@@ -198,12 +214,17 @@ class ClassWorker:
         time.sleep(self._random.uniform(*self.work_ms) / 1000)  # the job's work (simulated)
         delivery.checkpoint()  # a kill during the work unwinds here: no effect, no complete
         result = self.effects.apply_once(delivery.job_id, who)
+        if result.outcome is Effect.GONE:
+            return  # completed by another worker meanwhile: nothing ran here
+        pipe = self.client.pipeline(transaction=True)
+        # In our own ledger before the job completes: a class job in done is in someone's.
+        pipe.hset(ledger_key(who), delivery.job_id, result.outcome.value)
         if result.outcome is Effect.APPLIED:
-            pipe = self.client.pipeline(transaction=True)
             pipe.hincrby(k.score, f"{who}:effects", 1)
             if result.count > 1:
                 pipe.hincrby(k.score, f"{who}:duplicates", 1)
-            pipe.execute()
+        pipe.execute()
+        if result.outcome is Effect.APPLIED:
             self.mine["effects"] += 1
             self.mine["duplicates"] += result.count > 1
 
@@ -213,10 +234,10 @@ class ClassWorker:
             raise InvalidArgument("this class worker was started already; make a new one to restart")
         kills, stops = self.client.hmget(self.keys.kills, [self.learner, STOP_FIELD])
         self._baseline, self._stops = int(kills or 0), int(stops or 0)
-        from .. import heartbeat
+        from .. import presence
 
         if self.learner != "solo":  # the dashboard orders kills only to a kernel that is alive
-            heartbeat.start(self.client, learner=self.learner)
+            presence.start(self.client, learner=self.learner)
         self._status("running")
         self._beat()
         work = threading.Thread(target=self._work, name=f"echoq-class-worker-{self.learner}", daemon=True)
@@ -392,7 +413,7 @@ def stop_all(client: redis.Redis, *, klass: str | None = None) -> None:
 def new_round(
     client: redis.Redis, alive: Iterable[str] = (), *, klass: str | None = None, timeout_s: float = 10.0
 ) -> list[str]:
-    """Stop every worker, wait until those of ``alive`` learners (kernels with a heartbeat:
+    """Stop every worker, wait until those of ``alive`` learners (kernels whose presence key lives:
     a dead one never answers) no longer say "running", then empty the class queue and zero
     the scoreboard. Returns the learners whose worker did not stop in time (their jobs, if
     any, come back to the next round's scoreboard as a lease runs out)."""
@@ -408,6 +429,9 @@ def new_round(
     states = client.hgetall(keys.workers)  # who was in the last round, and how it ended: kept
     Queue(keys.queue, client, keep_done=KEEP_DONE).reset()  # jobs, effects, score, holders
     client.delete(keys.produced)  # the scoreboard counts from what was produced: this round starts at 0
+    ledgers = {ledger_key(name) for name in [*states, *alive] if _namespace(name)}
+    if ledgers:  # each learner's own record of the round (the instructor may delete it)
+        client.delete(*ledgers)
     if states:
         client.hset(keys.workers, mapping=states)
     return sorted(waiting)
@@ -439,24 +463,38 @@ class Scoreboard:
     # What -> how many entries the kit's own moves cannot have written: shown as forged,
     # never counted as what they claim.
     forged: dict[str, int] = field(default_factory=dict)
+    # Learner -> how their own ledger and the class queue disagree (see the module) -> the
+    # jobs: "bob's ledger disagrees with the queue: ...". "?" for jobs no learner can be named for.
+    disagreements: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.total.lost == 0 and self.total.duplicates == 0 and not self.forged
+        return self.total.lost == 0 and self.total.duplicates == 0 and not self.forged and not self.disagreements
+
+    def disagree(self, who: str, how: str, job_id: str) -> None:
+        self.disagreements.setdefault(who, {}).setdefault(how, []).append(job_id)
+
+    def disagreement(self, who: str) -> str:
+        """``who``'s disagreements in words: each way, with how many jobs and the first few."""
+        return "; ".join(f"{how}: {_jobs(ids)}" for how, ids in sorted(self.disagreements.get(who, {}).items()))
 
 
 def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, klass: str | None = None) -> Scoreboard:
-    """The scoreboard, in one MULTI.
+    """The scoreboard, in one MULTI (after a look at how big each learner's own ledger is).
 
     The class's figures -- jobs, where each is, completed, lost, effects and duplicate
     effects -- are counted by the reader from the queue itself, for the jobs the
-    instructor produced (``produced``, which learners may not write); the per-learner
+    instructor produced (``produced``, which learners may not write), and checked against
+    each learner's own ledger (see the module: a disagreement is named after its learner,
+    a job in done that no ledger ran is counted lost); the per-learner
     counters are what each learner's worker reported, shown as theirs. Anything in
     learner-writable keys that is not what the kit writes (not a whole number, a wrong
     type, an unknown learner) is skipped and counted in ``skipped``."""
     keys = ClassKeys(klass or class_name())
     places = Keyspace(keys.queue)
     shown = list(learners_shown)
+    skipped: dict[str, int] = {}
+    readable = _ledgers_to_read(client, keys, shown, skipped)
     pipe = client.pipeline(transaction=True)
     pipe.time()
     pipe.hgetall(keys.score)
@@ -466,8 +504,12 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
     for place in PLACES:
         pipe.execute_command("ZINTERCARD", 2, keys.produced, getattr(places, place))
     pipe.execute_command("ZINTER", 2, keys.produced, places.done)  # the class's jobs counted done
+    pipe.hgetall(keys.holder)
+    # In the same snapshot: a learner's ledger entry is written after the effect and before
+    # the job completes, so in one moment "in done" implies an entry, and "applied" a class one.
+    for name in readable:
+        pipe.hgetall(ledger_key(name))
     reply = pipe.execute(raise_on_error=False)
-    skipped: dict[str, int] = {}
 
     def valid(value: object, where: str, default: object) -> object:
         if isinstance(value, Exception):  # a learner made the key another type
@@ -485,6 +527,12 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
         for place, n in zip(PLACES, reply[5 : 5 + len(PLACES)], strict=True)
     }
     done_ids = valid(reply[5 + len(PLACES)], "the class queue's done set", [])
+    holders = valid(reply[6 + len(PLACES)], "the class holder hash", {})
+    ledgers = {
+        name: {str(j): str(v) for j, v in entries.items() if j in produced}
+        for name, entries in zip(readable, reply[7 + len(PLACES) :], strict=True)
+        if isinstance(valid(entries, "learners' own ledgers", None), dict)
+    }
     board = Scoreboard(
         keys.queue,
         int(seconds) * 1000 + int(micros) // 1000,
@@ -529,13 +577,32 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
     done_by_hand = [job_id for job_id in done_ids if job_id not in effect_counts]
     if done_by_hand:
         forged[FORGED_DONE] = len(done_by_hand)
-        board.completed -= len(done_by_hand)
+    ran: dict[str, list[tuple[str, str]]] = {}  # job -> (learner, what their ledger says)
+    for name, entries in ledgers.items():
+        for job_id, said in entries.items():
+            ran.setdefault(job_id, []).append((name, said))
+    for name, entries in sorted(ledgers.items()):
+        for job_id, said in sorted(entries.items()):
+            if said == Effect.APPLIED.value and job_id not in effect_counts:
+                board.disagree(name, NOT_IN_THE_CLASS_LEDGER, job_id)
+    for job_id, whose in sorted(ran.items()):
+        appliers = sorted(name for name, said in whose if said == Effect.APPLIED.value)
+        if len(appliers) > 1:  # the effect move applies a JOB id once: two claims cannot both be true
+            duplicates += 1
+            for name in appliers:
+                board.disagree(name, CLAIMED_TWICE, job_id)
+    unrecorded = [j for j in done_ids if j not in done_by_hand and j not in ran]
+    for job_id in [*done_by_hand, *unrecorded]:  # a lost job made to look completed: counted lost
+        last = holders.get(job_id)
+        who = last if last in board.by_learner else "?"
+        board.disagree(who, DONE_UNRECORDED, job_id)
+    board.completed -= len(done_by_hand) + len(unrecorded)
     board.total = Score(
         delivered=sum(s.delivered for s in board.by_learner.values()),
         redelivered=sum(s.redelivered for s in board.by_learner.values()),
         effects=effects,
         duplicates=duplicates,
-        lost=max(0, board.jobs - sum(counts.values())) + len(done_by_hand),
+        lost=max(0, board.jobs - sum(counts.values())) + len(done_by_hand) + len(unrecorded),
         worker=f"{sum(s.worker == 'running' for s in board.by_learner.values())} running",
     )
     board.skipped = skipped
@@ -546,8 +613,46 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
 
 
 WORKER_STATES = ("running", "stopped", "killed")
+# How a learner's own ledger and the class queue can disagree (Scoreboard.disagreements).
+NOT_IN_THE_CLASS_LEDGER = "it says their worker ran the effect of jobs the class ledger does not hold"
+CLAIMED_TWICE = "it says their worker ran effects another learner's ledger says theirs ran too"
+DONE_UNRECORDED = "jobs last delivered to them are in done, yet no worker's ledger says it ran them"
 FORGED_DUPLICATES = "effects-ledger counts above 1 (the kit's effect move never counts a job twice)"
 FORGED_DONE = "class jobs in done with no effect recorded (a class worker records it before completing)"
+
+
+# The most entries of one learner's own ledger a reader takes in beyond the round's jobs:
+# a legitimate ledger holds one entry per job their worker ran (new_round empties it).
+LEDGER_SLACK = 1_000
+
+
+def _ledgers_to_read(client: redis.Redis, keys: ClassKeys, shown: list[str], skipped: dict[str, int]) -> list[str]:
+    """The learners whose own ledger the scoreboard reads: those shown (else every learner
+    who ran a class worker), each ledger no larger than the round could have filled (one
+    entry per job their worker ran; ``new_round`` empties it). A bigger one, or one of
+    another type, is that learner's skipped ledger, never read whole."""
+    pipe = client.pipeline(transaction=False)
+    pipe.zcard(keys.produced)
+    if not shown:
+        pipe.hkeys(keys.workers)
+    first = pipe.execute(raise_on_error=False)
+    names = shown or [n for n in (first[1] if isinstance(first[1], list) else []) if _namespace(str(n))]
+    jobs = first[0] if isinstance(first[0], int) else 0
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        pipe.hlen(ledger_key(name))
+    readable = []
+    for name, size in zip(names, pipe.execute(raise_on_error=False), strict=True):
+        if isinstance(size, Exception) or size > jobs + LEDGER_SLACK:
+            skipped["learners' own ledgers"] = skipped.get("learners' own ledgers", 0) + 1
+        elif size:
+            readable.append(name)
+    return readable
+
+
+def _jobs(ids: list[str]) -> str:
+    shown = ", ".join(sorted(ids)[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+    return f"{len(ids)} job(s) ({shown})"
 
 
 def _whole(value: object) -> int | None:

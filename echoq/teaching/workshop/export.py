@@ -1,116 +1,172 @@
-"""Every learner's attempts as one CSV: what graders (nbgrader, otter-grader) hand instructors.
+"""The class's gradebook: one row per roster learner and exercise, as CSV and as JSON.
 
-One row per kept attempt (:mod:`echoq.teaching.progress` keeps the last 50 per learner and
-exercise, code up to 8,000 characters), in one order: learner id, lesson, exercise, time.
-Columns: ``learner``, ``hub_user``, ``lesson``, ``exercise``, ``attempt`` (its number among
-all the learner's attempts at that exercise, counted even when older ones were dropped),
-``time_utc`` (ISO 8601, server time), ``verdict`` (``passed`` / ``not yet``),
-``misconception``, ``code``, ``code_truncated``.
+What graders (nbgrader, otter-grader) hand instructors, from what the kit recorded on the
+class server (:mod:`echoq.teaching.progress`): every learner on the roster, every exercise
+of the course, a learner who never ran a check included ("not started", 0 tries). In one
+order: learner id, then the course's order of exercises. Columns:
 
-``python -m echoq.teaching workshop export --csv FILE`` writes it; the dashboard offers the same
-file as a download link.
+* ``name`` (as the roster wrote it), ``learner`` (the id), ``hub_user``;
+* ``lesson``, ``exercise``;
+* ``status`` (``passed`` / ``not yet`` / ``not started``), ``tries`` (every check run,
+  never cut), ``misconceptions`` (each the checks caught, with how often);
+* ``first_pass`` and ``last_submitted``: this machine's local time with its offset
+  (ISO 8601, ``2026-05-04T14:02:03+02:00``);
+* ``last_code`` (the code of the newest submission, as recorded: up to 8,000 characters)
+  and ``last_code_truncated``.
+
+A cell a spreadsheet would read as a formula -- one starting with ``=``, ``+``, ``-``,
+``@``, a tab or a carriage return, as a learner's code may (``=HYPERLINK(...)``) -- is
+written with a ``'`` before it in the CSV (OWASP's advice against CSV injection); the JSON
+holds every value as it is. Both files are written with mode 0600.
+
+``python -m echoq.teaching workshop export --csv FILE [--json FILE]`` writes them; the
+dashboard offers the same two files as download links.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 
 import redis
 
 from .. import progress
 
-__all__ = ["COLUMNS", "Row", "rows", "to_csv", "write_csv"]
+__all__ = ["COLUMNS", "Row", "rows", "to_csv", "to_json", "write", "local_iso", "FORMULA_STARTS"]
 
 COLUMNS = [
+    "name",
     "learner",
     "hub_user",
     "lesson",
     "exercise",
-    "attempt",
-    "time_utc",
-    "verdict",
-    "misconception",
-    "code",
-    "code_truncated",
+    "status",
+    "tries",
+    "misconceptions",
+    "first_pass",
+    "last_submitted",
+    "last_code",
+    "last_code_truncated",
 ]
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may run as a formula
 
 
 @dataclass(frozen=True)
 class Row:
+    name: str
     learner: str
     hub_user: str
     lesson: str
     exercise: str
-    attempt: int
-    time_utc: str
-    verdict: str
-    misconception: str
-    code: str
-    code_truncated: bool
+    status: str
+    tries: int
+    misconceptions: str
+    first_pass: str
+    last_submitted: str
+    last_code: str
+    last_code_truncated: bool
 
     def values(self) -> list[object]:
         return [getattr(self, c) for c in COLUMNS]
 
 
-def iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def local_iso(ms: int) -> str:
+    """Epoch ``ms`` as this machine's local time with its offset; "" for none."""
+    return datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="seconds") if ms else ""
 
 
-def rows(client: redis.Redis, learners: dict[str, str] | Iterable[str]) -> list[Row]:
-    """Every kept attempt of ``learners`` (learner id -> hub user, or ids), read in two
-    round trips: the progress records, then every exercise's history."""
-    hub = dict(learners) if isinstance(learners, dict) else {name: name for name in learners}
-    names = sorted(hub)
-    from .board import ask_record, record_of
+def rows(client: redis.Redis, learners: Iterable[tuple[str, str, str]]) -> list[Row]:
+    """The gradebook of ``learners`` (each ``(learner id, name, hub user)``), read in at
+    most three round trips: the progress records, each tried exercise's newest submission,
+    and (for a pass recorded before its time was kept) the history it is found in."""
+    from .board import ask_record, exercises_of, record_of
 
+    people = sorted(learners)
     pipe = client.pipeline(transaction=False)
-    for name in names:
-        ask_record(pipe, name)
+    for learner, _name, _hub in people:
+        ask_record(pipe, learner)
     replies = pipe.execute(raise_on_error=False)
-    records = [record_of(raw, name) for name, raw in zip(names, replies, strict=True)]
-    wanted = [(record, check) for record in records for check in record.checks.values()]
+    records = [record_of(raw, lid) for (lid, _n, _h), raw in zip(people, replies, strict=True)]
+    course = exercises_of()
+    table: list[tuple[tuple[str, str, str], progress.CheckRecord]] = []
+    for person, record in zip(people, records, strict=True):
+        steps = sorted(set(course) | set(record.checks))
+        for lesson, exercise in steps:
+            check = record.checks.get((lesson, exercise)) or progress.CheckRecord(lesson, exercise, 0, False, None, 0)
+            table.append((person, check))
+    tried = [(person, check) for person, check in table if check.submissions]
     pipe = client.pipeline(transaction=False)
-    for record, check in wanted:
-        pipe.lrange(progress.attempts_key(check.lesson, check.exercise, record.learner), 0, -1)
-    found: list[Row] = []
-    for (record, check), raw in zip(wanted, pipe.execute(raise_on_error=False) if wanted else [], strict=True):
-        kept = progress.parse_attempts(raw) if isinstance(raw, list) else []  # a key of another type: skipped
-        first = max(1, check.attempts - len(kept) + 1)  # older attempts beyond the bound were dropped
-        for n, attempt in enumerate(kept):
-            found.append(
-                Row(
-                    str(record.learner),
-                    hub[str(record.learner)],
-                    check.lesson,
-                    check.exercise,
-                    first + n,
-                    iso(attempt.at_ms),
-                    "passed" if attempt.passed else "not yet",
-                    attempt.misconception or "",
-                    attempt.code or "",
-                    attempt.truncated,
-                )
+    for (learner, _n, _h), check in tried:
+        pipe.lindex(progress.submissions_key(check.lesson, check.exercise, learner), 0)
+    replies = pipe.execute(raise_on_error=False)
+    newest = dict(zip(((p[0], c.lesson, c.exercise) for p, c in tried), replies, strict=True))
+    first_pass = _first_passes(client, [(p[0], c) for p, c in tried if c.passed and not c.first_pass_ms])
+    found = []
+    for (learner, name, hub_user), check in table:
+        raw = newest.get((learner, check.lesson, check.exercise))
+        last = progress.parse_submissions([raw]) if isinstance(raw, str | bytes) else []
+        latest = last[0] if last else None
+        found.append(
+            Row(
+                name=name,
+                learner=learner,
+                hub_user=hub_user,
+                lesson=check.lesson,
+                exercise=check.exercise,
+                status="not started" if not check.submissions else "passed" if check.passed else "not yet",
+                tries=check.submissions,
+                misconceptions=", ".join(f"{m} x{n}" for m, n in check.missed.items()),
+                first_pass=local_iso(check.first_pass_ms or first_pass.get((learner, check.lesson, check.exercise), 0)),
+                last_submitted=local_iso(latest.at_ms) if latest else "",
+                last_code=(latest.code or "") if latest else "",
+                last_code_truncated=bool(latest and latest.truncated),
             )
-    return sorted(found, key=lambda r: (r.learner, r.lesson, r.exercise, r.attempt))
+        )
+    return found
+
+
+def _first_passes(client: redis.Redis, passed: list[tuple[str, progress.CheckRecord]]) -> dict[tuple, int]:
+    """When each of these passes came first, from the kept history (a record from before the
+    first pass's time was kept); 0 when the history no longer holds it."""
+    if not passed:
+        return {}
+    pipe = client.pipeline(transaction=False)
+    for learner, check in passed:
+        pipe.lrange(progress.submissions_key(check.lesson, check.exercise, learner), 0, -1)
+    found = {}
+    for (learner, check), raw in zip(passed, pipe.execute(raise_on_error=False), strict=True):
+        kept = progress.parse_submissions(raw) if isinstance(raw, list) else []
+        found[(learner, check.lesson, check.exercise)] = next((a.at_ms for a in kept if a.passed), 0)
+    return found
+
+
+def safe_cell(value: object) -> str:
+    """``value`` as a CSV cell no spreadsheet runs: one that would start a formula gets a ``'``."""
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
 
 
 def to_csv(found: list[Row]) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(COLUMNS)
-    writer.writerows(r.values() for r in found)
+    writer.writerows([safe_cell(v) for v in r.values()] for r in found)
     return out.getvalue()
 
 
-def write_csv(path: str | Path, found: list[Row]) -> Path:
-    """The CSV, mode 0600 from its first byte: every learner's code and verdicts are the instructor's."""
+def to_json(found: list[Row]) -> str:
+    return json.dumps([asdict(r) for r in found], ensure_ascii=False, indent=1) + "\n"
+
+
+def write(path: str | Path, text: str) -> Path:
+    """A gradebook file, mode 0600 from its first byte: every learner's code and verdicts are the instructor's."""
     from .admin import write_private
 
     where = Path(path)
-    write_private(where, to_csv(found))
+    write_private(where, text)
     return where

@@ -15,10 +15,11 @@ possible: the unsafe path is the one that needs a word, ``Markup(...)``, written
 from __future__ import annotations
 
 import html
+import re
 import string
 from collections.abc import Iterable
 
-__all__ = ["LONGEST", "Markup", "esc", "esc_block", "join", "render", "text"]
+__all__ = ["LONGEST", "Markup", "esc", "esc_block", "join", "keep_words", "render", "text"]
 
 LONGEST = 200  # characters of one learner-written value shown; the rest is cut (a page stays readable)
 
@@ -65,3 +66,37 @@ def render(template: str, **values: object) -> Markup:
 def join(separator: str, parts: Iterable[object]) -> Markup:
     """``parts`` escaped (Markup kept) and joined by ``separator`` (the page's own text)."""
     return Markup(separator.join(esc(p) for p in parts))
+
+
+_TAG = re.compile(r"(<[^>]*>)")
+_WORD = re.compile(r"[^\s<]+")
+_CHAR = re.compile(r"&#?\w+;|.", re.DOTALL)  # an entity is one character on the page
+_PLAIN = re.compile(r"[\w.,:;'\"()\[\]]+")  # no line may break inside these (Unicode's line-break rules)
+BREAK_EVERY = 40  # a "word" longer than this (learner-written junk) may break every so many characters
+
+
+def keep_words(markup: str) -> Markup:
+    """``markup`` with no word broken across two lines: a word a browser could break at a
+    hyphen, a slash or a bracket (``lesson-02``, ``emq:{ada.x}``) is kept whole, and only a
+    run of more than ``BREAK_EVERY`` characters without a space -- text no person writes,
+    which would push a table off the screen -- may break, every ``BREAK_EVERY``. Tags and a
+    ``<style>`` block are left as they are."""
+    out, in_style = [], False
+    for part in _TAG.split(markup):
+        if part.startswith("<"):
+            lowered = part.lower()
+            in_style = lowered.startswith("<style") or (in_style and not lowered.startswith("</style"))
+            out.append(part)
+        elif in_style or not part.strip():
+            out.append(part)
+        else:
+            out.append(_WORD.sub(_kept, part))
+    return Markup("".join(out))
+
+
+def _kept(match: re.Match[str]) -> str:
+    word = match.group(0)
+    chars = _CHAR.findall(word)
+    if len(chars) > BREAK_EVERY:
+        return "<wbr>".join("".join(chars[i : i + BREAK_EVERY]) for i in range(0, len(chars), BREAK_EVERY))
+    return word if _PLAIN.fullmatch(word) else f"<span class='w'>{word}</span>"

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import InvalidArgument
-from .admin import FREE_PORT_SOURCE, HUB_SNIPPET, Workshop, write_private
+from .admin import FREE_PORT_SOURCE, HUB_SNIPPET, Workshop, command, write_private
 
 __all__ = ["HUB_DIR", "HubOptions", "find_proxy", "lesson_notebooks", "prepare", "config_text"]
 
@@ -151,7 +151,7 @@ def check_root() -> None:
     if os.geteuid() != 0:
         raise InvalidArgument(
             "the class hub starts each learner's server as that learner's own Unix user, which only root can do: "
-            "run `sudo .venv/bin/python -m echoq.teaching workshop hub ...` (or use The Littlest JupyterHub, "
+            f"run `sudo {command('hub')} ...` (or use The Littlest JupyterHub, "
             "docs/WORKSHOP.md); it never runs learners as your own user"
         )
 
@@ -187,8 +187,8 @@ def check_learner_python(python: str, entry) -> None:  # noqa: ANN001 (a pwd ent
 
 def prepare(folder: str | Path | None = None, options: HubOptions | None = None) -> tuple[Path, list[str]]:
     """Write the hub's folder and config for the workshop in ``folder`` and make each
-    roster learner's Unix user; the config's path and the lines to print (which never
-    contain a password)."""
+    roster learner's Unix user; the config's path and the login details to print once the
+    hub is up (the class password, which goes on the board; never the instructor's)."""
     from .spawner import ensure_user, refuse_unsafe, system_user
 
     options = options or HubOptions()
@@ -221,7 +221,7 @@ def prepare(folder: str | Path | None = None, options: HubOptions | None = None)
     where = workshop.dir / HUB_DIR
     where.mkdir(mode=0o700, exist_ok=True)
     where.chmod(0o700)
-    _password(where / "class-password", 12)
+    class_password = _password(where / "class-password", 12)
     _password(where / "instructor-password", 32)
     if not (where / "cookie_secret").is_file() or not (where / "cookie_secret").read_text().strip():
         write_private(where / "cookie_secret", secrets.token_hex(32) + "\n")
@@ -230,17 +230,67 @@ def prepare(folder: str | Path | None = None, options: HubOptions | None = None)
     database.chmod(0o600)
     config = where / "jupyterhub_config.py"
     write_private(config, config_text(workshop, where, options, proxy=proxy))
-    users = sorted(ln.hub_user for ln in workshop.learners.values())
+    users = [ln.display for _lid, ln in sorted(workshop.learners.items())]  # one order everywhere: the id
     shown = ", ".join(users[:6]) + (f", ... ({len(users)} in all)" if len(users) > 6 else "")
-    ip, port = options.ip, options.port
+    url = f"http://{options.ip}:{options.port}/"
     lines = [
-        f"JupyterHub for class {workshop.class_name!r} at http://{ip}:{port}/ "
-        "(Ctrl-C stops it, and every learner's server)",
-        f"  learners ({shown}) log in with the class password: {where / 'class-password'} (mode 0600)",
-        f"  instructors ({', '.join(workshop.instructors)}) log in with: {where / 'instructor-password'} (mode 0600)",
-        f"  the dashboard: http://{ip}:{port}/services/echoq-dashboard/ (instructors only)",
-        f"  each learner's server runs as their own Unix user ({entries[0].pw_name}, ...), in a home of mode 0700 "
+        f"each learner's server runs as their own Unix user ({entries[0].pw_name}, ...), in a home of mode 0700 "
         f"in {options.homes}, with the lessons copied there; "
         + ("a Terminal allowed (--terminals)" if options.terminals else "no Terminal"),
+        f"JupyterHub for class {workshop.class_name!r} is up at {url} (Ctrl-C stops it, and every learner's server)",
+        f"  learners ({shown}) log in with their roster name and the class password: {class_password}",
+        f"  instructors ({', '.join(workshop.instructors)}) log in with the password in "
+        f"{where / 'instructor-password'} (mode 0600), and land on the dashboard: {url}services/echoq-dashboard/",
     ]
     return config, lines
+
+
+LOG_FILE = "hub.log"
+
+
+def run(config: Path, lines: list[str], options: HubOptions) -> int:
+    """Run the hub of ``config`` until it stops, its log going to ``hub.log`` beside it (mode
+    0600); print the login details ``lines`` last, once the hub answers, so no log line
+    scrolls them away. Ctrl-C (or SIGTERM) stops it: the hub is told, and waited for."""
+    import signal
+    import time
+    import urllib.request
+
+    log = config.parent / LOG_FILE
+    print(f"starting JupyterHub; its log: {log}", flush=True)
+    # Private bytecode caches in the checkout (umask 077) would be folders learners cannot
+    # read: the hub and its dashboard write none.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    before = os.umask(0o077)  # the hub's database, pid and log files, and all it starts: private
+    try:
+        with open(log, "ab") as out:
+            hub = subprocess.Popen(
+                [sys.executable, "-m", "jupyterhub", "-f", str(config)],
+                cwd=config.parent, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True,  # only this process tells it to stop: one signal, not two
+            )  # fmt: skip
+    finally:
+        os.umask(before)
+
+    def stop(_signum: int, _frame: object) -> None:
+        if hub.poll() is None:
+            hub.send_signal(signal.SIGTERM)
+
+    for each in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(each, stop)
+    probe = f"http://{'127.0.0.1' if options.ip in ('0.0.0.0', '') else options.ip}:{options.port}/hub/api"
+    while hub.poll() is None:
+        try:
+            with urllib.request.urlopen(probe, timeout=2) as reply:  # noqa: S310 (the hub just started)
+                if reply.status == 200:
+                    break
+        except OSError:
+            pass
+        time.sleep(0.2)
+    if hub.poll() is not None:
+        tail = log.read_bytes().decode(errors="replace").splitlines()[-15:]
+        print(f"echoq: JupyterHub stopped before it answered (exit status {hub.returncode}); the end of {log}:",
+              *tail, sep="\n", file=sys.stderr)  # fmt: skip
+        return 1
+    print("\n".join(lines), flush=True)
+    return 0 if hub.wait() <= 0 else hub.returncode  # stopped by a signal: as asked

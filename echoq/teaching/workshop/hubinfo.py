@@ -30,6 +30,12 @@ class HubUser:
     server: str  # "running", "starting", "stopping" or "stopped"
     last_activity: str | None  # the hub's ISO time, as it gives it
 
+    @property
+    def logged_in(self) -> bool:
+        """Whether they ever logged in: the hub makes every allowed user at its start, with
+        no activity and no server until their first login."""
+        return self.server != "stopped" or self.last_activity is not None
+
 
 class HubView:
     """The hub's users, read at most every ``every_s`` seconds (one HTTP request)."""
@@ -37,6 +43,9 @@ class HubView:
     def __init__(self, api_url: str | None = None, token: str | None = None, *, every_s: float = 5.0) -> None:
         self.api_url = (api_url or os.environ.get("JUPYTERHUB_API_URL") or "").rstrip("/")
         self.token = token or os.environ.get("JUPYTERHUB_API_TOKEN") or ""
+        # Where the hub's pages are, as its browsers see them: a learner's server is at
+        # <base>user/<name>/ (the hub gives its services JUPYTERHUB_BASE_URL).
+        self.base_url = os.environ.get("JUPYTERHUB_BASE_URL") or "/"
         self.every_s = every_s
         self.error: str | None = None
         self._users: dict[str, HubUser] | None = None

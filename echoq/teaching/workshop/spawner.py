@@ -12,7 +12,9 @@ server plus the workshop snippet's ``VALKEY_URL`` (their own).
 A spawner that would start a learner as the hub's own user or as root refuses, in one line.
 Lessons are copied into the home before each start without following anything the learner
 put there (``O_CREAT|O_EXCL|O_NOFOLLOW``, then owned by the learner): a learner's symlink
-cannot make root write elsewhere.
+cannot make root write elsewhere. The same way, JupyterLab's "Jupyter news" question is
+answered for them once (``fetchNews`` off in their user settings, unless they set it): the
+class is offline, and a pop-up over the lesson helps nobody.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from traitlets import List, Unicode
 
 from ..learner import from_hub_user
 
-__all__ = ["ClassSpawner", "system_user", "ensure_user", "copy_lessons", "refuse_unsafe"]
+__all__ = ["ClassSpawner", "system_user", "ensure_user", "copy_lessons", "refuse_unsafe", "news_off"]
 
 MAX_UNIX_NAME = 32  # useradd's limit on Linux
 
@@ -95,6 +97,51 @@ def copy_lessons(notebooks: list[str], entry: pwd.struct_passwd) -> None:
             os.close(fd)
 
 
+# JupyterLab's user setting that asks about (and fetches) Jupyter news, under the home.
+NEWS_SETTING = (
+    ".jupyter", "lab", "user-settings", "@jupyterlab", "apputils-extension", "notification.jupyterlab-settings",
+)  # fmt: skip
+NEWS_OFF = '{"fetchNews": "false", "checkForUpdates": false}\n'
+
+
+def news_off(entry: pwd.struct_passwd) -> bool:
+    """Write JupyterLab's "no news" setting into the learner's home, unless a file of that
+    name is there (their own choice stands). Every folder on the way is opened relative to
+    the one above without following a link, and made (mode 0700, theirs) when missing, so
+    nothing a learner placed there can make root write elsewhere. Whether it was written."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        folder = os.open(entry.pw_dir, flags)
+    except OSError:
+        return False
+    try:
+        for part in NEWS_SETTING[:-1]:
+            try:
+                os.mkdir(part, 0o700, dir_fd=folder)
+                made = True
+            except FileExistsError:
+                made = False
+            inner = os.open(part, flags, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+            if made:
+                os.fchown(folder, entry.pw_uid, entry.pw_gid)
+        try:
+            fd = os.open(NEWS_SETTING[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=folder)
+        except FileExistsError:
+            return False
+        try:
+            os.write(fd, NEWS_OFF.encode())
+            os.fchown(fd, entry.pw_uid, entry.pw_gid)
+        finally:
+            os.close(fd)
+        return True
+    except OSError:  # a link or a file where a folder belongs: the learner's doing, left alone
+        return False
+    finally:
+        os.close(folder)
+
+
 class ClassSpawner(LocalProcessSpawner):
     """Each learner's server as their own Unix user (made on their first start)."""
 
@@ -120,4 +167,5 @@ class ClassSpawner(LocalProcessSpawner):
         entry = ensure_user(self.unix_name, self.homes)
         refuse_unsafe(entry)
         copy_lessons(list(self.lessons), entry)
+        news_off(entry)
         return await super().start()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -16,7 +15,7 @@ from ...errors import EchoqError, InvalidArgument
 from .. import course, progress
 from . import classroom, export, history
 from .admin import Workshop
-from .board import Board, BoardData, exercises_of, render
+from .board import Board, BoardData, exercises_of, local_time, render, render_chaos, time_zone
 from .html import Markup, esc
 from .html import render as fill
 from .hubinfo import HubView
@@ -57,7 +56,9 @@ def _line(exc: BaseException) -> Markup:
 
 
 class Dashboard(widgets.VBox):
-    """The instructor's page: learners, refused accesses, class chaos (produce, kill, score)."""
+    """The instructor's page, for a live class: where the class is and who is stuck first,
+    then the learners and what the ACL refused; class chaos folded until it is opened; the
+    watchdog's last lines; every learner's submissions and the gradebook."""
 
     def __init__(
         self,
@@ -69,18 +70,26 @@ class Dashboard(widgets.VBox):
         auto: bool = True,
         folder: Path | None = None,
         hub_users: dict[str, str] | None = None,
+        names: dict[str, str] | None = None,
     ) -> None:
         self.client = client
         self.folder = folder  # the workshop's: where the watchdog's log is
         self.class_name = class_name
-        self.board = Board(client, learners, class_name=class_name, hub_users=hub_users, hub=HubView())
+        self.hub_users = dict(hub_users or {})
+        self.names = dict(names or {})  # learner id -> the roster's name
+        self.board = Board(
+            client, learners, class_name=class_name, hub_users=hub_users, hub=HubView(), names=self.names
+        )
+        people = [(self.names.get(lid) or lid, lid) for lid in sorted(learners)]  # shown by name, one order: the id
         self.refresh_s = refresh_s
         self.last: BoardData | None = None
         self.view = widgets.HTML()
+        self.chaos_view = widgets.HTML()
+        self.watchdog_view = widgets.HTML()
         self.readout = widgets.HTML("<i>Produce jobs, then kill a worker: the scoreboard must keep 0 lost.</i>")
         self.jobs = widgets.BoundedIntText(value=50, min=1, max=classroom.MAX_JOBS_PER_CLICK, description="jobs")
         self.produce_button = widgets.Button(description="produce jobs", button_style="primary")
-        self.who = widgets.Dropdown(options=sorted(learners), description="learner")
+        self.who = widgets.Dropdown(options=people, description="learner")
         self.kill_button = widgets.Button(description="kill worker", button_style="danger")
         self.kill_random_button = widgets.Button(description="kill a random worker", button_style="warning")
         self.kill_all_button = widgets.Button(description="kill every worker", button_style="danger")
@@ -98,50 +107,58 @@ class Dashboard(widgets.VBox):
         self.new_round_button.on_click(lambda _b: self._act(self.new_round))
         controls = widgets.VBox(
             [
-                widgets.HBox([self.jobs, self.produce_button, self.stop_all_button, self.new_round_button, self.live]),
+                widgets.HBox([self.jobs, self.produce_button, self.stop_all_button, self.new_round_button]),
                 widgets.HBox([self.who, self.kill_button, self.kill_random_button, self.kill_all_button]),
                 self.readout,
+                self.chaos_view,
             ]
         )
-        self.hub_users = dict(hub_users or {})
-        # Attempts: one learner and exercise at a time, redrawn only when its history grows,
+        # Class chaos is ten minutes of a class: folded (below the learners) until opened.
+        self.chaos = widgets.Accordion(
+            children=[controls], titles=("Class chaos: produce jobs, kill workers, the scoreboard",)
+        )
+        self.chaos.selected_index = None
+        # Submissions: one learner and exercise at a time, redrawn only when its history grows,
         # so an opened code stays open while the page refreshes.
-        self.attempt_learner = widgets.Dropdown(options=sorted(learners), description="learner")
-        self.attempt_exercise = widgets.Dropdown(
+        self.submission_learner = widgets.Dropdown(options=people, description="learner")
+        self.submission_exercise = widgets.Dropdown(
             options=[(f"{lesson} {ex}", (lesson, ex)) for lesson, ex in exercises_of()],
             description="exercise",
         )
-        self.attempts_view = widgets.HTML()
-        self.csv_button = widgets.Button(description="export CSV", tooltip="every attempt of every learner")
-        self.csv_view = widgets.HTML()
-        self.attempt_learner.observe(lambda _c: self.show_attempts(), names="value")
-        self.attempt_exercise.observe(lambda _c: self.show_attempts(), names="value")
-        self.csv_button.on_click(lambda _b: self._act(self.export_csv))
-        self._attempts_shown: tuple | None = None
-        attempts = widgets.VBox(
+        self.submissions_view = widgets.HTML()
+        self.gradebook_button = widgets.Button(
+            description="gradebook", tooltip="one row per learner and exercise: CSV and JSON to download"
+        )
+        self.gradebook_view = widgets.HTML()
+        self.submission_learner.observe(lambda _c: self.show_submissions(), names="value")
+        self.submission_exercise.observe(lambda _c: self.show_submissions(), names="value")
+        self.gradebook_button.on_click(lambda _b: self._act(self.export_gradebook))
+        self._submissions_shown: tuple | None = None
+        submissions = widgets.VBox(
             [
-                widgets.HTML("<h3>Attempts</h3>"),
-                widgets.HBox([self.attempt_learner, self.attempt_exercise, self.csv_button]),
-                self.csv_view,
-                self.attempts_view,
+                widgets.HTML("<h3>Submissions and the gradebook</h3>"),
+                widgets.HBox([self.submission_learner, self.submission_exercise, self.gradebook_button]),
+                self.gradebook_view,
+                self.submissions_view,
             ]
         )
-        super().__init__([widgets.HTML("<h2>echoq workshop: the class</h2>"), controls, self.view, attempts])
+        title = widgets.HTML("<h2 style='margin:4px 0'>echoq workshop: the class</h2>")
+        super().__init__([widgets.HBox([title, self.live]), self.view, self.chaos, self.watchdog_view, submissions])
         self._closing = threading.Event()
         self.refresh()
-        self.show_attempts()
+        self.show_submissions()
         self._thread = threading.Thread(target=self._loop, name="echoq-dashboard", daemon=True)
         self._thread.start()
 
     @classmethod
     def for_workshop(cls, workshop: Workshop, **kwargs: object) -> Dashboard:
-        hub_users = {lid: ln.hub_user for lid, ln in workshop.learners.items()}
         return cls(
             workshop.instructor(),
             list(workshop.learners),
             class_name=workshop.class_name,
             folder=workshop.dir,
-            hub_users=hub_users,
+            hub_users={lid: ln.hub_user for lid, ln in workshop.learners.items()},
+            names={lid: ln.display for lid, ln in workshop.learners.items()},
             **kwargs,
         )
 
@@ -152,7 +169,7 @@ class Dashboard(widgets.VBox):
         return f"Produced {len(ids)} jobs into emq:{{{classroom.ClassKeys(self.class_name).queue}}}:pending."
 
     def running(self) -> list[str]:
-        """Learners whose class worker runs in a kernel that is alive (its heartbeat lives):
+        """Learners whose class worker runs in a kernel that is alive (its presence key lives):
         a worker whose kernel died cannot obey a kill, so it is never picked."""
         data = self.refresh() or self.last
         if data is None:
@@ -164,7 +181,8 @@ class Dashboard(widgets.VBox):
             return "No running worker to kill."
         who = classroom.kill(self.client, learners, klass=self.class_name)
         return (
-            f"Kill ordered for {', '.join(who)}: written to emq:{{{self.class_name}.control}}:kills; "
+            f"Kill ordered for {', '.join(self.names.get(lid) or lid for lid in who)}: written to "
+            f"emq:{{{self.class_name}.control}}:kills; "
             "each worker reads its order within 0.1 s and dies as if SIGKILLed."
         )
 
@@ -185,18 +203,27 @@ class Dashboard(widgets.VBox):
         running = self.running()
         return self.kill([random.choice(running)] if running else [])
 
-    def export_csv(self) -> str:
-        """Every attempt of every learner as a CSV download link (see :mod:`.export`)."""
-        learners = self.hub_users or {name: name for name in self.board.learners}
-        rows = export.rows(self.client, learners)
-        self.csv_view.value = history.csv_link(export.to_csv(rows), len(rows))
-        return f"CSV ready: {len(rows)} attempts of {len(learners)} learners (the link below)."
+    def gradebook(self) -> list[export.Row]:
+        """The gradebook, as ``workshop export`` writes it (see :mod:`.export`)."""
+        people = [(lid, self.names.get(lid) or lid, self.hub_users.get(lid, lid)) for lid in self.board.learners]
+        return export.rows(self.client, people)
 
-    def show_attempts(self, force: bool = True) -> None:
-        """The selected learner's attempts at the selected exercise (redrawn only when new ones came)."""
-        learner, choice = self.attempt_learner.value, self.attempt_exercise.value
+    def export_gradebook(self) -> str:
+        """The gradebook as two download links, CSV and JSON: the same files as ``workshop export``."""
+        rows = self.gradebook()
+        self.gradebook_view.value = (
+            history.download_link(export.to_csv(rows), "echoq-gradebook.csv", "text/csv", "CSV")
+            + " &middot; "
+            + history.download_link(export.to_json(rows), "echoq-gradebook.json", "application/json", "JSON")
+        )
+        learners = len(self.board.learners)
+        return f"Gradebook ready: {len(rows)} rows, every exercise of {learners} learners (the links below)."
+
+    def show_submissions(self, force: bool = True) -> None:
+        """The selected learner's submissions at the selected exercise (redrawn only when new ones came)."""
+        learner, choice = self.submission_learner.value, self.submission_exercise.value
         if learner is None or choice is None:
-            self.attempts_view.value = "<p>No exercise to show.</p>"
+            self.submissions_view.value = "<p>No exercise to show.</p>"
             return
         lesson, exercise = choice
         record = None
@@ -204,16 +231,16 @@ class Dashboard(widgets.VBox):
             for lv in self.last.learners:
                 if lv.learner == learner:
                     record = next((c for c in lv.checks if (c.lesson, c.exercise) == choice), None)
-        key = (learner, choice, record.attempts if record else 0)
-        if not force and key == self._attempts_shown:
+        key = (learner, choice, record.submissions if record else 0)
+        if not force and key == self._submissions_shown:
             return
         try:
-            kept = progress.attempts(self.client, lesson, exercise, learner)
+            kept = progress.submissions(self.client, lesson, exercise, learner)
         except (EchoqError, redis.RedisError) as exc:
-            self.attempts_view.value = f"<p><b>The class server did not answer:</b> {_line(exc)}</p>"
+            self.submissions_view.value = f"<p><b>The class server did not answer:</b> {_line(exc)}</p>"
             return
-        self._attempts_shown = key
-        self.attempts_view.value = history.render_attempts(learner, lesson, exercise, record, kept)
+        self._submissions_shown = key
+        self.submissions_view.value = history.render_submissions(learner, lesson, exercise, record, kept)
 
     def _act(self, action) -> None:
         try:
@@ -231,7 +258,7 @@ class Dashboard(widgets.VBox):
         picture's data (the next refresh tries again)."""
         try:
             data = self.board.read()
-            page = render(data)
+            page = render(data, chaos=False)
         except (EchoqError, redis.RedisError) as exc:
             self.view.value = fill("<p><b>The class server did not answer:</b> $why</p>", why=_line(exc))
             return None
@@ -243,9 +270,11 @@ class Dashboard(widgets.VBox):
             )
             return None
         self.last = data
-        self.view.value = self._restarted() + page + self._watchdog() + (stale_banner() if self.live.value else "")
-        if hasattr(self, "attempts_view"):
-            self.show_attempts(force=False)
+        self.view.value = self._restarted() + page + (stale_banner() if self.live.value else "")
+        self.chaos_view.value = render_chaos(data)
+        self.watchdog_view.value = self._watchdog()
+        if hasattr(self, "submissions_view"):
+            self.show_submissions(force=False)
         return data
 
     def _restarted(self) -> Markup:
@@ -261,9 +290,10 @@ class Dashboard(widgets.VBox):
             return Markup("")
         return fill(
             "<div class='echoq-restarted' role='status' style='background:#fff3cd;padding:6px 12px'>"
-            "class server restarted at $at (its users, scripts and limits in place before it took a connection; "
-            "learners' workers reconnect by themselves)</div>",
-            at=time.strftime("%H:%M:%S", time.localtime(at)),
+            "class server restarted at $at (local time, $zone; its users, scripts and limits in place before it "
+            "took a connection; learners' workers reconnect by themselves)</div>",
+            at=local_time(int(at * 1000)),
+            zone=time_zone(),
         )
 
     def _watchdog(self) -> Markup:

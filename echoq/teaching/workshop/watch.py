@@ -21,7 +21,15 @@ and its Lua heap every ``look_s`` (1 s):
 * **a huge Lua heap** -- Valkey has no cap on the Lua heap, which ``maxmemory`` does not
   count: above ``lua-memory`` the watchdog flushes it (``SCRIPT FLUSH``, which frees the Lua
   interpreter) and loads the kit's scripts again;
+* **a flood of commands** -- Valkey serves one command at a time, so one learner sending
+  tens of thousands a second makes everyone wait: a learner over ``FLOOD_PER_S`` commands a
+  second (counted from ``CLIENT LIST``'s ``tot-cmds``; a lesson sends a few hundred) is
+  named when the flood starts and again when it ends, with how long and how many;
 * **a server that died** -- a server ``up`` started is started again.
+
+The class's settings are read again from ``workshop.json`` whenever ``up`` rewrote it: a
+new ``--per-learner-connections`` or ``--lua-memory``, or learners added to the roster, are
+applied at the next look, and said.
 
 Each event is one line, also appended to ``watch.log`` in the workshop folder, where the
 dashboard and ``workshop status`` read it.
@@ -41,7 +49,7 @@ from pathlib import Path
 import redis
 
 from ...errors import EchoqError
-from .admin import Workshop, _wait_gone, bytes_of, reload_scripts, up
+from .admin import STATE_FILE, Workshop, _wait_gone, bytes_of, reload_scripts, up
 from .html import text
 
 __all__ = ["LOG_FILE", "Watchdog", "last_events"]
@@ -52,6 +60,8 @@ AUTH_GRACE_S = 3  # a connection that has not authenticated after this long is c
 CROWDED, ROOMY = 0.9, 0.8  # of maxclients: idle learners' connections closed from the first down to the second
 IDLE_S = 300.0  # how long a learner's connection must have been idle to be closed when crowded
 SCRIPT_COMMANDS = ("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro")
+FLOOD_PER_S = 5_000  # one learner's commands a second past which they are named (a lesson: a few hundred)
+WATCHED_SETTINGS = ("per-learner-connections", "lua-memory", "busy-reply-threshold", "maxmemory", "maxclients")
 
 
 @dataclass
@@ -100,6 +110,10 @@ class Watchdog:
         self._repeat_since = float("-inf")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._read_at = self._state_mtime()  # workshop.json as last read
+        self._sent: dict[str, int] | None = None  # connection id -> its tot-cmds at the last look
+        self._sent_at = 0.0
+        self._flooding: dict[str, tuple[float, int]] = {}  # learner -> (since, commands so far)
 
     # -- settings ------------------------------------------------------------------------
 
@@ -143,9 +157,11 @@ class Watchdog:
             if time.monotonic() - self._looked < self.look_s:
                 return
             self._looked = time.monotonic()
+            self._settings()
             clients = admin.client_list()
             self._clients = clients
             self._connections(admin, clients)
+            self._floods(clients)
             self._lua_heap(admin)
         except redis.ResponseError as exc:
             if not str(exc).startswith("BUSY"):
@@ -223,6 +239,8 @@ class Watchdog:
     def _restart(self, why: str) -> None:
         workshop, lines = up(self.workshop.dir)
         self.workshop = workshop
+        self._read_at = self._state_mtime()  # its own rewrite of workshop.json: nothing new in it
+        self._sent = None  # a new server: its connections counted afresh
         if lines and lines[0].startswith("the class server is already up"):
             return  # someone restarted it meanwhile (`workshop restart`, `up`): they said so
         self.restarts += 1
@@ -289,6 +307,68 @@ class Watchdog:
             f"closed {len(stale)} connection(s) that had not authenticated within {AUTH_GRACE_S} s "
             f"(or had RESET their login), by address: {shown}"
         )
+
+    def _state_mtime(self) -> float:
+        try:
+            return (self.workshop.dir / STATE_FILE).stat().st_mtime
+        except OSError:
+            return 0.0
+
+    def _settings(self) -> None:
+        """Read the class's settings and roster again when ``up`` (or a restart) rewrote
+        ``workshop.json``; say what changed that the watchdog applies."""
+        mtime = self._state_mtime()
+        if mtime == self._read_at:
+            return
+        self._read_at = mtime
+        try:
+            now = Workshop.load(self.workshop.dir)
+        except EchoqError:
+            return  # being rewritten, or gone (`down`): the next look tries again
+        before = self.workshop
+        changed = [
+            f"{name} {before.settings.get(name, '-')} -> {now.settings.get(name, '-')}"
+            for name in WATCHED_SETTINGS
+            if before.settings.get(name) != now.settings.get(name)
+        ]
+        added = sorted(set(now.learners) - set(before.learners))
+        if added:
+            changed.append(f"{len(added)} learner(s) added ({', '.join(added[:5])}{', ...' if len(added) > 5 else ''})")
+        self.workshop = now
+        if changed:
+            self.say(f"the class's settings changed (`workshop up`): {'; '.join(changed)}; applied from this look on")
+
+    def _floods(self, clients: list[dict]) -> None:
+        """Name a learner whose commands pass ``FLOOD_PER_S`` a second between two looks
+        (the server runs one command at a time: theirs make everyone wait), once when it
+        starts and once when it ends. A server without ``tot-cmds`` (Redis 7) is not watched."""
+        counts = {str(c.get("id")): int(c["tot-cmds"]) for c in clients if str(c.get("tot-cmds", "")).isdigit()}
+        at = time.monotonic()
+        before, since = self._sent, self._sent_at
+        self._sent, self._sent_at = counts, at
+        if before is None or not counts or at <= since:
+            return
+        sent: dict[str, int] = {}
+        for client in clients:
+            user, cid = client.get("user", ""), str(client.get("id"))
+            if user in self.workshop.learners and cid in counts:
+                sent[user] = sent.get(user, 0) + counts[cid] - before.get(cid, 0)
+        seconds = at - since
+        for user in sorted(set(sent) | set(self._flooding)):
+            rate = sent.get(user, 0) / seconds
+            if rate > FLOOD_PER_S:
+                started, total = self._flooding.get(user, (at - seconds, 0))
+                if user not in self._flooding:
+                    others = sum(n for u, n in sent.items() if u != user)
+                    self.say(
+                        f"{user} is flooding the class server: {sent[user]:,} commands in {seconds:.1f} s "
+                        f"({rate:,.0f} a second; the class's others together {others:,}); everyone's commands "
+                        "wait behind theirs: talk to them (as the admin, `ACL SETUSER <learner> off` stops them)"
+                    )
+                self._flooding[user] = (started, total + sent.get(user, 0))
+            elif user in self._flooding:
+                started, total = self._flooding.pop(user)
+                self.say(f"{user}'s flood ended: {total:,} commands in {at - started:.1f} s")
 
     def _lua_heap(self, admin: redis.Redis) -> None:
         memory = admin.info("memory")

@@ -7,8 +7,9 @@ the kernel. Every ``BEAT_S`` it sets ``emq:{<learner>.course}:alive`` with a tim
 kernel killed with ``kill -9`` (or a server the hub stopped) shows as gone within
 ``TTL_MS`` -- nothing has to say goodbye. The key's value says which process, on which
 host, in which lesson. The same beat writes into the learner's progress record when the
-kernel first connected (``connected``) and when the learner last ran a cell
-(``active``, server ms: IPython's ``pre_run_cell`` counts the cells).
+kernel first connected (``connected``) and when the learner last did something
+(``active``, server ms): ran a cell (IPython's ``pre_run_cell`` counts them; the cell that
+starts a kernel's beat is one), or clicked in a lab (:func:`touch`).
 
 When the class server stops answering for ``GONE_S`` -- the instructor ran ``workshop
 down`` (the learner's user is gone: the server refuses the password) or the server stopped
@@ -33,7 +34,7 @@ from ..keyspace import Keyspace, check_namespace
 from . import learner as learners
 from .progress import key as progress_key
 
-__all__ = ["BEAT_S", "TTL_MS", "Alive", "alive_key", "parse", "start", "running", "gone_notice"]
+__all__ = ["BEAT_S", "TTL_MS", "Alive", "alive_key", "parse", "start", "running", "gone_notice", "touch"]
 
 BEAT_S = 1.0
 TTL_MS = 4_000  # four beats: a busy machine may delay one or two, never four
@@ -42,13 +43,13 @@ COURSE = "course"
 
 
 def alive_key(learner: str) -> str:
-    """The heartbeat key of ``learner`` (inside their namespace: only they write it)."""
+    """The presence key of ``learner`` (inside their namespace: only they write it)."""
     return Keyspace(f"{check_namespace(learner)}.{COURSE}").prefix + "alive"
 
 
 @dataclass(frozen=True)
 class Alive:
-    """What a live heartbeat says (``None`` from :func:`parse` when the key has expired)."""
+    """What a live presence key says (``None`` from :func:`parse` when the key has expired)."""
 
     pid: int
     host: str
@@ -74,14 +75,14 @@ class _Beat:
         self.progress = progress_key(learner)
         self.clock = ServerClock(refresh_s=60.0)
         self.lesson: str | None = None
-        self.cells = 0
-        self._written_cells = 0
+        self.acts = 1  # what the learner did (cells run, lab clicks); the cell starting the beat is the first
+        self._written_acts = 0
         self.since_ms = self.clock.now_ms(client)
         self.failing_since: float | None = None
         self.gone: str | None = None  # one line, once the class server is gone
         self._told = False
         self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name=f"echoq-heartbeat-{learner}", daemon=True)
+        self.thread = threading.Thread(target=self._loop, name=f"echoq-presence-{learner}", daemon=True)
 
     def value(self) -> str:
         mine = {"pid": os.getpid(), "host": socket.gethostname(), "lesson": self.lesson, "since": self.since_ms}
@@ -92,10 +93,11 @@ class _Beat:
         pipe = self.client.pipeline(transaction=True)
         pipe.set(self.key, self.value(), px=TTL_MS)
         pipe.hsetnx(self.progress, "connected", now)
-        if self.cells != self._written_cells:
+        acts = self.acts
+        if acts != self._written_acts:
             pipe.hset(self.progress, "active", now)
         pipe.execute()
-        self._written_cells = self.cells
+        self._written_acts = acts
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -112,7 +114,7 @@ class _Beat:
             self._stop.wait(BEAT_S)
 
     def stop(self) -> None:
-        """A kernel that ends cleanly takes its heartbeat with it at once."""
+        """A kernel that ends cleanly takes its presence key with it at once."""
         self._stop.set()
         try:
             self.client.delete(self.key)
@@ -120,7 +122,7 @@ class _Beat:
             pass  # the key expires by itself
 
     def on_cell(self, *_args: object) -> None:
-        self.cells += 1
+        self.acts += 1
         if self.gone and not self._told:
             self._told = True
             print(self.gone)
@@ -145,10 +147,17 @@ _lock = threading.Lock()
 
 
 def running(learner: str | None = None) -> _Beat | None:
-    """The heartbeat this process beats for ``learner`` (default: its only one), if any."""
+    """The presence this process beats for ``learner`` (default: its only one), if any."""
     if learner is None:
         return next(iter(_beats.values()), None)
     return _beats.get(learner)
+
+
+def touch() -> None:
+    """The learner did something besides running a cell (a click in a lab): their last
+    activity moves at the next beat, within a second."""
+    for beat in list(_beats.values()):
+        beat.acts += 1
 
 
 def gone_notice() -> str | None:
@@ -157,7 +166,7 @@ def gone_notice() -> str | None:
 
 
 def start(client: redis.Redis, lesson: str | None = None, *, learner: str | None = None) -> _Beat | None:
-    """Start (once per process and learner) the heartbeat of ``learner`` (default: this
+    """Start (once per process and learner) the presence of ``learner`` (default: this
     kernel's) on ``client``'s server, and note ``lesson`` as the one the learner is in.
     Nothing in solo mode (no learner id, or none given and no ``VALKEY_URL``: an embedded
     server nobody else watches)."""
