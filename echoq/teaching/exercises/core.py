@@ -304,6 +304,15 @@ class Feedback:
 
     __repr__ = __str__  # what a notebook stores as text/plain (GitHub, nbviewer, a terminal)
 
+    def _repr_mimebundle_(self, **_kwargs: Any) -> dict[str, Any] | None:
+        """With a picture of the run (a rejected answer): the lines, the picture as a PNG with
+        its alt text, and the live view where a widget manager runs (:mod:`..lab.judged`)."""
+        if self.evidence is None:
+            return None  # the lines alone: text/plain and _repr_html_
+        from ..lab.judged.view import bundle
+
+        return bundle(self)
+
     def _repr_html_(self) -> str:
         colour = "#1b7837" if self.ok else "#b35806"
         items = "".join(f"<li>{html.escape(line)}</li>" for line in self.lines)

@@ -340,7 +340,7 @@ class Watch:
         name = getattr(queue, "name", queue)
         self.events.append(Event(time.monotonic(), actor, what, "check", name))
 
-    def timeline(self, queue: str | None = None, most_children: int = 4) -> list[Event]:
+    def timeline(self, queue: str | None = None, most_children: int = 2) -> list[Event]:
         """The events up to the ✗, in time order: the start, steps, freezes, resumes and end of
         the children that worked on ``queue`` (or of the last ``most_children``), and the
         check's own moves on that queue among them."""

@@ -470,7 +470,7 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
             scene.play(worker)
             raise RuntimeError(f"your worker should have frozen as its work ended: {worker!r}")
         fast_forward(scene.queue)  # frozen: its lease runs out while it sleeps
-        run.event("the clock", "the lease runs out", scene.queue)
+        run.event("the clock", "lease over", scene.queue)
         scene.other_worker()
         frozen_since = worker.frozen_since
         worker.resume()
