@@ -34,8 +34,7 @@ from redis.cluster import RedisCluster
 from ...errors import EchoqError, PermissionDenied
 from ...queue import Queue
 from ...server import connect
-from .. import learner, processes, progress
-from . import evidence
+from .. import evidence, learner, processes, progress
 
 __all__ = [
     "Exercise",
@@ -586,7 +585,7 @@ def refusal_words(error: str) -> str:
 
 
 @contextmanager
-def running(exercise: Exercise, client: redis.Redis | None) -> Iterator[Run]:
+def running(exercise: Exercise, client: redis.Redis | None, *, example: bool = False) -> Iterator[Run]:
     run = Run(exercise, client)
     processes.observers.append(run.watch.child)
     try:
@@ -609,6 +608,8 @@ def running(exercise: Exercise, client: redis.Redis | None) -> Iterator[Run]:
             except Exception:
                 pass
     fb = run.feedback
+    if example:  # the catalogue's answer shown to the learner: nobody's attempt, no hint grows
+        return
     if fb.failed is not None and fb.misconception is not None:
         _same_mistake[(exercise.key, fb.misconception.name)] += 1
         _wrong_tries[exercise.key] += 1
@@ -694,8 +695,8 @@ def check_runner(exercise: Exercise) -> Callable[[Callable[..., None]], Callable
     the Feedback (never raises on a wrong answer)."""
 
     def wrap(body: Callable[..., None]) -> Callable[..., Feedback]:
-        def check(*answer: Any, client: redis.Redis | None = None, **options: Any) -> Feedback:
-            with running(exercise, client) as run:
+        def check(*answer: Any, client: redis.Redis | None = None, example: bool = False, **options: Any) -> Feedback:
+            with running(exercise, client, example=example) as run:
                 run.code = answer_text(answer)
                 if untouched(exercise, answer):
                     run.fail(

@@ -47,8 +47,7 @@ from ... import scripts
 from ...clock import server_now_ms
 from ...errors import PermissionDenied
 from ...queue import Queue, _text
-from .. import learner
-from . import evidence
+from .. import evidence, learner
 
 __all__ = ["Job", "Move", "State", "Trial", "Verdict", "compare", "judge", "states"]
 

@@ -13,13 +13,14 @@ from it, nothing is kept from the picture before.
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 from matplotlib.colors import to_rgba
 from matplotlib.font_manager import FontProperties
 from matplotlib.patches import FancyBboxPatch
 
-from ...exercises.evidence import SETS
+from ...evidence import SETS
 from ..figure import MARKER_SIZE, BoardFigure
 from ..style import FEEDBACK, FONT, INK, MUTED, PLACES
 from ..words import more, tag
@@ -237,6 +238,25 @@ class JudgedFigure(BoardFigure):
             self.ax.text(self.x(MARGIN + 8), self.y(top + 6 + n * LINE_PX), text, va="top", fontsize=FONT, color=BAD_FG)
             for n, text in enumerate(self.line_lines)
         ]
+
+    def png(self, frame: Any = None, *, at_s: float | None = None) -> bytes:
+        """The picture as a PNG of at most 256 colours: flat colours and text compress to a
+        quarter of a full-colour PNG, and a notebook stores the picture twice (as an image, and
+        in the HTML beside its alt text)."""
+        from PIL import Image
+
+        with self.lock:
+            canvas = self.fig.canvas
+            self._saving = True  # a still: no blitting background to keep
+            try:
+                canvas.draw()
+            finally:
+                self._saving = False
+            width, height = canvas.get_width_height()
+            image = Image.frombuffer("RGBA", (width, height), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+            buffer = io.BytesIO()
+            image.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(buffer, format="PNG")
+            return buffer.getvalue()
 
     # -- drawing a picture --------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from traitlets import HasTraits, Int
 
-from ...exercises.evidence import SETS, Event, Scene, Sides
+from ...evidence import SETS, Event, Scene, Sides
 from . import words
 
 __all__ = ["Board", "Column", "JudgedModel", "Picture", "picture"]

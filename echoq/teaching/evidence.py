@@ -1,11 +1,12 @@
-"""What a check saw when it rejected an answer, kept as data for the feedback's picture.
+"""What an exercise's check saw when it rejected an answer, kept as data for the picture in
+its feedback.
 
 A check's ✗ line is one sentence; this module keeps the reads that sentence was made from,
 so that a picture (:mod:`echoq.teaching.lab.judged`, drawn only when the feedback is shown)
 tells the same thing. Nothing here draws, and nothing here judges: the judges hand over what
 they already read.
 
-* :class:`Sides` -- the differential judge's last run (:mod:`.differential`): the state both
+* :class:`Sides` -- the differential judge's last run (:mod:`.exercises.differential`): the state both
   moves started from, every key of both queues afterwards (the very reads the ✗ line was
   made from), any key written outside the queue, and each move's commands in order with what
   each write left in the key it wrote (read inside the move, right after the write).
@@ -32,7 +33,7 @@ from typing import Any
 
 import redis
 
-from ...clock import server_now_ms
+from ..clock import server_now_ms
 
 __all__ = [
     "Command",
