@@ -9,7 +9,7 @@ from collections.abc import Callable
 from ..words import short
 
 SIDES = "Your move beside the reference move, from the same starting state"
-SCENE = "Your run: the queue as the server held it when the check wrote the ✗ line"
+SCENE = "Your run: the queue as the server held it when the check stopped"
 OUTSIDE = "outside the sets"
 NO_ROW = "no row"
 NO_JOB = "row: the ✗ line names no one job"
