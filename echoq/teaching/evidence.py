@@ -343,11 +343,15 @@ class Watch:
 
     def timeline(self, queue: str | None = None, most_children: int = 2) -> list[Event]:
         """The events up to the ✗, in time order: the start, steps, freezes, resumes and end of
-        the children that worked on ``queue`` (or of the last ``most_children``), and the
+        the last ``most_children`` children that worked on ``queue`` (of the run, if none did) --
+        and of the last one killed or frozen before them, where none of them was -- and the
         check's own moves on that queue among them."""
         end = self.failed_at if self.failed_at is not None else time.monotonic()
-        mine = [c for c, q in self.children if queue is not None and q == queue]
-        children = mine[-most_children:] or [c for c, _q in self.children][-most_children:]
+        mine = [c for c, q in self.children if queue is not None and q == queue] or [c for c, _q in self.children]
+        children = mine[-most_children:]
+        broken = [c for c in mine[:-most_children] if c.killed or any(m == "frozen" for _, m in c.moments)]
+        if broken and not any(c.killed or c.moments for c in children):
+            children = [broken[-1], *children]
         since = min((getattr(c, "started_at", end) for c in children), default=end)
         out = [e for e in self.events if since <= e.at <= end and e.queue in (None, queue)]
         names = _lane_names(children)

@@ -210,7 +210,7 @@ class JudgedFigure(BoardFigure):
             ax.text(self.x(MARGIN), self.y(self.lane_top + 6 + n * LANE_PX), "", va="center", fontsize=FONT)
             for n in range(LANES)
         ]
-        self.column_x0 = 150
+        self.column_x0 = 130
         self.column_w = (WIDTH_PX - MARGIN - self.column_x0) / (COLUMNS + 1)
         self.lane_lines = [ax.plot([], [], color="#c8c8c8", linewidth=1.0, zorder=1)[0] for _ in range(LANES)]
         self.event_marks = {
@@ -461,7 +461,7 @@ def _width(text: str, size: float) -> float:
         for c in missing:
             font.set_text(c)
             _ADVANCE[(c, size)] = font.get_width_height()[0] / 64 if c != " " else size * 100 / 72 * 0.318
-    return sum(_ADVANCE[(c, size)] for c in text) * 1.03
+    return sum(_ADVANCE[(c, size)] for c in text)
 
 
 def _fit(text: str, width_px: float, size: float) -> str:

@@ -1,17 +1,9 @@
-"""A rejected answer's feedback as shown: its lines, the still picture, and the live view.
-
-:func:`bundle` is what a notebook gets for a :class:`~echoq.teaching.exercises.Feedback`
-with a picture: text/plain (the lines), text/html (the lines and the picture as an image
-with its alt text, which is the ✗ line's own words), image/png, and -- in a kernel with
-ipywidgets -- a :class:`JudgedView` whose buttons step the learner's board through its
-commands. A frontend without a widget manager (a stored notebook, the course site, GitHub)
-shows the HTML; JupyterLab, Notebook 7 and Voila show the view. Everything is drawn here,
-when the feedback is displayed: a check that is only judged (a test, a tool) draws nothing.
-"""
+"""The live view of a rejected answer's feedback: its lines, its picture, and -- for a move
+compared with the reference -- buttons and a slider that step the learner's board through the
+commands its move sent (the model's ``step``), redrawn at each."""
 
 from __future__ import annotations
 
-import base64
 import html
 from typing import Any
 
@@ -19,75 +11,12 @@ import ipywidgets as widgets
 from traitlets import link
 
 from .figure import figure_for
-from .model import JudgedModel, Picture, picture
+from .model import JudgedModel
+from .still import Still, image
 
-__all__ = ["JudgedView", "Still", "bundle"]
+__all__ = ["JudgedView"]
 
 STEPS = "step through your move's commands: the board on the left shows the queue after each"
-
-
-class Still:
-    """The picture of one feedback, drawn once: its PNG and alt text."""
-
-    def __init__(self, feedback: Any, step: int | None = None) -> None:
-        self.picture: Picture = picture(feedback, step)
-        self.figure = figure_for(self.picture)
-        with self.figure.lock:
-            self.figure.show(self.picture)
-            self.png = self.figure.png()
-        self.width = int(self.figure.fig.bbox.width)
-
-    @property
-    def alt(self) -> str:
-        return self.picture.alt
-
-    def img(self) -> str:
-        return image(self.png, self.alt, self.width)
-
-
-def image(png: bytes, alt: str, width: int) -> str:
-    """An ``<img>`` carrying the picture and its alt text, as wide as drawn at most."""
-    data = base64.b64encode(png).decode()
-    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" width="{width}" style="max-width:100%"/>'
-
-
-def feedback_html(feedback: Any, still: Still) -> str:
-    """The feedback's lines with the picture under them, before the hint."""
-    page = feedback._repr_html_()
-    head, hint, tail = page.rpartition("<p><b>Hint:</b>")
-    figure = f'<figure style="margin:4px 0">{still.img()}</figure>'
-    if hint:
-        return f"{head}{figure}{hint}{tail}"
-    return page.removesuffix("</div>") + figure + "</div>"
-
-
-def bundle(feedback: Any) -> dict[str, Any]:
-    still = Still(feedback)
-    data: dict[str, Any] = {
-        "text/plain": str(feedback),
-        "text/html": feedback_html(feedback, still),
-        "image/png": base64.b64encode(still.png).decode(),
-    }
-    if _kernel():
-        view = JudgedView(feedback, still)
-        shown = view._repr_mimebundle_() or {}
-        data.update({k: v for k, v in shown.items() if k != "text/plain"})
-    return data
-
-
-def _kernel() -> bool:
-    """True in a Jupyter kernel that can show a widget (ipywidgets installed)."""
-    try:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-    except ImportError:
-        return False
-    if shell is None or not hasattr(shell, "kernel"):
-        return False
-    import importlib.util
-
-    return importlib.util.find_spec("ipywidgets") is not None
 
 
 class JudgedView(widgets.VBox):

@@ -134,7 +134,7 @@ def event_label(what: str) -> str:
 def repeated(label: str, times: int) -> str:
     if times <= 1:
         return label
-    tail = f" ×{times}"
+    tail = f" ×{times}" if times < 1000 else f" ×{times / 1000:.1f}k"
     return label[: LABEL_CHARS - len(tail)] + tail
 
 
