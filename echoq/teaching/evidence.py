@@ -6,10 +6,11 @@ so that a picture (:mod:`echoq.teaching.lab.judged`, drawn only when the feedbac
 tells the same thing. Nothing here draws, and nothing here judges: the judges hand over what
 they already read.
 
-* :class:`Sides` -- the differential judge's last run (:mod:`.exercises.differential`): the state both
-  moves started from, every key of both queues afterwards (the very reads the ✗ line was
-  made from), any key written outside the queue, and each move's commands in order with what
-  each write left in the key it wrote (read inside the move, right after the write).
+* :class:`Sides` -- the differential judge's run that gave the ✗ line (:mod:`.exercises.differential`
+  runs the shrunk state once more with each move's commands logged, and that run is the
+  verdict): the state both moves started from, every key of both queues afterwards (the very
+  reads the line was made from), any key written outside the queue, and each move's commands
+  in order with what each write left in the key it wrote (read right after the write).
 * :class:`Scene` -- a scene's failure: the scratch queue the ✗ line is about, read when the
   line was written (before anything is cleaned up), the jobs and row fields the line names,
   and the run's timeline (:class:`Watch`): the child processes it started (their steps,

@@ -483,6 +483,7 @@ class Judge:
         # queue's known keys are read (a key written elsewhere still shows as the one missing).
         self.scan = int(client.dbsize()) <= SCAN_LIMIT
         self._state: State | None = None
+        self.trace = False  # log each move's commands (evidence.traced): for the run whose difference is shown
 
     def _queue(self, side: str, tail: str) -> Queue:
         base = f"d{self.lesson}-{os.getpid() % 100_000}-{next(_names)}{side}"
@@ -516,7 +517,8 @@ class Judge:
         try:
             for _ in range(self.move.calls):
                 if self.move.python is not None:
-                    replies.append(self.move.python(source, evidence.Tracing(self.client, trial.log), queue, state))
+                    client = evidence.Tracing(self.client, trial.log) if self.trace else self.client
+                    replies.append(self.move.python(source, client, queue, state))
                 else:
                     replies.append(self._script(source, keys, self.move.argv(state), trial))
         except (redis.ResponseError, PermissionDenied) as exc:
@@ -531,7 +533,7 @@ class Judge:
 
     def _script(self, source: str, keys: list[str], argv: list[Any], trial: Trial) -> Any:
         """Run a Lua move, its commands logged into ``trial`` (:func:`evidence.traced`)."""
-        text = evidence.traced(source)
+        text = evidence.traced(source) if self.trace else None
         if text is not None:
             try:
                 raw = scripts.run_text(self.client, text, keys, argv, name="your move")
@@ -663,7 +665,7 @@ def crash_difference(
     assert move.python is not None
     inner = move.python
 
-    def judge_pair(state: State, k: int, k2: int | None) -> tuple[str | None, bool]:
+    def judge_pair(state: State, k: int, k2: int | None, trace: bool = False) -> tuple[str | None, bool]:
         nonlocal last
         ran_whole = [True]
 
@@ -675,7 +677,9 @@ def crash_difference(
                 if answer is learner:
                     ran_whole[0] = False
 
-        verdict = Judge(client, replace(move, python=run, reply=None), learner, reference, lesson).differ(state)
+        pair = Judge(client, replace(move, python=run, reply=None), learner, reference, lesson)
+        pair.trace = trace
+        verdict = pair.differ(state)
         last = verdict.seen
         return verdict.difference, ran_whole[0]
 
@@ -684,14 +688,16 @@ def crash_difference(
     for state in generated(move, trials=trials)[1:]:
         for k in range(1, most + 1):
             difference, whole = judge_pair(state, k, k)
-            pair = last
             if difference is not None and all(
                 judge_pair(state, k, k2)[0] is not None for k2 in [*range(0, most + 1), None] if k2 != k
             ):
-                if seen is not None and pair is not None:
-                    after = f"killed after its write {k}"
-                    pair.titles = (f"your move, {after}", f"the reference, {after}")
-                    seen.append(pair)
+                if seen is not None:  # once more, its commands logged: the run the feedback shows
+                    traced, _whole = judge_pair(state, k, k, trace=True)
+                    if traced is not None and last is not None:
+                        difference = traced
+                        after = f"killed after its write {k}"
+                        last.titles = (f"your move, {after}", f"the reference, {after}")
+                        seen.append(last)
                 return k, state, difference
             if whole:
                 break  # it ran to its end: no later write to crash before
@@ -768,13 +774,20 @@ def judge(
     seed: int = SEED,
 ) -> Verdict:
     """Run both moves on ``trials`` generated states (fixed ``seed``); the first difference,
-    shrunk, or a Verdict with no difference."""
+    shrunk, or a Verdict with no difference. The shrunk state is run once more with each move's
+    commands logged (:func:`evidence.traced`), and that run is the verdict: its line, and the
+    reads and commands its picture shows."""
     j = Judge(client, move, learner_source, reference_source, lesson)
     candidates = generated(move, trials=trials, seed=seed)
     for n, state in enumerate(candidates, start=1):
         verdict = j.differ(state)
         if verdict.difference is not None:
             verdict = _shrink(j, verdict)
+            if verdict.error is None:  # once more, commands logged: the run its ✗ line and picture come from
+                j.trace = True
+                traced = j.differ(verdict.state)
+                if traced.difference is not None and traced.error is None:
+                    verdict = traced
             verdict.tried = n
             return verdict
     return Verdict(None, tried=len(candidates))
