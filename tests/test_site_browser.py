@@ -65,9 +65,13 @@ def test_the_landing_page_and_a_lesson_from_file(page) -> None:  # noqa: F811
     assert page.get_by_text("Run it", exact=True).count() == 1
     page.set_viewport_size({"width": 1280, "height": 1500})  # the title, the Run it box and a prediction
     save_screenshot(page.screenshot(), "site-lesson.png")
+    page.set_viewport_size(WIDE)
     save_screenshot(feedback_shown(page, lesson.name).screenshot(), "feedback-claim-site.png")
     assert not errors, errors
 
+
+
+WIDE = {"width": 1700, "height": 1300}  # the site's widest text column: a rejected answer's picture at full size
 
 
 def feedback_shown(pg, what: str):
@@ -90,7 +94,7 @@ REJECTED_PAGES = {"complete": "03_at_least_once.html", "stall": "04_stalled_reco
 @pytest.mark.skipif(os.environ.get("ECHOQ_UPDATE_DOCS") != "1", reason="pictures for docs/course.md only")
 def test_the_rejected_answers_on_the_lesson_pages_for_the_docs(page) -> None:  # noqa: F811
     site = built_site()
-    page.set_viewport_size({"width": 1280, "height": 1200})
+    page.set_viewport_size(WIDE)
     for key, name in REJECTED_PAGES.items():
         errors = _open(page, (site / "notebooks" / name).as_uri())
         save_screenshot(feedback_shown(page, name).screenshot(), f"feedback-{key}-site.png")
