@@ -308,7 +308,7 @@ class Feedback:
         its alt text, and the live view where a widget manager runs (:mod:`..lab.judged`)."""
         if self.evidence is None:
             return None  # the lines alone: text/plain and _repr_html_
-        from ..lab.judged.still import bundle
+        from ..lab.judged.notebook import bundle
 
         return bundle(self)
 
