@@ -173,7 +173,7 @@ def needs_server(item: pytest.Item) -> bool:
 # listed counts 0.05 s a test; a unit of a SPLIT file not named, its tests' share of what is
 # left of the file's time.
 SECONDS = {
-    "test_exercises.py": 90, "test_lab.py": 71, "test_worker.py": 43, "test_bench_latency.py": 26,
+    "test_exercises.py": 94, "test_lab.py": 71, "test_worker.py": 43, "test_bench_latency.py": 26,
     "test_exercises_verdicts.py": 35, "test_mutants.py": 6,
     "test_cluster.py": 21, "test_lab_truth.py": 20, "test_server.py": 16, "test_validation.py": 15,
     "test_lab_pictures.py": 15, "test_workshop_browser.py": 12, "test_workshop_people.py": 12, "test_chaos.py": 12,
@@ -182,11 +182,11 @@ SECONDS = {
     # on a fresh clone its first bench installs bullmq from npm: 5 to 60 s of waiting on the
     # registry, which had better overlap with the rest than end the run
     "test_bench.py": 60,
-    "test_stateful.py": 9, "test_site.py": 7, "test_workshop_folder.py": 6, "test_batch.py": 5, "test_effects.py": 5,
+    "test_stateful.py": 9, "test_site.py": 8, "test_workshop_folder.py": 6, "test_batch.py": 5, "test_effects.py": 5,
     "test_workshop_bench.py": 5, "test_launch.py": 5, "test_user_server.py": 6, "test_lab_race.py": 7,
     # the browser tests (their own pytest: tools/run-tests.sh)
-    "test_workshop_guide.py": 65, "test_browser_habits.py": 38, "test_browser.py": 39,
-    "test_frontends.py": 25,
+    "test_workshop_guide.py": 65, "test_browser_habits.py": 38, "test_browser.py": 51,
+    "test_frontends.py": 27,
     # a lesson: nbval's run and the second pass on the same kernel (tests/support/rerun.py)
     "07_beyond_one_server.ipynb": 31, "05_worker_path.ipynb": 16, "06_beyond.ipynb": 5,
     "04_stalled_recovery.ipynb": 4, "03_at_least_once.ipynb": 4, "class_chaos.ipynb": 4,

@@ -15,6 +15,7 @@ Everything talks to one real Valkey, which the test also reads.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -213,3 +214,55 @@ def test_the_four_panels_in_voila(page, valkey_for_kernels) -> None:  # noqa: F8
         save_screenshot(page.screenshot(full_page=True), "voila-present.png")
     finally:
         voila.stop()
+
+
+# A rejected answer of each kind of picture: a scene's (claim, stall) and a move's beside the
+# reference's (complete), as lessons 02-04 show them after each exercise's solution.
+REJECTED = {
+    "claim": ("row-not-active", "Lesson 02 · write the claim"),
+    "stall": ("dead-in-two-places", "Lesson 04 · the stall count"),
+    "complete": ("fence-on-attempts", "Lesson 03 · the fenced complete"),
+}
+
+
+def test_a_rejected_answer_is_pictured_in_jupyterlab(page, lab_server, lab_root) -> None:  # noqa: F811
+    """Three rejected answers' feedback in JupyterLab: each is its lines and its picture (loaded,
+    the ✗ line as its alt text); the move beside the reference steps back through its commands."""
+    source = ["from echoq.teaching import exercises"]
+    source += [f'exercises.example("{key}", "{name}")' for key, (name, _title) in REJECTED.items()]
+    notebook = lab_root / "notebooks" / "rejected_answers.ipynb"
+    notebook.write_text(
+        json.dumps(
+            {
+                "cells": [
+                    {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": src}
+                    for src in source
+                ],
+                "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            }
+        )
+    )
+    page.set_viewport_size({"width": 1280, "height": 1200})
+    try:
+        scope = open_in_lab(page, lab_server, "notebooks/rejected_answers.ipynb")
+        for key, (_name, title) in REJECTED.items():
+            shown = scope.locator(".jp-OutputArea-output").filter(has_text=title).first
+            shown.wait_for(timeout=120_000)
+            shown.scroll_into_view_if_needed()  # Lab draws only the cells in view
+            img = shown.locator("img").first
+            poll(lambda i=img: i.evaluate("i => i.complete && i.naturalWidth > 0"), what=f"the {key} picture")
+            alt = img.get_attribute("alt") or ""
+            line = alt.partition("✗ ")[2]
+            assert line.startswith("[") and line in shown.inner_text(), f"{key}: the alt text is not the ✗ line: {alt}"
+            if key == "complete":  # a move: step its board back through its commands, and forward again
+                end = img.get_attribute("src")
+                button(shown, "back").click()
+                poll(lambda i=img, e=end: i.get_attribute("src") != e, what="the board one command back")
+                back = img.get_attribute("src")
+                button(shown, "forward").click()
+                poll(lambda i=img, b=back: i.get_attribute("src") != b, what="the board at the end again")
+            save_screenshot(shown.screenshot(), f"feedback-{key}-jupyterlab.png")
+    finally:
+        notebook.unlink()

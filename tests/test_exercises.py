@@ -11,6 +11,8 @@ own proof: a check that let a named misconception pass, or failed a right answer
 from __future__ import annotations
 
 import os
+import re
+import time
 
 import pytest
 
@@ -67,6 +69,78 @@ def assert_as_recorded(key: str, source: str, fb: Feedback) -> None:
     )
 
 
+# The pictures a learner is shown first, and in the docs: each is drawn whole here (its PNG,
+# its HTML, its live view) and its cost measured; every other rejected answer's picture is
+# laid out and checked without being encoded.
+SHOWN = {("claim", "row-not-active"), ("complete", "fence-on-attempts"), ("stall", "dead-in-two-places")}
+PICTURE_CPU_S = 0.3  # what a picture may add to a check, drawn (CPU: a busy machine's waits are not its cost)
+
+
+def assert_pictured(key: str, name: str, fb: Feedback) -> None:
+    """A rejected answer's feedback carries its picture, drawn from the judge's own reads:
+    everything it lights (a member, a set, a row, a field, a key outside the queue, a job of
+    the scene) is named by the ✗ line, no text collides or is cut off, its alt text is the ✗
+    line's words, and it costs a check less than PICTURE_CPU_S."""
+    from echoq.teaching.lab.judged.figure import figure_for
+    from echoq.teaching.lab.judged.model import picture
+    from echoq.teaching.lab.judged.words import FIELD_WORDS
+    from tests.support.pictures import collisions
+
+    line = fb.failed[1]
+    assert fb.evidence is not None, f"{key}/{name}: no picture of this rejection:\n{fb}"
+    shown = picture(fb)
+    assert shown.lit or shown.kind == "scene", f"{key}/{name}: the picture lights nothing the line names: {line}"
+    for lit in shown.lit:
+        part = lit.removeprefix("field ")
+        said = FIELD_WORDS.get(part, (part,)) if lit.startswith("field ") else (part,)
+        found = any(re.search(rf"\b{re.escape(w)}\b", line) if w[:1].isalpha() else w in line for w in said)
+        assert found, f"{key}/{name}: the picture lights {lit!r}, which the ✗ line does not name: {line}"
+    assert shown.alt.endswith(line)
+    if (key, name) in SHOWN:  # first: its figure may be built for it, which is part of the cost
+        assert_displayed(fb, shown)
+    figure = figure_for(shown)
+    with figure.lock:
+        problems = collisions(figure)
+    assert not problems, f"{key}/{name}: " + "\n".join(problems[:8])
+
+
+def assert_displayed(fb: Feedback, shown) -> None:
+    """The feedback as a notebook gets it: its lines, the PNG and the same picture in the HTML
+    with the ✗ line as alt text, drawn on display within PICTURE_CPU_S (its figure built, if no
+    picture of its layout was drawn in this process before)."""
+    import base64
+    import html
+
+    start = time.process_time()
+    bundle = fb._repr_mimebundle_()
+    took = time.process_time() - start
+    assert took < PICTURE_CPU_S, f"drawing the picture took {took:.3f} CPU-s"
+    assert bundle["text/plain"] == str(fb)
+    png = base64.b64decode(bundle["image/png"])
+    assert png.startswith(b"\x89PNG") and bundle["image/png"] in bundle["text/html"]
+    assert f'alt="{html.escape(shown.alt)}"' in bundle["text/html"] and fb.failed[1] in shown.alt
+    assert "application/vnd.jupyter.widget-view+json" not in bundle  # no kernel here: nothing to drive it
+    if shown.kind == "sides":  # the live view steps the learner's board through its commands
+        from echoq.teaching.lab.judged.model import picture
+        from echoq.teaching.lab.judged.view import JudgedView
+
+        view = JudgedView(fb)
+        try:
+            at_end = view.image.value
+            diverged, _ = fb.evidence.divergence()
+            assert diverged is not None and view.model.step == view.model.steps == len(fb.evidence.mine_commands)
+            view.back_button.click()
+            assert view.model.step == view.slider.value == view.model.steps - 1 and view.image.value != at_end
+            view.slider.value = diverged  # the board just before the command that parted from the reference
+            before, after = picture(fb, diverged), picture(fb, diverged + 1)
+            assert before.boards[0] != after.boards[0], "the command that parted changed nothing on the board"
+            assert [m for _, m in after.commands if "at" in m.split()] and "diverged" in dict(after.commands).get(
+                next(t for t, m in after.commands if "diverged" in m), ""
+            )
+        finally:
+            view.close()
+
+
 def assert_well_formed(fb: Feedback) -> None:
     """One ✗ at most, last; no property both passed and failed; the rendering agrees."""
     props = [p for p, _ in fb.passed]
@@ -104,6 +178,7 @@ def test_a_named_wrong_answer_is_rejected_with_its_line(key: str, misconception)
     assert fb.failed[1].startswith(f"[{misconception.title}] ")
     assert_well_formed(fb)
     assert_as_recorded(key, misconception.example, fb)
+    assert_pictured(key, misconception.name, fb)
     assert ex.solution.strip() not in str(fb), "feedback must not give the solution away"
 
 
@@ -125,6 +200,7 @@ def test_the_untouched_stub_is_no_answer_yet_and_nothing_else_is(key: str) -> No
     ex = EXERCISES[key]
     fb = ex.judge("\n" + ex.stub + "\n")  # a lesson cell's string may start on a new line
     assert not fb.ok and fb.misconception.name == "no-answer", str(fb)
+    assert fb.evidence is None and fb._repr_mimebundle_() is None  # nothing ran: no picture, the lines alone
     assert_well_formed(fb)
     assert exercises.EXERCISES[key].check(*[None] * max(1, len(ex.names))).misconception.name == "no-answer"
     for m in ex.misconceptions:
@@ -364,6 +440,7 @@ def test_a_wrong_answer_nobody_listed_fails_on_the_difference_it_makes(key: str,
         assert "the reference move" in first.failed[1] and "emq:{q}" in first.failed[1]
     assert_well_formed(first)
     assert_as_recorded(key, answer, first)
+    assert_pictured(key, name, first)
     assert ex.solution.strip() not in str(first)
 
 

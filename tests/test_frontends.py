@@ -6,7 +6,8 @@
 - A frontend with no widget manager (Colab without its custom widget manager, VS Code without the
   Jupyter extension's widget support, GitHub's viewer), played by JupyterLab with its widget manager
   disabled: a lab shows its picture, its readout and the one-line note, from the stored notebook and
-  when run there, never a blank output, a widget's repr or a traceback. On the same page, the
+  when run there, never a blank output, a widget's repr or a traceback; a rejected answer's feedback
+  shows its lines and its picture. On the same page, the
   lesson's glossary link opens the glossary.
 """
 
@@ -150,6 +151,7 @@ def test_without_a_widget_manager_a_lab_is_its_picture_readout_and_note(page, la
                     for src in (
                         "%matplotlib widget\nfrom echoq.teaching.lab import ClaimLab\nlab = ClaimLab()\nlab",
                         "lab.model.enqueue()",
+                        'from echoq.teaching import exercises\nexercises.example("claim", "row-not-active")',
                     )
                 ],
                 "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
@@ -196,6 +198,14 @@ def test_without_a_widget_manager_a_lab_is_its_picture_readout_and_note(page, la
         texts = _outputs(scope)
         assert not any("Traceback" in t or "Error" in t or t.startswith("ClaimLab(") for t in texts), texts
         save_screenshot(shown.screenshot(), "lab-no-widget-manager.png")
+        # a rejected answer's feedback: its lines and its picture, the ✗ line as alt text
+        rejected = scope.locator(".jp-OutputArea-output").filter(has_text="Lesson 02 · write the claim").first
+        rejected.wait_for(timeout=60_000)
+        rejected.scroll_into_view_if_needed()
+        img = rejected.locator("img").first
+        poll(lambda: img.evaluate("i => i.complete && i.naturalWidth > 0"), what="the rejected answer's picture")
+        line = (img.get_attribute("alt") or "").partition("✗ ")[2]
+        assert line.startswith("[row never marked active]") and line in rejected.inner_text()
         assert not errors, errors
     finally:
         server.stop()

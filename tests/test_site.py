@@ -188,3 +188,30 @@ def test_every_link_between_pages_resolves(site: Path) -> None:
             if not (page.parent / unquote(parts.path)).resolve().exists():
                 broken.append(f"{page.relative_to(site)} -> {target}")
     assert not broken, f"{len(broken)} links lead nowhere: {broken[:10]}"
+
+
+EXAMPLE_CELL = re.compile(r'exercises\.example\("(\w+)", "([\w-]+)"\)')
+
+
+REJECTED = [n for n in LESSONS if any(EXAMPLE_CELL.search(_text(c["source"])) for c in _cells(n))]
+
+
+@pytest.mark.parametrize("notebook", REJECTED, ids=lambda p: p.stem)
+def test_a_rejected_answers_feedback_is_pictured_on_its_lesson_page(site: Path, notebook: Path) -> None:
+    """The feedback on a rejected answer (exercises.example): on the page, its lines and its picture
+    as a file, whose alt text is the ✗ line the lines end with."""
+    assert len(REJECTED) >= 3, "lessons 02, 03 and 04 show a rejected answer's feedback"
+    page = (site / "notebooks" / f"{notebook.stem}.html").read_text()
+    for cell in _cells(notebook):
+        if cell["cell_type"] != "code" or not EXAMPLE_CELL.search(_text(cell["source"])):
+            continue
+        shown = [
+            (src, alt)
+            for src, alt in map(_img, re.findall(r"<img\b[^>]*>", page))
+            if re.fullmatch(rf"{re.escape(notebook.stem)}/{re.escape(cell['id'])}-\d+\.png", src)
+        ]
+        assert shown, f"{notebook.name}: the rejected answer of cell {cell['id']} has no picture on its page"
+        (src, alt), *_ = shown
+        line = alt.partition("✗ ")[2]
+        assert line.startswith("[") and html.escape(line, quote=False) in page, f"{src}: alt {alt!r}"
+        assert (site / "notebooks" / src).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

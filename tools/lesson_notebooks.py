@@ -15,6 +15,7 @@ these are changed:
 - lesson 00's table of lessons is made from the lessons themselves (title, what the learner
   will be able to do, time), and lesson 00 shows how to attach another client to its server;
 - each stored predict-then-run question, as echoq/teaching/predictions.py words it now;
+- after an exercise's solution, the feedback on one of its catalogue's wrong answers (REJECTED);
 - the EDITS below: words the code no longer says, and cells whose last line printed a value
   the prose does not explain (each now asserts it, or keeps it), with the stored output that
   goes with the new source.
@@ -113,6 +114,42 @@ NO_VALUE = {
     ("05_worker_path.ipynb", "c15"): "assert m.kill(1)",
     ("05_worker_path.ipynb", "c16"): "assert m.stop_all()",
 }
+
+# After an exercise's solution, its lesson shows the check's feedback on one wrong answer of the
+# catalogue, picture included: notebook -> (exercise, wrong answer, what that answer does).
+REJECTED = {
+    "02_recoverable_claim.ipynb": ("claim", "row-not-active", "a claim that never marks its row active"),
+    "03_at_least_once.ipynb": ("complete", "fence-on-attempts", "a fenced complete that compares attempts"),
+    "04_stalled_recovery.ipynb": ("stall", "dead-in-two-places", "a sweep that writes a dead job into pending too"),
+}
+REJECTED_MD = (
+    "### What a rejected answer looks like\n"
+    "\n"
+    "When the check rejects an answer, its feedback draws the run it judged under the ✗ line: the\n"
+    "queue as the server held it when the line was written, with what the processes and the check\n"
+    "did, in order -- or, where your move was compared with the reference move, the two side by\n"
+    "side from the same starting state, and your commands one by one (step through them in a live\n"
+    "notebook). What the ✗ line names is ringed, heavy-edged or on yellow. Here, {what}, from the\n"
+    "exercise's catalogue of wrong answers:"
+)
+
+
+def rejected_example(name: str, nb: dict[str, Any]) -> None:
+    """The cells that show a rejected answer's feedback, after the exercise's solution (once)."""
+    if name not in REJECTED:
+        return
+    key, wrong, what = REJECTED[name]
+    code = f'exercises.example("{key}", "{wrong}")'
+    cells = nb["cells"]
+    if any(code in text_of(c) for c in cells):
+        return
+    at = next(n for n, c in enumerate(cells) if f'exercises.solution("{key}")' in text_of(c))
+    md = {"cell_type": "markdown", "id": f"rejected-{key}-md", "metadata": {}, "source": []}
+    set_text(md, REJECTED_MD.format(what=what))
+    run = {"cell_type": "code", "execution_count": None, "id": f"rejected-{key}", "metadata": {}, "outputs": []}
+    set_text(run, code)
+    cells[at + 1 : at + 1] = [md, run]
+
 
 ATTACH_MD = (
     "## Looking with your own client\n"
@@ -288,6 +325,7 @@ def transform(path: Path, nb: dict[str, Any]) -> dict[str, Any]:
     glossary_link(nb)
     prediction_outputs(nb)
     edit(path.name, nb)
+    rejected_example(path.name, nb)
     if path.name.startswith("00_"):
         lesson_00(nb)
     return nb

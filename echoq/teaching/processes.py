@@ -291,6 +291,9 @@ def _jsonable(value: Any) -> Any:
 
 
 _live: dict[int, Child] = {}
+# Called with each new Child and the arguments it was given: a check keeps the children of its
+# run, for the feedback's timeline.
+observers: list[Callable[[Child, tuple[Any, ...]], None]] = []
 
 
 class Child:
@@ -313,6 +316,9 @@ class Child:
         self.frozen_since: float | None = None  # the child's time.monotonic() as it froze (the machine's clock)
         self._reaped = False
         self._outcome_seen = False
+        self.started_at = time.monotonic()
+        self.ended_at: float | None = None  # when the parent saw it end
+        self.moments: list[tuple[float, str]] = []  # (time.monotonic(), 'frozen' or 'resumed'), in order
         _live[pid] = self
 
     def __repr__(self) -> str:
@@ -353,6 +359,7 @@ class Child:
         elif "frozen" in message:
             self.frozen_at = message["frozen"]
             self.frozen_since = message.get("at")
+            self.moments.append((message.get("at") or time.monotonic(), "frozen"))
         elif "resumed" in message:
             self.frozen_at = None
         elif "returned" in message:
@@ -377,6 +384,7 @@ class Child:
             self.state = "frozen"
             return
         self._reaped = True
+        self.ended_at = time.monotonic()
         _live.pop(self.pid, None)
         if self._fd >= 0:  # read what it said before it went
             while True:
@@ -442,6 +450,7 @@ class Child:
     def freeze(self) -> None:
         """SIGSTOP it from outside, wherever it is."""
         if not self.ended:
+            self.moments.append((time.monotonic(), "frozen"))
             os.kill(self.pid, signal.SIGSTOP)
             self._until(lambda: self.state == "frozen" or self.ended, 10.0, "freeze")
 
@@ -449,6 +458,7 @@ class Child:
         """SIGCONT a frozen child."""
         if not self.ended:
             self.state = "running"
+            self.moments.append((time.monotonic(), "resumed"))
             os.kill(self.pid, signal.SIGCONT)
 
     def kill(self) -> None:
@@ -498,7 +508,10 @@ def spawn(
     gc.unfreeze()
     os.close(write_fd)
     os.set_blocking(read_fd, False)
-    return Child(pid, read_fd, name)
+    child = Child(pid, read_fd, name)
+    for observe in observers:
+        observe(child, args)
+    return child
 
 
 def stop_all() -> None:

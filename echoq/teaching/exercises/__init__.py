@@ -34,6 +34,7 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 from .core import EXERCISES, GENERIC, Exercise, Feedback, Misconception, reset_hints
 
@@ -98,6 +99,7 @@ __all__ = [
     "check_worker_loop",
     "deliver",
     "discover",
+    "example",
     "long_job",
     "race",
     "race_atomic",
@@ -116,6 +118,22 @@ def solution(key: str):  # -> IPython.display.HTML
 
     ex = EXERCISES[key]
     return reveal(f"Solution: {ex.title}", ex.solution, language="lua" if ex.kind == "lua" else "python")
+
+
+def example(key: str, misconception: str, *, client: Any = None) -> Feedback:
+    """The check of exercise ``key`` run on the catalogue's wrong answer for ``misconception``:
+    what the feedback on a rejected answer looks like, its picture included. Nobody's attempt:
+    nothing is recorded in the progress, and no hint grows stronger."""
+    ex = EXERCISES[key]
+    wrong = {m.name: m.example for m in ex.misconceptions} | dict(ex.unlisted)
+    if misconception not in wrong:
+        raise KeyError(f"exercise {key!r} has no wrong answer {misconception!r}: one of {', '.join(sorted(wrong))}")
+    fb = ex.check(*ex.answer_from(wrong[misconception]), client=client, example=True)
+    fb.notes.insert(0, EXAMPLE)
+    return fb
+
+
+EXAMPLE = "An example, not your answer: the check run on a wrong answer from the exercise's catalogue (not recorded)."
 
 
 def catalogue_markdown() -> str:

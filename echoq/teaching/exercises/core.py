@@ -34,7 +34,7 @@ from redis.cluster import RedisCluster
 from ...errors import EchoqError, PermissionDenied
 from ...queue import Queue
 from ...server import connect
-from .. import learner, processes, progress
+from .. import evidence, learner, processes, progress
 
 __all__ = [
     "Exercise",
@@ -246,6 +246,9 @@ class Feedback:
     hint: str | None = None
     solution_offered: bool = False
     notes: list[str] = field(default_factory=list)  # plain facts measured, neither ✓ nor ✗
+    # What the check read when it wrote the ✗ line (evidence.Sides or evidence.Scene): the
+    # feedback's picture is drawn from it, and only when the feedback is shown.
+    evidence: Any = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -299,6 +302,15 @@ class Feedback:
         return "\n".join(lines)
 
     __repr__ = __str__  # what a notebook stores as text/plain (GitHub, nbviewer, a terminal)
+
+    def _repr_mimebundle_(self, **_kwargs: Any) -> dict[str, Any] | None:
+        """With a picture of the run (a rejected answer): the lines, the picture as a PNG with
+        its alt text, and the live view where a widget manager runs (:mod:`..lab.judged`)."""
+        if self.evidence is None:
+            return None  # the lines alone: text/plain and _repr_html_
+        from ..lab.judged.notebook import bundle
+
+        return bundle(self)
 
     def _repr_html_(self) -> str:
         colour = "#1b7837" if self.ok else "#b35806"
@@ -376,6 +388,8 @@ class Run:
         self._cleanups: list[Callable[[], object]] = []
         self.server_stuck = False  # a learner's script the server will not stop holds it
         self.code: str | None = None  # the learner's answer as text, for the submission history
+        self.watch = evidence.Watch()  # the children it starts and its own moves: the feedback's timeline
+        self._shown = False  # the ✗ line's evidence was handed over by the judge (show())
 
     def queue(self, part: str = "") -> Queue:
         """An empty scratch queue in the learner's namespace, deleted when the check ends."""
@@ -392,7 +406,27 @@ class Run:
         self.feedback.good(prop, line)
 
     def fail(self, prop: str, name: str, **details: Any) -> None:
+        if not self._shown and name != "no-answer":
+            self._keep_scene(name, details)
         self.feedback.fail(prop, name, **details)
+
+    def show(self, seen: evidence.Sides | None) -> None:
+        """The evidence of the ✗ line about to be written (the differential judge's reads)."""
+        self.feedback.evidence, self._shown = seen, True
+
+    def event(self, actor: str, what: str, queue: Queue | None = None) -> None:
+        """A move the check makes itself in a scene ('the reaper', 'reaps'): on the timeline."""
+        self.watch.note(actor, what, queue)
+
+    def _keep_scene(self, name: str, details: dict[str, Any]) -> None:
+        """The scene's queue as the server holds it now, as the ✗ line is written."""
+        self.watch.failed_at = time.monotonic()
+        try:
+            template = self.exercise.misconception(name).line
+            if self._queues:
+                self.feedback.evidence = evidence.scene(self.client, self._queues, template, details, self.watch)
+        except Exception:  # a picture must never cost the verdict
+            self.feedback.evidence = None
 
     def note(self, line: str) -> None:
         self.feedback.note(line)
@@ -551,13 +585,15 @@ def refusal_words(error: str) -> str:
 
 
 @contextmanager
-def running(exercise: Exercise, client: redis.Redis | None) -> Iterator[Run]:
+def running(exercise: Exercise, client: redis.Redis | None, *, example: bool = False) -> Iterator[Run]:
     run = Run(exercise, client)
+    processes.observers.append(run.watch.child)
     try:
         yield run
     except Rejected:
         pass
     finally:
+        processes.observers.remove(run.watch.child)
         processes.stop_all()
         if exercise.kind == "lua":
             run._stop_or_say()  # a learner's script still running would keep the server busy
@@ -572,6 +608,8 @@ def running(exercise: Exercise, client: redis.Redis | None) -> Iterator[Run]:
             except Exception:
                 pass
     fb = run.feedback
+    if example:  # the catalogue's answer shown to the learner: nobody's attempt, no hint grows
+        return
     if fb.failed is not None and fb.misconception is not None:
         _same_mistake[(exercise.key, fb.misconception.name)] += 1
         _wrong_tries[exercise.key] += 1
@@ -657,8 +695,8 @@ def check_runner(exercise: Exercise) -> Callable[[Callable[..., None]], Callable
     the Feedback (never raises on a wrong answer)."""
 
     def wrap(body: Callable[..., None]) -> Callable[..., Feedback]:
-        def check(*answer: Any, client: redis.Redis | None = None, **options: Any) -> Feedback:
-            with running(exercise, client) as run:
+        def check(*answer: Any, client: redis.Redis | None = None, example: bool = False, **options: Any) -> Feedback:
+            with running(exercise, client, example=example) as run:
                 run.code = answer_text(answer)
                 if untouched(exercise, answer):
                     run.fail(

@@ -47,7 +47,7 @@ from ... import scripts
 from ...clock import server_now_ms
 from ...errors import PermissionDenied
 from ...queue import Queue, _text
-from .. import learner
+from .. import evidence, learner
 
 __all__ = ["Job", "Move", "State", "Trial", "Verdict", "compare", "judge", "states"]
 
@@ -133,6 +133,8 @@ class Trial:
     before: int = 0
     after: int = 0
     error: Exception | None = None
+    log: list[evidence.Command] = field(default_factory=list)  # the commands it sent, for the feedback's picture
+    sent: int = 0
 
 
 @dataclass
@@ -143,6 +145,7 @@ class Verdict:
     error: Exception | None = None  # the learner's move raised (its text is in difference)
     refused_key: str | None = None  # an ACL refusal: the key outside the learner's namespace
     where: dict[str, Any] = field(default_factory=dict)  # the difference's key/field/values, for signatures
+    seen: evidence.Sides | None = None  # the reads and commands the difference was found in
 
 
 # -- states ----------------------------------------------------------------------------------------
@@ -480,6 +483,7 @@ class Judge:
         # queue's known keys are read (a key written elsewhere still shows as the one missing).
         self.scan = int(client.dbsize()) <= SCAN_LIMIT
         self._state: State | None = None
+        self.trace = False  # log each move's commands (evidence.traced): for the run whose difference is shown
 
     def _queue(self, side: str, tail: str) -> Queue:
         base = f"d{self.lesson}-{os.getpid() % 100_000}-{next(_names)}{side}"
@@ -513,9 +517,10 @@ class Judge:
         try:
             for _ in range(self.move.calls):
                 if self.move.python is not None:
-                    replies.append(self.move.python(source, self.client, queue, state))
+                    client = evidence.Tracing(self.client, trial.log) if self.trace else self.client
+                    replies.append(self.move.python(source, client, queue, state))
                 else:
-                    replies.append(scripts.run_text(self.client, source, keys, self.move.argv(state), name="your move"))
+                    replies.append(self._script(source, keys, self.move.argv(state), trial))
         except (redis.ResponseError, PermissionDenied) as exc:
             trial.error = exc
         except Exception as exc:  # a Python move's own error is the learner's code failing
@@ -525,6 +530,22 @@ class Judge:
         trial.after = server_now_ms(self.client)
         trial.reply = [_normal(r) for r in replies]
         return trial
+
+    def _script(self, source: str, keys: list[str], argv: list[Any], trial: Trial) -> Any:
+        """Run a Lua move, its commands logged into ``trial`` (:func:`evidence.traced`)."""
+        text = evidence.traced(source) if self.trace else None
+        if text is not None:
+            try:
+                raw = scripts.run_text(self.client, text, keys, argv, name="your move")
+                reply, commands, sent = evidence.untraced(raw)
+            except redis.ResponseError as exc:
+                if "Error compiling script" not in str(exc):
+                    raise
+            else:
+                trial.log += commands
+                trial.sent += sent
+                return reply
+        return scripts.run_text(self.client, source, keys, argv, name="your move")  # it did not compile: its own words
 
     def differ(self, state: State) -> Verdict:
         """Both moves on ``state``; the first difference (or the learner's error)."""
@@ -547,21 +568,29 @@ class Judge:
             clock = _Clock(mine, theirs, now)
             base = self._base[mine_q.name]
             stray = _strays(self.client, mine_q, base) if self.scan else []
+            mine_keys = keyspace(self.client, mine_q.keys.prefix, self._keys(mine_q))
+            theirs_keys = keyspace(self.client, theirs_q.keys.prefix, self._keys(theirs_q))
+
+            def shown(key: str) -> str:
+                head = mine_q.name.rsplit(base, 1)[0] + base + "-"
+                return key.replace(mine_q.keys.prefix, "emq:{q}:").replace(head, "…")
+
+            seen = evidence.Sides(
+                state.describe(), before, mine_keys, theirs_keys, {}, (mine_q.keys.prefix, theirs_q.keys.prefix),
+                {shown(_text(k)): evidence.read_key(self.client, _text(k)) for k in stray[:3]},
+                mine.log, theirs.log, (mine.sent, theirs.sent), state.caller[0], shown,
+                times=(mine.before, theirs.before),
+            )  # fmt: skip
             if stray:
-                shown = _text(stray[0]).replace(mine_q.keys.prefix, "emq:{q}:")
-                shown = shown.replace(mine_q.name.rsplit(base, 1)[0] + base + "-", "…")
+                seen.where = {"stray": shown(_text(stray[0]))}
                 return Verdict(
-                    f"your move wrote {shown}, a key outside the queue's emq:{{q}}: keys; the reference move writes "
-                    "only keys of its own queue",
+                    f"your move wrote {seen.where['stray']}, a key outside the queue's emq:{{q}}: keys; the reference "
+                    "move writes only keys of its own queue",
                     state,
-                    where={"stray": shown},
+                    where=seen.where,
+                    seen=seen,
                 )
-            found = compare(
-                keyspace(self.client, mine_q.keys.prefix, self._keys(mine_q)),
-                keyspace(self.client, theirs_q.keys.prefix, self._keys(theirs_q)),
-                before,
-                clock,
-            )
+            found = compare(mine_keys, theirs_keys, before, clock)
             if found is None and self.move.reply is not None:
                 got = [self.move.reply(r) for r in mine.reply]
                 want = [self.move.reply(r) for r in theirs.reply]
@@ -570,16 +599,18 @@ class Judge:
                         i for i, (g, w) in enumerate(zip(got, want, strict=True)) if not _same_reply([g], [w], clock)
                     )
                     call = f" to call {n + 1}" if self.move.calls > 1 else ""
+                    seen.where = {"reply": (got[n], want[n])}
                     return Verdict(
                         f"your move replied {_show_reply(got[n], clock, clock.mine)}{call}; the reference move replies "
                         f"{_show_reply(want[n], clock, clock.theirs)}: the reply is what the caller acts on",
                         state,
-                        where={"reply": (got[n], want[n])},
+                        where=seen.where,
+                        seen=seen,
                     )
             if found is None:
                 return Verdict(None, state)
-            line, where = found
-            return Verdict(line.rstrip("."), state, where=where)
+            line, seen.where = found
+            return Verdict(line.rstrip("."), state, where=seen.where, seen=seen)
         finally:
             self.cleanup()
 
@@ -614,18 +645,28 @@ class CrashAfter:
 
 
 def crash_difference(
-    client: Any, move: Move, learner: Any, reference: Any, lesson: str, *, trials: int = 6, most: int = 6
+    client: Any,
+    move: Move,
+    learner: Any,
+    reference: Any,
+    lesson: str,
+    *,
+    trials: int = 6,
+    most: int = 6,
+    seen: list[evidence.Sides] | None = None,
 ) -> tuple[int, State, str] | None:
     """A Python move killed after its k-th write (k = 1, 2, ... until it runs whole), on the
     first ``trials`` generated states, against the reference killed after any number of its
     writes: the first (k, state, difference) where what the learner's move leaves is nothing
     the reference can leave after a crash (shown against the reference killed after its k-th
     write), or None. A crash between two separate commands is what a two-step move is exposed
-    to; a MULTI/EXEC (a pipeline) is one command, never split."""
+    to; a MULTI/EXEC (a pipeline) is one command, never split. The difference's reads and
+    commands go to ``seen``, when given (the feedback's picture)."""
     assert move.python is not None
     inner = move.python
 
-    def judge_pair(state: State, k: int, k2: int | None) -> tuple[str | None, bool]:
+    def judge_pair(state: State, k: int, k2: int | None, trace: bool = False) -> tuple[str | None, bool]:
+        nonlocal last
         ran_whole = [True]
 
         def run(answer: Any, c: Any, q: Queue, st: State) -> None:
@@ -636,8 +677,13 @@ def crash_difference(
                 if answer is learner:
                     ran_whole[0] = False
 
-        verdict = Judge(client, replace(move, python=run, reply=None), learner, reference, lesson).differ(state)
+        pair = Judge(client, replace(move, python=run, reply=None), learner, reference, lesson)
+        pair.trace = trace
+        verdict = pair.differ(state)
+        last = verdict.seen
         return verdict.difference, ran_whole[0]
+
+    last: evidence.Sides | None = None
 
     for state in generated(move, trials=trials)[1:]:
         for k in range(1, most + 1):
@@ -645,6 +691,13 @@ def crash_difference(
             if difference is not None and all(
                 judge_pair(state, k, k2)[0] is not None for k2 in [*range(0, most + 1), None] if k2 != k
             ):
+                if seen is not None:  # once more, its commands logged: the run the feedback shows
+                    traced, _whole = judge_pair(state, k, k, trace=True)
+                    if traced is not None and last is not None:
+                        difference = traced
+                        after = f"killed after its write {k}"
+                        last.titles = (f"your move, {after}", f"the reference, {after}")
+                        seen.append(last)
                 return k, state, difference
             if whole:
                 break  # it ran to its end: no later write to crash before
@@ -721,13 +774,20 @@ def judge(
     seed: int = SEED,
 ) -> Verdict:
     """Run both moves on ``trials`` generated states (fixed ``seed``); the first difference,
-    shrunk, or a Verdict with no difference."""
+    shrunk, or a Verdict with no difference. The shrunk state is run once more with each move's
+    commands logged (:func:`evidence.traced`), and that run is the verdict: its line, and the
+    reads and commands its picture shows."""
     j = Judge(client, move, learner_source, reference_source, lesson)
     candidates = generated(move, trials=trials, seed=seed)
     for n, state in enumerate(candidates, start=1):
         verdict = j.differ(state)
         if verdict.difference is not None:
             verdict = _shrink(j, verdict)
+            if verdict.error is None:  # once more, commands logged: the run its ✗ line and picture come from
+                j.trace = True
+                traced = j.differ(verdict.state)
+                if traced.difference is not None and traced.error is None:
+                    verdict = traced
             verdict.tried = n
             return verdict
     return Verdict(None, tried=len(candidates))
@@ -795,6 +855,7 @@ def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move",
         )
         return verdict
     assert verdict.state is not None
+    run.show(verdict.seen)
     if verdict.refused_key is not None:
         run.fail(
             "contract", "key-outside-namespace", error=_first_line(verdict.error or Exception(verdict.refused_key))

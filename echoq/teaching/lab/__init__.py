@@ -10,7 +10,9 @@ One small package per panel, each with its model (traitlets, no widgets), its fi
 * :mod:`~echoq.teaching.lab.delivery` -- at-least-once delivery, effects, the fence;
 * :mod:`~echoq.teaching.lab.reap` -- leases on the server's clock, the stalled check, the race;
 * :mod:`~echoq.teaching.lab.fleet` -- workers on a beat, kills, the truth about loss;
-* :mod:`~echoq.teaching.lab.race` -- every interleaving of two reapers, run on the server.
+* :mod:`~echoq.teaching.lab.race` -- every interleaving of two reapers, run on the server;
+* :mod:`~echoq.teaching.lab.judged` -- not a panel: the picture in an exercise's feedback of the
+  run it rejected (drawn when the feedback is shown).
 
 Shared: :mod:`.model` (the model base, frames from one snapshot), :mod:`.frames` (frames,
 the paths a move lit), :mod:`.figure` (places, markers, tweening), :mod:`.player`

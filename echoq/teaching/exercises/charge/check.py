@@ -186,7 +186,9 @@ class _Orders:
         """The dead or frozen holder's lease runs out (fast-forwarded: nothing else is active) and
         the real reaper returns the job to pending."""
         fast_forward(self.queue)
+        self.run.event("the clock", "lease over", self.queue)
         self.queue.reap()
+        self.run.event("the reaper", "reaps", self.queue)
 
     def deliver(self, charge_order: ChargeOrder, what: str, **at: Any) -> processes.Child:
         child = processes.spawn(deliver, self.queue, self.bank, charge_order, name="a worker", **at)

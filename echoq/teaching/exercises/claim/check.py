@@ -194,6 +194,7 @@ def check_claim_script(run: Run, source: str) -> None:
 
     # 3. A reaper on another connection, while A's lease should still run; then after it ran out.
     now, moved = queue.reap_once()
+    run.event("a reaper", "reaps", queue)
     if job in moved:
         run.fail(
             "lease",
@@ -204,7 +205,9 @@ def check_claim_script(run: Run, source: str) -> None:
             ms_after=max(0, now - before),
         )
     fast_forward(queue, LEASE_MS)  # as if the lease's whole length had passed on the server
+    run.event("the clock", "lease over", queue)
     _, moved = queue.reap_once()
+    run.event("a reaper", "reaps", queue)
     reaped_row = queue.job(job)
     if job not in moved and reaped_row is not None and reaped_row.reason == "corrupt":
         run.fail(

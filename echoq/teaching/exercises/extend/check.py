@@ -265,8 +265,10 @@ class _Scene:
         b = self.queue.claim(lease_ms=30_000)
         if b is not None:
             self.takeovers += 1
+            self.run.event("the other worker", "claims", self.queue)
             apply_every(self.effects, b.job_id, "the report (other worker)")
             self.queue.complete(b)
+            self.run.event("the other worker", "completes", self.queue)
 
     def play(self, child: processes.Child, seconds: float = 15, late_ms: int = 0) -> processes.Child:
         """Run the other worker beside ``child`` until it ends. A child frozen before an extend
@@ -468,6 +470,7 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
             scene.play(worker)
             raise RuntimeError(f"your worker should have frozen as its work ended: {worker!r}")
         fast_forward(scene.queue)  # frozen: its lease runs out while it sleeps
+        run.event("the clock", "lease over", scene.queue)
         scene.other_worker()
         frozen_since = worker.frozen_since
         worker.resume()

@@ -98,12 +98,7 @@ def check_lost_jobs(run: Run, lost: object) -> None:
     the server lost with ``lost`` (a collection of payloads)."""
     if lost is None:
         run.fail("answer", "no-answer", what="Put your answer in place of None: a list of payloads.")
-    if isinstance(lost, (int, float)) and not isinstance(lost, bool):
-        run.fail("answer", "a-count-not-the-jobs", answer=lost)
-    if isinstance(lost, str) or not isinstance(lost, Collection) or not all(isinstance(x, str) for x in lost):
-        run.fail("answer", "not-yet", what=f'Answer with a list of payloads such as ["job 4"], not {lost!r}.')
-    answer = set(lost)
-    queue = run.queue()
+    queue = run.queue()  # the scene first: whatever the answer, its feedback pictures what the server held
     ids = queue.enqueue_many(PAYLOADS)
     payload_of = dict(zip(ids, PAYLOADS, strict=True))
     effects = Effects(queue)
@@ -117,6 +112,11 @@ def check_lost_jobs(run: Run, lost: object) -> None:
     if not worker.killed or truth != {"job 2"}:  # the scene itself went wrong: say so, judge nothing
         raise RuntimeError(f"the lesson 01 scene did not play out: {worker!r}, lost {sorted(truth)}")
     run.good("scene", "The scene ran for real: the naive worker process was killed (SIGKILL) after its second pop.")
+    if isinstance(lost, (int, float)) and not isinstance(lost, bool):
+        run.fail("answer", "a-count-not-the-jobs", answer=lost)
+    if isinstance(lost, str) or not isinstance(lost, Collection) or not all(isinstance(x, str) for x in lost):
+        run.fail("answer", "not-yet", what=f'Answer with a list of payloads such as ["job 4"], not {lost!r}.')
+    answer = set(lost)
     show = ", ".join(sorted(truth))
     if answer == truth:
         run.good("answer", f"{show} was lost: in no key of the queue, its effect never ran.")

@@ -123,7 +123,8 @@ def _sweep_in_child(source: str, queue: Queue, max_stalled: int) -> None:
 
 def _sweep(run: Run, source: str, queue: Queue, max_stalled: int) -> None:
     """Run the learner's sweep (in a child: a script that never ends must not hang the check)."""
-    child = run.waited("runs", "Your sweep", processes.spawn(_sweep_in_child, source, queue, max_stalled), 15)
+    sweep = processes.spawn(_sweep_in_child, source, queue, max_stalled, name="your sweep")
+    child = run.waited("runs", "Your sweep", sweep, 15)
     if child.error is not None:
         run.code_failed("runs", "Your sweep", child)
 

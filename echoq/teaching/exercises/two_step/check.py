@@ -262,9 +262,11 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
     # The whole contract of both steps: against the reference's on generated queues.
     contract_step(run, MOVE, (read_expired, move_back), what="Your read_expired and move_back")
     reference = run.exercise.answer_from(run.exercise.solution)
-    crashed = crash_difference(run.client, MOVE, (read_expired, move_back), reference, run.exercise.lesson)
+    seen: list = []
+    crashed = crash_difference(run.client, MOVE, (read_expired, move_back), reference, run.exercise.lesson, seen=seen)
     if crashed is not None:
         k, state, difference = crashed
+        run.show(seen[-1] if seen else None)
         run.fail(
             "crash",
             "not-yet",
