@@ -356,7 +356,7 @@ def test_a_wrong_answer_nobody_listed_fails_on_the_difference_it_makes(key: str,
     head = answer.splitlines()[0]  # each file says in its first line what its feedback must name
     named = head.removeprefix("-- expect: ").removeprefix("# expect: ")
     assert named != head, f"{key}/wrong/{name} does not say what its feedback must name"
-    first = ex.judge(answer)  # judged again and again: tests/test_exercises_verdicts.py
+    first = ex.judge(answer)  # judged ten times by tools/verdicts.py: its verdict is the recorded one
     plain = first.misconception.name if first.misconception else None
     assert not first.ok and plain in ("differs-from-reference", "not-yet"), str(first)  # plain words, no name
     assert named in first.failed[1], first.failed[1]
