@@ -572,3 +572,26 @@ def test_a_count_deleted_equals_that_count_at_zero_and_nothing_else() -> None:
         assert differential._hash_difference(row, {name: "0"}, {}, {**before, name: "1"}, clock) is None, name
         assert differential._hash_difference(row, {}, {name: "2"}, {**before, name: "1"}, clock) is not None, name
     assert differential._hash_difference(row, {}, {"payload": ""}, before, clock) is not None  # a text is no count
+
+
+def test_the_judges_fixed_time_is_what_a_move_reads_however_it_asks(valkey_client) -> None:
+    """Both moves of a differential run read one fixed TIME: as a call, indexed, unpacked, as a
+    statement of its own, by pcall, or by a command name in a variable; a command's error is
+    still reported on the learner's own line."""
+    from echoq.teaching.exercises import fixed_time
+
+    reply = [str(fixed_time.SECONDS), str(fixed_time.MICROS)]
+    script = (
+        "redis.call('TIME')\n"
+        "local a = redis.call('TIME')[1]\n"
+        'local b, c = unpack(redis.pcall("time"))\n'
+        "local name = 'TIME'\n"
+        "local d = redis.call(name)\n"
+        "return {a, c, d[1], d[2], redis.call('PING')}\n"
+    )
+    assert valkey_client.eval(fixed_time.lua(script), 0) == [*reply, *reply, "PONG"]
+    failing = "local a = redis.call('TIME')\nlocal b = 2\nredis.call('ZADD', 'x')\n"
+    with pytest.raises(Exception, match="@user_script:3"):
+        valkey_client.eval(fixed_time.lua(failing), 0)
+    seconds, micros = fixed_time.Client(valkey_client).time()
+    assert seconds * 1000 + micros // 1000 == fixed_time.NOW_MS
