@@ -235,7 +235,7 @@ def _learner_edits(body: str, kind: str, constants: list[str]) -> Iterator[tuple
         for shifted in ("':job:'", "'job'"):
             yield "key prefix shifted", body[: match.start()] + shifted + body[match.end() :]
     # a unit slip: milliseconds, seconds and microseconds taken for one another
-    for match in re.finditer(r"\s*([*/])\s*1000\b", body):
+    for match in re.finditer(r"\s*(//|[*/])\s*1000\b", body):
         yield "unit slip", body[: match.start()] + body[match.end() :]
         yield "unit slip", body[: match.start()] + f" {match.group(1)} 1000000" + body[match.end() :]
     # an optional argument dropped
