@@ -149,8 +149,7 @@ BROWSER_MODULES = {
 # them both jobs end at about the same time: the one left running alone at the end would
 # leave a core partly idle.
 WITH_BROWSER_JOB = {
-    "tests/test_exercises.py", "tests/test_exercises_verdicts.py", "tests/test_workshop_people.py",
-    "notebooks/07_beyond_one_server.ipynb",
+    "tests/test_exercises.py", "tests/test_workshop_people.py", "notebooks/07_beyond_one_server.ipynb",
 }  # fmt: skip
 
 
@@ -174,7 +173,7 @@ def needs_server(item: pytest.Item) -> bool:
 # left of the file's time.
 SECONDS = {
     "test_exercises.py": 94, "test_lab.py": 71, "test_worker.py": 43, "test_bench_latency.py": 26,
-    "test_exercises_verdicts.py": 35, "test_mutants.py": 6,
+    "test_mutants.py": 6,
     "test_cluster.py": 21, "test_lab_truth.py": 20, "test_server.py": 16, "test_validation.py": 15,
     "test_lab_pictures.py": 15, "test_workshop_browser.py": 12, "test_workshop_people.py": 12, "test_chaos.py": 12,
     "test_layers.py": 10, "test_queue.py": 10, "test_habits.py": 10, "test_workshop.py": 9,

@@ -432,7 +432,7 @@ def test_a_wrong_answer_nobody_listed_fails_on_the_difference_it_makes(key: str,
     head = answer.splitlines()[0]  # each file says in its first line what its feedback must name
     named = head.removeprefix("-- expect: ").removeprefix("# expect: ")
     assert named != head, f"{key}/wrong/{name} does not say what its feedback must name"
-    first = ex.judge(answer)  # judged again and again: tests/test_exercises_verdicts.py
+    first = ex.judge(answer)  # judged ten times by tools/verdicts.py: its verdict is the recorded one
     plain = first.misconception.name if first.misconception else None
     assert not first.ok and plain in ("differs-from-reference", "not-yet"), str(first)  # plain words, no name
     assert named in first.failed[1], first.failed[1]
@@ -553,10 +553,11 @@ def test_a_sample_of_mutants_of_each_solution_is_killed() -> None:
     mutants = importlib.util.module_from_spec(spec)
     sys.modules["mutants"] = mutants  # its dataclasses look their module up there
     spec.loader.exec_module(mutants)
+    client = echoq.connect()
     for key, ex in EXERCISES.items():
         if ex.kind == "value" or key in ("loop", "extend", "charge"):
             continue  # seconds per mutant: the tool's full run covers them
-        made = mutants.mutants(ex.solution, ex.kind)
+        made = [m for m in mutants.mutants(ex.solution, ex.kind) if mutants._compiles(m.text, ex.kind, client)]
         sample = [m for m in made if (key, m.name) not in mutants.EQUIVALENT][::6]
         assert sample
         for m in sample:
@@ -649,3 +650,26 @@ def test_a_count_deleted_equals_that_count_at_zero_and_nothing_else() -> None:
         assert differential._hash_difference(row, {name: "0"}, {}, {**before, name: "1"}, clock) is None, name
         assert differential._hash_difference(row, {}, {name: "2"}, {**before, name: "1"}, clock) is not None, name
     assert differential._hash_difference(row, {}, {"payload": ""}, before, clock) is not None  # a text is no count
+
+
+def test_the_judges_fixed_time_is_what_a_move_reads_however_it_asks(valkey_client) -> None:
+    """Both moves of a differential run read one fixed TIME: as a call, indexed, unpacked, as a
+    statement of its own, by pcall, or by a command name in a variable; a command's error is
+    still reported on the learner's own line."""
+    from echoq.teaching.exercises import fixed_time
+
+    reply = [str(fixed_time.SECONDS), str(fixed_time.MICROS)]
+    script = (
+        "redis.call('TIME')\n"
+        "local a = redis.call('TIME')[1]\n"
+        'local b, c = unpack(redis.pcall("time"))\n'
+        "local name = 'TIME'\n"
+        "local d = redis.call(name)\n"
+        "return {a, c, d[1], d[2], redis.call('PING')}\n"
+    )
+    assert valkey_client.eval(fixed_time.lua(script), 0) == [*reply, *reply, "PONG"]
+    failing = "local a = redis.call('TIME')\nlocal b = 2\nredis.call('ZADD', 'x')\n"
+    with pytest.raises(Exception, match="@user_script:3"):
+        valkey_client.eval(fixed_time.lua(failing), 0)
+    seconds, micros = fixed_time.Client(valkey_client).time()
+    assert seconds * 1000 + micros // 1000 == fixed_time.NOW_MS

@@ -13,13 +13,17 @@ share masked -- JOB ids (minted afresh each run), scratch queue names, and quant
 measured rather than fixed (a time on the server's clock, a duration in ms or s, a count of
 commands, a rate). Everything
 else of the line must be the same on every run. With ``--record`` each answer's verdict is
-written to tools/verdicts.json (only when no answer's verdict changed): every judgement in the
-test suite is then compared with it (tests/test_exercises.py, tests/test_exercises_verdicts.py).
+written to tools/verdicts.json (only when no answer's verdict changed), with how many times
+each exercise's answers were judged and the digest of the code that judged them
+(``exercises.judging_digest``): the suite compares every judgement it makes with the record
+(tests/test_exercises.py), and fails when the record was made from fewer than 10 runs, or
+before that code last changed (tests/test_exercises_verdicts.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import re
@@ -29,6 +33,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = Path(__file__).resolve().parent / "verdicts.json"  # each answer's verdict, as --record last found it
@@ -137,6 +142,11 @@ def recorded() -> dict[tuple[str, str], Verdict]:
     }
 
 
+def recorded_runs() -> dict[str, dict[str, Any]]:
+    """How each exercise's verdicts were recorded: exercise -> {runs, digest, date, commit}."""
+    return json.loads(RECORD.read_text())["exercises"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("keys", nargs="*", help="exercises (default: all)")
@@ -162,11 +172,22 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(moved)} changed verdict"
     )
     if args.record and not moved:
-        kept = {} if not args.keys or not RECORD.exists() else recorded()  # the other exercises' verdicts stay
-        kept = {answer: v for answer, v in kept.items() if answer[0] not in args.keys}
+        from echoq.teaching.exercises import judging_digest
+
+        keep = bool(args.keys) and RECORD.exists()  # the other exercises' verdicts stay
+        kept = {answer: v for answer, v in (recorded() if keep else {}).items() if answer[0] not in args.keys}
         kept.update({answer: verdicts[0] for answer, verdicts in seen.items()})
+        runs = {key: info for key, info in (recorded_runs() if keep else {}).items() if key not in args.keys}
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+        made = {
+            "runs": args.times,
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": head.stdout.strip() or "unknown",
+        }
+        runs.update({key: {**made, "digest": judging_digest(key)} for key in sorted({k for k, _ in seen})})
         rows = [[key, label, *verdict] for (key, label), verdict in sorted(kept.items())]
-        RECORD.write_text(json.dumps({"verdicts": rows}, indent=0, ensure_ascii=False) + "\n")
+        record = {"exercises": dict(sorted(runs.items())), "verdicts": rows}
+        RECORD.write_text(json.dumps(record, indent=0, ensure_ascii=False) + "\n")
         print(f"recorded in {RECORD}")
     return 1 if moved else 0
 

@@ -30,6 +30,7 @@ misconceptions and its check).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -100,6 +101,7 @@ __all__ = [
     "deliver",
     "discover",
     "example",
+    "judging_digest",
     "long_job",
     "race",
     "race_atomic",
@@ -143,3 +145,19 @@ def catalogue_markdown() -> str:
         caught = "; ".join(f"*{m.title}*" for m in ex.misconceptions)
         rows.append(f"| {ex.lesson} | {ex.title} (`{ex.check.__name__}`) | {caught} |")
     return "\n".join(rows)
+
+
+def judging_digest(key: str) -> str:
+    """A digest of the code that judges exercise ``key``: its folder (check, stub, solution,
+    the answers in right/ and wrong/), this package's modules (the feedback, the differential
+    judge, its fixed time) and the harness its checks run answers in (``processes``). The
+    records made from many runs of the checks (tools/verdicts.json, tools/mutants.json) carry
+    it, so the suite can tell a record made before that code changed."""
+    folder = EXERCISES[key].folder
+    assert folder is not None, key
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    files += sorted(HERE.glob("*.py")) + [HERE.parent / "processes.py"]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(HERE.parent).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]

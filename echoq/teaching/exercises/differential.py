@@ -12,18 +12,19 @@ key, the field or member, both values, and what that part of the queue is for.
 
 The states are generated from a fixed seed (the same answer always meets the same states
 in the same order): several jobs in every place a job can be, prior attempts and stall
-counts, expired and live leases, dead and done jobs, JOB ids at the edges of their
+counts, expired and live leases (some with their deadline exactly on the server's now, or
+1 ms after it), dead and done jobs, JOB ids at the edges of their
 alphabet, and queue names that contain the sets' own words (``pending-orders``), which a
 row key built by substitution gets wrong. A failing state is then shrunk (jobs removed,
 counts lowered, while the difference stays) so the line is about the smallest state that
 shows it.
 
-Tolerance: none, except for a time the move reads from the server's clock (``TIME``). The
-two moves run a few milliseconds apart, so a value the reference derives from its clock
-(a lease deadline, a time of death or of completion) is accepted from the learner when it
-falls in the same place relative to the learner's run: between the server's time just
-before and just after the learner's move, shifted as the reference's is. A clock truncated
-to whole seconds, or a clock read on the client, falls outside that window.
+Tolerance: none. Both moves read one fixed server time (:mod:`.fixed_time`: ``TIME``
+answers the same to each, and the states are built around it), so a value the reference
+derives from its clock (a lease deadline, a time of death or of completion) must be the
+same millisecond in the learner's keys: microseconds divided by 999 or 1001, a clock
+truncated to whole seconds, or a clock read on the client is off, and shown by how much.
+(Only a fraction of a millisecond left unrounded passes: no reader compares finer.)
 
 A field of a row that neither the state before nor the reference's move has (a learner's
 own ``claimed_ms``) is allowed, and so are a row's free-text fields (``reason``, ``error``)
@@ -44,10 +45,10 @@ from typing import Any
 import redis
 
 from ... import scripts
-from ...clock import server_now_ms
 from ...errors import PermissionDenied
 from ...queue import Queue, _text
 from .. import evidence, learner
+from . import fixed_time
 
 __all__ = ["Job", "Move", "State", "Trial", "Verdict", "compare", "judge", "states"]
 
@@ -84,6 +85,7 @@ class Job:
     attempts: int = 0  # tries counted toward max_attempts
     stalled: int = 0
     expired: bool = False  # for an active job: its lease has run out
+    edge: bool = False  # for an active job: its deadline on the server's now (expired) or 1 ms after it
     payload: str = "work"
     token: int = 0  # the fencing token: at least attempts (a release gives a try back, never a token)
 
@@ -100,9 +102,18 @@ class State:
 
     def describe(self) -> str:
         places = [f"{sum(j.place == p for j in self.jobs)} {p}" for p in PLACES if any(j.place == p for j in self.jobs)]
-        expired = sum(j.place == "active" and j.expired for j in self.jobs)
-        if expired:
-            places = [f"{p} ({expired} with its lease run out)" if p.endswith(" active") else p for p in places]
+        active = [j for j in self.jobs if j.place == "active"]
+        notes = [
+            f"{n} {what}"
+            for n, what in (
+                (sum(j.expired and not j.edge for j in active), "with its lease run out"),
+                (sum(j.expired and j.edge for j in active), "with its deadline exactly on the server's now"),
+                (sum(j.edge and not j.expired for j in active), "with its deadline 1 ms after the server's now"),
+            )
+            if n
+        ]
+        if notes:
+            places = [f"{p} ({', '.join(notes)})" if p.endswith(" active") else p for p in places]
         jobs = ", ".join(places) or "no jobs"
         extra = "".join(f", {k} {v}" for k, v in self.params)
         call = f", called for {self.caller[0]} with token {self.caller[1]}" if self.caller[0] else ""
@@ -170,6 +181,7 @@ def states(rng: random.Random, size: int, *, places: Sequence[str] = PLACES) -> 
             token=attempts + rng.choice((0, 0, 0, 1, 2)),
             stalled=rng.choice((0, 0, 1, 2, 3)),
             expired=place == "active" and rng.random() < 0.5,
+            edge=place == "active" and rng.random() < 0.3,
             payload=rng.choice(("work", "", "card-7 2500", "pending", '{"n": 1}')),
         )
         jobs.setdefault(job.id, job)
@@ -181,9 +193,10 @@ def _build(queue: Queue, state: State, now: int) -> None:
     k = queue.keys
     pipe = queue.client.pipeline(transaction=False)
     for job in state.jobs:
+        lease = (0 if job.expired else 1) if job.edge else (-60_000 if job.expired else 600_000)
         score = {
             "pending": 0,
-            "active": now - 60_000 if job.expired else now + 600_000,
+            "active": now + lease,
             "scheduled": now + 300_000,
             "dead": now - 120_000,
             "done": now - 180_000,
@@ -304,7 +317,8 @@ def _glob(text: str) -> str:
 
 
 class _Clock:
-    """The server's time around each of the two runs, to judge a value read from TIME."""
+    """The server's time of each of the two runs (the judge's fixed time: one and the same),
+    to judge and show a value derived from TIME."""
 
     def __init__(self, mine: Trial, theirs: Trial, base: int) -> None:
         self.mine, self.theirs, self.base = mine, theirs, base
@@ -316,22 +330,20 @@ class _Clock:
             return str(learner) == str(reference)
         if reference < 10**12:  # not a time in ms: exact
             return False
-        offset = reference - self.theirs.before  # where the reference put it, from its run's start
-        spread = self.theirs.after - self.theirs.before  # how far into its run it read TIME, at most
-        low = self.mine.before + offset - spread - 1
-        high = self.mine.after + offset + 1
-        return low <= learner <= high
+        return abs(learner - reference) < 1  # the same millisecond of the one fixed TIME
 
     def show(self, value: Any, trial: Trial) -> str:
         """A value as the learner can read it: a time relative to the server's time at the move."""
         if isinstance(value, int | float) and not isinstance(value, bool) and value >= 10**12:
-            if trial.before - 1 <= value <= trial.after + 1:
-                return "the server's time at the move"
             offset = value - trial.before
-            sign = "+" if offset > 0 else "-"
-            if abs(offset) < 60_000:  # to 10 ms: the move read TIME somewhere inside its run
-                return f"the server's time at the move {sign} about {round(abs(offset), -1):,.0f} ms"
-            return f"the server's time at the move {sign} about {abs(offset) / 1000:,.0f} s"
+            if offset == 0:
+                return "the server's time at the move"
+            sign, size = "+" if offset > 0 else "-", abs(offset)
+            if size >= 60_000 and size % 1000 == 0:
+                shown = f"{size // 1000:,.0f} s"
+            else:
+                shown = f"{size:,.0f} ms" if size == int(size) else f"{size:,.1f} ms"
+            return f"the server's time at the move {sign} {shown}"
         if isinstance(value, float):
             return f"{value:g}"
         return repr(value) if isinstance(value, str) else str(value)
@@ -512,22 +524,22 @@ class Judge:
     def _run(self, source: str, queue: Queue, state: State) -> Trial:
         k = queue.keys
         keys = [k.prefix + "job:" + state.caller[0] if name == "row" else getattr(k, name) for name in self.move.keys]
-        trial = Trial(before=server_now_ms(self.client))
+        trial = Trial(before=fixed_time.NOW_MS, after=fixed_time.NOW_MS)
         replies = []
         try:
             for _ in range(self.move.calls):
                 if self.move.python is not None:
-                    client = evidence.Tracing(self.client, trial.log) if self.trace else self.client
+                    client = fixed_time.Client(self.client)
+                    client = evidence.Tracing(client, trial.log) if self.trace else client
                     replies.append(self.move.python(source, client, queue, state))
                 else:
-                    replies.append(self._script(source, keys, self.move.argv(state), trial))
+                    replies.append(self._script(fixed_time.lua(source), keys, self.move.argv(state), trial))
         except (redis.ResponseError, PermissionDenied) as exc:
             trial.error = exc
         except Exception as exc:  # a Python move's own error is the learner's code failing
             if self.move.python is None:
                 raise
             trial.error = exc
-        trial.after = server_now_ms(self.client)
         trial.reply = [_normal(r) for r in replies]
         return trial
 
@@ -552,7 +564,7 @@ class Judge:
         mine_q, theirs_q = self._queue("a", state.tail), self._queue("b", state.tail)
         self._state = state
         try:
-            now = server_now_ms(self.client)
+            now = fixed_time.NOW_MS  # the time both moves read from TIME
             _build(mine_q, state, now)
             _build(theirs_q, state, now)
             before = keyspace(self.client, theirs_q.keys.prefix, self._keys(theirs_q))

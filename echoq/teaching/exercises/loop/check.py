@@ -46,6 +46,7 @@ LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2
 
 
 RECOVERY_MS = 1_500  # a beat must bring an expired lease back within this (ample on a loaded machine)
+LONGEST_LEASE_MS = 5_000  # a crashed worker's job held longer than this is a lease nobody waits out
 # Idle, a loop spins when it sends its next command within QUICK_PAUSE_S of a reply after at
 # least SPIN_SHARE of its replies (its own time, apart from the network's and the server's): a
 # loop that sleeps 1 ms or more after an empty claim waits that long after nearly every
@@ -391,7 +392,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     survivor = next(w for w in pair if not w.killed)
     dying = ids[0]
     snap = queue.snapshot()
-    if dying in snap.active and snap.active[dying] - snap.now_ms > 5_000:
+    if dying in snap.active and snap.active[dying] - snap.now_ms > LONGEST_LEASE_MS:
         run.fail("crash", "lease-too-long", job=dying, lease_s=(snap.active[dying] - snap.now_ms) / 1000)
     expires = snap.active.get(dying, snap.now_ms)
 
