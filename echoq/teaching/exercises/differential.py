@@ -521,6 +521,19 @@ class Judge:
                 pass
         self._made.clear()
 
+    def sweep(self) -> None:
+        """Once the judgement is over, on a server too big to SCAN on every trial: one SCAN
+        for what a move wrote under this judge's queue names that no known key covers (a
+        row key with its prefix cut short), so a wrong answer leaves nothing behind."""
+        if self.scan:
+            return
+        mine = learner.queue_name(f"d{self.lesson}-{os.getpid() % 100_000}-")
+        try:
+            for key in self.client.scan_iter(match=f"*{mine}*", count=1_000):
+                self.client.delete(key)
+        except Exception:  # cleaning up must never hide the verdict
+            pass
+
     def _run(self, source: str, queue: Queue, state: State) -> Trial:
         k = queue.keys
         keys = [k.prefix + "job:" + state.caller[0] if name == "row" else getattr(k, name) for name in self.move.keys]
@@ -791,18 +804,21 @@ def judge(
     reads and commands its picture shows."""
     j = Judge(client, move, learner_source, reference_source, lesson)
     candidates = generated(move, trials=trials, seed=seed)
-    for n, state in enumerate(candidates, start=1):
-        verdict = j.differ(state)
-        if verdict.difference is not None:
-            verdict = _shrink(j, verdict)
-            if verdict.error is None:  # once more, commands logged: the run its ✗ line and picture come from
-                j.trace = True
-                traced = j.differ(verdict.state)
-                if traced.difference is not None and traced.error is None:
-                    verdict = traced
-            verdict.tried = n
-            return verdict
-    return Verdict(None, tried=len(candidates))
+    try:
+        for n, state in enumerate(candidates, start=1):
+            verdict = j.differ(state)
+            if verdict.difference is not None:
+                verdict = _shrink(j, verdict)
+                if verdict.error is None:  # once more, commands logged: the run its ✗ line and picture come from
+                    j.trace = True
+                    traced = j.differ(verdict.state)
+                    if traced.difference is not None and traced.error is None:
+                        verdict = traced
+                verdict.tried = n
+                return verdict
+        return Verdict(None, tried=len(candidates))
+    finally:
+        j.sweep()
 
 
 def _shrink(j: Judge, verdict: Verdict) -> Verdict:
