@@ -136,11 +136,13 @@ def split_payload_cap(url: str) -> tuple[str, int | None]:
     none): the payload cap of a server whose scripts were loaded for it (a workshop's class
     server; see :mod:`echoq.scripts.registry`). A value that is not a whole number is refused
     in one line, with the password hidden."""
-    parts = urlsplit(url)
-    if not parts.query:
+    # Split by hand: urlsplit().geturl() drops the empty host of unix:///path, which
+    # redis-py then reads as a relative path.
+    base, _, query = url.partition("?")
+    if not query:
         return url, None
     kept, cap = [], None
-    for item in parts.query.split("&"):
+    for item in query.split("&"):
         name, _, value = item.partition("=")
         if name != PAYLOAD_CAP:
             kept.append(item)
@@ -151,7 +153,7 @@ def split_payload_cap(url: str) -> tuple[str, int | None]:
             )
         else:
             cap = int(value)
-    return parts._replace(query="&".join(kept)).geturl(), cap
+    return base + ("?" + "&".join(kept) if kept else ""), cap
 
 
 def connection_settings(client: Client) -> dict:

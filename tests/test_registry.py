@@ -66,6 +66,10 @@ def test_a_servers_payload_cap_is_its_own_variant_named_by_its_url() -> None:
     url = "redis://ada:pw@127.0.0.1:6379/0?payload_bytes=65536"
     assert split_payload_cap(url) == ("redis://ada:pw@127.0.0.1:6379/0", 65536)
     assert split_payload_cap("redis://h:1/0") == ("redis://h:1/0", None)
+    # the user server's URL keeps its three slashes and its other parameters
+    sock = "unix:///home/ada/.local/share/echoq/valkey.sock"
+    assert split_payload_cap(f"{sock}?password=pw") == (f"{sock}?password=pw", None)
+    assert split_payload_cap(f"{sock}?password=pw&payload_bytes=65536") == (f"{sock}?password=pw", 65536)
     with pytest.raises(echoq.ServerUnavailable, match="payload cap must be a whole number") as bad:
         split_payload_cap("redis://ada:secret@h:1/0?payload_bytes=lots")
     assert "secret" not in str(bad.value)

@@ -95,7 +95,9 @@ def test_only_its_user_can_open_it_and_it_has_no_tcp_port(home: Path) -> None:
     assert started.password not in server.describe(client) and "the user server" in server.describe(client)
     with pytest.raises(redis.AuthenticationError):
         redis.Redis(unix_socket_path=str(started.socket), retry=Retry(NoBackoff(), 0)).ping()
-    assert echoq_cli("server", "url").stdout.strip() == started.url
+    url = echoq_cli("server", "url").stdout.strip()
+    assert url == started.url
+    assert echoq.connect(url).ping()  # the URL it prints is one the library takes as VALKEY_URL
 
 
 def test_two_processes_starting_at_once_get_one_server_and_the_kit_chooses_a_throwaway_one(home: Path) -> None:
