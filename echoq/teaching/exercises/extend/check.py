@@ -383,11 +383,20 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
         (_first_extension, "right after an extension"),
         (_final_extension, "right after the extension it made once the work was done"),
     ):
-        scene = _Scene(run)
-        worker = processes.spawn(long_job, scene.queue, extend_lease, kill_at=kill_at(), name="your worker")
-        run.waited("runs", "Your extend_lease", worker, 15)
-        if worker.error is not None:
-            run.code_failed("runs", "Your extend_lease", worker)
+        # A lease that ran out before the kill (a busy machine held the worker back past it)
+        # tells nothing about how far the extension reached: the scene is played again once.
+        for _try in range(2):
+            scene = _Scene(run)
+            worker = processes.spawn(long_job, scene.queue, extend_lease, kill_at=kill_at(), name="your worker")
+            run.waited("runs", "Your extend_lease", worker, 15)
+            if worker.error is not None:
+                run.code_failed("runs", "Your extend_lease", worker)
+            if not worker.killed:
+                break
+            snap = scene.queue.snapshot()
+            ahead = snap.active.get(scene.job, snap.now_ms) - snap.now_ms
+            if ahead > 0:
+                break
         if not worker.killed:
             if kill_at is _final_extension:
                 continue  # it asks nothing once the work is done (the frozen scene judges that)
@@ -398,8 +407,6 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
                 "(a q.extend, or a ZADD to the active set) during its whole job, though in the scene before it kept "
                 "its lease.",
             )
-        snap = scene.queue.snapshot()
-        ahead = snap.active.get(scene.job, snap.now_ms) - snap.now_ms
         if ahead > LEASE_MS + LEASE_SLACK_MS:
             run.fail("killed", "extends-too-far", ahead_s=ahead / 1000, when=when)
     run.good(
