@@ -183,6 +183,22 @@ def exercise_panel(pg, scope, name: str) -> None:
     poll(lambda: readout.inner_text() != current, what=f"the readout after Enter on {tab_to!r}")
 
 
+def answers_a_click(pg, scope, name: str) -> None:
+    """A panel is drawn, and its move answers a click: the readout says what the move did."""
+    marker, move, _tabs = PANELS[name]
+    panel = scope.locator(".jp-OutputArea-output").filter(has=pg.get_by_text(marker, exact=True)).first
+    panel.wait_for(timeout=120_000)
+    panel.scroll_into_view_if_needed()
+    readout = panel.locator("[role=status]").first
+    canvas = panel.locator(".jupyter-matplotlib-figure canvas").first
+    canvas.wait_for(timeout=60_000)
+    poll(lambda: (box := canvas.bounding_box()) and box["width"] > 400, what=f"the {name} canvas to get its size")
+    poll(lambda: "live" in readout.inner_text() and "animating" not in readout.inner_text(), what="a settled panel")
+    before = words(readout)
+    button(panel, move).click()
+    poll(lambda: words(readout) != before, what=f"the {name} readout after {move!r}")
+
+
 def test_the_four_panels_in_jupyterlab(page, lab_server) -> None:  # noqa: F811
     """present.ipynb in JupyterLab: run all, then drive each panel with mouse and keyboard."""
     scope = open_in_lab(page, lab_server, "notebooks/present.ipynb")
@@ -195,7 +211,7 @@ def test_the_four_panels_in_jupyterlab(page, lab_server) -> None:  # noqa: F811
 
 
 def test_the_four_panels_in_voila(page, valkey_for_kernels) -> None:  # noqa: F811
-    """`make present` in Voila: the panels without code, driven the same way."""
+    """`make present` in Voila: the panels without code, each live; one driven as in JupyterLab."""
     if not (NOTEBOOKS / "present.ipynb").is_file():
         pytest.skip("notebooks/present.ipynb not present")
     voila, command = start_present(kernel_env(valkey_for_kernels))
@@ -204,8 +220,13 @@ def test_the_four_panels_in_voila(page, valkey_for_kernels) -> None:  # noqa: F8
         # Voila runs the notebook before the page fires "load"; the wait below allows for that.
         page.goto(voila.url + "/", wait_until="commit")
         page.locator(".jupyter-matplotlib-figure canvas").nth(3).wait_for(timeout=120_000)
+        # The panels are the same widgets as in JupyterLab, where each is driven in full: here
+        # the Fleet (the busiest) is driven in full, and each other panel answers a click.
         for name in PANELS:
-            exercise_panel(page, page, name)
+            if name == "fleet":
+                exercise_panel(page, page, name)
+            else:
+                answers_a_click(page, page, name)
         # Voila shows the panels, never the code that builds them.
         assert page.get_by_text("from echoq.teaching.lab import").count() == 0
         assert page.get_by_text("ClaimLab()").count() == 0

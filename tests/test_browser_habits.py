@@ -1,12 +1,12 @@
 """A learner's habits, in JupyterLab through Chromium, on the lesson's own embedded server
 (no VALKEY_URL: the server is the kernel's child, as it is for a learner alone).
 
-Lesson 04 (it has a lab, demonstration cells and an exercise): Run All; a cell run twice in
-a row; interrupt a long cell, then go on (the server and its keys are still there); play
-with the Reap lab, then run the demonstration cell after it; Run All a second time (every
-code cell again, in order); save and reload the page: the lab is live, or its picture says
-it is a still one. Lesson 07: Restart & Run All. Every other lesson's cells are run a second
-time at kernel level (tests/support/rerun.py, on the kernel nbval ran the lesson on).
+Lesson 04 (it has a lab, demonstration cells and an exercise): Restart & Run All; a cell run
+twice in a row; interrupt a long cell, then go on (the server and its keys are still there);
+play with the Reap lab, then run the demonstration cell after it; Run All a second time
+(every code cell again, in order); save and reload the page: the lab is live, or its picture
+says it is a still one. Every lesson's cells are run a second time at kernel level as well
+(tests/support/rerun.py, on the kernel nbval ran the lesson on).
 """
 
 from __future__ import annotations
@@ -149,8 +149,12 @@ def opened(pg):
 def test_lesson_04_survives_a_learners_habits(page, solo_lab) -> None:  # noqa: F811
     pg = page
     panel = open_lesson(pg, solo_lab, "notebooks/04_stalled_recovery.ipynb")
-    command(pg, "notebook:run-all-cells")
-    poll(lambda: settled(pg), 180, what="Run All", describe=lambda: errors(pg))
+    command(pg, "notebook:restart-run-all")
+    dialog = pg.locator(".jp-Dialog")
+    dialog.wait_for(timeout=30_000)
+    dialog.locator("button.jp-mod-accept").click()  # "Restart"
+    poll(lambda: any(c["count"] is None for c in cells(pg) if c["type"] == "code"), 60, what="the restart")
+    poll(lambda: settled(pg), 180, what="Restart & Run All", describe=lambda: errors(pg))
     assert errors(pg) == []
 
     # A demonstration cell run twice in a row: the second run does its thing, or says in one
@@ -204,22 +208,3 @@ def test_lesson_04_survives_a_learners_habits(page, solo_lab) -> None:  # noqa: 
     shown = lab_text(pg, index_of(pg, "lab = ReapLab("))
     assert "step the reap" in shown or STILL in shown, shown[:300]  # live, or says it is still
     save_screenshot(pg.screenshot(), "habits-after-reload.png")
-
-
-def test_lesson_07_restart_and_run_all(page, solo_lab) -> None:  # noqa: F811
-    pg = page
-    open_lesson(pg, solo_lab, "notebooks/07_beyond_one_server.ipynb")
-    command(pg, "notebook:restart-run-all")
-    dialog = pg.locator(".jp-Dialog")
-    dialog.wait_for(timeout=30_000)
-    dialog.locator("button.jp-mod-accept").click()  # "Restart"
-    poll(lambda: any(c["count"] is None for c in cells(pg) if c["type"] == "code"), 60, what="the restart")
-    poll(lambda: settled(pg), 300, what="Restart & Run All", describe=lambda: errors(pg))
-    assert errors(pg) == []
-    failover = index_of(pg, "late = orders.enqueue_many(")
-    said = pg.evaluate(
-        "i => window.jupyterapp.shell.currentWidget.content.widgets[i].model.outputs.toJSON()"
-        ".map(o => o.text || '').join('')",
-        failover,
-    )
-    assert "none lost, none dead" in said, said
