@@ -4,9 +4,8 @@ stays in its card, an arrow crosses no text."""
 
 from __future__ import annotations
 
-import itertools
-
 import matplotlib
+import numpy as np
 from matplotlib.path import Path
 from matplotlib.transforms import Bbox
 
@@ -34,8 +33,11 @@ def arrows_over_text(figure, drawn) -> list[str]:
         outline = arrow.get_transform().transform_path(arrow.get_path())  # in pixels, the head's outline too
         lines = [Path(p) for p in outline.to_polygons(closed_only=False)]
         reach = arrow.get_linewidth() * figure.dpi / 72 / 2  # half the line's width, in pixels
+        around = outline.get_extents()
         for text, box in drawn:
             near = Bbox.from_extents(box.x0 - reach, box.y0 - reach, box.x1 + reach, box.y1 + reach)
+            if not near.overlaps(around):  # far from the whole arrow: no segment of it can cross
+                continue
             if any(line.intersects_bbox(near, filled=False) for line in lines):
                 found.append(f"arrow {name!r} ({'lit' if arrow.get_linewidth() > 2 else 'dim'}) over {text!r}")
     return found
@@ -60,9 +62,10 @@ def collisions(figure) -> list[str]:
         w, h = page.width, page.height
         if box.x0 < x0 * w - SLACK_PX or box.x1 > x1 * w + SLACK_PX or box.y0 < y0 * h - SLACK_PX:
             found.append(f"runs out of its card: {card.get_text()!r}")
-    for (a, box_a), (b, box_b) in itertools.combinations(drawn, 2):
-        w = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
-        h = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
-        if w > SLACK_PX and h > SLACK_PX:
-            found.append(f"overlap: {a!r} and {b!r}")
+    if len(drawn) > 1:  # every pair at once: a text's box against every other's
+        x0, y0, x1, y1 = np.array([(b.x0, b.y0, b.x1, b.y1) for _t, b in drawn]).T
+        w = np.minimum.outer(x1, x1) - np.maximum.outer(x0, x0)
+        h = np.minimum.outer(y1, y1) - np.maximum.outer(y0, y0)
+        for i, j in zip(*np.nonzero(np.triu((w > SLACK_PX) & (h > SLACK_PX), k=1)), strict=True):
+            found.append(f"overlap: {drawn[i][0]!r} and {drawn[j][0]!r}")
     return found
