@@ -680,5 +680,46 @@ def test_the_judges_fixed_time_is_what_a_move_reads_however_it_asks(valkey_clien
     failing = "local a = redis.call('TIME')\nlocal b = 2\nredis.call('ZADD', 'x')\n"
     with pytest.raises(Exception, match="@user_script:3"):
         valkey_client.eval(fixed_time.lua(failing), 0)
-    seconds, micros = fixed_time.Client(valkey_client).time()
-    assert seconds * 1000 + micros // 1000 == fixed_time.NOW_MS
+    client = fixed_time.Client(valkey_client)
+    fixed = (fixed_time.SECONDS, fixed_time.MICROS)
+    assert client.time() == client.execute_command("TIME") == fixed
+    # In a pipeline, with MULTI or without, TIME keeps its place among the replies.
+    for transaction in (True, False):
+        with client.pipeline(transaction=transaction) as pipe:
+            assert pipe.ping().time().execute_command("time").echo("x").execute() == [True, fixed, fixed, "x"]
+    with client.pipeline() as pipe:  # WATCH runs each command at once, until MULTI
+        pipe.watch("echoq-fixed-time")
+        assert pipe.time() == fixed
+        pipe.multi()
+        assert pipe.time().get("echoq-fixed-time").execute() == [fixed, None]
+    assert client.transaction(lambda pipe: (pipe.multi(), pipe.time()), "echoq-fixed-time") == [fixed]
+
+
+def test_a_python_moves_pipelines_are_logged_as_the_server_ran_them(valkey_client) -> None:
+    """A MULTI is one step of the picture, with what each key it wrote held after EXEC (no
+    state between its commands was ever seen); a pipeline without MULTI is one step too; a
+    command run at once (after WATCH) is a step of its own; ``delete`` is DEL."""
+    from echoq.teaching import evidence
+    from echoq.teaching.exercises import fixed_time
+    from tests.support.servers import fresh_name
+
+    name = fresh_name("trace")
+    a, b = f"{name}:a", f"{name}:b"
+    log: list[evidence.Command] = []
+    r = evidence.Tracing(fixed_time.Client(valkey_client), log)
+    with r.pipeline() as pipe:
+        pipe.zadd(a, {"x": 1}).zadd(a, {"y": 2}).hset(b, "state", "pending").time().execute()
+    with r.pipeline(transaction=False) as pipe:
+        pipe.zrem(a, "x").execute()
+    with r.pipeline() as pipe:
+        pipe.watch(b)
+        assert pipe.hget(b, "state") == "pending"
+        pipe.multi()
+        pipe.delete(b).execute()
+    r.delete(a)
+    assert [c.args[0] for c in log] == ["MULTI", "PIPELINE", "WATCH", "HGET", "MULTI", "DEL"]
+    assert log[0].args[-1] == "EXEC" and "TIME" in log[0].args
+    assert log[0].wrote == ((a, "zset", [("x", 1), ("y", 2)]), (b, "hash", {"state": "pending"}))
+    assert log[1].wrote == ((a, "zset", [("y", 2)]),)
+    assert log[4].args == ("MULTI", "DEL", b, "EXEC") and log[4].wrote == ((b, "none", None),)
+    assert log[5].wrote == ((a, "none", None),)

@@ -162,19 +162,100 @@ class Tracing:
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._client, name)
-        if name.startswith("_") or not callable(found) or name in ("pipeline", "connection_pool"):
+        if name.startswith("_") or not callable(found) or name == "connection_pool":
             return found
 
         def call(*args: Any, **kwargs: Any) -> Any:
             reply = found(*args, **kwargs)
-            shown = (name.upper(), *(_shown_arg(a) for a in args), *(_shown_arg(v) for v in kwargs.values()))
             if len(self._log) < LOGGED:
-                keys = args if _WRITES.get(name.upper()) == 2 else args[:1] if name.upper() in _WRITES else ()
-                wrote = tuple((_text(k), *read_key(self._client, _text(k))) for k in keys)
-                self._log.append(Command(tuple(shown), wrote))
+                shown = _shown(name, args, kwargs)
+                self._log.append(Command(shown, self._read(_written(shown))))
             return reply
 
         return call
+
+    def pipeline(self, *args: Any, **kwargs: Any) -> TracingPipeline:
+        return TracingPipeline(self._client.pipeline(*args, **kwargs), self)
+
+    def transaction(self, func: Any, *watches: Any, **kwargs: Any) -> Any:
+        # redis-py's own helper, on this client: its pipeline is the one above.
+        return redis.Redis.transaction(self, func, *watches, **kwargs)  # type: ignore[arg-type]
+
+    def _read(self, keys: Iterable[str]) -> tuple[tuple[str, str, Any], ...]:
+        return tuple((key, *read_key(self._client, key)) for key in keys)
+
+
+class TracingPipeline:
+    """A pipeline of a :class:`Tracing` client. A command run at once (after WATCH) is logged
+    as the client logs it; the commands queued for ``execute()`` are logged as one step, as the
+    server ran them: ``MULTI … EXEC`` (or ``PIPELINE …`` without a transaction), with what each
+    key they wrote held after the last of them. The state between two commands of a MULTI is
+    never seen by anyone, and a picture does not show one."""
+
+    def __init__(self, pipe: Any, tracing: Tracing) -> None:
+        self._pipe, self._tracing = pipe, tracing
+        self._queued: list[tuple[str, ...]] = []
+
+    def __enter__(self) -> TracingPipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.reset()
+
+    def __len__(self) -> int:
+        return len(self._pipe)
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._pipe, name)
+        if name.startswith("_") or not callable(found) or name in ("multi", "reset", "unwatch", "discard"):
+            return found
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            reply = found(*args, **kwargs)
+            shown = _shown(name, args, kwargs)
+            if reply is self._pipe:  # queued for execute()
+                self._queued.append(shown)
+                return self
+            log = self._tracing._log
+            if len(log) < LOGGED:
+                log.append(Command(shown, self._tracing._read(_written(shown))))
+            return reply
+
+        return call
+
+    def execute(self, *args: Any, **kwargs: Any) -> list[Any]:
+        queued, self._queued = self._queued, []
+        replies = self._pipe.execute(*args, **kwargs)
+        log = self._tracing._log
+        if queued and len(log) < LOGGED:
+            atomic = bool(getattr(self._pipe, "transaction", True))
+            shown = ("MULTI" if atomic else "PIPELINE", *(a for c in queued for a in c), *(("EXEC",) if atomic else ()))
+            keys = dict.fromkeys(k for c in queued for k in _written(c))
+            log.append(Command(shown, self._tracing._read(keys)))
+        return replies
+
+    def reset(self) -> None:
+        self._queued = []
+        self._pipe.reset()
+
+
+def _shown(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, ...]:
+    """A call as a command and its arguments (``execute_command`` shows the command it names)."""
+    if name == "execute_command" and args:
+        return (_text(args[0]).upper(), *(_shown_arg(a) for a in args[1:]))
+    command = _METHODS.get(name, name.upper())
+    return (command, *(_shown_arg(a) for a in args), *(_shown_arg(v) for v in kwargs.values()))
+
+
+_METHODS = {"delete": "DEL"}  # redis-py's methods named otherwise than their commands
+
+
+def _written(shown: tuple[str, ...]) -> list[str]:
+    """The keys a command (as :func:`_shown` gives it) writes."""
+    how = _WRITES.get(shown[0]) if shown else None
+    if how == 2:
+        return list(shown[1:])
+    return list(shown[1 : 1 + (2 if how == 3 else 1)]) if how else []
 
 
 def _shown_arg(value: Any) -> str:

@@ -17,13 +17,18 @@ still names TIME another way (a command name in a variable) also gets, there, a 
 pass every other command on (the global ``redis`` is read-only; a local of the same name is
 what the body sees); the price, in that rare case, is that an error a command raises is
 reported on line 1, where those functions are. A Python
-move gets a client whose ``time()`` and ``execute_command('TIME')`` answer the fixed time.
+move gets a client whose ``time()`` and ``execute_command('TIME')`` answer the fixed time,
+and so do its pipelines and transactions: a TIME queued in a pipeline (MULTI/EXEC or not)
+goes to the server as an ECHO in its place, whose reply ``execute()`` gives as the fixed
+time, so every other command keeps its place and the block stays one block.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+import redis
 
 SECONDS, MICROS = 1_800_000_000, 999_500
 NOW_MS = SECONDS * 1000 + MICROS // 1000  # the judge's now, as the scripts compute it
@@ -75,3 +80,60 @@ class Client:
         if args and str(args[0]).upper() == "TIME":
             return (SECONDS, MICROS)
         return self._client.execute_command(*args, **options)
+
+    def pipeline(self, *args: Any, **kwargs: Any) -> Pipeline:
+        return Pipeline(self._client.pipeline(*args, **kwargs))
+
+    def transaction(self, func: Any, *watches: Any, **kwargs: Any) -> Any:
+        # redis-py's own helper, on this client: its pipeline is the one above.
+        return redis.Redis.transaction(self, func, *watches, **kwargs)  # type: ignore[arg-type]
+
+
+class Pipeline:
+    """A redis-py pipeline whose TIME answers the fixed time, queued or (after WATCH) at once."""
+
+    def __init__(self, pipe: Any) -> None:
+        self._pipe = pipe
+        self._fixed: set[int] = set()  # the places in the queue that hold a TIME
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.reset()
+
+    def __len__(self) -> int:
+        return len(self._pipe)
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._pipe, name)
+        if name.startswith("_") or not callable(found):
+            return found
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            reply = found(*args, **kwargs)
+            return self if reply is self._pipe else reply  # a queued command chains on this pipeline
+
+        return call
+
+    def time(self) -> Any:
+        return self.execute_command("TIME")
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        if args and str(args[0]).upper() == "TIME":
+            if self._pipe.watching and not self._pipe.explicit_transaction:
+                return (SECONDS, MICROS)  # WATCH mode runs each command at once
+            self._pipe.execute_command("ECHO", "TIME")
+            self._fixed.add(len(self._pipe.command_stack) - 1)
+            return self
+        reply = self._pipe.execute_command(*args, **options)
+        return self if reply is self._pipe else reply
+
+    def execute(self, *args: Any, **kwargs: Any) -> list[Any]:
+        fixed, self._fixed = self._fixed, set()
+        replies = self._pipe.execute(*args, **kwargs)
+        return [(SECONDS, MICROS) if n in fixed else reply for n, reply in enumerate(replies)]
+
+    def reset(self) -> None:
+        self._fixed = set()
+        self._pipe.reset()
