@@ -66,6 +66,16 @@ def test_a_lesson_lab_animates_in_notebook_7(page, lab_root, valkey_for_kernels)
         page.bring_to_front()
         assert glossary.url.split("?")[0].endswith("/notebooks/notebooks/glossary.ipynb"), glossary.url
         glossary.close()
+        # The lesson's stored example of a rejected answer, before any cell runs: its picture,
+        # with the ✗ line as its alt text
+        from echoq.teaching.exercises import EXAMPLE
+
+        example = page.locator(".jp-OutputArea-output").filter(has_text=EXAMPLE.split(":")[0]).first
+        example.wait_for(timeout=60_000)
+        example.scroll_into_view_if_needed()
+        img = example.locator("img").first
+        poll(lambda: img.evaluate("i => i.complete && i.naturalWidth > 0"), what="the stored feedback picture to load")
+        assert "[row never marked active]" in (img.get_attribute("alt") or "")
         page.wait_for_function(
             """() => {
                 const ctx = window.jupyterapp.shell.currentWidget.sessionContext;
