@@ -517,6 +517,12 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
                     outcome="gone: the other worker had completed the job",
                     effects=scene.ran(),
                 )
+            # An extension by hand whose read came before the freeze and whose ZADD after it
+            # wrote the finished job back: that is what the line says (scene 4b's, whichever
+            # scene happens to freeze the worker in that gap).
+            snap = scene.queue.snapshot()
+            if "ZADD" in after and scene.job in snap.active and scene.job in snap.done:
+                run.fail("frozen", "not-yet", what=BY_HAND)
             run.fail("frozen", "no-final-check", effects=scene.ran())
     run.good(
         "frozen",
