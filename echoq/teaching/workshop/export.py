@@ -81,9 +81,9 @@ def local_iso(ms: int) -> str:
 
 
 def rows(client: redis.Redis, learners: Iterable[tuple[str, str, str]]) -> list[Row]:
-    """The gradebook of ``learners`` (each ``(learner id, name, hub user)``), read in at
-    most three round trips: the progress records, each tried exercise's newest submission,
-    and (for a pass recorded before its time was kept) the history it is found in."""
+    """The gradebook of ``learners`` (each ``(learner id, name, hub user)``), read in two
+    round trips: the progress records (a pass's first time among them), then each tried
+    exercise's newest submission."""
     from .board import ask_record, exercises_of, record_of
 
     people = sorted(learners)
@@ -105,7 +105,6 @@ def rows(client: redis.Redis, learners: Iterable[tuple[str, str, str]]) -> list[
         pipe.lindex(progress.submissions_key(check.lesson, check.exercise, learner), 0)
     replies = pipe.execute(raise_on_error=False)
     newest = dict(zip(((p[0], c.lesson, c.exercise) for p, c in tried), replies, strict=True))
-    first_pass = _first_passes(client, [(p[0], c) for p, c in tried if c.passed and not c.first_pass_ms])
     found = []
     for (learner, name, hub_user), check in table:
         raw = newest.get((learner, check.lesson, check.exercise))
@@ -121,27 +120,12 @@ def rows(client: redis.Redis, learners: Iterable[tuple[str, str, str]]) -> list[
                 status="not started" if not check.submissions else "passed" if check.passed else "not yet",
                 tries=check.submissions,
                 misconceptions=", ".join(f"{m} x{n}" for m, n in check.missed.items()),
-                first_pass=local_iso(check.first_pass_ms or first_pass.get((learner, check.lesson, check.exercise), 0)),
+                first_pass=local_iso(check.first_pass_ms),
                 last_submitted=local_iso(latest.at_ms) if latest else "",
                 last_code=(latest.code or "") if latest else "",
                 last_code_truncated=bool(latest and latest.truncated),
             )
         )
-    return found
-
-
-def _first_passes(client: redis.Redis, passed: list[tuple[str, progress.CheckRecord]]) -> dict[tuple, int]:
-    """When each of these passes came first, from the kept history (a record from before the
-    first pass's time was kept); 0 when the history no longer holds it."""
-    if not passed:
-        return {}
-    pipe = client.pipeline(transaction=False)
-    for learner, check in passed:
-        pipe.lrange(progress.submissions_key(check.lesson, check.exercise, learner), 0, -1)
-    found = {}
-    for (learner, check), raw in zip(passed, pipe.execute(raise_on_error=False), strict=True):
-        kept = progress.parse_submissions(raw) if isinstance(raw, list) else []
-        found[(learner, check.lesson, check.exercise)] = next((a.at_ms for a in kept if a.passed), 0)
     return found
 
 
