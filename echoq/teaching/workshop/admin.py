@@ -817,11 +817,8 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False, purge: 
         return _purge_hub(where)  # `down` ran already: what is left is the hub's folder
     workshop = Workshop.load(folder)
     hub = workshop.dir / "hub"
-    if purge and _hub_running(hub):
-        raise InvalidArgument(
-            f"the class hub still runs from {hub}: stop it first (Ctrl-C in the terminal of `make hub`), then "
-            f"`{command('down --purge')}`"
-        )
+    if purge:
+        _refuse_running_hub(hub)
     lines: list[str] = []
     if stop_watcher(workshop):
         lines.append("stopped the class's watchdog")
@@ -848,10 +845,7 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False, purge: 
     for name in (ROSTER_FILE, HUB_SNIPPET, STATE_FILE, "watch.log", LOCK_FILE):
         (workshop.dir / name).unlink(missing_ok=True)
     if purge and hub.is_dir():
-        import shutil
-
-        shutil.rmtree(hub)
-        lines.append(f"removed the hub's folder {hub}: its passwords, cookie secret, database, config and log")
+        lines.append(_remove_hub(hub))
     workshop.created = sorted(set(workshop.created) | _made(workshop.dir))
     if not (workshop.started and keep_server):  # else the server still runs in what we made
         if workshop.started:
@@ -879,19 +873,29 @@ def down(folder: str | Path | None = None, *, keep_server: bool = False, purge: 
 
 def _purge_hub(where: Path) -> list[str]:
     """``down --purge`` after a ``down``: the hub's folder, then the workshop folder if empty."""
-    import shutil
-
     hub = where / "hub"
-    if _hub_running(hub):
-        raise InvalidArgument(
-            f"the class hub still runs from {hub}: stop it first (Ctrl-C in the terminal of `make hub`)"
-        )
-    shutil.rmtree(hub)
-    lines = [f"removed the hub's folder {hub}: its passwords, cookie secret, database, config and log"]
+    _refuse_running_hub(hub)
+    lines = [_remove_hub(hub)]
     with contextlib.suppress(OSError):  # a folder holding other files of the instructor's stays
         where.rmdir()
         lines.append(f"removed {where}, empty now")
     return lines
+
+
+def _refuse_running_hub(hub: Path) -> None:
+    """``down --purge`` removes nothing while the class hub runs from ``hub``."""
+    if _hub_running(hub):
+        raise InvalidArgument(
+            f"the class hub still runs from {hub}: stop it first (Ctrl-C in the terminal of `make hub`), then "
+            f"`{command('down --purge')}`"
+        )
+
+
+def _remove_hub(hub: Path) -> str:
+    import shutil
+
+    shutil.rmtree(hub)
+    return f"removed the hub's folder {hub}: its passwords, cookie secret, database, config and log"
 
 
 def _hub_running(hub: Path) -> bool:
