@@ -654,9 +654,9 @@ def render_chaos(data: BoardData) -> Markup:
     return Markup(_STYLE + "<div class='echoq-board'>" + keep_words(body) + "</div>")
 
 
-def local_time(ms: int, seconds: bool = True) -> str:
+def local_time(ms: int) -> str:
     """``ms`` (epoch ms) as this machine's local clock time, "14:02:03"."""
-    return time.strftime("%H:%M:%S" if seconds else "%H:%M", time.localtime(ms / 1000))
+    return time.strftime("%H:%M:%S", time.localtime(ms / 1000))
 
 
 def time_zone() -> str:

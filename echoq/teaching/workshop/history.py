@@ -8,11 +8,10 @@ away, folded in a ``<details>`` (no script needed, so it works in Voila and in a
 from __future__ import annotations
 
 import base64
-import time
 
 from .. import progress
 from .admin import command
-from .board import time_zone
+from .board import local_time, time_zone
 from .html import Markup, esc, esc_block, join
 from .html import render as fill
 
@@ -39,7 +38,7 @@ def render_submissions(
                               zone=time_zone()))  # fmt: skip
     items = []
     for n, submission in enumerate(kept, start=max(1, dropped + 1)):
-        stamp = time.strftime("%H:%M:%S", time.localtime(submission.at_ms / 1000))
+        stamp = local_time(submission.at_ms)
         verdict = Markup("<span class='ok'>passed</span>" if submission.passed else "<span class='bad'>not yet</span>")
         miss = fill(", misconception <code>$m</code>", m=submission.misconception) if submission.misconception else ""
         if submission.code is None:
