@@ -385,9 +385,9 @@ class Worker:
         life = self._life
         fresh = [Delivery(life, claim) for claim in claims]
         completed = outcomes.count(Complete.COMPLETED)
-        if claims:  # each claim's deadline is the server's now when it ran, plus the lease
-            life.heard(max(claim.deadline_ms for claim in claims) - self.lease_ms)
         with life.lock:
+            if claims and life.unheard_lease_ms:  # a claim's deadline: the server's now when it ran, plus the lease
+                life.heard(max(claim.deadline_ms for claim in claims) - self.lease_ms)
             report = life.report
             if timed:
                 self._policy.observe_trip(took_s, first=not report.round_trips)
