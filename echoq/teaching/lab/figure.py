@@ -305,6 +305,7 @@ class BoardFigure:
         ax.set_ylim(0, 1)
         ax.set_axis_off()
         self._fitted: dict[tuple[str, str, float, str], list[str]] = {}
+        self._line_widths: dict[str, float] = {}  # a line as drawn in the text's font, in pixels
         self.dynamic: list[Any] = []  # redrawn at every animation frame
         self.marks: list[Any] = []  # change between frames, not within a move: part of the background
         self.title = self.dynamic_text(0.012, 0.975, "", fontsize=TITLE, weight="bold", va="top")
@@ -351,7 +352,10 @@ class BoardFigure:
             most = width * self.width_in * self.dpi
 
             def fits(line: str) -> bool:
-                return renderer.get_text_width_height_descent(line, font, ismath=False)[0] <= most
+                # Neighbouring widths wrap mostly into the same lines: each is measured once.
+                if line not in self._line_widths:
+                    self._line_widths[line] = renderer.get_text_width_height_descent(line, font, ismath=False)[0]
+                return self._line_widths[line] <= most
 
             whole = len(words.key_label(queue, part)[0]) + len(suffix)
             found = words.key_label(queue, part, 1, suffix)
