@@ -651,7 +651,7 @@ def test_a_count_deleted_equals_that_count_at_zero_and_nothing_else() -> None:
     judge does too, and only for those, and only against 0."""
     from echoq.teaching.exercises import differential
 
-    clock = differential._Clock(differential.Trial(), differential.Trial(), 0)
+    clock = differential._Clock(0)
     row = "emq:{q}:job:JOB" + "0" * 26
     before = {"state": "dead", "stalled": "2", "payload": "work"}
     for name in sorted(differential.ZERO_WHEN_MISSING):

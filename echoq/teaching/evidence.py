@@ -25,7 +25,6 @@ move gets a client that logs its calls (:class:`Tracing`).
 
 from __future__ import annotations
 
-import re
 import string
 import time
 from collections.abc import Callable, Iterable
@@ -35,6 +34,8 @@ from typing import Any
 import redis
 
 from ..clock import server_now_ms
+from ..ids import JOB_ID_RE
+from .proxies import ClientProxy, PipelineProxy
 
 __all__ = [
     "Command",
@@ -53,7 +54,6 @@ SETS = ("pending", "active", "scheduled", "dead", "done")
 ROW_FIELDS = ("state", "token", "attempts", "stalled")  # a row's fields a picture shows first
 SHOWN = 12  # members read per set for a scene's picture (the counts are exact)
 LOGGED = 200  # commands a move's log keeps (a move that loops longer is cut, and says so)
-JOB_ID = re.compile(r"JOB[0-9A-HJKMNP-TV-Z]{26}")
 
 # The commands that write, and which of their arguments are keys: 1 the first, 2 every one, 3 the first two.
 _WRITES = {
@@ -80,14 +80,6 @@ class Command:
 
     args: tuple[str, ...]  # the command and its arguments, as sent ('ZADD', 'emq:{…}:active', ...)
     wrote: tuple[tuple[str, str, Any], ...] = ()  # (key, type, value) after it: what the write left
-
-    @property
-    def name(self) -> str:
-        return self.args[0].upper() if self.args else "?"
-
-    @property
-    def writes(self) -> bool:
-        return self.name in _WRITES
 
 
 _LUA_WRITES = "{" + ", ".join(f"{name}={how}" for name, how in sorted(_WRITES.items())) + "}"
@@ -153,12 +145,13 @@ def _value(kind: str, raw: Any) -> Any:
     return None
 
 
-class Tracing:
+class Tracing(ClientProxy):
     """A client for a Python move that passes every call on and logs it (with what each write
     left in the key it wrote, read right after it on the same server)."""
 
     def __init__(self, client: Any, log: list[Command]) -> None:
-        self._client, self._log = client, log
+        super().__init__(client)
+        self._log = log
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._client, name)
@@ -167,9 +160,7 @@ class Tracing:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             reply = found(*args, **kwargs)
-            if len(self._log) < LOGGED:
-                shown = _shown(name, args, kwargs)
-                self._log.append(Command(shown, self._read(_written(shown))))
+            self.record(_shown(name, args, kwargs))
             return reply
 
         return call
@@ -177,66 +168,45 @@ class Tracing:
     def pipeline(self, *args: Any, **kwargs: Any) -> TracingPipeline:
         return TracingPipeline(self._client.pipeline(*args, **kwargs), self)
 
-    def transaction(self, func: Any, *watches: Any, **kwargs: Any) -> Any:
-        # redis-py's own helper, on this client: its pipeline is the one above.
-        return redis.Redis.transaction(self, func, *watches, **kwargs)  # type: ignore[arg-type]
+    def record(self, shown: tuple[str, ...], keys: Iterable[str] | None = None) -> None:
+        """Log a command (the first LOGGED), with what each key it wrote (``keys``, else the
+        command's own) holds now."""
+        if len(self._log) < LOGGED:
+            wrote = _written(shown) if keys is None else keys
+            self._log.append(Command(shown, tuple((key, *read_key(self._client, key)) for key in wrote)))
 
-    def _read(self, keys: Iterable[str]) -> tuple[tuple[str, str, Any], ...]:
-        return tuple((key, *read_key(self._client, key)) for key in keys)
 
-
-class TracingPipeline:
+class TracingPipeline(PipelineProxy):
     """A pipeline of a :class:`Tracing` client. A command run at once (after WATCH) is logged
     as the client logs it; the commands queued for ``execute()`` are logged as one step, as the
     server ran them: ``MULTI … EXEC`` (or ``PIPELINE …`` without a transaction), with what each
     key they wrote held after the last of them. The state between two commands of a MULTI is
     never seen by anyone, and a picture does not show one."""
 
+    PASSED = ("multi", "unwatch", "discard")
+
     def __init__(self, pipe: Any, tracing: Tracing) -> None:
-        self._pipe, self._tracing = pipe, tracing
-        self._queued: list[tuple[str, ...]] = []
+        super().__init__(pipe)
+        self._tracing = tracing
+        self._commands: list[tuple[str, ...]] = []
 
-    def __enter__(self) -> TracingPipeline:
-        return self
+    def _queued(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._commands.append(_shown(name, args, kwargs))
 
-    def __exit__(self, *exc: object) -> None:
-        self.reset()
+    def _ran(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._tracing.record(_shown(name, args, kwargs))
 
-    def __len__(self) -> int:
-        return len(self._pipe)
-
-    def __getattr__(self, name: str) -> Any:
-        found = getattr(self._pipe, name)
-        if name.startswith("_") or not callable(found) or name in ("multi", "reset", "unwatch", "discard"):
-            return found
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            reply = found(*args, **kwargs)
-            shown = _shown(name, args, kwargs)
-            if reply is self._pipe:  # queued for execute()
-                self._queued.append(shown)
-                return self
-            log = self._tracing._log
-            if len(log) < LOGGED:
-                log.append(Command(shown, self._tracing._read(_written(shown))))
-            return reply
-
-        return call
+    def _forget(self) -> None:
+        self._commands = []
 
     def execute(self, *args: Any, **kwargs: Any) -> list[Any]:
-        queued, self._queued = self._queued, []
+        queued, self._commands = self._commands, []
         replies = self._pipe.execute(*args, **kwargs)
-        log = self._tracing._log
-        if queued and len(log) < LOGGED:
+        if queued:
             atomic = bool(getattr(self._pipe, "transaction", True))
             shown = ("MULTI" if atomic else "PIPELINE", *(a for c in queued for a in c), *(("EXEC",) if atomic else ()))
-            keys = dict.fromkeys(k for c in queued for k in _written(c))
-            log.append(Command(shown, self._tracing._read(keys)))
+            self._tracing.record(shown, dict.fromkeys(k for c in queued for k in _written(c)))
         return replies
-
-    def reset(self) -> None:
-        self._queued = []
-        self._pipe.reset()
 
 
 def _shown(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, ...]:
@@ -307,7 +277,7 @@ class Sides:
     caller: str = ""  # the job the move was called for, if any
     show: Callable[[str], str] | None = field(default=None, repr=False)  # a key outside the queue, as the line shows it
     titles: tuple[str, str] = ("your move", "the reference move")
-    times: tuple[int, int] = (0, 0)  # the server's time as each move began (ms): a time score is shown from it
+    now: int = 0  # the server's time at both moves (the judge's fixed time, ms): a time score is shown from it
 
     def name_of(self, key: str, side: int = 0) -> str:
         """A key a command names, as the picture names it: after its queue's prefix
@@ -489,7 +459,7 @@ def named(template: str, details: dict[str, Any]) -> tuple[tuple[str, ...], tupl
     used = {name for _, name, _, _ in string.Formatter().parse(template) if name}
     jobs: list[str] = []
     for name in sorted(used):
-        for found in JOB_ID.findall(str(details.get(name, ""))):
+        for found in JOB_ID_RE.findall(str(details.get(name, ""))):
             if found not in jobs:
                 jobs.append(found)
     fields = tuple(f for f in ROW_FIELDS if f in used and f in details)

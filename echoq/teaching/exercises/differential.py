@@ -138,11 +138,9 @@ class Move:
 
 @dataclass
 class Trial:
-    """One move run on one queue: what it replied, and the server's time around it."""
+    """One move run on one queue: what it replied, or its error, and the commands it sent."""
 
     reply: Any = None
-    before: int = 0
-    after: int = 0
     error: Exception | None = None
     log: list[evidence.Command] = field(default_factory=list)  # the commands it sent, for the feedback's picture
     sent: int = 0
@@ -155,7 +153,6 @@ class Verdict:
     tried: int = 0
     error: Exception | None = None  # the learner's move raised (its text is in difference)
     refused_key: str | None = None  # an ACL refusal: the key outside the learner's namespace
-    where: dict[str, Any] = field(default_factory=dict)  # the difference's key/field/values, for signatures
     seen: evidence.Sides | None = None  # the reads and commands the difference was found in
 
 
@@ -317,11 +314,11 @@ def _glob(text: str) -> str:
 
 
 class _Clock:
-    """The server's time of each of the two runs (the judge's fixed time: one and the same),
-    to judge and show a value derived from TIME."""
+    """The server's time at both moves (the judge's fixed time), to judge and show a value
+    derived from TIME."""
 
-    def __init__(self, mine: Trial, theirs: Trial, base: int) -> None:
-        self.mine, self.theirs, self.base = mine, theirs, base
+    def __init__(self, now: int) -> None:
+        self.now = now
 
     def same(self, learner: Any, reference: Any) -> bool:
         if learner == reference:
@@ -332,10 +329,10 @@ class _Clock:
             return False
         return abs(learner - reference) < 1  # the same millisecond of the one fixed TIME
 
-    def show(self, value: Any, trial: Trial) -> str:
+    def show(self, value: Any) -> str:
         """A value as the learner can read it: a time relative to the server's time at the move."""
         if isinstance(value, int | float) and not isinstance(value, bool) and value >= 10**12:
-            offset = value - trial.before
+            offset = value - self.now
             if offset == 0:
                 return "the server's time at the move"
             sign, size = "+" if offset > 0 else "-", abs(offset)
@@ -385,7 +382,7 @@ def compare(
                 if name in before
                 else ("the reference move writes no such key")
             )
-            return f"after your move {key} holds {_summary(kind, value, clock, mine=True)}; {was}.", here
+            return f"after your move {key} holds {_summary(kind, value, clock)}; {was}.", here
         (kind_m, value_m, ttl_m), (kind_t, value_t, ttl_t) = mine[name], theirs[name]
         if kind_m != kind_t:
             return f"after your move {key} is a {kind_m}; the reference move leaves a {kind_t}.", here
@@ -411,10 +408,10 @@ def compare(
     return None
 
 
-def _summary(kind: str, value: Any, clock: _Clock, *, mine: bool = False) -> str:
+def _summary(kind: str, value: Any, clock: _Clock) -> str:
     if kind == "zset":
         items = list(value.items())[:2]
-        shown = ", ".join(f"{m} (score {clock.show(s, clock.mine if mine else clock.theirs)})" for m, s in items)
+        shown = ", ".join(f"{m} (score {clock.show(s)})" for m, s in items)
         more = f" and {len(value) - 2} more" if len(value) > 2 else ""
         return f"{len(value)} member(s): {shown}{more}"
     if kind == "hash":
@@ -427,21 +424,21 @@ def _zset_difference(key: str, part: str, mine: dict, theirs: dict, clock: _Cloc
     why = f" ({why})" if why else ""
     for member in sorted(set(mine) | set(theirs)):
         if member not in mine:
-            score = clock.show(theirs[member], clock.theirs)
+            score = clock.show(theirs[member])
             return (
                 f"after your move {member} is not in {key}; the reference move leaves it there with score {score}.",
                 {"member": member, "values": (None, theirs[member])},
             )
         if member not in theirs:
-            score = clock.show(mine[member], clock.mine)
+            score = clock.show(mine[member])
             return (
                 f"after your move {member} is in {key} with score {score}; the reference move does not put it there.",
                 {"member": member, "values": (mine[member], None)},
             )
         if not clock.same(mine[member], theirs[member]):
             return (
-                f"after your move {key} scores {member} at {clock.show(mine[member], clock.mine)}; the reference "
-                f"move scores it {clock.show(theirs[member], clock.theirs)}{why}.",
+                f"after your move {key} scores {member} at {clock.show(mine[member])}; the reference "
+                f"move scores it {clock.show(theirs[member])}{why}.",
                 {"member": member, "values": (mine[member], theirs[member])},
             )
     return None
@@ -458,21 +455,21 @@ def _hash_difference(key: str, mine: dict, theirs: dict, before: dict, clock: _C
         if name not in mine:
             return (
                 f"after your move {key} has no field {name}; the reference move leaves it "
-                f"{clock.show(_number(theirs[name]), clock.theirs)}{why}.",
+                f"{clock.show(_number(theirs[name]))}{why}.",
                 {"field": name, "values": (None, theirs[name])},
             )
         if name not in theirs:
             return (
-                f"after your move {key} still has field {name} = {clock.show(_number(mine[name]), clock.mine)}; "
+                f"after your move {key} still has field {name} = {clock.show(_number(mine[name]))}; "
                 f"the reference move removes it{why}.",
                 {"field": name, "values": (mine[name], None)},
             )
         if not clock.same(_number(mine[name]), _number(theirs[name])):
             kept = before.get(name) == theirs[name]
             return (
-                f"after your move {key} field {name} is {clock.show(_number(mine[name]), clock.mine)}; the "
+                f"after your move {key} field {name} is {clock.show(_number(mine[name]))}; the "
                 f"reference move {'keeps it at' if kept else 'makes it'} "
-                f"{clock.show(_number(theirs[name]), clock.theirs)}{why}.",
+                f"{clock.show(_number(theirs[name]))}{why}.",
                 {"field": name, "values": (mine[name], theirs[name])},
             )
     return None
@@ -537,7 +534,7 @@ class Judge:
     def _run(self, source: str, queue: Queue, state: State) -> Trial:
         k = queue.keys
         keys = [k.prefix + "job:" + state.caller[0] if name == "row" else getattr(k, name) for name in self.move.keys]
-        trial = Trial(before=fixed_time.NOW_MS, after=fixed_time.NOW_MS)
+        trial = Trial()
         replies = []
         try:
             for _ in range(self.move.calls):
@@ -590,7 +587,7 @@ class Judge:
             theirs = self._run(self.sources[1], theirs_q, state)
             if theirs.error is not None:
                 raise RuntimeError(f"the reference move failed (not your code): {theirs.error}")
-            clock = _Clock(mine, theirs, now)
+            clock = _Clock(now)
             base = self._base[mine_q.name]
             stray = _strays(self.client, mine_q, base) if self.scan else []
             mine_keys = keyspace(self.client, mine_q.keys.prefix, self._keys(mine_q))
@@ -604,7 +601,7 @@ class Judge:
                 state.describe(), before, mine_keys, theirs_keys, {}, (mine_q.keys.prefix, theirs_q.keys.prefix),
                 {shown(_text(k)): evidence.read_key(self.client, _text(k)) for k in stray[:3]},
                 mine.log, theirs.log, (mine.sent, theirs.sent), state.caller[0], shown,
-                times=(mine.before, theirs.before),
+                now=now,
             )  # fmt: skip
             if stray:
                 seen.where = {"stray": shown(_text(stray[0]))}
@@ -612,7 +609,6 @@ class Judge:
                     f"your move wrote {seen.where['stray']}, a key outside the queue's emq:{{q}}: keys; the reference "
                     "move writes only keys of its own queue",
                     state,
-                    where=seen.where,
                     seen=seen,
                 )
             found = compare(mine_keys, theirs_keys, before, clock)
@@ -626,16 +622,15 @@ class Judge:
                     call = f" to call {n + 1}" if self.move.calls > 1 else ""
                     seen.where = {"reply": (got[n], want[n])}
                     return Verdict(
-                        f"your move replied {_show_reply(got[n], clock, clock.mine)}{call}; the reference move replies "
-                        f"{_show_reply(want[n], clock, clock.theirs)}: the reply is what the caller acts on",
+                        f"your move replied {_show_reply(got[n], clock)}{call}; the reference move replies "
+                        f"{_show_reply(want[n], clock)}: the reply is what the caller acts on",
                         state,
-                        where=seen.where,
-                        seen=seen,
+                            seen=seen,
                     )
             if found is None:
                 return Verdict(None, state)
             line, seen.where = found
-            return Verdict(line.rstrip("."), state, where=seen.where, seen=seen)
+            return Verdict(line.rstrip("."), state, seen=seen)
         finally:
             self.cleanup()
 
@@ -690,8 +685,9 @@ def crash_difference(
     assert move.python is not None
     inner = move.python
 
-    def judge_pair(state: State, k: int, k2: int | None, trace: bool = False) -> tuple[str | None, bool]:
-        nonlocal last
+    def judge_pair(
+        state: State, k: int, k2: int | None, trace: bool = False
+    ) -> tuple[str | None, bool, evidence.Sides | None]:
         ran_whole = [True]
 
         def run(answer: Any, c: Any, q: Queue, st: State) -> None:
@@ -705,19 +701,16 @@ def crash_difference(
         pair = Judge(client, replace(move, python=run, reply=None), learner, reference, lesson)
         pair.trace = trace
         verdict = pair.differ(state)
-        last = verdict.seen
-        return verdict.difference, ran_whole[0]
-
-    last: evidence.Sides | None = None
+        return verdict.difference, ran_whole[0], verdict.seen
 
     for state in generated(move, trials=trials)[1:]:
         for k in range(1, most + 1):
-            difference, whole = judge_pair(state, k, k)
+            difference, whole, _seen = judge_pair(state, k, k)
             if difference is not None and all(
                 judge_pair(state, k, k2)[0] is not None for k2 in [*range(0, most + 1), None] if k2 != k
             ):
                 if seen is not None:  # once more, its commands logged: the run the feedback shows
-                    traced, _whole = judge_pair(state, k, k, trace=True)
+                    traced, _whole, last = judge_pair(state, k, k, trace=True)
                     if traced is not None and last is not None:
                         difference = traced
                         after = f"killed after its write {k}"
@@ -769,10 +762,10 @@ def _same_reply(got: list, want: list, clock: _Clock) -> bool:
     return True
 
 
-def _show_reply(reply: Any, clock: _Clock, trial: Trial) -> str:
+def _show_reply(reply: Any, clock: _Clock) -> str:
     if isinstance(reply, list):
-        return "{" + ", ".join(_show_reply(r, clock, trial) for r in reply) + "}"
-    return clock.show(_number(reply) if isinstance(reply, str) else reply, trial)
+        return "{" + ", ".join(_show_reply(r, clock) for r in reply) + "}"
+    return clock.show(_number(reply) if isinstance(reply, str) else reply)
 
 
 def _edge_states(generate: Callable[[random.Random, int], State]) -> list[State]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import redis
+from ..proxies import ClientProxy, PipelineProxy
 
 SECONDS, MICROS = 1_800_000_000, 999_500
 NOW_MS = SECONDS * 1000 + MICROS // 1000  # the judge's now, as the scripts compute it
@@ -64,14 +64,8 @@ def lua(source: str) -> str:
     return prelude + fixed
 
 
-class Client:
+class Client(ClientProxy):
     """``client`` with TIME answering the fixed time (for a Python move)."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
     def time(self) -> tuple[int, int]:
         return SECONDS, MICROS
@@ -84,37 +78,13 @@ class Client:
     def pipeline(self, *args: Any, **kwargs: Any) -> Pipeline:
         return Pipeline(self._client.pipeline(*args, **kwargs))
 
-    def transaction(self, func: Any, *watches: Any, **kwargs: Any) -> Any:
-        # redis-py's own helper, on this client: its pipeline is the one above.
-        return redis.Redis.transaction(self, func, *watches, **kwargs)  # type: ignore[arg-type]
 
-
-class Pipeline:
+class Pipeline(PipelineProxy):
     """A redis-py pipeline whose TIME answers the fixed time, queued or (after WATCH) at once."""
 
     def __init__(self, pipe: Any) -> None:
-        self._pipe = pipe
+        super().__init__(pipe)
         self._fixed: set[int] = set()  # the places in the queue that hold a TIME
-
-    def __enter__(self) -> Pipeline:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.reset()
-
-    def __len__(self) -> int:
-        return len(self._pipe)
-
-    def __getattr__(self, name: str) -> Any:
-        found = getattr(self._pipe, name)
-        if name.startswith("_") or not callable(found):
-            return found
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            reply = found(*args, **kwargs)
-            return self if reply is self._pipe else reply  # a queued command chains on this pipeline
-
-        return call
 
     def time(self) -> Any:
         return self.execute_command("TIME")
@@ -126,14 +96,12 @@ class Pipeline:
             self._pipe.execute_command("ECHO", "TIME")
             self._fixed.add(len(self._pipe.command_stack) - 1)
             return self
-        reply = self._pipe.execute_command(*args, **options)
-        return self if reply is self._pipe else reply
+        return self._answer("execute_command", args, options, self._pipe.execute_command(*args, **options))
 
     def execute(self, *args: Any, **kwargs: Any) -> list[Any]:
         fixed, self._fixed = self._fixed, set()
         replies = self._pipe.execute(*args, **kwargs)
         return [(SECONDS, MICROS) if n in fixed else reply for n, reply in enumerate(replies)]
 
-    def reset(self) -> None:
+    def _forget(self) -> None:
         self._fixed = set()
-        self._pipe.reset()

@@ -21,7 +21,7 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.patches import FancyBboxPatch
 
 from ...evidence import SETS
-from ..figure import MARKER_SIZE, BoardFigure
+from ..figure import _NOWHERE, MARKER_SIZE, BoardFigure
 from ..style import FEEDBACK, FONT, INK, MUTED, PLACES
 from ..words import more, tag
 from . import words
@@ -86,9 +86,6 @@ class JudgedFigure(BoardFigure):
         """A height given in pixels from the top, as a figure fraction."""
         return 1 - top_px / (self.height_in * self.dpi)
 
-    def x(self, left_px: float) -> float:
-        return left_px / (self.width_in * self.dpi)
-
     def build(self) -> None:
         ax = self.ax
         self.boxes: list[dict[str, Any]] = []
@@ -104,7 +101,7 @@ class JudgedFigure(BoardFigure):
             lefts = [MARGIN]
         for left in lefts[: self.boards_n]:
             self.board_titles.append(
-                ax.text(self.x(left), self.y(BOARD_TOP), "", fontsize=FONT + 1, weight="bold", va="top")
+                ax.text(self.px(left), self.y(BOARD_TOP), "", fontsize=FONT + 1, weight="bold", va="top")
             )
             self.boxes.append(self._set_boxes(left, width))
             card_w = width if self.kind == "sides" else width / 2 - GAP / 2
@@ -112,12 +109,12 @@ class JudgedFigure(BoardFigure):
             if self.kind == "sides":
                 self.outsides.append(self._outside(left, width))
         self.subtitle_lines = [
-            ax.text(self.x(MARGIN), self.y(SUBTITLE_TOP + LINE_PX * n), "", va="top", fontsize=FONT, color=MUTED)
+            ax.text(self.px(MARGIN), self.y(SUBTITLE_TOP + LINE_PX * n), "", va="top", fontsize=FONT, color=MUTED)
             for n in range(2)
         ]
         # Where it has room: right of the commands' header (sides), of the board's title (scene).
         legend_top = COMMANDS_TOP if self.kind == "sides" else BOARD_TOP
-        ax.text(self.x(WIDTH_PX - MARGIN), self.y(legend_top), words.LEGEND, ha="right", va="top", color=MUTED)
+        ax.text(self.px(WIDTH_PX - MARGIN), self.y(legend_top), words.LEGEND, ha="right", va="top", color=MUTED)
         for place, spots in self.header_marks.items():
             style = PLACES[place]
             ax.plot(*zip(*spots, strict=True), linestyle="none", marker=style.marker, markersize=7, color=style.colour)
@@ -137,8 +134,8 @@ class JudgedFigure(BoardFigure):
             x0 = left + n * (w + gap)
             style = PLACES[place]
             patch = FancyBboxPatch(
-                (self.x(x0), self.y(top + BOX_H)),
-                self.x(w),
+                (self.px(x0), self.y(top + BOX_H)),
+                self.px(w),
                 self.y(top) - self.y(top + BOX_H),
                 boxstyle="round,pad=0.002,rounding_size=0.008",
                 facecolor=to_rgba(style.colour, 0.07),
@@ -146,11 +143,11 @@ class JudgedFigure(BoardFigure):
                 linewidth=1.4,
             )
             ax.add_patch(patch)
-            self.header_marks[place].append((self.x(x0 + 6), self.y(top - 10)))
-            ax.text(self.x(x0 + 14), self.y(top - 10), place, fontsize=FONT, weight="bold", va="center")
+            self.header_marks[place].append((self.px(x0 + 6), self.y(top - 10)))
+            ax.text(self.px(x0 + 14), self.y(top - 10), place, fontsize=FONT, weight="bold", va="center")
             cols = max(1, int(w // 48))
             last_row = top + 14 + (BOX_H // ROW_H - 1) * ROW_H
-            overflow = ax.text(self.x(x0 + w / 2), self.y(last_row), "", ha="center", va="center")
+            overflow = ax.text(self.px(x0 + w / 2), self.y(last_row), "", ha="center", va="center")
             boxes[place] = {"x0": x0, "w": w, "top": top, "cols": cols, "patch": patch, "overflow": overflow}
         return boxes
 
@@ -158,8 +155,8 @@ class JudgedFigure(BoardFigure):
         ax = self.ax
         top, height = CARD_TOP, CARD_H
         patch = FancyBboxPatch(
-            (self.x(left), self.y(top + height)),
-            self.x(width),
+            (self.px(left), self.y(top + height)),
+            self.px(width),
             self.y(top) - self.y(top + height),
             boxstyle="round,pad=0.002,rounding_size=0.008",
             facecolor="#f6f6f6",
@@ -167,11 +164,11 @@ class JudgedFigure(BoardFigure):
             linewidth=1.0,
         )
         ax.add_patch(patch)
-        header = ax.text(self.x(left + 8), self.y(top + 6), "", weight="bold", va="top", fontsize=FONT)
+        header = ax.text(self.px(left + 8), self.y(top + 6), "", weight="bold", va="top", fontsize=FONT)
         col_w = (width - 16) / 2
         fields = [
             ax.text(
-                self.x(left + 8 + (n % 2) * col_w),
+                self.px(left + 8 + (n % 2) * col_w),
                 self.y(top + 28 + (n // 2) * 14),
                 "",
                 va="top",
@@ -185,29 +182,29 @@ class JudgedFigure(BoardFigure):
     def _outside(self, left: float, width: float) -> dict[str, Any]:
         ax = self.ax
         top = OUTSIDE_TOP
-        header = ax.text(self.x(left), self.y(top), words.OUTSIDE, weight="bold", va="top", fontsize=FONT)
+        header = ax.text(self.px(left), self.y(top), words.OUTSIDE, weight="bold", va="top", fontsize=FONT)
         entries = [
-            ax.text(self.x(left + 8), self.y(top + 18 + n * LINE_PX), "", va="top", fontsize=FONT) for n in range(2)
+            ax.text(self.px(left + 8), self.y(top + 18 + n * LINE_PX), "", va="top", fontsize=FONT) for n in range(2)
         ]
         return {"header": header, "entries": entries, "width": width - 16}
 
     def _commands(self, top: float) -> None:
         ax = self.ax
-        self.commands_header = ax.text(self.x(MARGIN), self.y(top), "", weight="bold", va="top", fontsize=FONT)
+        self.commands_header = ax.text(self.px(MARGIN), self.y(top), "", weight="bold", va="top", fontsize=FONT)
         self.command_lines = [
-            ax.text(self.x(MARGIN), self.y(top + 20 + n * LINE_PX), "", va="top", fontsize=FONT, family="monospace")
+            ax.text(self.px(MARGIN), self.y(top + 20 + n * LINE_PX), "", va="top", fontsize=FONT, family="monospace")
             for n in range(WINDOW)
         ]
         self.missing = ax.text(
-            self.x(MARGIN), self.y(top + 22 + WINDOW * LINE_PX), "", va="top", fontsize=FONT, color=BAD_BG
+            self.px(MARGIN), self.y(top + 22 + WINDOW * LINE_PX), "", va="top", fontsize=FONT, color=BAD_BG
         )
 
     def _timeline(self, top: float) -> None:
         ax = self.ax
-        ax.text(self.x(MARGIN), self.y(top), words.TIMELINE, weight="bold", va="top", fontsize=FONT)
+        ax.text(self.px(MARGIN), self.y(top), words.TIMELINE, weight="bold", va="top", fontsize=FONT)
         self.lane_top = top + 26
         self.lane_names = [
-            ax.text(self.x(MARGIN), self.y(self.lane_top + 6 + n * LANE_PX), "", va="center", fontsize=FONT)
+            ax.text(self.px(MARGIN), self.y(self.lane_top + 6 + n * LANE_PX), "", va="center", fontsize=FONT)
             for n in range(LANES)
         ]
         self.column_x0 = 130
@@ -226,8 +223,8 @@ class JudgedFigure(BoardFigure):
         height = 12 + LINE_PX * len(self.line_lines)
         self.ax.add_patch(
             FancyBboxPatch(
-                (self.x(MARGIN), self.y(top + height)),
-                self.x(WIDTH_PX - 2 * MARGIN),
+                (self.px(MARGIN), self.y(top + height)),
+                self.px(WIDTH_PX - 2 * MARGIN),
                 self.y(top) - self.y(top + height),
                 boxstyle="round,pad=0.002,rounding_size=0.006",
                 facecolor=BAD_BG,
@@ -235,7 +232,9 @@ class JudgedFigure(BoardFigure):
             )
         )
         self.line_texts = [
-            self.ax.text(self.x(MARGIN + 8), self.y(top + 6 + n * LINE_PX), text, va="top", fontsize=FONT, color=BAD_FG)
+            self.ax.text(
+                self.px(MARGIN + 8), self.y(top + 6 + n * LINE_PX), text, va="top", fontsize=FONT, color=BAD_FG
+            )
             for n, text in enumerate(self.line_lines)
         ]
 
@@ -280,13 +279,13 @@ class JudgedFigure(BoardFigure):
                 self._fill_outside(board, outside)
             for name, scatter in self.scatters.items():
                 points = markers[name]
-                scatter.set_offsets(points or [[float("nan"), float("nan")]])
+                scatter.set_offsets(points or _NOWHERE)
                 if points:
                     colour = PLACES[name].colour
                     scatter.set_facecolors([colour])
                     scatter.set_edgecolors([INK])
                     scatter.set_linewidths(0.8)
-            self.pulse.set_offsets(rings or [[float("nan"), float("nan")]])
+            self.pulse.set_offsets(rings or _NOWHERE)
             self.pulse.set_sizes([MARKER_SIZE * 3.2])
             for text, item in zip(self.labels, [*labels, *[None] * len(self.labels)], strict=False):
                 if item is None:
@@ -321,11 +320,11 @@ class JudgedFigure(BoardFigure):
                 r, c = divmod(n, cols)
                 x = box["x0"] + (c + 0.5) * cell_w
                 y = box["top"] + 14 + r * ROW_H
-                markers[place].append((self.x(x), self.y(y)))
+                markers[place].append((self.px(x), self.y(y)))
                 if lit:
-                    rings.append((self.x(x), self.y(y)))
+                    rings.append((self.px(x), self.y(y)))
                 label = tag(job) + (f"\n{second}" if second else "")
-                labels.append((self.x(x), self.y(y + 11), label, lit))
+                labels.append((self.px(x), self.y(y + 11), label, lit))
             hidden = total - len(shown)
             box["overflow"].set_text(more(hidden) if hidden > 0 else "")
 
@@ -393,7 +392,7 @@ class JudgedFigure(BoardFigure):
                 label.set_text("")
                 continue
             column = picture.columns[n]
-            x = self.x(self.column_x0 + (n + 0.5) * self.column_w)
+            x = self.px(self.column_x0 + (n + 0.5) * self.column_w)
             y = self.lane_top + 6 + column.lane * LANE_PX
             spans.setdefault(column.lane, []).append(x)
             kind = column.kind if column.kind in EVENT_LOOK else "step"
@@ -406,7 +405,7 @@ class JudgedFigure(BoardFigure):
             line.set_data(([min(xs), max(xs)], [y, y]) if xs else ([], []))
         for kind, marks in self.event_marks.items():
             marks.set_data(*zip(*points[kind], strict=True)) if points[kind] else marks.set_data([], [])
-        x = self.x(self.column_x0 + (len(picture.columns) + 0.5) * self.column_w)
+        x = self.px(self.column_x0 + (len(picture.columns) + 0.5) * self.column_w)
         top, bottom = self.lane_top - 4, self.lane_top + 6 + (max(1, len(picture.lanes)) - 1) * LANE_PX + 8
         self.broke.set_data([x, x], [self.y(top + 14), self.y(bottom)])
         self.broke_label.set_position((x, self.y(top + 12)))

@@ -16,7 +16,8 @@ from typing import Any
 
 from traitlets import HasTraits, Int
 
-from ...evidence import SETS, Event, Scene, Sides
+from ....ids import JOB_ID_RE
+from ...evidence import ROW_FIELDS, SETS, Event, Scene, Sides
 from . import words
 
 __all__ = ["Board", "Column", "JudgedModel", "Picture", "picture"]
@@ -25,7 +26,6 @@ WINDOW = 7  # command lines shown at once, around the one the board is at
 COLUMNS = 8  # timeline columns: the last events before the ✗
 LANES = 5
 FIELDS = 8  # a row card's fields, at most
-SHOWN_FIELDS = ("state", "token", "attempts", "stalled")
 QUIET = ("enqueued_ms", "claimed_ms", "dead_ms", "arrival")  # bookkeeping: on a card only when the ✗ line names it
 TIME_MS = 10**12  # a score at least this is a time on the server's clock
 
@@ -85,6 +85,12 @@ def picture(feedback: Any, step: int | None = None) -> Picture:
     raise TypeError(f"no picture of {type(ev).__name__}")
 
 
+def _field_order(fields: Any) -> list[str]:
+    """A row's fields as a card lists them: the ones a picture shows first, then the rest
+    but the bookkeeping, by name."""
+    return [f for f in ROW_FIELDS if f in fields] + sorted(f for f in fields if f not in (*ROW_FIELDS, *QUIET))
+
+
 # -- the differential judge's two runs -----------------------------------------------------------
 
 
@@ -107,10 +113,9 @@ def _sides(ev: Sides, line: str, step: int | None) -> Picture:
     if at and at <= steps and step is not None:
         changed = {ev.name_of(k) for k, _kind, _v in ev.mine_commands[at - 1].wrote}
     mine_diverged, theirs_diverged = ev.divergence()
-    times = ev.times
     boards = (
-        _board(ev.titles[0], mine, ev, key, sub, job, times[0], changed, mine=True),
-        _board(ev.titles[1], ev.theirs, ev, key, sub, job, times[1], set(), mine=False),
+        _board(ev.titles[0], mine, ev, key, sub, job, ev.now, changed, mine=True),
+        _board(ev.titles[1], ev.theirs, ev, key, sub, job, ev.now, set(), mine=False),
     )
     first = max(0, min(at - WINDOW // 2, steps - WINDOW))
     commands = []
@@ -145,7 +150,7 @@ def _job_of(ev: Sides, key: str, sub: str | None) -> str:
         return key[4:]
     if key in SETS and sub:
         return sub
-    found = words.JOB_ID.search(ev.where.get("stray", ""))
+    found = JOB_ID_RE.search(ev.where.get("stray", ""))
     if found:
         return found.group(0)
     if ev.caller:
@@ -180,7 +185,7 @@ def _board(
     row = None
     if row_key in keys and keys[row_key][0] == "hash":
         fields = keys[row_key][1]
-        names = [f for f in SHOWN_FIELDS if f in fields] + sorted(f for f in fields if f not in (*SHOWN_FIELDS, *QUIET))
+        names = _field_order(fields)
         if key == row_key and sub and sub not in names:
             names.insert(0, sub)  # the field the line names, missing on this side
         row = tuple((name, fields.get(name, "(none)"), key == row_key and name == sub) for name in names[:FIELDS])
@@ -238,7 +243,7 @@ def _scene(ev: Scene, line: str) -> Picture:
     row = None if job else ()  # no job named: no row to show (not a missing one)
     if row_key in ev.board:
         fields = ev.board[row_key][1]
-        names = [f for f in SHOWN_FIELDS if f in fields] + sorted(f for f in fields if f not in (*SHOWN_FIELDS, *QUIET))
+        names = _field_order(fields)
         row = tuple((name, fields[name], name in ev.fields) for name in names[:FIELDS])
     # The sets the line names by name: those holding a job it names, or where it names no job,
     # those holding any.

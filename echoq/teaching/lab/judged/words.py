@@ -3,9 +3,9 @@ labels, and the alt text -- which is the ✗ line's own words, so the two never 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
+from ....ids import JOB_ID_RE
 from ..words import short
 
 SIDES = "Your move beside the reference move, from the same starting state"
@@ -29,7 +29,6 @@ FIELD_WORDS = {
     "attempts": ("attempts",),
     "state": ("state",),
 }
-JOB_ID = re.compile(r"JOB[0-9A-HJKMNP-TV-Z]{26}")
 COMMAND_CHARS = 96  # a command's line, at most (with its marks, a monospace 10 pt line across the figure)
 
 
@@ -44,7 +43,7 @@ def queue_line(queue: str, counts: dict[str, int]) -> str:
 
 def ids(text: str) -> str:
     """JOB ids as the picture writes them (``JOB…0626``): the last four characters tell them apart."""
-    return JOB_ID.sub(lambda m: short(m.group(0)), text)
+    return JOB_ID_RE.sub(lambda m: short(m.group(0)), text)
 
 
 def command(n: int, args: tuple[str, ...], name_of: Callable[[str], str]) -> str:
