@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .. import scripts
 from ..limits import BOUNDS, whole
 from ..queue import Queue
 
 __all__ = ["fast_forward"]
+
+# Called with the queue after each fast-forward: a check notes it on its run's timeline.
+observers: list[Callable[[Queue], None]] = []
 
 
 def fast_forward(queue: Queue, advance_ms: int | None = None) -> tuple[int, int]:
@@ -19,4 +24,6 @@ def fast_forward(queue: Queue, advance_ms: int | None = None) -> tuple[int, int]
     longest = BOUNDS["lease_ms"][1]
     advance = longest if advance_ms is None else whole("advance_ms", advance_ms, 0, longest, unit="of milliseconds")
     now, moved = scripts.run(queue.client, "teaching/fast_forward", [queue.keys.active], [advance])
+    for observe in observers:
+        observe(queue)
     return int(now), int(moved)

@@ -35,6 +35,7 @@ from ...errors import EchoqError, PermissionDenied
 from ...queue import Queue
 from ...server import connect
 from .. import evidence, learner, processes, progress
+from ..fast_forward import observers as fast_forwarded
 
 __all__ = [
     "Exercise",
@@ -587,13 +588,19 @@ def refusal_words(error: str) -> str:
 @contextmanager
 def running(exercise: Exercise, client: redis.Redis | None, *, example: bool = False) -> Iterator[Run]:
     run = Run(exercise, client)
+
+    def lease_over(queue: Queue) -> None:
+        run.event("the clock", "lease over", queue)
+
     processes.observers.append(run.watch.child)
+    fast_forwarded.append(lease_over)
     try:
         yield run
     except Rejected:
         pass
     finally:
         processes.observers.remove(run.watch.child)
+        fast_forwarded.remove(lease_over)
         processes.stop_all()
         if exercise.kind == "lua":
             run._stop_or_say()  # a learner's script still running would keep the server busy

@@ -186,7 +186,6 @@ class _Orders:
         """The dead or frozen holder's lease runs out (fast-forwarded: nothing else is active) and
         the real reaper returns the job to pending."""
         fast_forward(self.queue)
-        self.run.event("the clock", "lease over", self.queue)
         self.queue.reap()
         self.run.event("the reaper", "reaps", self.queue)
 

@@ -205,7 +205,6 @@ def check_claim_script(run: Run, source: str) -> None:
             ms_after=max(0, now - before),
         )
     fast_forward(queue, LEASE_MS)  # as if the lease's whole length had passed on the server
-    run.event("the clock", "lease over", queue)
     _, moved = queue.reap_once()
     run.event("a reaper", "reaps", queue)
     reaped_row = queue.job(job)

@@ -152,7 +152,6 @@ def _stale_call(run: Run, source: str, *, reclaim: bool) -> dict[str, Any]:
     if a.ended:
         raise RuntimeError(f"worker A should have frozen after its claim: {a!r}")
     fast_forward(queue)
-    run.event("the clock", "lease over", queue)
     queue.reap()
     run.event("the reaper", "reaps", queue)
     b = queue.claim(lease_ms=LEASE_MS) if reclaim else None
