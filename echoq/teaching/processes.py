@@ -256,7 +256,7 @@ def _child_main(fd: int, target: Callable[..., Any], args: tuple[Any, ...], kill
             _steps.send({"returned": _jsonable(value)})
         except BaseException as exc:  # the learner's code: report it, in words, to the parent
             frames = traceback.extract_tb(exc.__traceback__)
-            where = next((f"line {f.lineno} of {f.name}" for f in reversed(frames) if _learners(f.filename)), "")
+            where = next((f"line {f.lineno}, in {f.name}" for f in reversed(frames) if _learners(f.filename)), "")
             # Whose fault: a frame of the learner's, or the server refusing their script (or
             # timing out on it). Anything else is the kit's own bug, and must not be blamed on them.
             theirs = bool(where) or isinstance(exc, redis.ResponseError) or "Timeout reading" in str(exc)

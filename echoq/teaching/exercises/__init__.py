@@ -130,7 +130,7 @@ def example(key: str, misconception: str, *, client: Any = None) -> Feedback:
     wrong = {m.name: m.example for m in ex.misconceptions} | dict(ex.unlisted)
     if misconception not in wrong:
         raise KeyError(f"exercise {key!r} has no wrong answer {misconception!r}: one of {', '.join(sorted(wrong))}")
-    fb = ex.check(*ex.answer_from(wrong[misconception]), client=client, example=True)
+    fb = ex.judge(wrong[misconception], client=client, example=True)
     fb.notes.insert(0, EXAMPLE)
     return fb
 

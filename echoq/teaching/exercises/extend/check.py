@@ -255,6 +255,12 @@ class _Scene:
         self.deadlines: list[int] = []  # the job's lease deadline as each sweep saw it (server ms)
         self.held = False  # the child froze before an extend (its extension held up on the network)
 
+    def written_back(self) -> bool:
+        """The finished job is in the active set again (and still done): a write by hand
+        after the other worker completed it."""
+        snap = self.queue.snapshot()
+        return self.job in snap.active and self.job in snap.done
+
     def pushed(self) -> int:
         """How often the job's lease deadline was seen to move later: extensions, by any means."""
         return sum(b > a for a, b in zip(self.deadlines, self.deadlines[1:], strict=False))
@@ -497,7 +503,6 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
             scene.play(worker)
             raise RuntimeError(f"your worker should have frozen as its work ended: {worker!r}")
         fast_forward(scene.queue)  # frozen: its lease runs out while it sleeps
-        run.event("the clock", "lease over", scene.queue)
         scene.other_worker()
         frozen_since = worker.frozen_since
         worker.resume()
@@ -520,8 +525,7 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
             # An extension by hand whose read came before the freeze and whose ZADD after it
             # wrote the finished job back: that is what the line says (scene 4b's, whichever
             # scene happens to freeze the worker in that gap).
-            snap = scene.queue.snapshot()
-            if "ZADD" in after and scene.job in snap.active and scene.job in snap.done:
+            if "ZADD" in after and scene.written_back():
                 run.fail("frozen", "not-yet", what=BY_HAND)
             run.fail("frozen", "no-final-check", effects=scene.ran())
     run.good(
@@ -542,8 +546,7 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
             scene.other_worker()
             worker.resume()
         scene.play(worker)
-        snap = scene.queue.snapshot()
-        if scene.job in snap.active and scene.job in snap.done:
+        if scene.written_back():
             run.fail("by-hand", "not-yet", what=BY_HAND)
         run.good("by-hand", "Frozen between the read and the write of an extension by hand, it wrote nothing back.")
 
