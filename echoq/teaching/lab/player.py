@@ -174,13 +174,19 @@ class Player:
         self._publish(frame)
 
     def settle(self, timeout_s: float = 30.0) -> bool:
-        """Wait until the picture has caught up (or is held); False at the deadline."""
+        """Wait until the picture has caught up (or is held) and the animation thread has
+        said so (its readout and controls are set just after it stops running); False at
+        the deadline."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with self._state:
                 idle = not self._running
             if idle and (not self.following or self.cursor >= self.history.last_index):
-                return True
+                thread = self._thread
+                if thread is None or thread is threading.current_thread():
+                    return True
+                thread.join(max(0.0, deadline - time.monotonic()))
+                return not thread.is_alive()
             time.sleep(0.005)  # polling a flag another thread sets; bounded by the deadline
         return False
 
