@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from echoq.teaching.exercises import EXERCISES, judging_digest
+from tests.support.helpers import dump
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE = [key for key, ex in EXERCISES.items() if ex.kind != "value"]
@@ -215,10 +216,6 @@ def test_a_dropped_argument_that_is_the_librarys_default_changes_nothing() -> No
     assert default == _tuning(EXERCISES[key].solution)["MAX_STALLED"]
 
 
-def _keys(client: Any, queue: Any) -> dict[bytes, bytes]:
-    return {key: client.dump(key) for key in client.scan_iter(match=queue.keys.prefix + "*")}
-
-
 @pytest.mark.server
 def test_a_complete_after_a_retry_is_refused_and_changes_nothing(valkey_client) -> None:
     """The loop without its continue after q.retry goes on to q.complete(claim): refused,
@@ -236,9 +233,9 @@ def test_a_complete_after_a_retry_is_refused_and_changes_nothing(valkey_client) 
             queue.retry(claim, error="it failed", max_attempts=1 if last_try else 3)
             if claimed_again:
                 assert queue.claim(lease_ms=400) is not None
-            before = _keys(valkey_client, queue)
+            before = dump(queue)
             assert queue.complete(claim) is Complete.STALE, (last_try, claimed_again)
-            assert _keys(valkey_client, queue) == before, (last_try, claimed_again)
+            assert dump(queue) == before, (last_try, claimed_again)
             queue.reset()
     finally:
         queue.reset()
@@ -273,12 +270,12 @@ def _after_a_lost_lease(client: Any, name: str, extend_lease: Any) -> tuple[list
         while not asked and time.monotonic() < give_up:
             time.sleep(0.01)
         queue.complete(theirs)
-        before = _keys(client, queue)
+        before = dump(queue)
         while len(asked) < 2 and keeper.is_alive() and time.monotonic() < give_up:
             time.sleep(0.01)
         done.set()
         keeper.join(5)
-        return said, asked, _keys(client, queue) != before
+        return said, asked, dump(queue) != before
     finally:
         queue.reset()
 

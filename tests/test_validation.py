@@ -29,7 +29,7 @@ from echoq.effects import Effects
 from echoq.limits import BOUNDS
 from echoq.queue import SCRIPT_KEYS
 from echoq.worker import Backoff, Worker
-from tests.support.helpers import register_kit_scripts, wait_for_server_time
+from tests.support.helpers import dump, register_kit_scripts, wait_for_server_time
 
 # -- the scripts' own account of their numeric arguments -------------------------------------
 
@@ -126,11 +126,6 @@ def busy(q: echoq.Queue) -> echoq.Claim:
     Effects(q).apply_once(lapsed.job_id, "charged")  # held has none yet: effect.lua applies it
     wait_for_server_time(q.client, max(lapsed.deadline_ms, result.due_ms or 0) + 1)
     return held
-
-
-def dump(q: echoq.Queue) -> dict[str, bytes]:
-    """Every key of the queue, serialised exactly (DUMP)."""
-    return {key: q.client.dump(key) for key in sorted(q.keys_in_use())}
 
 
 def bad_values(low: int, high: int) -> list[str]:

@@ -122,3 +122,9 @@ def unwrapped(page: str) -> str:
     import re
 
     return re.sub(r"<span class='w'>([^<]*)</span>", r"\1", page.replace("<wbr>", ""))
+
+
+def dump(q: echoq.Queue) -> dict[str, bytes]:
+    """Every key of the queue, serialised exactly (DUMP): equal before and after a call that
+    changed nothing."""
+    return {key: q.client.dump(key) for key in sorted(q.keys_in_use())}
