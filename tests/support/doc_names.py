@@ -516,7 +516,9 @@ def check_bench_options(script: str, args: list[str]) -> str | None:
     return _options_in_help(script, *_bench_help(path.stem), args)
 
 
-def check_command(command: str) -> str | None:
+def _command_words(command: str) -> list[str]:
+    """A shell command's words from the program on (``VAR=value`` and ``sudo`` before it
+    dropped; any path to a python named ``python``)."""
     try:
         words = shlex.split(command, comments=True)
     except ValueError:
@@ -525,6 +527,11 @@ def check_command(command: str) -> str | None:
         words = words[1:]
     if words and re.search(r"/python3?$", words[0]):  # /opt/tljh/user/bin/python: a python all the same
         words[0] = "python"
+    return words
+
+
+def check_command(command: str) -> str | None:
+    words = _command_words(command)
     if not words:
         return None
     tool, args = words[0], words[1:]
@@ -692,13 +699,8 @@ def named_test(named: str) -> str | None:
 def words_not_run(command: str, tests: str) -> list[str]:
     """The words of a ``python -m`` or bench command (subcommands, options) that no quoted
     string of the tests holds: what the tests cannot be running."""
-    try:
-        words = shlex.split(command, comments=True)
-    except ValueError:
-        return []
-    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
-        words = words[1:]
-    if len(words) < 2 or not re.search(r"(^|/)python3?$", words[0]):
+    words = _command_words(command)
+    if len(words) < 2 or words[0] not in ("python", "python3"):
         return []
     if words[1] == "-m":
         args = words[3:]
