@@ -190,7 +190,7 @@ def test_startup_reports_time_to_first_ping() -> None:
 
 
 @pytest.mark.server
-def test_soak_reports_used_memory_after_each_run_and_bytes_per_extra_job() -> None:
+def test_soak_reports_used_memory_after_each_run_and_bytes_per_extra_job(monkeypatch: pytest.MonkeyPatch) -> None:
     done = run_bench("soak.py", "--jobs", "300", "--keep", "100", "--concurrency", "2", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -204,11 +204,9 @@ def test_soak_reports_used_memory_after_each_run_and_bytes_per_extra_job() -> No
         # No row left behind; the Worker's wakes and its beat's lock may be there too.
         assert {"done", "effects", "outbox", "stats"} <= set(run["keys"])
         assert set(run["keys"]) <= {"done", "effects", "outbox", "stats", "wake", "stalled_lock"}
-    sys.path.insert(0, str(BENCH))
-    try:
-        import soak
-    finally:
-        sys.path.remove(str(BENCH))
+    monkeypatch.syspath_prepend(str(BENCH))
+    import soak
+
     shown = soak.render(report)  # what the site shows of a stored run: the same report, drawn
     assert "300 then 600 jobs" in shown and f"{run2['used_memory']:,}" in shown and "machine: " in shown
 
