@@ -24,6 +24,7 @@ import pytest
 from tests.support.browser import (  # noqa: F401  (fixtures)
     browser,
     chromium,
+    feedback_shown,
     kernel_env,
     lab_root,
     lab_server,
@@ -270,13 +271,8 @@ def test_a_rejected_answer_is_pictured_in_jupyterlab(page, lab_server, lab_root)
         scope = open_in_lab(page, lab_server, "notebooks/rejected_answers.ipynb")
         for key, (_name, title) in REJECTED.items():
             shown = scope.locator(".jp-OutputArea-output").filter(has_text=title).first
-            shown.wait_for(timeout=120_000)
-            shown.scroll_into_view_if_needed()  # Lab draws only the cells in view
-            img = shown.locator("img").first
-            poll(lambda i=img: i.evaluate("i => i.complete && i.naturalWidth > 0"), what=f"the {key} picture")
-            alt = img.get_attribute("alt") or ""
-            line = alt.partition("✗ ")[2]
-            assert line.startswith("[") and line in shown.inner_text(), f"{key}: the alt text is not the ✗ line: {alt}"
+            img, line = feedback_shown(shown, f"the {key} answer", timeout_ms=120_000)
+            assert line.startswith("["), f"{key}: the alt text's ✗ line names no mistake: {line}"
             if key == "complete":  # a move: step its board back through its commands, and forward again
                 end = img.get_attribute("src")
                 button(shown, "back").click()

@@ -24,6 +24,7 @@ from tests.support.browser import (  # noqa: F401  (fixtures)
     _launch,
     browser,
     chromium,
+    feedback_shown,
     jupyter_argv,
     kernel_env,
     lab_root,
@@ -71,11 +72,8 @@ def test_a_lesson_lab_animates_in_notebook_7(page, lab_root, valkey_for_kernels)
         from echoq.teaching.exercises import EXAMPLE
 
         example = page.locator(".jp-OutputArea-output").filter(has_text=EXAMPLE.split(":")[0]).first
-        example.wait_for(timeout=60_000)
-        example.scroll_into_view_if_needed()
-        img = example.locator("img").first
-        poll(lambda: img.evaluate("i => i.complete && i.naturalWidth > 0"), what="the stored feedback picture to load")
-        assert "[row never marked active]" in (img.get_attribute("alt") or "")
+        _img, line = feedback_shown(example, "the stored example")
+        assert line.startswith("[row never marked active]"), line
         page.wait_for_function(
             """() => {
                 const ctx = window.jupyterapp.shell.currentWidget.sessionContext;
@@ -211,12 +209,8 @@ def test_without_a_widget_manager_a_lab_is_its_picture_readout_and_note(page, la
         save_screenshot(shown.screenshot(), "lab-no-widget-manager.png")
         # a rejected answer's feedback: its lines and its picture, the ✗ line as alt text
         rejected = scope.locator(".jp-OutputArea-output").filter(has_text="Lesson 02 · write the claim").first
-        rejected.wait_for(timeout=60_000)
-        rejected.scroll_into_view_if_needed()
-        img = rejected.locator("img").first
-        poll(lambda: img.evaluate("i => i.complete && i.naturalWidth > 0"), what="the rejected answer's picture")
-        line = (img.get_attribute("alt") or "").partition("✗ ")[2]
-        assert line.startswith("[row never marked active]") and line in rejected.inner_text()
+        _img, line = feedback_shown(rejected, "the rejected answer")
+        assert line.startswith("[row never marked active]"), line
         assert not errors, errors
     finally:
         server.stop()

@@ -407,3 +407,16 @@ def poll(check, timeout_s: float = 60.0, what: str = "condition", describe=None)
             seen = f" (last seen: {describe()})" if describe else ""
             pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}{seen}")
         time.sleep(0.05)
+
+
+def feedback_shown(shown, what: str, timeout_ms: int = 60_000) -> tuple[object, str]:
+    """``shown``, a page's output of a rejected answer's feedback, waited for and scrolled into
+    view (Lab draws only the cells in view), its picture loaded: the picture's img, and the ✗
+    line its alt text holds, which must be one of the output's own lines."""
+    shown.wait_for(timeout=timeout_ms)
+    shown.scroll_into_view_if_needed()
+    img = shown.locator("img").first
+    poll(lambda: img.evaluate("i => i.complete && i.naturalWidth > 0"), what=f"{what}: the feedback's picture")
+    line = (img.get_attribute("alt") or "").partition("✗ ")[2]
+    assert line and line in shown.inner_text(), f"{what}: the picture's alt text is not the ✗ line: {line!r}"
+    return img, line
