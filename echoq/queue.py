@@ -59,6 +59,12 @@ class JobState(StrEnum):
 _STATES = {state.value for state in JobState}
 
 
+def _state(value: object) -> JobState | None:
+    """A row's state as read, or None where it holds no state the library writes."""
+    text = _text(value)
+    return JobState(text) if text in _STATES else None
+
+
 class Enqueue(StrEnum):
     ENQUEUED = "enqueued"
     DUPLICATE = "duplicate"  # the id is known already; nothing changed
@@ -281,7 +287,7 @@ class Queue:
         check("delay_ms", delay_ms)
         reply = self._run("enqueue", self.script_keys("enqueue", job_id), [job_id, text, delay_ms, keep_given])
         outcome = Enqueue(_text(reply[0]))
-        state = JobState(_text(reply[2])) if len(reply) > 2 and _text(reply[2]) in _STATES else None
+        state = _state(reply[2]) if len(reply) > 2 else None
         return Enqueued(job_id, outcome, state)
 
     def new_job_ids(self, n: int) -> list[str]:
@@ -696,7 +702,7 @@ class Queue:
             rows={
                 _text(rows[i]): Job(
                     job_id=_text(rows[i]),
-                    state=JobState(_text(rows[i + 1])) if _text(rows[i + 1]) in _STATES else None,
+                    state=_state(rows[i + 1]),
                     attempts=int(rows[i + 2]),
                     stalled=int(rows[i + 3]),
                     payload=None,
@@ -739,7 +745,7 @@ class Queue:
         state = field("state")
         return Job(
             job_id=job_id,
-            state=JobState(state) if state in _STATES else None,
+            state=_state(state),
             attempts=number("attempts"),
             stalled=number("stalled"),
             payload=payload,
