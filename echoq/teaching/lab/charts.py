@@ -15,6 +15,7 @@ from matplotlib.ticker import MaxNLocator
 from ...queue import Snapshot
 from ..chaos import ChaosReport
 from ..persistence import RestartReport
+from . import words
 from .style import FONT, PLACES
 
 COLOURS = {name: style.colour for name, style in PLACES.items()}
@@ -94,6 +95,6 @@ def job_places(snap: Snapshot, *, when: str = "Where the jobs are") -> Figure:
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.spines[["top", "right"]].set_visible(False)
     enqueued = snap.stats.get("enqueued", 0)
-    title = f"{when}: {enqueued} job{'' if enqueued == 1 else 's'} in, {values[-1]} in no place"
+    title = f"{when}: {words.count(enqueued)} in, {values[-1]} in no place"
     ax.set_title(title, fontsize=FONT + 1, loc="left")
     return fig
