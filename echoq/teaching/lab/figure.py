@@ -80,6 +80,7 @@ class Place:
         self.board, self.name = board, name
         self.key_suffix = key_suffix  # words after the key's name (" · at lease deadline")
         self.x0, self.y0, self.x1, self.y1 = box
+        self.key_right = self.x1  # how far right the key's lines may run (a board may widen it)
         self.style = style or name
         colour = PLACES[self.style].colour
         ax = board.ax
@@ -121,7 +122,7 @@ class Place:
     def key_width(self) -> float:
         """How wide a key's line may run, from the box's left edge to ``key_right`` (the next
         box's edge, or the page's, where the board set it; else the box's own)."""
-        return getattr(self, "key_right", self.x1) - self.x0
+        return self.key_right - self.x0
 
     def set_key(self, queue: str) -> bool:
         """The key's name over the box, the queue's name whole: on as many lines as the box's
@@ -654,6 +655,10 @@ class QueueFigure(BoardFigure):
         self.queue = queue
         self.other_keys: list[tuple[str, float]] = []  # keys drawn outside the places, their width (build())
         super().__init__()
+        for place in self.places:
+            # A key's lines may run over the gap to the next box whose header shares their height.
+            beside = [p.x0 for p in self.places if p.x0 > place.x1 and abs(p.y1 - place.y1) < self.py(KEY_BAND_PX)]
+            place.key_right = min(beside) - self.px(12) if beside else 1.0 - self.px(6)
         self.show_queue(queue)
 
     def key(self, part: str) -> str:
@@ -666,10 +671,6 @@ class QueueFigure(BoardFigure):
     def show_queue(self, queue: str) -> bool:
         """Each place's key over its box, the queue's name whole in every one (wrapped where
         a box is narrow). True if a header moved (the static picture must be drawn again)."""
-        for place in self.places:
-            # A key's lines may run over the gap to the next box whose header shares their height.
-            beside = [p.x0 for p in self.places if p.x0 > place.x1 and abs(p.y1 - place.y1) < self.py(KEY_BAND_PX)]
-            place.key_right = min(beside) - self.px(12) if beside else 1.0 - self.px(6)
         moved = [place.set_key(queue) for place in self.places]
         return any(moved)
 
