@@ -27,6 +27,7 @@ import json
 import pprint
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,20 +136,41 @@ REJECTED_MD = (
 
 
 def rejected_example(name: str, nb: dict[str, Any]) -> None:
-    """The cells that show a rejected answer's feedback, after the exercise's solution (once)."""
+    """The cells that show a rejected answer's feedback, after the exercise's solution."""
     if name not in REJECTED:
         return
     key, wrong, what = REJECTED[name]
-    code = f'exercises.example("{key}", "{wrong}")'
+    ensure_cells(
+        nb,
+        lambda cell: f'exercises.solution("{key}")' in text_of(cell),
+        [
+            (f"rejected-{key}-md", "markdown", REJECTED_MD.format(what=what)),
+            (f"rejected-{key}", "code", f'exercises.example("{key}", "{wrong}")'),
+        ],
+    )
+
+
+def ensure_cells(
+    nb: dict[str, Any], after: Callable[[dict[str, Any]], bool], wanted: list[tuple[str, str, str]]
+) -> bool:
+    """The cells ``wanted`` (id, type, text), in that order: inserted after the first cell
+    ``after`` picks where the notebook lacks them, each given its text now. True if any was new
+    (a new code cell has no output until tools/run_notebooks.py runs it)."""
     cells = nb["cells"]
-    if any(code in text_of(c) for c in cells):
-        return
-    at = next(n for n, c in enumerate(cells) if f'exercises.solution("{key}")' in text_of(c))
-    md = {"cell_type": "markdown", "id": f"rejected-{key}-md", "metadata": {}, "source": []}
-    set_text(md, REJECTED_MD.format(what=what))
-    run = {"cell_type": "code", "execution_count": None, "id": f"rejected-{key}", "metadata": {}, "outputs": []}
-    set_text(run, code)
-    cells[at + 1 : at + 1] = [md, run]
+    have = {cell.get("id") for cell in cells}
+    new = [
+        {"cell_type": kind, "id": cell_id, "metadata": {}, "source": []}
+        | ({"execution_count": None, "outputs": []} if kind == "code" else {})
+        for cell_id, kind, _text in wanted
+        if cell_id not in have
+    ]
+    if new:
+        at = next(n for n, cell in enumerate(cells) if after(cell)) + 1
+        cells[at:at] = new
+    by_id = {cell.get("id"): cell for cell in cells}
+    for cell_id, _kind, text in wanted:
+        set_text(by_id[cell_id], text)
+    return bool(new)
 
 
 ATTACH_MD = (
@@ -250,23 +272,9 @@ def lesson_00(nb: dict[str, Any]) -> None:
     course = cells["c16"]
     text = text_of(course)
     set_text(course, text[: text.index("| lesson |")] + lessons_table())
-    if "attach" not in cells:
+    wanted = [("attach-md", "markdown", ATTACH_MD), ("attach", "code", ATTACH_CODE)]
+    if ensure_cells(nb, lambda cell: cell.get("id") == "c15", wanted):
         print("lesson 00 has a new cell: run tools/run_notebooks.py notebooks/00_start_here.ipynb to store its output")
-        at = next(n for n, cell in enumerate(nb["cells"]) if cell.get("id") == "c15") + 1
-        nb["cells"][at:at] = [
-            {"cell_type": "markdown", "id": "attach-md", "metadata": {}, "source": []},
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": "attach",
-                "metadata": {},
-                "outputs": [],
-                "source": [],
-            },
-        ]
-        cells = {cell.get("id"): cell for cell in nb["cells"]}
-    set_text(cells["attach-md"], ATTACH_MD)
-    set_text(cells["attach"], ATTACH_CODE)
 
 
 def lesson_07_output(cell: dict[str, Any]) -> None:
