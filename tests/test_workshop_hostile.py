@@ -144,6 +144,10 @@ def test_one_learners_bad_times_ids_and_100000_fields_cost_only_their_row(klass:
     history = progress.submissions_key("02", "claim", "ada")
     ada.delete(progress.key("ada"), history)
     ada.hset(progress.key("ada"), mapping={"check:02:claim:submissions": "3", "check:02:claim:at": "1"})
+    past_any_date = "99999999999999999"  # 17 digits, a whole number, and no date a gradebook can write
+    passed = {"check:03:complete:submissions": "1", "check:03:complete:at": "1", "check:03:complete:passed": "1"}
+    passed |= {"check:03:complete:passed_at": past_any_date, "lesson:03": past_any_date}
+    ada.hset(progress.key("ada"), mapping=passed)
     for at in ("Infinity", "1e300", "-5", '"soon"'):  # times no submission of the kit has
         ada.lpush(history, f'{{"at": {at}, "passed": false}}')
     bad = {"check:bad lesson!:claim:submissions": "1", "check:bad lesson!:claim:at": "1"}  # no lesson id of the kit's
@@ -152,6 +156,7 @@ def test_one_learners_bad_times_ids_and_100000_fields_cost_only_their_row(klass:
     rows = {(r.learner, r.exercise): r for r in export.rows(klass.instructor(), people)}
     assert (rows["bob", "claim"].status, rows["bob", "claim"].last_code) == ("passed", "-- bob's")
     assert (rows["ada", "claim"].tries, rows["ada", "claim"].last_submitted) == (3, "")  # her junk times: skipped
+    assert (rows["ada", "complete"].status, rows["ada", "complete"].first_pass) == ("not started", "")
     assert not any(r.lesson == "bad lesson!" for r in rows.values()) and len(rows) == 2 * len(board.exercises_of())
     for n in range(0, 100_000, 10_000):  # a record swelled past what any reader takes in
         ada.hset(progress.key("ada"), mapping={f"junk:{i}": "x" for i in range(n, n + 10_000)})

@@ -223,7 +223,7 @@ def parse(fields: dict, learner: str | None) -> Progress:
     for name, value in raw.items():
         parts = name.split(":")
         if parts[0] == "lesson" and len(parts) == 2:
-            started = _whole(value)
+            started = _time(value)
             if started is None:
                 progress.skipped += 1
             else:
@@ -239,8 +239,9 @@ def parse(fields: dict, learner: str | None) -> Progress:
             else:
                 missed.setdefault((parts[1], parts[2]), {})[parts[4]] = hits
     for (lesson, exercise), fields in sorted(found.items()):
-        submissions, at = _whole(fields.get("submissions", "0")), _whole(fields.get("at", "0"))
-        if submissions is None or at is None:
+        submissions, at = _whole(fields.get("submissions", "0")), _time(fields.get("at", "0"))
+        passed_at = _time(fields.get("passed_at", "0"))
+        if submissions is None or at is None or passed_at is None:
             progress.skipped += 1
             continue
         hits = missed.get((lesson, exercise), {})
@@ -252,7 +253,7 @@ def parse(fields: dict, learner: str | None) -> Progress:
             fields.get("misconception") or None,
             at,
             dict(sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))),
-            _whole(fields.get("passed_at", "0")) or 0,
+            passed_at,
         )
     progress.current = raw.get("current") or None
     progress.current_at_ms = _ms(raw, "current_at", progress)
@@ -262,9 +263,10 @@ def parse(fields: dict, learner: str | None) -> Progress:
 
 
 def _ms(raw: dict[str, str], name: str, progress: Progress) -> int:
-    """A time field of the record (0 when absent; counted as skipped when not a whole number)."""
+    """A time field of the record (0 when absent; counted as skipped when not a time the kit
+    writes)."""
     value = raw.get(name) or "0"
-    found = _whole(value)
+    found = _time(value)
     if found is None:
         progress.skipped += 1
         return 0
@@ -274,3 +276,10 @@ def _ms(raw: dict[str, str], name: str, progress: Progress) -> int:
 def _whole(value: str) -> int | None:
     """``value`` as the whole number the kit writes (digits only, at most 18), else None."""
     return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
+
+
+def _time(value: str) -> int | None:
+    """``value`` as a time the kit writes (epoch ms, at most ``LATEST_MS``), else None: a
+    reader turns it into a date, and a later one is no date at all."""
+    found = _whole(value)
+    return found if found is not None and found <= LATEST_MS else None
