@@ -95,6 +95,12 @@ def _reachable_by_all(path: Path) -> bool:
     return all(p.stat().st_mode & 0o001 for p in [*path.resolve().parents][:-1] if p != Path("/"))
 
 
+def _listable_by_all(folder: Path) -> bool:
+    """Whether any user may reach ``folder`` and list it: Python lists each folder on its path
+    (the editable install puts the checkout itself there) to import from it."""
+    return _reachable_by_all(folder) and folder.stat().st_mode & 0o005 == 0o005
+
+
 def _cannot(why: str) -> None:
     if IN_CI:
         pytest.fail(f"CI must run the class hub: {why}")
@@ -123,14 +129,18 @@ def learner_python(where: Path, opened: list[tuple[Path, int]]) -> str:
     """A Python every user can run, with this checkout's packages: the venv's own when every
     user can reach it; else a venv made in ``where`` over the system's Python of the same
     version (its site-packages added to the venv's: same version, same ABI). A checkout other
-    users cannot reach is opened for search under CI (see :func:`open_for_search`), skipped
-    with the reason elsewhere."""
+    users cannot reach is opened for search under CI (see :func:`open_for_search`), and the
+    checkout and site-packages folders for listing; skipped with the reason elsewhere."""
     python = Path(sys.executable)
     site = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
-    for needed in (ROOT / "echoq", site):
-        if not _reachable_by_all(needed) and IN_CI and os.geteuid() == 0:
+    for needed in (ROOT, site):
+        if not _listable_by_all(needed) and IN_CI and os.geteuid() == 0:
             open_for_search(needed, opened)
-    if not _reachable_by_all(ROOT / "echoq") or not _reachable_by_all(site):
+            mode = needed.stat().st_mode & 0o7777
+            if mode & 0o005 != 0o005:  # a clone made by mktemp -d is such a folder (0700)
+                opened.append((needed, mode))
+                needed.chmod(mode | 0o005)
+    if not _listable_by_all(ROOT) or not _listable_by_all(site):
         _cannot(f"the checkout {ROOT} is not readable by other users, whom the class hub runs learners as")
     if _reachable_by_all(python.resolve()):
         return str(python)
