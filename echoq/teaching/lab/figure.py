@@ -25,7 +25,7 @@ from __future__ import annotations
 import io
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -513,13 +513,7 @@ class BoardFigure:
                 scatter.set_linewidths(0.8 if self._filled(name) else 2.0)
             else:
                 scatter.set_offsets(_NOWHERE)
-        for label, item in zip(self.labels, texts + [None] * (len(self.labels) - len(texts)), strict=False):
-            if item is None:
-                label.set_text("")
-                continue
-            x, y, text, alpha = item
-            label.set_position((x, y))
-            label.set_text(text)
+        for label, (alpha,) in place_labels(self.labels, texts):
             label.set_alpha(alpha)
         # The move's paths (see Lit): lit, with the pulse along the first; a probe's pulse
         # goes half way and turns back.
@@ -613,6 +607,19 @@ class BoardFigure:
 
 
 _NOWHERE = [[math.nan, math.nan]]
+
+
+def place_labels(labels: list[Any], items: list[tuple[Any, ...]]) -> Iterator[tuple[Any, tuple[Any, ...]]]:
+    """Each of a board's label texts given its item's place and words (``(x, y, text, *style)``),
+    with the rest of the item for the caller to style; the texts left over emptied."""
+    for label, item in zip(labels, [*items, *[None] * (len(labels) - len(items))], strict=False):
+        if item is None:
+            label.set_text("")
+            continue
+        x, y, text, *style = item
+        label.set_position((x, y))
+        label.set_text(text)
+        yield label, tuple(style)
 
 
 def _arc(

@@ -21,7 +21,7 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.patches import FancyBboxPatch
 
 from ...evidence import SETS
-from ..figure import _NOWHERE, MARKER_SIZE, BoardFigure
+from ..figure import _NOWHERE, MARKER_SIZE, BoardFigure, place_labels
 from ..style import FEEDBACK, FONT, INK, MUTED, PLACES
 from ..words import more, tag
 from . import words
@@ -287,13 +287,7 @@ class JudgedFigure(BoardFigure):
                     scatter.set_linewidths(0.8)
             self.pulse.set_offsets(rings or _NOWHERE)
             self.pulse.set_sizes([MARKER_SIZE * 3.2])
-            for text, item in zip(self.labels, [*labels, *[None] * len(self.labels)], strict=False):
-                if item is None:
-                    text.set_text("")
-                    continue
-                x, y, label, lit = item
-                text.set_position((x, y))
-                text.set_text(label)
+            for text, (lit,) in place_labels(self.labels, labels):
                 text.set_alpha(1.0)
                 text.set_weight("bold" if lit else "normal")
             if self.kind == "sides":
