@@ -968,10 +968,10 @@ def _press_everything(lab: LabPanel) -> list[str]:
     buttons = [w for w in _walk(lab) if w.__class__.__name__ == "Button"]
     order = sorted(buttons, key=lambda b: b.description in ("pause", "step", "reset", "reconnect", "live"))
     for button in order:
-        lab.settle()
+        assert lab.settle(), f"the picture did not catch up before {button.description!r}"
         before = lab.readout.value
         button.click()
-        lab.settle()
+        assert lab.settle(), f"the picture did not catch up after {button.description!r}"
         if lab.readout.value == before:
             silent.append(button.description)
         if button.description in ("pause", "step"):
