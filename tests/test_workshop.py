@@ -197,6 +197,20 @@ def test_bad_rosters_are_one_line_errors(tmp_path: Path, roster: list[str], why:
     one_line(caught.value)
 
 
+def test_roster_lines_that_would_be_one_account_are_refused_naming_both(tmp_path: Path) -> None:
+    roster = ["grace", "Ada Lovelace", "# a comment", "bob", "  ada lovelace  # again"]
+    with pytest.raises(echoq.InvalidArgument) as caught:
+        admin.up(tmp_path / "w", roster=roster)
+    line = one_line(caught.value)
+    assert "roster lines 2 ('Ada Lovelace') and 5 ('ada lovelace') are one account" in line
+    assert "tell them apart" in line
+    assert not (tmp_path / "w").exists()  # refused before anything was made
+    # Told apart, each accepted line is one learner.
+    told_apart = admin.learners_from_roster(["Ada Lovelace", "ada lovelace 2", "bob"])
+    assert [learner.hub_user for learner in told_apart] == ["ada lovelace", "ada lovelace 2", "bob"]
+    assert len({learner.id for learner in told_apart}) == 3
+
+
 # -- isolation, proven: every refusal reaches the learner as one PermissionDenied line ---------------
 
 OTHERS = "emq:{bob.lesson-02}:pending"

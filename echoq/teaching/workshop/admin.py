@@ -249,12 +249,24 @@ def learners_from_roster(lines: Iterable[str]) -> list[Learner]:
     normalises it (lowercased: the name the learner's server runs as); each gets a learner
     id (the name itself when it is a valid namespace, else a safe form of it)."""
     found: list[Learner] = []
-    for raw in lines:
+    first: dict[str, tuple[int, str]] = {}  # hub user -> the line that named it first, as written
+    for number, raw in enumerate(lines, 1):
         line = raw.split("#", 1)[0]
         name = normalize_hub_user(line)
         written = " ".join(line.split())  # as the roster wrote it (for the instructor's eyes)
-        if name:
-            found.append(Learner(from_hub_user(name), name, "", written))
+        if not name:
+            continue
+        if name in first:
+            # Two people would share one account, one server and one gradebook row: the hub
+            # logs both in under the one lowercased name.
+            seen, spelt = first[name]
+            raise InvalidArgument(
+                f"roster lines {seen} ({spelt!r}) and {number} ({written!r}) are one account: the hub "
+                f"lowercases names at login, so both log in as {name!r}; if they are two people, tell "
+                "them apart (e.g. add a surname or a number to one), else remove one line"
+            )
+        first[name] = (number, written)
+        found.append(Learner(from_hub_user(name), name, "", written))
     return found
 
 
