@@ -9,7 +9,7 @@ PORT   ?= 8888
 # JupyterLab refuses to run as root unless told it may.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: setup lab test docs lint bench clean present dashboard hub binder-link binder-badge
+.PHONY: setup lab test docs lint bench clean present dashboard hub shared-env binder-link binder-badge
 
 setup: $(STAMP)
 
@@ -59,10 +59,19 @@ dashboard: setup
 
 # JupyterHub for the class on this machine, offline (docs/WORKSHOP.md): the hub from the
 # project's extras, configurable-http-proxy from npm into build/hub. Ctrl-C stops it.
+# Learners' servers run LEARNER_PYTHON: given, else the shared environment's when
+# `make shared-env` made one, else this venv's (which the hub first tries as a learner).
 HUB_PORT ?= 8000
+SHARED_ENV ?= /opt/echoq
+LEARNER_PYTHON ?= $(wildcard $(SHARED_ENV)/venv/bin/python)
 hub: setup
 	@bash tools/hub-deps.sh
-	ECHOQ_WORKSHOP=$(abspath $(ECHOQ_WORKSHOP)) $(BIN)/python -m echoq.teaching workshop hub --port $(HUB_PORT)
+	ECHOQ_WORKSHOP=$(abspath $(ECHOQ_WORKSHOP)) $(BIN)/python -m echoq.teaching workshop hub --port $(HUB_PORT) \
+	  $(if $(LEARNER_PYTHON),--learner-python $(LEARNER_PYTHON),)
+
+# The kit where every learner's Unix user can run it, for `make hub` (tools/shared-env.sh).
+shared-env: setup
+	@bash tools/shared-env.sh $(SHARED_ENV)
 
 # This repository's Binder link, from its git remote (REMOTE=... to use another address);
 # binder-badge also writes the badge into the README.

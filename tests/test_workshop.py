@@ -112,6 +112,41 @@ def test_make_dashboard_serves_the_dashboard_with_voila_on_loopback() -> None:
     assert "--Voila.ip=127.0.0.1" in command and "--no-browser" in command
 
 
+@pytest.mark.server
+def test_make_hub_passes_the_learners_python_it_is_told_or_the_shared_environments(tmp_path: Path) -> None:
+    def dry_run(*settings: str) -> str:
+        done = subprocess.run(
+            ["make", "-s", "-n", "hub", f"BIN={Path(sys.executable).parent}", *settings],
+            capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return " ".join(done.stdout.split())
+
+    shared = tmp_path / "shared"
+    assert "--learner-python" not in dry_run(f"SHARED_ENV={shared}")  # none made: the hub tries this venv's
+    assert "--learner-python /srv/py/bin/python" in dry_run(f"SHARED_ENV={shared}", "LEARNER_PYTHON=/srv/py/bin/python")
+    (shared / "venv" / "bin").mkdir(parents=True)
+    (shared / "venv" / "bin" / "python").touch()
+    assert f"--learner-python {shared}/venv/bin/python" in dry_run(f"SHARED_ENV={shared}")
+
+
+@pytest.mark.server
+def test_status_aligns_every_name_by_the_columns_it_takes(tmp_path: Path) -> None:
+    roster = ["李雷", "ada", "José", "Zoë"]
+    workshop, _ = admin.up(tmp_path / "w", roster=roster, class_name="aligned")
+    try:
+        lines = admin.status(tmp_path / "w")
+    finally:
+        admin.down(tmp_path / "w")
+    header = next(line for line in lines if line.startswith("learner "))
+    rows = [line for line in lines if line.split(" ", 1)[0] in workshop.learners]
+    assert len(rows) == len(roster), lines
+    at = admin.columns(header[: header.index(" user ")])
+    for row in rows:  # the "ok" of the user column starts in the header's column on every row
+        assert admin.columns(row[: row.index(" ok ")]) == at, (header, row)
+    assert admin.fit("李雷李雷李雷", 7) == "李雷李…" and admin.columns(admin.fit("李雷李雷李雷", 7)) == 7
+
+
 def test_the_files_are_mode_0600_and_the_roster_gives_each_learner_their_own_url(started: Workshop) -> None:
     folder = started.dir
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
@@ -195,6 +230,20 @@ def test_bad_rosters_are_one_line_errors(tmp_path: Path, roster: list[str], why:
     with pytest.raises(echoq.InvalidArgument, match=why) as caught:
         admin.up(tmp_path / "w", roster=roster)
     one_line(caught.value)
+
+
+def test_roster_lines_that_would_be_one_account_are_refused_naming_both(tmp_path: Path) -> None:
+    roster = ["grace", "Ada Lovelace", "# a comment", "bob", "  ada lovelace  # again"]
+    with pytest.raises(echoq.InvalidArgument) as caught:
+        admin.up(tmp_path / "w", roster=roster)
+    line = one_line(caught.value)
+    assert "roster lines 2 ('Ada Lovelace') and 5 ('ada lovelace') are one account" in line
+    assert "tell them apart" in line
+    assert not (tmp_path / "w").exists()  # refused before anything was made
+    # Told apart, each accepted line is one learner.
+    told_apart = admin.learners_from_roster(["Ada Lovelace", "ada lovelace 2", "bob"])
+    assert [learner.hub_user for learner in told_apart] == ["ada lovelace", "ada lovelace 2", "bob"]
+    assert len({learner.id for learner in told_apart}) == 3
 
 
 # -- isolation, proven: every refusal reaches the learner as one PermissionDenied line ---------------
@@ -561,3 +610,12 @@ def test_the_dashboard_services_sigint_is_passed_on_as_sigterm() -> None:
     assert child.wait(10) == 0 and child.stdout.read().strip() == "stopped on SIGTERM"
     text = admin.hub_snippet(SimpleNamespace(dir=Path("/nowhere"), class_name="c", instructors=["t"]), Path("/d.ipynb"))
     assert '"-m", "echoq.teaching.workshop.service"' in text  # the dashboard runs through it
+
+
+def test_a_rows_time_is_the_local_clock_time_beside_how_long_ago() -> None:
+    from echoq.teaching.workshop import board
+
+    then = 1_765_000_000_000
+    assert board.ago(then + 12_345, then) == f"{board.local_time(then)}, 12 s ago"
+    assert board.ago(then + 600_000, then) == f"{board.local_time(then)}, 10 min ago"
+    assert board.ago(then, 0) == "-"  # never

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,50 @@ def test_an_existing_account_the_hub_did_not_make_is_never_used_nor_its_home_tou
     with pytest.raises(RuntimeError, match="it is not a learner's user this hub made"):
         ensure_user("daemon", tmp_path)
     assert os.stat(daemon.pw_dir).st_mode == mode
+
+
+@pytest.mark.server
+def test_shared_env_gives_learners_a_python_when_the_venvs_is_under_a_0700_folder() -> None:
+    """`make shared-env` (tools/shared-env.sh) is the way out the hub's refusal names, when
+    the learners cannot run this venv's Python (pyenv's, under /root): a learner made as the
+    hub makes them is refused a Python under a 0700 folder in one line naming it, then runs
+    the shared environment's. It makes a Unix user, so it runs where the hub's tests run."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from echoq.teaching.workshop.spawner import ensure_user
+    from tests.support.browser import IN_CI, ROOT
+    from tests.support.hub import remove_test_users, session_user_prefix
+
+    if not (IN_CI and os.geteuid() == 0):
+        pytest.skip("makes a Unix user: runs as root under CI=true, as the hub's tests do")
+    prefix = session_user_prefix()
+    shared = Path(tempfile.mkdtemp(prefix="echoq-shared-env-"))
+    locked = Path(tempfile.mkdtemp(prefix="echoq-locked-"))  # 0700, as /root is
+    try:
+        shared.chmod(0o755)
+        (shared / "home").mkdir(mode=0o755)
+        learner = ensure_user(f"{prefix}py", shared / "home")
+        (locked / "python").symlink_to(sys.executable)
+        with pytest.raises(InvalidArgument) as refused:
+            hub.check_learner_python(str(locked / "python"), learner)
+        said = str(refused.value)
+        assert "\n" not in said and "learners cannot run the kit" in said and "make shared-env" in said, said
+
+        (shared / "taken").mkdir()
+        (shared / "taken" / "theirs").write_text("not ours")
+        made = subprocess.run(["bash", "tools/shared-env.sh", str(shared / "taken")], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+        assert made.returncode == 2 and "holds something this did not make" in made.stderr, made.stderr
+
+        made = subprocess.run(["bash", "tools/shared-env.sh", str(shared / "env")], cwd=ROOT, capture_output=True,
+                              text=True, timeout=600)  # fmt: skip
+        assert made.returncode == 0, made.stderr[-2000:]
+        python = shared / "env" / "venv" / "bin" / "python"
+        assert f"every user can run the kit with {python}" in made.stdout
+        hub.check_learner_python(str(python), learner)  # as the learner: no refusal
+    finally:
+        remove_test_users(prefix)
+        shutil.rmtree(shared, ignore_errors=True)
+        shutil.rmtree(locked, ignore_errors=True)

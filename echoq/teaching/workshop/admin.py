@@ -29,6 +29,7 @@ import os
 import secrets
 import sys
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -249,12 +250,24 @@ def learners_from_roster(lines: Iterable[str]) -> list[Learner]:
     normalises it (lowercased: the name the learner's server runs as); each gets a learner
     id (the name itself when it is a valid namespace, else a safe form of it)."""
     found: list[Learner] = []
-    for raw in lines:
+    first: dict[str, tuple[int, str]] = {}  # hub user -> the line that named it first, as written
+    for number, raw in enumerate(lines, 1):
         line = raw.split("#", 1)[0]
         name = normalize_hub_user(line)
         written = " ".join(line.split())  # as the roster wrote it (for the instructor's eyes)
-        if name:
-            found.append(Learner(from_hub_user(name), name, "", written))
+        if not name:
+            continue
+        if name in first:
+            # Two people would share one account, one server and one gradebook row: the hub
+            # logs both in under the one lowercased name.
+            seen, spelt = first[name]
+            raise InvalidArgument(
+                f"roster lines {seen} ({spelt!r}) and {number} ({written!r}) are one account: the hub "
+                f"lowercases names at login, so both log in as {name!r}; if they are two people, tell "
+                "them apart (e.g. add a surname or a number to one), else remove one line"
+            )
+        first[name] = (number, written)
+        found.append(Learner(from_hub_user(name), name, "", written))
     return found
 
 
@@ -279,6 +292,21 @@ def _check_learners(learners: list[Learner], class_name: str) -> None:
         if learner.id in seen and seen[learner.id] != learner.hub_user:
             raise InvalidArgument(f"hub users {seen[learner.id]!r} and {learner.hub_user!r} map to one learner id")
         seen[learner.id] = learner.hub_user
+
+
+def columns(shown: str) -> int:
+    """The terminal columns ``shown`` takes: a wide or fullwidth character (李雷) two, a
+    combining mark none, any other one (a terminal's monospace font)."""
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in shown)
+
+
+def fit(shown: str, width: int) -> str:
+    """``shown`` cut (with an ellipsis) and padded to exactly ``width`` terminal columns."""
+    if columns(shown) > width:
+        while columns(shown) > width - 1:
+            shown = shown[:-1]
+        shown += "…"
+    return shown + " " * (width - columns(shown))
 
 
 def _admin_url(url: str, password: str | None) -> str:
@@ -757,7 +785,7 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         f"AOF {'on' if info.get('aof_enabled') else 'off'}, {info.get('connected_clients')} client(s)"
     )
     wide = max([7, *(len(lid) for lid in workshop.learners)])  # every id whole: the column fits the longest
-    named = min(32, max([4, *(len(text(ln.display, None)) for ln in workshop.learners.values())]))
+    named = min(32, max([4, *(columns(text(ln.display, None)) for ln in workshop.learners.values())]))
     lines.append(
         f"{'learner':<{wide}} {'name':<{named}} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
     )
@@ -778,7 +806,7 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         reached = ", ".join(text(lesson, 24) for lesson in sorted(record.lessons)) or "-"
         kernel = "alive" if admin.exists(presence.alive_key(lid)) else "-"
         lines.append(
-            f"{lid:<{wide}} {text(learner.display, named):<{named}} {'ok' if lid in users else 'MISSING':<8} "
+            f"{lid:<{wide}} {fit(text(learner.display, None), named)} {'ok' if lid in users else 'MISSING':<8} "
             f"{connected.get(lid, 0):>5} {len(queues):>6} {kernel:<6}  {reached}"
         )
     if skipped:

@@ -320,15 +320,19 @@ def checks_with_not_started(lv: LearnerView) -> list[progress.CheckRecord]:
 
 
 def ago(now_ms: int, then_ms: int) -> str:
-    """``then_ms`` in words, relative to ``now_ms`` (both server ms): "12 s ago", "-" for never."""
+    """``then_ms`` as this machine's local clock time and in words, relative to ``now_ms``
+    (both server ms): "14:02:03, 12 s ago" (the zone is said once, in the board's header),
+    "-" for never."""
     if not then_ms:
         return "-"
     seconds = max(0, (now_ms - then_ms) // 1000)
     if seconds < 120:
-        return f"{seconds} s ago"
-    if seconds < 7200:
-        return f"{seconds // 60} min ago"
-    return f"{seconds // 3600} h ago"
+        words = f"{seconds} s ago"
+    elif seconds < 7200:
+        words = f"{seconds // 60} min ago"
+    else:
+        words = f"{seconds // 3600} h ago"
+    return f"{local_time(then_ms)}, {words}"
 
 
 def _kernel(lv: LearnerView) -> Markup:
@@ -610,13 +614,13 @@ def _refusals(data: BoardData) -> Markup:
     refused = [
         fill(
             "<tr><td>$user</td><td>$reason</td><td><code>$object</code></td><td>$context</td>"
-            "<td class='num'>$count</td><td class='num'>$age s ago</td></tr>",
+            "<td class='num'>$count</td><td class='num'>$age</td></tr>",
             user=_named(data, r.user),
             reason=r.reason,
             object=r.object,
             context=r.context,
             count=r.count,
-            age=f"{r.age_s:.0f}",
+            age=ago(data.now_ms, data.now_ms - round(r.age_s * 1000)),
         )
         for r in data.refusals
     ]

@@ -179,9 +179,9 @@ def check_learner_python(python: str, entry) -> None:  # noqa: ANN001 (a pwd ent
     if failed:
         raise InvalidArgument(
             f"learners cannot run the kit with {python} as Unix user {entry.pw_name!r} ({failed}): "
-            "install it where every user can read it (`python3 -m venv /opt/echoq && "
-            "/opt/echoq/bin/pip install -e '<checkout>[teaching,test]'`, the checkout readable by all) "
-            "and pass --learner-python /opt/echoq/bin/python"
+            "run `make shared-env` (a copy of this checkout and a venv over a Python every user can "
+            "run, in /opt/echoq; SHARED_ENV=DIR for another folder), after which `make hub` uses it; "
+            "or name such a Python: `make hub LEARNER_PYTHON=PATH` (--learner-python PATH)"
         )
 
 
