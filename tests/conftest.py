@@ -21,10 +21,13 @@ process fails it, so ``pytest -m "not server"`` stays a tier that needs nothing 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import socket
 import subprocess
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -163,43 +166,23 @@ def needs_server(item: pytest.Item) -> bool:
 
 # ---------------------------------------------------------------- order
 
-# About how many seconds each long file takes on its own (pytest on one file, an otherwise
-# idle 2-core machine), and for the SPLIT files' longest units, each unit (UNIT_SECONDS).
-# `make test` hands units of work (a file, or a test function of a SPLIT file) to its
-# workers in the order the workers collect them (`--dist loadfile --no-loadscope-reorder`):
-# the longest first, so the last ones to start are short and no worker is left running a
-# long one alone at the end, with the cores idle while it waits on its leases. A file not
-# listed counts 0.05 s a test; a unit of a SPLIT file not named, its tests' share of what is
-# left of the file's time.
-SECONDS = {
-    "test_exercises.py": 94, "test_lab.py": 71, "test_worker.py": 43, "test_bench_latency.py": 26,
-    "test_mutants.py": 6,
-    "test_cluster.py": 21, "test_lab_truth.py": 20, "test_server.py": 16, "test_validation.py": 15,
-    "test_lab_pictures.py": 15, "test_workshop_browser.py": 12, "test_workshop_people.py": 12, "test_chaos.py": 12,
-    "test_layers.py": 10, "test_queue.py": 10, "test_habits.py": 10, "test_workshop.py": 9,
-    "test_workshop_attacks.py": 10,
-    # on a fresh clone its first bench installs bullmq from npm: 5 to 60 s of waiting on the
-    # registry, which had better overlap with the rest than end the run
-    "test_bench.py": 60,
-    "test_stateful.py": 9, "test_site.py": 8, "test_workshop_folder.py": 6, "test_batch.py": 5, "test_effects.py": 5,
-    "test_workshop_bench.py": 5, "test_launch.py": 5, "test_user_server.py": 6, "test_lab_race.py": 7,
-    # the browser tests (their own pytest: tools/run-tests.sh)
-    "test_workshop_guide.py": 65, "test_browser_habits.py": 38, "test_browser.py": 51,
-    "test_frontends.py": 27,
-    # a lesson: nbval's run and the second pass on the same kernel (tests/support/rerun.py)
-    "07_beyond_one_server.ipynb": 31, "05_worker_path.ipynb": 16, "06_beyond.ipynb": 5,
-    "04_stalled_recovery.ipynb": 4, "03_at_least_once.ipynb": 4, "class_chaos.ipynb": 4,
-    "02_recoverable_claim.ipynb": 3, "01_naive_loop.ipynb": 3, "00_start_here.ipynb": 2,
-}  # fmt: skip
-UNIT_SECONDS = {
-    "test_lab.py::test_during_a_move_the_picture_shows_the_frame_the_readout_shows": 12,
-    "test_lab.py::test_the_fleet_never_shows_a_loss_that_did_not_happen": 11,
-    "test_lab.py::test_moves_animate_tokens_from_set_to_set": 7,
-    "test_lab.py::test_the_fleet_s_picture_and_readout_follow_the_server_within_a_second_while_it_animates": 6,
-    "test_lab.py::test_live_after_scrubbing_jumps_to_the_present_at_once": 5,
-    "test_lab.py::test_the_lessons_leave_every_lab_clean_after_run_all": 4,
-    "test_lab.py::test_killing_a_worker_mid_job_loses_nothing_and_duplicates_no_effect": 4,
-}  # fmt: skip
+# How long each unit of work took in the last recorded run of `make test`
+# (tests/durations.json, written by `ECHOQ_RECORD_DURATIONS=1 make test`: every unit's setup,
+# call and teardown added up, as both jobs ran side by side). `make test` hands units of work
+# (a file, or a test function or case of a SPLIT file) to its workers in the order the workers
+# collect them (`--dist loadfile --no-loadscope-reorder`): the longest first, so the last ones
+# to start are short and no worker is left running a long one alone at the end, with the
+# cores idle while it waits on its leases. A unit the record does not know counts 0.05 s a test.
+DURATIONS = Path(__file__).with_name("durations.json")
+RECORDING = "ECHOQ_RECORD_DURATIONS"
+
+
+def recorded_seconds() -> dict[str, float]:
+    try:
+        units = json.loads(DURATIONS.read_text())["units"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {str(unit): float(seconds) for unit, seconds in units.items()}
 
 
 # Files whose tests share no module-scoped start-up and are long enough that one worker
@@ -246,38 +229,47 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
 
 def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The units of work, longest first (each unit's tests in their own order); the
-    WITH_BROWSER_JOB files' units after the others."""
+    """The units of work, longest first by the recorded run (each unit's tests in their own
+    order); the WITH_BROWSER_JOB files' units after the others."""
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
         units.setdefault(unit_of(item.nodeid), []).append(item)
-    named = {unit: UNIT_SECONDS[key] for unit in units if (key := unit.rpartition("/")[2]) in UNIT_SECONDS}
-    # A file's time less its named units', shared by its other tests.
-    named_s: dict[str, float] = {}
-    count: dict[str, int] = {}
-    for unit, tests in units.items():
-        module = tests[0].path.name
-        if unit in named:
-            named_s[module] = named_s.get(module, 0.0) + named[unit]
-        else:
-            for test in tests:
-                count[test.path.name] = count.get(test.path.name, 0) + 1
-
-    def seconds(unit: str) -> float:
-        if unit in named:
-            return named[unit]
-        share = 0.0
-        for test in units[unit]:
-            module = test.path.name
-            whole = SECONDS.get(module, 0.05 * count[module])
-            share += max(whole - named_s.get(module, 0.0), 0.0) / count[module]
-        return share
+    recorded = recorded_seconds()
 
     def after_browser_tests(unit: str) -> bool:  # in the browser tests' job, after them
         return units[unit][0].nodeid.partition("::")[0] in WITH_BROWSER_JOB
 
-    order = sorted(units, key=lambda unit: (after_browser_tests(unit), -seconds(unit)))
+    order = sorted(units, key=lambda unit: (after_browser_tests(unit), -recorded.get(unit, 0.05 * len(units[unit]))))
     return [item for unit in order for item in units[unit]]
+
+
+_took: dict[str, float] = {}  # unit -> seconds, in this run (the controller's, when recording)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get(RECORDING):
+        unit = unit_of(report.nodeid)
+        _took[unit] = _took.get(unit, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With ECHOQ_RECORD_DURATIONS set, the units this run (one of `make test`'s two jobs)
+    timed go into tests/durations.json; the other job's are kept, under a lock, as it
+    writes its own at about the same moment."""
+    if not os.environ.get(RECORDING) or hasattr(session.config, "workerinput") or not _took:
+        return
+    import fcntl
+
+    with open(DURATIONS.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        root = DURATIONS.parent.parent
+        units = {
+            unit: seconds
+            for unit, seconds in recorded_seconds().items()
+            if unit == CLUSTER_UNIT or (root / unit.partition("::")[0]).is_file()
+        }
+        units.update((unit, round(seconds, 1)) for unit, seconds in _took.items())
+        DURATIONS.write_text(json.dumps({"units": dict(sorted(units.items()))}, indent=1) + "\n")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -116,12 +116,15 @@ def test_the_unit_tier_gives_sockets_and_processes_back() -> None:
 def test_every_file_the_order_tables_name_exists() -> None:
     root = TESTS.parent
     files = {p.name for p in TESTS.glob("test_*.py")} | {p.name for p in (root / "notebooks").glob("*.ipynb")}
-    named = set(conftest.SECONDS) | set(conftest.SPLIT) | conftest.BROWSER_MODULES
+    named = set(conftest.SPLIT) | conftest.BROWSER_MODULES
     assert named <= files, sorted(named - files)
     assert all((root / path).is_file() for path in conftest.WITH_BROWSER_JOB), conftest.WITH_BROWSER_JOB
-    for unit in conftest.UNIT_SECONDS:  # a SPLIT file's test function, by name
-        module, _, function = unit.partition("::")
-        assert module in conftest.SPLIT and f"def {function}(" in (TESTS / module).read_text(), unit
+    for unit in conftest.recorded_seconds():  # a file, a SPLIT file's function or case, or the cluster
+        path, _, test = unit.partition("::")
+        assert unit == conftest.CLUSTER_UNIT or (root / path).is_file(), unit
+        if test:
+            assert path.rpartition("/")[2] in conftest.SPLIT, unit
+            assert f"def {test.split('[', 1)[0]}(" in (root / path).read_text(), unit
 
 
 def test_a_notebook_is_one_unit_and_a_split_file_goes_by_function_or_case() -> None:
@@ -145,5 +148,6 @@ def test_the_order_is_longest_first_with_the_judges_after_the_browser_tests() ->
     ids = [judge, "tests/test_tiers.py::test_x", *short, lab, "tests/test_browser.py::test_y"]
     order = [i.nodeid for i in conftest._longest_first([Item(n) for n in ids])]  # type: ignore[arg-type]
     assert order[0] == "tests/test_browser.py::test_y" and order[-1] == judge, order
-    # A named unit goes by its own time, the others share what is left of their file's.
-    assert order[1] == lab and order.index("tests/test_tiers.py::test_x") == len(order) - 2, order
+    # A unit goes by its recorded time (tests/durations.json); one never recorded counts 0.05 s a test.
+    assert conftest.recorded_seconds()[lab] > 1 and order[1] == lab, order
+    assert order.index("tests/test_tiers.py::test_x") > order.index(lab), order
