@@ -392,3 +392,15 @@ def test_an_acl_refusal_in_a_script_is_a_typed_one_line_error(valkey_client) -> 
             scripts.run(limited, "reap", theirs.script_keys("reap"), [1, 10])
     finally:
         valkey_client.execute_command("ACL", "DELUSER", user)
+
+
+def test_the_kits_module_map_names_every_module_of_the_kit() -> None:
+    """echoq/teaching/__init__.py's list is what a reader of the kit starts from: a module
+    it leaves out is a module nobody finds."""
+    import echoq.teaching
+
+    kit = Path(echoq.teaching.__file__).parent
+    modules = {p.stem for p in kit.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    modules |= {p.parent.name for p in kit.glob("*/__init__.py")}
+    named = set(re.findall(r":mod:`~echoq\.teaching\.(\w+)`", echoq.teaching.__doc__ or ""))
+    assert modules <= named, sorted(modules - named)

@@ -33,7 +33,7 @@ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || bash tools/
 flock build/site.lock make --no-print-directory docs >build/docs.log 2>&1 &
 docs=$!
 # The browser job names its files (tests/conftest.py's BROWSER_MODULES and WITH_BROWSER_JOB)
-# rather than collecting all 2,700 tests to keep a few hundred: a collection is seconds of CPU
+# rather than collecting every test to keep a few hundred: a collection is seconds of CPU
 # in each of its three processes. The other job leaves those files out.
 browser_files=$("$BIN/python" -c 'from tests.conftest import BROWSER_MODULES as m, WITH_BROWSER_JOB as w; print(*sorted({f"tests/{f}" for f in m} | w))')
 beside=$("$BIN/python" -c 'from tests.conftest import WITH_BROWSER_JOB as w; print(*sorted(f"--ignore={f}" for f in w))')

@@ -13,7 +13,15 @@
 * :mod:`~echoq.teaching.contrasts` -- the cautionary wrong ways, kept apart on purpose;
 * :mod:`~echoq.teaching.faults` -- crash hooks for the Worker (simulated or real kills);
 * :mod:`~echoq.teaching.chaos` -- real worker processes, real SIGKILLs, an audit;
-* :mod:`~echoq.teaching.persistence` -- what survives when Valkey itself dies.
+* :mod:`~echoq.teaching.persistence` -- what survives when Valkey itself dies;
+* :mod:`~echoq.teaching.cluster` -- a real Valkey Cluster on this machine (lesson 07);
+* :mod:`~echoq.teaching.evidence` -- what a check saw when it rejected an answer, for its picture;
+* :mod:`~echoq.teaching.fast_forward` -- skip the wait for a lease to run out, no clock touched;
+* :mod:`~echoq.teaching.proxies` -- a client whose every call something else sees (the judges);
+* :mod:`~echoq.teaching.learner` -- who the learner is, and the one place their queues are named;
+* :mod:`~echoq.teaching.presence` -- a learner's kernel says it is alive (a key with a deadline);
+* :mod:`~echoq.teaching.progress` -- lessons reached and checks, recorded on the server;
+* :mod:`~echoq.teaching.workshop` -- one shared Valkey for a class, each learner fenced off.
 
 Its own Lua scripts (``echoq/teaching/lua/``: the naive pop, fast-forward, the bank) are
 registered with the library's registry here, as ``teaching/<name>``; and here it chooses
