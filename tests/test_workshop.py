@@ -236,6 +236,26 @@ REFUSALS = {
     "ACL LIST": lambda c: c.acl_list(),
     "ACL LOG": lambda c: c.acl_log(),
     "write the instructor's kill orders": lambda c: c.hincrby(classroom.ClassKeys("class").kills, "bob", 1),
+    # Off the allow-list: commands whose cost the caller picks, another database.
+    "SELECT 1": lambda c: c.execute_command("SELECT", 1),
+    "SRANDMEMBER -20000000": lambda c: c.srandmember("emq:{ada.x}:set", -20_000_000),
+    "ZRANDMEMBER -20000000": lambda c: c.zrandmember("emq:{ada.x}:zset", -20_000_000),
+    "HRANDFIELD -20000000": lambda c: c.hrandfield("emq:{ada.x}:hash", -20_000_000),
+    "ZUNIONSTORE": lambda c: c.zunionstore("emq:{ada.x}:u", ["emq:{ada.x}:a", "emq:{ada.x}:b"]),
+    "SUNIONSTORE": lambda c: c.sunionstore("emq:{ada.x}:u", ["emq:{ada.x}:a", "emq:{ada.x}:b"]),
+    "ZINTERSTORE": lambda c: c.zinterstore("emq:{ada.x}:u", ["emq:{ada.x}:a", "emq:{ada.x}:b"]),
+    "SORT": lambda c: c.sort("emq:{ada.x}:list"),
+    "SADD": lambda c: c.sadd("emq:{ada.x}:set", "m"),
+    # The shared class namespace: only keys of the class queue's own shape, none of anyone's word.
+    "a free key name under the class's prefix": lambda c: c.set("emq:{class.chaos}:junk", "x" * 1000),
+    "the old class score hash": lambda c: c.hset("emq:{class.chaos}:score", "bob:duplicates", 7),
+    "the old class holder hash": lambda c: c.hset("emq:{class.chaos}:holder", "JOB01JCXZ8Q0M7Z4Y2W6V9T3R5P1N", "bob"),
+    "the old class workers hash": lambda c: c.hset("emq:{class.chaos}:workers", "bob", "killed 1"),
+    "a class row that is no JOB id": lambda c: c.hset("emq:{class.chaos}:job:junk", "payload", "x"),
+    "another learner's class-worker counts": lambda c: c.hincrby(classroom.score_key("bob"), "duplicates", 7),
+    "another learner's held jobs": lambda c: c.hset(classroom.held_key("bob"), "JOB01JCXZ8Q0M7Z4Y2W6V9T3R5P1N", 1),
+    "another learner's worker state": lambda c: c.set(classroom.state_key("bob"), "killed 1"),
+    "the class payload cap": lambda c: c.set(echoq.keyspace.PAYLOAD_CAP_KEY, 1_048_576),
 }
 
 
@@ -253,6 +273,46 @@ def test_a_learner_is_refused_with_one_permission_line(workshop: Workshop, what:
     assert "whoever runs the server" in text, text  # ... and the ACL rule or setting that allows it
     assert bob_queue.snapshot().counts == before  # nothing of bob's changed
     assert ada.ping()  # the connection is still usable
+
+
+def test_every_command_outside_the_allow_list_is_refused_to_a_learner(workshop: Workshop) -> None:
+    """The learner's user is an allow-list: of every command the server knows, each not on
+    acl.learner_commands() is refused (ACL DRYRUN asks the server itself), each on it allowed
+    on her own keys; the list is the scripts' commands, the connection's, and the named raw reads."""
+    admin_client = workshop.admin()
+    allowed = set(acl.learner_commands())
+    assert set(acl.script_commands()) <= allowed and {"evalsha", "evalsha_ro"} <= allowed
+    assert not allowed & {"eval", "script", "function", "fcall", "select", "keys", "sort", "srandmember"}
+    commands = sorted(str(name).lower() for name in admin_client.command_list())
+    assert len(commands) > 200
+    refused, unasked, let_through = set(), [], []
+    for command in commands:
+        for args in (("emq:{ada.x}:k", "1", "2"), ("emq:{ada.x}:k", "1"), ("emq:{ada.x}:k",), ()):
+            try:  # arguments of a shape the command takes (ACL DRYRUN checks the arity too)
+                verdict = str(admin_client.execute_command("ACL", "DRYRUN", "ada", *command.split("|"), *args))
+                break
+            except redis.ResponseError:
+                continue
+        else:
+            unasked.append(command)  # a container (CLIENT, ACL, ...): its subcommands are asked
+            continue
+        if command in allowed:  # (its arguments here may name keys not hers: only the command is asked)
+            assert "to run" not in verdict and "database" not in verdict, (command, verdict)
+        elif "no permissions to run" in verdict or "no permissions to access database" in verdict:
+            refused.add(command)  # (FLUSHALL and the like: refused for every database first)
+        else:
+            let_through.append(command)
+    assert let_through == ["reset"]  # RESET logs the connection out: Valkey never refuses it
+    assert {"select", "srandmember", "zunionstore", "sunionstore", "sort", "keys", "eval", "script|load"} <= refused
+    assert len(refused) + len(allowed) + len(unasked) + 1 >= len(commands) and len(unasked) < 60, unasked
+
+
+def test_the_learners_url_is_a_plain_redis_url_and_the_server_states_the_payload_cap(workshop: Workshop) -> None:
+    url = workshop.learner_url("ada")
+    assert "?" not in url
+    assert redis.Redis.from_url(url).ping()  # no query parameter a plain client refuses
+    assert scripts.payload_cap(as_learner(workshop, "ada")) == admin.CLASS_PAYLOAD_BYTES
+    assert scripts.payload_cap(echoq.connect(workshop.instructor_url)) == admin.CLASS_PAYLOAD_BYTES
 
 
 @pytest.mark.parametrize("command", [["DEBUG", "SLEEP", "0"], ["MODULE", "LIST"], ["SORT", "emq:{ada.x}:l"]])

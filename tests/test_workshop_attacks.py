@@ -22,7 +22,6 @@ import redis
 
 import echoq
 from echoq import limits
-from echoq.address import split_payload_cap
 from echoq.teaching.workshop import Workshop, admin
 from echoq.teaching.workshop.watch import Watchdog, last_events
 
@@ -193,7 +192,7 @@ def test_up_again_with_other_limits_is_applied_by_the_running_watchdog_and_said(
 def raw_url(workshop: Workshop, name: str) -> str:
     """The learner's URL as plain redis-py reads it (the class's payload cap taken out: it
     names which scripts echoq's client calls, and a bare connection calls none)."""
-    return split_payload_cap(Workshop.load(workshop.dir).learner_url(name))[0]
+    return Workshop.load(workshop.dir).learner_url(name)
 
 
 def bob_works(workshop: Workshop) -> bool:

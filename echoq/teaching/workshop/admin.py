@@ -38,7 +38,6 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import redis
 
 from ... import scripts
-from ...address import PAYLOAD_CAP, split_payload_cap
 from ...client import TypedRedis
 from ...errors import EchoqError, InvalidArgument, ServerUnavailable
 from ...keyspace import Keyspace, check_namespace
@@ -64,8 +63,9 @@ RESERVED = {"default", acl.INSTRUCTOR_USER}  # ACL users that exist or that we c
 # The class server's payload cap: every script loaded there refuses a payload over it, and
 # one call carries at most 16 of them (echoq.limits.CALL_PAYLOADS). Checking a payload's
 # UTF-8 holds the server for every learner, about 45-190 ms per MiB measured here: at 64 KiB
-# no call holds the class for long. Learners' URLs name it (``payload_bytes=65536``), so
-# their clients call the scripts loaded for it; the library's own bound is 1 MiB.
+# no call holds the class for long. The server states it (acl.PAYLOAD_CAP_KEY, read by
+# echoq.connect), so learners' clients call the scripts loaded for it; the library's own
+# bound is 1 MiB.
 CLASS_PAYLOAD_BYTES = 64 * 1024
 
 
@@ -75,7 +75,6 @@ def class_client(url: str, *, ping: bool = True, name: str | None = None) -> red
     bad UTF-8 replaced (a learner may write any bytes into their keys: a reader must not
     fail on them); with ``ping=False`` it sends nothing until used (a server busy with a
     learner's script answers BUSY to PING, but still takes SCRIPT KILL)."""
-    url, _cap = split_payload_cap(url)
     client = TypedRedis.from_url(
         url,
         decode_responses=True,
@@ -177,10 +176,8 @@ class Workshop:
         return acl.control_queue_name(self.class_name)
 
     def _url(self, user: str, password: str) -> str:
-        return (
-            f"redis://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/0"
-            f"?{PAYLOAD_CAP}={CLASS_PAYLOAD_BYTES}"
-        )
+        # A plain Redis URL: the class's payload cap is stated by the server (acl.PAYLOAD_CAP_KEY).
+        return f"redis://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/0"
 
     def learner_url(self, learner: str) -> str:
         return self._url(learner, self.learners[learner].password)
@@ -568,8 +565,13 @@ def _up(
     # in one MULTI: no moment without them); a lent server's other scripts are its owner's.
     loaded = scripts.preload(admin, flush=workshop.started)
     for learner in workshop.learners.values():
-        acl.set_user(admin, learner.id, acl.learner_rules(learner.id, class_name, learner.password))
-    acl.set_user(admin, acl.INSTRUCTOR_USER, acl.instructor_rules(workshop.instructor_password))
+        acl.set_user(
+            admin, learner.id, acl.learner_rules(learner.id, class_name, learner.password), acl.learner_commands()
+        )
+    acl.set_user(
+        admin, acl.INSTRUCTOR_USER, acl.instructor_rules(workshop.instructor_password), acl.INSTRUCTOR_COMMANDS
+    )
+    admin.set(acl.PAYLOAD_CAP_KEY, CLASS_PAYLOAD_BYTES)  # read by every client of the class when it connects
     if workshop.started:
         _open_port(admin, workshop.port)
     workshop.save()
@@ -792,10 +794,11 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
 
 
 def delete_class_keys(admin: redis.Redis, workshop: Workshop) -> int:
-    """Delete every key of the class: each learner's namespace, the class queue, the kill orders."""
+    """Delete every key of the class: each learner's namespace, the class queue, the kill
+    orders, the payload cap it states."""
     patterns = [acl.namespace_pattern(lid) for lid in workshop.learners]
     patterns += [Keyspace(workshop.class_queue).pattern(), Keyspace(workshop.control_queue).pattern()]
-    removed = 0
+    removed = int(admin.unlink(acl.PAYLOAD_CAP_KEY))
     for pattern in patterns:
         batch: list[str] = []
         for key in admin.scan_iter(match=pattern, count=1000):
