@@ -129,6 +129,38 @@ def test_payloads_past_the_class_cap_are_refused_and_the_biggest_calls_leave_bob
     queue.reset()
 
 
+def calls(admin_client: redis.Redis) -> dict[str, int]:
+    """How many times the server ran each command so far (scripts' commands included)."""
+    return {name: int(stat["calls"]) for name, stat in admin_client.info("commandstats").items()}
+
+
+def test_class_rows_swelled_by_hand_are_dead_lettered_by_their_length_never_read(klass: Workshop) -> None:
+    """A learner may write a class queue's row (its shape is the queue's; Valkey runs the
+    library's HSET with her rights), so she can swell payloads to 1 MiB by hand. A claim
+    measures each payload (HSTRLEN) before it reads one: the swelled rows are dead-lettered
+    without a single HGET of theirs, and bob's claim and PINGs are answered at once."""
+    ada, bob = learner(klass, "ada"), learner(klass, "bob")
+    shared = echoq.Queue(klass.class_queue, ada)
+    shared.reset()
+    ids = shared.enqueue_many(["ok"] * 20)
+    swelled = "x" * 1_000_000
+    for job_id in ids:
+        ada.hset(shared.keys.job(job_id), "payload", swelled)
+    admin_client = klass.admin()
+    before = calls(admin_client)
+    started = time.monotonic()
+    assert echoq.Queue(klass.class_queue, bob).claim_many(20, lease_ms=60_000) == []
+    took = time.monotonic() - started
+    after = calls(admin_client)
+    # Each payload measured (HSTRLEN), none read (HGET is the only command that reads one).
+    assert after.get("cmdstat_hstrlen", 0) - before.get("cmdstat_hstrlen", 0) == 20
+    assert after.get("cmdstat_hget", 0) == before.get("cmdstat_hget", 0)
+    assert set(shared.snapshot().dead) == set(ids)
+    started = time.monotonic()
+    assert bob.ping() and time.monotonic() - started < 1.0 and took < 1.0, took
+    shared.reset()
+
+
 def test_reloading_the_scripts_leaves_no_moment_without_them(klass: Workshop) -> None:
     """The watchdog's reload (after a Lua heap grew) flushes the script cache and loads every
     script again in one MULTI: bob's moves, meanwhile, never meet NOSCRIPT (whose fallback,
