@@ -200,10 +200,38 @@ def test_a_learners_flood_of_commands_is_named_when_it_starts_and_when_it_ends(
         pipe.execute()
         assert bob.ping()
     line = heard(watchdog, "is flooding the class server")
-    assert line.startswith("ada is flooding") and "a second" in line, line
+    assert line.startswith("ada is flooding") and "calls a second" in line, line
     ended = heard(watchdog, "ada's flood ended")
     assert "commands in" in ended, ended
     assert not said(watchdog, "bob is flooding"), [e.what for e in watchdog.events]
+
+
+def test_a_learner_at_full_library_speed_is_counted_and_never_named_a_flood(klass: Workshop, watchdog: Watchdog) -> None:
+    """The library's producer (batches of 16, no pause) and its Worker (no-op jobs) at full
+    speed run tens of thousands of commands a second, most inside the scripts: the watchdog
+    counts ada's calls (MONITOR) and finds them under the bar; no flood line."""
+    from echoq.teaching.workshop.watch import FLOOD_CALLS_PER_S, FLOOD_PER_S
+
+    ada = learner(klass, "ada")
+    queue = echoq.Queue("ada.full-speed", ada)
+    queue.reset()
+    worker = echoq.Worker(echoq.Queue("ada.full-speed", learner(klass, "ada")), lambda _d: None)
+    thread, errors = in_background(worker.work)
+    watchdog._counted.pop("ada", None)
+    deadline = time.monotonic() + 60
+    try:
+        while "ada" not in watchdog._counted:  # until her commands crossed the first bar and were counted
+            assert time.monotonic() < deadline, "ada's commands never passed FLOOD_PER_S: the test proves nothing"
+            queue.enqueue_many(["job"] * 16)
+    finally:
+        worker.stop()
+        thread.join(10)
+    _when, rate = watchdog._counted["ada"]
+    print(f"ada at full library speed: {rate:,.0f} calls a second counted (bar {FLOOD_CALLS_PER_S:,})")
+    assert errors == [] and rate < FLOOD_CALLS_PER_S, (errors, rate)
+    assert not said(watchdog, "is flooding"), [e.what for e in watchdog.events]
+    assert FLOOD_PER_S < FLOOD_CALLS_PER_S
+    queue.reset()
 
 
 def test_up_again_with_other_limits_is_applied_by_the_running_watchdog_and_said(
