@@ -206,7 +206,9 @@ def test_a_learners_flood_of_commands_is_named_when_it_starts_and_when_it_ends(
     assert not said(watchdog, "bob is flooding"), [e.what for e in watchdog.events]
 
 
-def test_a_learner_at_full_library_speed_is_counted_and_never_named_a_flood(klass: Workshop, watchdog: Watchdog) -> None:
+def test_a_learner_at_full_library_speed_is_counted_and_never_named_a_flood(
+    klass: Workshop, watchdog: Watchdog
+) -> None:
     """The library's producer (batches of 16, no pause) and its Worker (no-op jobs) at full
     speed run tens of thousands of commands a second, most inside the scripts: the watchdog
     counts ada's calls (MONITOR) and finds them under the bar; no flood line."""
