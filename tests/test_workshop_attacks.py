@@ -11,7 +11,10 @@ a Lua heap of 16 MiB. Every wait is a poll with a deadline."""
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -159,6 +162,39 @@ def test_class_rows_swelled_by_hand_are_dead_lettered_by_their_length_never_read
     started = time.monotonic()
     assert bob.ping() and time.monotonic() - started < 1.0 and took < 1.0, took
     shared.reset()
+
+
+def test_a_memory_fill_shows_in_status_on_her_row_and_the_documented_command_frees_it(klass: Workshop) -> None:
+    """Every key ada can make is in her namespace or the class queue's shape: she fills the
+    server with her own keys until writes answer OOM for everyone (bob too); `workshop status`
+    shows her memory on her row; `workshop free ada` (docs/WORKSHOP.md) frees it in one command."""
+    ada, bob = learner(klass, "ada"), learner(klass, "bob")
+    bobs = echoq.Queue("bob.after-the-fill", bob)
+    bobs.reset()
+    for size in (1_000_000, 1_000):  # MBs, then KBs to the brim: far past the class's 64mb
+        with pytest.raises(redis.ResponseError, match="maxmemory"):
+            for n in range(100_000):
+                ada.set(f"emq:{{ada.fill}}:{size}:{n}", "x" * size)
+    with pytest.raises((redis.ResponseError, echoq.EchoqError), match="OOM|maxmemory"):
+        bobs.enqueue("x" * 60_000)  # everyone's writes refused (noeviction)
+    env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_WORKSHOP")}
+
+    def workshop(*args: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "echoq.teaching", "workshop", *args, "--dir", str(klass.dir)]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+
+    shown = workshop("status")
+    assert shown.returncode == 0, shown.stderr
+    row = next(line for line in shown.stdout.splitlines() if line.startswith("ada "))
+    assert re.search(r" [4-9]\d\.\dM ", row), row  # tens of MiB, on her row
+    freed = workshop("free", "ada")
+    assert freed.returncode == 0 and freed.stdout.startswith("freed ada's "), (freed.stdout, freed.stderr)
+    assert "M)" in freed.stdout, freed.stdout
+    until(lambda: bobs.enqueue("bob's job"), "bob's writes answered again")
+    assert not list(klass.admin().scan_iter(match="emq:{ada.fill}:*"))
+    row = next(line for line in workshop("status").stdout.splitlines() if line.startswith("ada "))
+    assert not re.search(r" \d+\.\dM ", row), row
+    bobs.reset()
 
 
 def test_reloading_the_scripts_leaves_no_moment_without_them(klass: Workshop) -> None:
@@ -462,6 +498,8 @@ def test_when_the_server_is_crowded_learners_idle_connections_are_closed_and_nam
     try:
         for client in held:
             client.ping()
+        admin_client = Workshop.load(klass.dir).admin()
+        hers = [c.get("user") for c in admin_client.client_list()].count("ada")  # the earlier tests' too
         dog.start()
         deadline = time.monotonic() + RECOVERS_S + 2
         while not said(dog, "idle for 2 s"):
@@ -469,8 +507,7 @@ def test_when_the_server_is_crowded_learners_idle_connections_are_closed_and_nam
             time.sleep(0.05)
         line = said(dog, "idle for 2 s")
         assert "ada" in line and "bob" not in line, line
-        admin_client = Workshop.load(klass.dir).admin()
-        assert [c.get("user") for c in admin_client.client_list()].count("ada") < 49
+        assert [c.get("user") for c in admin_client.client_list()].count("ada") < hers
     finally:
         dog.stop()
         for client in held:

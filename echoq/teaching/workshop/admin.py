@@ -591,8 +591,9 @@ def _up(
     shown = ", ".join(ids[:6]) + (f", ... ({len(ids)} in all)" if len(ids) > 6 else "")
     lines += [
         f"{len(ids)} learner user(s): {shown}",
-        f"  each may touch only emq:{{<learner>.* and the class queue emq:{{{workshop.class_queue}}}:*; "
-        "no EVAL, SCRIPT, FUNCTION, FLUSHALL/FLUSHDB, CONFIG, KEYS, SHUTDOWN, DEBUG, MONITOR, CLIENT KILL or ACL",
+        f"  each may touch only emq:{{<learner>.* and the class queue's keys emq:{{{workshop.class_queue}}}:..., "
+        f"in database 0, with {len(acl.learner_commands())} commands: the library's scripts (EVALSHA), the commands "
+        "they run, and a short list of reads (docs/WORKSHOP.md); nothing else",
         f"  {len(loaded)} scripts preloaded, for payloads of at most {CLASS_PAYLOAD_BYTES // 1024} KiB: the only Lua "
         "learners may run here (EVALSHA); their own runs on a private server in their kernel",
         f"roster (learner -> VALKEY_URL), mode 0600:  {roster_path}",
@@ -761,18 +762,17 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     wide = max([7, *(len(lid) for lid in workshop.learners)])  # every id whole: the column fits the longest
     named = min(32, max([4, *(len(text(ln.display, None)) for ln in workshop.learners.values())]))
     lines.append(
-        f"{'learner':<{wide}} {'name':<{named}} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
+        f"{'learner':<{wide}} {'name':<{named}} {'user':<8} {'conns':>5} {'queues':>6} {'memory':>7} "
+        f"{'kernel':<6}  lessons reached"
     )
     from .. import presence
     from .board import ask_record, record_of
 
     skipped = 0
     for lid, learner in sorted(workshop.learners.items()):  # one order everywhere: the learner id
-        queues = {
-            key.split("}")[0][len("emq:{") :]
-            for key in admin.scan_iter(match=acl.namespace_pattern(lid), count=1000)
-            if not key.endswith(":progress")
-        }
+        keys = list(admin.scan_iter(match=acl.namespace_pattern(lid), count=1000))
+        queues = {key.split("}")[0][len("emq:{") :] for key in keys if not key.endswith(":progress")}
+        held = memory_of(admin, keys)
         pipe = admin.pipeline(transaction=False)
         ask_record(pipe, lid)  # the learner's own key: anything, even another type or 100,000 fields
         record = record_of(pipe.execute(raise_on_error=False)[0], lid)
@@ -781,8 +781,13 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         kernel = "alive" if admin.exists(presence.alive_key(lid)) else "-"
         lines.append(
             f"{lid:<{wide}} {text(learner.display, named):<{named}} {'ok' if lid in users else 'MISSING':<8} "
-            f"{connected.get(lid, 0):>5} {len(queues):>6} {kernel:<6}  {reached}"
+            f"{connected.get(lid, 0):>5} {len(queues):>6} {human(held):>7} {kernel:<6}  {reached}"
         )
+    shared = list(admin.scan_iter(match=Keyspace(workshop.class_queue).pattern(), count=1000))
+    lines.append(
+        f"class queue {workshop.class_queue}: {len(shared)} keys, {human(memory_of(admin, shared))} "
+        "(emptied by the dashboard's new round)"
+    )
     if skipped:
         lines.append(f"{skipped} bad entries skipped in learners' progress records (not what the kit writes)")
     lines.append(f"instructor user {acl.INSTRUCTOR_USER}: {'ok' if acl.INSTRUCTOR_USER in users else 'MISSING'}")
@@ -791,6 +796,42 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         lines += [f"  {lid}: {workshop.learner_url(lid)}" for lid in workshop.learners]
     admin.close()
     return lines
+
+
+def memory_of(admin: redis.Redis, keys: list[str]) -> int:
+    """The bytes ``keys`` hold, as the server counts them (MEMORY USAGE, a key gone meanwhile: 0)."""
+    total = 0
+    for start in range(0, len(keys), 500):
+        pipe = admin.pipeline(transaction=False)
+        for key in keys[start : start + 500]:
+            pipe.memory_usage(key)
+        total += sum(n for n in pipe.execute(raise_on_error=False) if isinstance(n, int))
+    return total
+
+
+def human(size: int) -> str:
+    """Bytes in a few characters, as Valkey writes them: 512B, 3.4K, 12.0M, 1.20G."""
+    for unit, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if size >= scale:
+            return f"{size / scale:.2f}{unit}" if unit == "G" else f"{size / scale:.1f}{unit}"
+    return f"{size}B"
+
+
+def free(folder: str | Path | None = None, learner: str = "") -> list[str]:
+    """Delete every key of one learner's namespace (their queues, progress record and
+    class-worker records): the memory they filled, freed in one command. Their user,
+    password and notebooks stay; their next lesson starts from an empty queue."""
+    workshop = Workshop.load(folder)
+    if learner not in workshop.learners:
+        raise InvalidArgument(
+            f"no learner {learner!r} in workshop {workshop.class_name!r}; `{command('status')}` lists them by id"
+        )
+    admin = workshop.admin()
+    keys = list(admin.scan_iter(match=acl.namespace_pattern(learner), count=1000))
+    held = memory_of(admin, keys)
+    removed = sum(int(admin.unlink(*keys[i : i + 500])) for i in range(0, len(keys), 500))
+    admin.close()
+    return [f"freed {learner}'s {removed} keys ({human(held)}): every key of {acl.namespace_pattern(learner)}"]
 
 
 def delete_class_keys(admin: redis.Redis, workshop: Workshop) -> int:
