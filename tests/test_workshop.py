@@ -12,6 +12,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -504,7 +505,9 @@ def test_class_chaos_kills_travel_over_the_server_and_nothing_is_lost(started: W
 
 
 @pytest.mark.server
-def test_a_restart_under_a_running_class_chaos_round_loses_nothing_and_kills_no_worker(tmp_path: Path) -> None:
+def test_a_restart_under_a_running_class_chaos_round_on_a_loaded_machine_loses_nothing_and_kills_no_worker(
+    tmp_path: Path,
+) -> None:
     from echoq.teaching.workshop import views
 
     folder = tmp_path / "class"
@@ -524,7 +527,38 @@ def test_a_restart_under_a_running_class_chaos_round_loses_nothing_and_kills_no_
         while sum(w.mine["delivered"] for w in workers.values()) < 6 and time.monotonic() < deadline:
             time.sleep(0.01)
         before = classroom.read_scoreboard(started.instructor(), learners, klass="restarted")
-        lines = admin.restart(folder)
+        # A loaded machine: two processes keep both cores busy while the server is handed over.
+        burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+        probe = as_learner(started, "bob")  # a learner's PINGs meanwhile: the longest wait for an answer
+        waits: list[float] = []
+        done = threading.Event()
+
+        def ping_all_along() -> None:
+            while not done.is_set():
+                asked = time.monotonic()
+                while True:
+                    try:
+                        probe.ping()
+                        break
+                    except (redis.RedisError, echoq.EchoqError):
+                        time.sleep(0.001)
+                waits.append(time.monotonic() - asked)
+                time.sleep(0.005)
+
+        pinger = threading.Thread(target=ping_all_along, daemon=True)
+        pinger.start()
+        try:
+            restarting = time.monotonic()
+            lines = admin.restart(folder)
+            took = time.monotonic() - restarting
+        finally:
+            done.set()
+            pinger.join(10)
+            for burner in burners:
+                burner.kill()
+                burner.wait()
+        print(f"workshop restart under load took {took:.2f} s; the longest PING {max(waits):.3f} s: {lines}")
+        assert max(waits) < 1.0, max(waits)  # never a gap a 2 s lease notices
         assert before.completed < before.jobs  # the round was still running when the server went
         after = Workshop.load(folder)
         assert after.port == started.port and after.server_pid != started.server_pid, lines
@@ -539,7 +573,8 @@ def test_a_restart_under_a_running_class_chaos_round_loses_nothing_and_kills_no_
         assert sb.total.effects == sb.jobs and sb.ok, sb  # one effect per job, none by hand
         assert {name: w.state for name, w in workers.items()} == dict.fromkeys(learners, "running")
         assert all(w.error is None for w in workers.values())
-        assert sum(w.worker.report.reconnected + w.rejoined for w in workers.values()) >= 1  # they met the gap
+        # No Worker died (a 2 s lease, LEASE_MS): each reconnected to the new server and went on.
+        assert {name: w.rejoined for name, w in workers.items()} == dict.fromkeys(learners, 0)
         # The learners' users were there before the port took a connection: no refusal of theirs.
         assert [e for e in after.admin().acl_log(count=100) if e["username"] in learners] == []
         dash.refresh()

@@ -41,7 +41,7 @@ from ... import scripts
 from ...client import TypedRedis
 from ...errors import EchoqError, InvalidArgument, ServerUnavailable
 from ...keyspace import Keyspace, check_namespace
-from ...server import check, connect, start_server
+from ...server import _free_port, check, connect, start_server
 from ..learner import from_hub_user, normalize_hub_user
 from . import acl
 from .html import text
@@ -312,6 +312,8 @@ SERVER_CONFIG = {
     # One argument (a payload, a field) of at most 1 MiB, the least Valkey allows (its
     # default is 512 MiB): no learner's single write can hold the server for long.
     "proto-max-bulk-len": "1mb",
+    # A restart's new server copies the data at once (Valkey waits 5 s for more replicas).
+    "repl-diskless-sync-delay": "0",
 }
 
 # The class's limits, stored in workshop.json by `up` and given again to a restarted server.
@@ -388,11 +390,34 @@ def _locked(start: Callable[P, R]) -> Callable[P, R]:
     return locked
 
 
+def _ready_for_learners(admin: redis.Redis, workshop: Workshop) -> list[str]:
+    """Every script, every learner's user and the instructor's on ``admin``'s server (ACL
+    users and the script cache are not data: neither the append-only file nor a replica
+    carries them); the scripts' names."""
+    # A server `up` started holds the class's scripts and nothing else (a flush and the loads
+    # in one MULTI: no moment without them); a lent server's other scripts are its owner's.
+    loaded = scripts.preload(admin, flush=workshop.started)
+    for learner in workshop.learners.values():
+        rules = acl.learner_rules(learner.id, workshop.class_name, learner.password)
+        acl.set_user(admin, learner.id, rules, acl.learner_commands())
+    acl.set_user(
+        admin, acl.INSTRUCTOR_USER, acl.instructor_rules(workshop.instructor_password), acl.INSTRUCTOR_COMMANDS
+    )
+    return loaded
+
+
+NEXT_DIR = SERVER_DIR + ".next"  # where a restart's new server runs until it takes the class's port
+HANDOVER_S = 60.0  # the most a restart waits for the new server to copy the old one's data
+
+
 def restart(folder: str | Path | None = None, *, by: str = "the instructor (workshop restart)") -> list[str]:
-    """Stop the class server `up` started (its append-only file fsynced) and start it again
-    on the same port, with its settings, users and scripts in place before it takes a
-    connection; the lines to print. Learners' Workers ride out the gap (a lost server is
-    retried for a lease time); the dashboard shows when it was restarted."""
+    """Restart the class server `up` started with no gap a client notices: a new server is
+    started beside it on a port of its own, copies its data as a replica, gets every user,
+    setting and script; then the old one holds writes (``CLIENT PAUSE WRITE``: reads are
+    answered), the new one catches up, takes over and moves to the class's port, and the
+    old one stops. A command in flight on the old one is either answered there or never
+    ran (a write held by the pause), so a client that reconnects and retries loses
+    nothing. The lines to print."""
     where = workshop_dir(folder)
     with one_at_a_time(where):
         workshop = Workshop.load(where)
@@ -400,17 +425,104 @@ def restart(folder: str | Path | None = None, *, by: str = "the instructor (work
             raise InvalidArgument(
                 "the class server was lent to the workshop (--url): restart it yourself, then run `workshop up`"
             )
+        if SERVER_DIR not in workshop.created or not _alive(workshop.admin_url):
+            return _restart_with_a_gap(where, workshop, by)
+        lines = _hand_over(where, workshop)
+    log_event(where, f"class server restarted by {by}, on port {workshop.port}, with its users, scripts and limits")
+    return lines
+
+
+def _hand_over(where: Path, workshop: Workshop) -> list[str]:
+    import shutil
+
+    try:
+        old = workshop.admin()
+    except EchoqError as exc:  # BUSY: a script holds it
+        raise InvalidArgument(
+            f"the class server answers {str(exc).splitlines()[0]}; the watchdog ends a script that holds it "
+            "within a second: try again"
+        ) from None
+    password = unquote(urlsplit(workshop.admin_url).password or "")
+    next_dir = where / NEXT_DIR
+    shutil.rmtree(next_dir, ignore_errors=True)
+    next_dir.mkdir(mode=0o700)
+    limits = {k: workshop.settings[k] for k in SERVER_SETTINGS if k in workshop.settings}
+    with private_files():
+        server = start_server(
+            extra_config={**SERVER_CONFIG, **limits, "masterauth": password},
+            workdir=next_dir,
+            password=password,
+            bind=workshop.bind,
+            detach=True,
+        )
+    new = class_client(server.url, name=ADMIN_CLIENT)
+    try:
+        source = "127.0.0.1" if "127.0.0.1" in workshop.bind.split() else workshop.bind.split()[0]
+        old.config_set("repl-diskless-sync-delay", 0)  # a server started before this setting was the class's
+        new.execute_command("REPLICAOF", source, workshop.port)
+        _until(lambda: _synced(new), "the new class server to copy the old one's data", HANDOVER_S)
+        _ready_for_learners(new, workshop)
+        old.execute_command("CLIENT", "PAUSE", int(HANDOVER_S * 1000), "WRITE")  # writes wait; reads answered
         try:
-            workshop.admin(ping=False).shutdown(nosave=True)  # AOF everysec: fsynced at shutdown
-        except (redis.ConnectionError, ServerUnavailable):
-            pass  # it closes the connection as it exits (or was not running)
-        except redis.ResponseError as exc:  # BUSY: a script holds it
-            raise InvalidArgument(
-                f"the class server would not stop ({str(exc).splitlines()[0]}); the watchdog ends a script that "
-                "holds it within a second: try again"
-            ) from None
-        _wait_gone(workshop.server_pid)
-        restarted, lines = _up(where)
+            offset = int(old.info("replication")["master_repl_offset"])
+            _until(
+                lambda: int(new.info("replication").get("slave_repl_offset", -1)) >= offset,
+                "the new class server to catch up with the old one's last write",
+                HANDOVER_S,
+            )
+            new.execute_command("REPLICAOF", "NO", "ONE")
+            old.config_set("port", _free_port())  # the class's port free; the old one's clients stay on it
+            _open_port(new, workshop.port)
+        except BaseException:
+            old.execute_command("CLIENT", "UNPAUSE")
+            raise
+    except BaseException:
+        with contextlib.suppress(redis.RedisError):  # never leave a server nobody knows of
+            new.shutdown(nosave=True)
+        raise
+    old_pid = workshop.server_pid
+    with contextlib.suppress(redis.RedisError):
+        old.shutdown(nosave=True)  # its clients' held writes never ran: they reconnect to the new one
+    _wait_gone(old_pid)
+    shutil.rmtree(where / SERVER_DIR, ignore_errors=True)
+    next_dir.rename(where / SERVER_DIR)  # the new server's files follow it (it works in its folder)
+    workshop.server_pid = server.process.pid
+    workshop.admin_url = _with_port(server.url, workshop.port)
+    workshop.restarted_at = time.time()
+    workshop.save()
+    return [
+        f"restarted the class server at {workshop.host}:{workshop.port}: {_describe(new)}, handed over from the "
+        "old one with every key, user, script and limit in place before it took a command"
+    ]
+
+
+def _synced(replica: redis.Redis) -> bool:
+    info = replica.info("replication")
+    return info.get("master_link_status") == "up" and not int(info.get("master_sync_in_progress", 1))
+
+
+def _until(check: Callable[[], bool], what: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise InvalidArgument(f"restart gave up waiting for {what} ({timeout_s:.0f} s); the old server runs on")
+        time.sleep(0.01)
+
+
+def _restart_with_a_gap(where: Path, workshop: Workshop, by: str) -> list[str]:
+    """Stop the server, then start it again on its append-only file (a server folder that
+    is not the workshop's own, or a server that is not running: nothing to hand over)."""
+    try:
+        workshop.admin(ping=False).shutdown(nosave=True)  # AOF everysec: fsynced at shutdown
+    except (redis.ConnectionError, ServerUnavailable):
+        pass  # it closes the connection as it exits (or was not running)
+    except redis.ResponseError as exc:  # BUSY: a script holds it
+        raise InvalidArgument(
+            f"the class server would not stop ({str(exc).splitlines()[0]}); the watchdog ends a script that "
+            "holds it within a second: try again"
+        ) from None
+    _wait_gone(workshop.server_pid)
+    restarted, lines = _up(where)
     log_event(where, f"class server restarted by {by}, on port {restarted.port}, with its users, scripts and limits")
     return lines
 
@@ -561,16 +673,7 @@ def _up(
         workshop.watcher_pid = previous.watcher_pid
     workshop.instructors = sorted(set(previous.instructors if previous else []) | set(instructors))
 
-    # A server `up` started holds the class's scripts and nothing else (a flush and the loads
-    # in one MULTI: no moment without them); a lent server's other scripts are its owner's.
-    loaded = scripts.preload(admin, flush=workshop.started)
-    for learner in workshop.learners.values():
-        acl.set_user(
-            admin, learner.id, acl.learner_rules(learner.id, class_name, learner.password), acl.learner_commands()
-        )
-    acl.set_user(
-        admin, acl.INSTRUCTOR_USER, acl.instructor_rules(workshop.instructor_password), acl.INSTRUCTOR_COMMANDS
-    )
+    loaded = _ready_for_learners(admin, workshop)
     admin.set(acl.PAYLOAD_CAP_KEY, CLASS_PAYLOAD_BYTES)  # read by every client of the class when it connects
     if workshop.started:
         _open_port(admin, workshop.port)
