@@ -308,6 +308,17 @@ def test_every_command_outside_the_allow_list_is_refused_to_a_learner(workshop: 
     assert len(refused) + len(allowed) + len(unasked) + 1 >= len(commands) and len(unasked) < 60, unasked
 
 
+def test_the_guide_lists_every_command_a_learner_may_send_with_why() -> None:
+    """docs/WORKSHOP.md's allow-list table names each raw command and each connection command
+    of acl.py (the scripts' own are read off the scripts), and no command a learner may not send."""
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "WORKSHOP.md").read_text()
+    table = guide.split("| allowed | why it cannot hold the class |", 1)[1].split("\n\n", 1)[0]
+    for command in [*acl.RAW_COMMANDS, *acl.CONNECTION_COMMANDS]:
+        name = command.split("|")[-1].upper()
+        assert f"`{name}`" in table or f"{name}/" in table or f"/{name}" in table, command
+    assert "acl.script_commands()" in table
+
+
 def test_the_learners_url_is_a_plain_redis_url_and_the_server_states_the_payload_cap(workshop: Workshop) -> None:
     url = workshop.learner_url("ada")
     assert "?" not in url
