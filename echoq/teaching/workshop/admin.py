@@ -479,6 +479,8 @@ def _hand_over(where: Path, workshop: Workshop) -> list[str]:
     except BaseException:
         with contextlib.suppress(redis.RedisError):  # never leave a server nobody knows of
             new.shutdown(nosave=True)
+        _wait_gone(server.process.pid)
+        shutil.rmtree(next_dir, ignore_errors=True)
         raise
     old_pid = workshop.server_pid
     with contextlib.suppress(redis.RedisError):
