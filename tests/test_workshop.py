@@ -268,6 +268,8 @@ def test_a_learner_is_refused_with_one_permission_line(workshop: Workshop, what:
     before = bob_queue.snapshot().counts
     with pytest.raises(echoq.PermissionDenied) as caught:
         REFUSALS[what](ada)
+    asked = time.monotonic()
+    assert bob_queue.client.ping() and time.monotonic() - asked < 1.0  # nothing ran: bob answered at once
     text = one_line(caught.value)
     # The one line of every refusal (echoq.translation.denied): who, what was refused, and what to do.
     assert "user 'ada' may not use " in text, text

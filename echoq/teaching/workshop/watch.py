@@ -368,9 +368,9 @@ class Watchdog:
         busy = {user for user, n in sent.items() if n / seconds > FLOOD_PER_S}
         due = [u for u in sorted(busy) if at - self._counted.get(u, (float("-inf"), 0.0))[0] >= RECOUNT_S]
         if due:
-            calls = self._count_calls(admin, clients)
+            calls, span = self._count_calls(admin, clients)
             for user in due:
-                self._counted[user] = (at, calls.get(user, 0) / COUNT_S)
+                self._counted[user] = (at, calls.get(user, 0) / span)
         for user in sorted(busy | set(self._flooding)):
             rate = self._counted[user][1] if user in busy else 0.0
             if rate > FLOOD_CALLS_PER_S:
@@ -388,13 +388,15 @@ class Watchdog:
                 started, total = self._flooding.pop(user)
                 self.say(f"{user}'s flood ended: {total:,} commands in {at - started:.1f} s")
 
-    def _count_calls(self, admin: redis.Redis, clients: list[dict]) -> dict[str, int]:
-        """Each learner's calls over ``COUNT_S`` of the server's clock, from ``MONITOR``: a
-        line per command the server runs, those inside a script marked ``lua`` (not counted).
-        The connection is closed after, which ends MONITOR."""
+    def _count_calls(self, admin: redis.Redis, clients: list[dict]) -> tuple[dict[str, int], float]:
+        """Each learner's calls over ``COUNT_S`` of the server's clock, from ``MONITOR`` (a
+        line per command the server runs, those inside a script marked ``lua``: not counted),
+        and the seconds they were counted over (less when the lines came faster than they
+        were read). The connection is closed after, which ends MONITOR."""
         users = {str(c.get("addr")): str(c.get("user")) for c in clients}
         calls: dict[str, int] = {}
         first: float | None = None
+        last = 0.0
         give_up = time.monotonic() + 10 * COUNT_S  # lines may come faster than they are read: read on
         with admin.monitor() as lines:
             while time.monotonic() < give_up and lines.connection.can_read(timeout=COUNT_S):
@@ -403,12 +405,14 @@ class Watchdog:
                 first = when if first is None else first
                 if when > first + COUNT_S:
                     break
+                last = when
                 if line.get("client_type") == "lua":
                     continue  # a command a script ran, not a call
                 user = users.get(f"{line.get('client_address')}:{line.get('client_port')}")
                 if user in self.workshop.learners:
                     calls[user] = calls.get(user, 0) + 1
-        return calls
+        span = last - first if first is not None and last - first > COUNT_S / 10 else COUNT_S
+        return calls, span
 
     def _lua_heap(self, admin: redis.Redis) -> None:
         memory = admin.info("memory")
