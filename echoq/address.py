@@ -31,8 +31,6 @@ __all__ = [
     "is_cluster",
     "is_cluster_url",
     "parse_cluster_url",
-    "PAYLOAD_CAP",
-    "split_payload_cap",
 ]
 
 # What echoq.connect() hands back: one server's client, or a cluster client that routes each
@@ -126,34 +124,6 @@ def plain_url(url: str) -> str:
             "write one from 0 up (redis://host:6379/0), or none"
         )
     return url
-
-
-PAYLOAD_CAP = "payload_bytes"  # a URL's query parameter: the server's payload cap, in bytes
-
-
-def split_payload_cap(url: str) -> tuple[str, int | None]:
-    """``url`` without its ``payload_bytes=N`` query parameter, and N (None when it has
-    none): the payload cap of a server whose scripts were loaded for it (a workshop's class
-    server; see :mod:`echoq.scripts.registry`). A value that is not a whole number is refused
-    in one line, with the password hidden."""
-    # Split by hand: urlsplit().geturl() drops the empty host of unix:///path, which
-    # redis-py then reads as a relative path.
-    base, _, query = url.partition("?")
-    if not query:
-        return url, None
-    kept, cap = [], None
-    for item in query.split("&"):
-        name, _, value = item.partition("=")
-        if name != PAYLOAD_CAP:
-            kept.append(item)
-        elif not (value.isascii() and value.isdigit() and len(value) <= 9):
-            raise ServerUnavailable(
-                f"VALKEY_URL {redact(url)!r} gives {PAYLOAD_CAP}={value!r}: the server's payload cap must be "
-                "a whole number of bytes"
-            )
-        else:
-            cap = int(value)
-    return base + ("?" + "&".join(kept) if kept else ""), cap
 
 
 def connection_settings(client: Client) -> dict:

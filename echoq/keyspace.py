@@ -53,6 +53,11 @@ key                        type        holds                                    
                                                                                   hour (``Queue.stalled_check_locked``)
 =========================  ==========  =========================================  ==================================
 
+One key belongs to no queue: :data:`PAYLOAD_CAP_KEY`, ``emq:payload_bytes``, a string of
+digits, the payload cap of a server whose scripts were loaded for a smaller cap than the
+library's (a workshop's class server: 65536; see :mod:`echoq.scripts.registry`). Whoever
+loaded those scripts writes it; :func:`echoq.connect` reads it, so a client calls the
+scripts that server has, and the server's URL stays a plain Redis URL.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ from dataclasses import dataclass
 from .errors import InvalidArgument, InvalidQueueName
 from .ids import check_job_id
 
+PAYLOAD_CAP_KEY = "emq:payload_bytes"  # no braces: it can be no queue's key
 NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 RUN_RE = re.compile(r"^[0-9a-f]{16,32}$")
 QUEUE_NAME_RE = re.compile(r"^(?:[a-z0-9][a-z0-9_-]{0,31}\.)?[A-Za-z0-9_-]{1,64}$")

@@ -24,7 +24,7 @@ bound              range               why this size
 =================  ==================  ==================================================
 
 A server may be given a smaller payload cap than ``payload_bytes`` (a workshop's class
-server: 64 KiB, named in the URL's ``payload_bytes=N``; see :mod:`echoq.scripts.registry`):
+server: 64 KiB, stated in its key ``emq:payload_bytes``; see :mod:`echoq.scripts.registry`):
 the scripts loaded there refuse a bigger payload, and one call carries at most
 :data:`CALL_PAYLOADS` payloads' worth of bytes (:data:`CALL_PAYLOAD_BYTES` is that figure
 for a server without one: no limit beyond ``count`` x ``payload_bytes``). Checking a

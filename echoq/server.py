@@ -57,11 +57,11 @@ from .address import (
     parse_cluster_url,
     plain_url,
     redact,
-    split_payload_cap,
 )
 from .client import TypedRedis
 from .errors import DockerUnavailable, EchoqError, InvalidArgument, PermissionDenied, ServerUnavailable
-from .scripts.registry import set_payload_cap
+from .keyspace import PAYLOAD_CAP_KEY
+from .scripts.registry import check_payload_cap, set_payload_cap
 from .translation import denied, doing, is_acl_refusal
 
 __all__ = [
@@ -597,7 +597,7 @@ def connect(url: str | None = None, *, decode_responses: bool = True) -> Client:
         raise ServerUnavailable(f"a server URL must be text, got {type(url).__name__}")
     if is_cluster_url(url):
         return _connect_cluster(url, decode_responses)
-    url, cap = split_payload_cap(plain_url(url))
+    url = plain_url(url)
     try:
         # redis.Redis whose ACL refusals are echoq.PermissionDenied (see echoq/client.py).
         client = TypedRedis.from_url(
@@ -608,12 +608,29 @@ def connect(url: str | None = None, *, decode_responses: bool = True) -> Client:
             f"VALKEY_URL {redact(url)!r} is not a URL this kit understands; use redis://, rediss:// or "
             "unix:///path/to.sock, with a port that is a number and any password percent-encoded"
         ) from None
-    try:
-        set_payload_cap(client, cap)  # its scripts are the ones loaded for that cap
-    except InvalidArgument as exc:
-        raise ServerUnavailable(f"VALKEY_URL {redact(url)!r}: {exc}") from None
     check(client, url)
+    set_payload_cap(client, payload_cap_of(client, url))  # its scripts are the ones loaded for that cap
     return client
+
+
+def payload_cap_of(client: Client, url: str | None = None) -> int | None:
+    """The payload cap ``client``'s server states in :data:`echoq.keyspace.PAYLOAD_CAP_KEY`
+    (a workshop's class server: 65536), else None (the library's bound). A user who may
+    not read that key has no cap stated for them."""
+    try:
+        value = client.get(PAYLOAD_CAP_KEY)
+    except (redis.ResponseError, EchoqError):
+        return None  # not readable by this user: no cap stated for them
+    if value is None:
+        return None
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    try:
+        return check_payload_cap(int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else text)
+    except InvalidArgument as exc:
+        raise ServerUnavailable(
+            f"the server at {redact(url or describe_client(client))} states a payload cap in {PAYLOAD_CAP_KEY} that "
+            f"is not one: {exc}; ask whoever runs it to set it again (workshop up does)"
+        ) from None
 
 
 def check(client: Client, url: str | None = None) -> None:

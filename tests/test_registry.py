@@ -54,25 +54,13 @@ def test_the_expanded_scripts_carry_the_values_of_echoq_limits() -> None:
         assert not re.search(r"\{\{[A-Z]", scripts.expanded(name)), f"{name}: a constant was left unfilled"
 
 
-def test_a_servers_payload_cap_is_its_own_variant_named_by_its_url() -> None:
-    """A server loaded for a payload cap runs other text (another SHA1): a client whose URL
-    names the cap calls that variant, one whose URL does not calls the library's."""
-    from echoq.address import split_payload_cap
-
+def test_a_servers_payload_cap_is_its_own_variant() -> None:
+    """A server loaded for a payload cap runs other text (another SHA1): a client told the
+    cap (the server states it: tests/test_workshop.py) calls that variant, any other the library's."""
     capped = scripts.expanded("claim", 65536)
     assert "payload_bytes = {0, 65536}," in capped and "local CALL_PAYLOAD_BYTES = 1048576\n" in capped
     assert f"local CALL_PAYLOAD_BYTES = {limits.CALL_PAYLOAD_BYTES}\n" in scripts.expanded("claim")
     assert scripts.sha("claim", 65536) != scripts.sha("claim")
-    url = "redis://ada:pw@127.0.0.1:6379/0?payload_bytes=65536"
-    assert split_payload_cap(url) == ("redis://ada:pw@127.0.0.1:6379/0", 65536)
-    assert split_payload_cap("redis://h:1/0") == ("redis://h:1/0", None)
-    # the user server's URL keeps its three slashes and its other parameters
-    sock = "unix:///home/ada/.local/share/echoq/valkey.sock"
-    assert split_payload_cap(f"{sock}?password=pw") == (f"{sock}?password=pw", None)
-    assert split_payload_cap(f"{sock}?password=pw&payload_bytes=65536") == (f"{sock}?password=pw", 65536)
-    with pytest.raises(echoq.ServerUnavailable, match="payload cap must be a whole number") as bad:
-        split_payload_cap("redis://ada:secret@h:1/0?payload_bytes=lots")
-    assert "secret" not in str(bad.value)
     with pytest.raises(echoq.InvalidArgument, match="from 1 to 1,048,576"):
         scripts.expanded("claim", 2**21)
 

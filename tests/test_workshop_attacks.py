@@ -11,7 +11,10 @@ a Lua heap of 16 MiB. Every wait is a poll with a deadline."""
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +25,6 @@ import redis
 
 import echoq
 from echoq import limits
-from echoq.address import split_payload_cap
 from echoq.teaching.workshop import Workshop, admin
 from echoq.teaching.workshop.watch import Watchdog, last_events
 
@@ -130,6 +132,71 @@ def test_payloads_past_the_class_cap_are_refused_and_the_biggest_calls_leave_bob
     queue.reset()
 
 
+def calls(admin_client: redis.Redis) -> dict[str, int]:
+    """How many times the server ran each command so far (scripts' commands included)."""
+    return {name: int(stat["calls"]) for name, stat in admin_client.info("commandstats").items()}
+
+
+def test_class_rows_swelled_by_hand_are_dead_lettered_by_their_length_never_read(klass: Workshop) -> None:
+    """A learner may write a class queue's row (its shape is the queue's; Valkey runs the
+    library's HSET with her rights), so she can swell payloads to 1 MiB by hand. A claim
+    measures each payload (HSTRLEN) before it reads one: the swelled rows are dead-lettered
+    without a single HGET of theirs, and bob's claim and PINGs are answered at once."""
+    ada, bob = learner(klass, "ada"), learner(klass, "bob")
+    shared = echoq.Queue(klass.class_queue, ada)
+    shared.reset()
+    ids = shared.enqueue_many(["ok"] * 20)
+    swelled = "x" * 1_000_000
+    for job_id in ids:
+        ada.hset(shared.keys.job(job_id), "payload", swelled)
+    admin_client = klass.admin()
+    before = calls(admin_client)
+    started = time.monotonic()
+    assert echoq.Queue(klass.class_queue, bob).claim_many(20, lease_ms=60_000) == []
+    took = time.monotonic() - started
+    after = calls(admin_client)
+    # Each payload measured (HSTRLEN), none read (HGET is the only command that reads one).
+    assert after.get("cmdstat_hstrlen", 0) - before.get("cmdstat_hstrlen", 0) == 20
+    assert after.get("cmdstat_hget", 0) == before.get("cmdstat_hget", 0)
+    assert set(shared.snapshot().dead) == set(ids)
+    started = time.monotonic()
+    assert bob.ping() and time.monotonic() - started < 1.0 and took < 1.0, took
+    shared.reset()
+
+
+def test_a_memory_fill_shows_in_status_on_her_row_and_the_documented_command_frees_it(klass: Workshop) -> None:
+    """Every key ada can make is in her namespace or the class queue's shape: she fills the
+    server with her own keys until writes answer OOM for everyone (bob too); `workshop status`
+    shows her memory on her row; `workshop free ada` (docs/WORKSHOP.md) frees it in one command."""
+    ada, bob = learner(klass, "ada"), learner(klass, "bob")
+    bobs = echoq.Queue("bob.after-the-fill", bob)
+    bobs.reset()
+    for size in (1_000_000, 1_000):  # MBs, then KBs to the brim: far past the class's 64mb
+        with pytest.raises(redis.ResponseError, match="maxmemory"):
+            for n in range(100_000):
+                ada.set(f"emq:{{ada.fill}}:{size}:{n}", "x" * size)
+    with pytest.raises((redis.ResponseError, echoq.EchoqError), match="OOM|maxmemory"):
+        bobs.enqueue("x" * 60_000)  # everyone's writes refused (noeviction)
+    env = {k: v for k, v in os.environ.items() if k not in ("VALKEY_URL", "ECHOQ_WORKSHOP")}
+
+    def workshop(*args: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "echoq.teaching", "workshop", *args, "--dir", str(klass.dir)]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+
+    shown = workshop("status")
+    assert shown.returncode == 0, shown.stderr
+    row = next(line for line in shown.stdout.splitlines() if line.startswith("ada "))
+    assert re.search(r" [4-9]\d\.\dM ", row), row  # tens of MiB, on her row
+    freed = workshop("free", "ada")
+    assert freed.returncode == 0 and freed.stdout.startswith("freed ada's "), (freed.stdout, freed.stderr)
+    assert "M)" in freed.stdout, freed.stdout
+    until(lambda: bobs.enqueue("bob's job"), "bob's writes answered again")
+    assert not list(klass.admin().scan_iter(match="emq:{ada.fill}:*"))
+    row = next(line for line in workshop("status").stdout.splitlines() if line.startswith("ada "))
+    assert not re.search(r" \d+\.\dM ", row), row
+    bobs.reset()
+
+
 def test_reloading_the_scripts_leaves_no_moment_without_them(klass: Workshop) -> None:
     """The watchdog's reload (after a Lua heap grew) flushes the script cache and loads every
     script again in one MULTI: bob's moves, meanwhile, never meet NOSCRIPT (whose fallback,
@@ -169,10 +236,40 @@ def test_a_learners_flood_of_commands_is_named_when_it_starts_and_when_it_ends(
         pipe.execute()
         assert bob.ping()
     line = heard(watchdog, "is flooding the class server")
-    assert line.startswith("ada is flooding") and "a second" in line, line
+    assert line.startswith("ada is flooding") and "calls a second" in line, line
     ended = heard(watchdog, "ada's flood ended")
     assert "commands in" in ended, ended
     assert not said(watchdog, "bob is flooding"), [e.what for e in watchdog.events]
+
+
+def test_a_learner_at_full_library_speed_is_counted_and_never_named_a_flood(
+    klass: Workshop, watchdog: Watchdog
+) -> None:
+    """The library's producer (batches of 16, no pause) and its Worker (no-op jobs) at full
+    speed run tens of thousands of commands a second, most inside the scripts: the watchdog
+    counts ada's calls (MONITOR) and finds them under the bar; no flood line."""
+    from echoq.teaching.workshop.watch import FLOOD_CALLS_PER_S, FLOOD_PER_S
+
+    ada = learner(klass, "ada")
+    queue = echoq.Queue("ada.full-speed", ada)
+    queue.reset()
+    worker = echoq.Worker(echoq.Queue("ada.full-speed", learner(klass, "ada")), lambda _d: None)
+    thread, errors = in_background(worker.work)
+    watchdog._counted.pop("ada", None)
+    deadline = time.monotonic() + 60
+    try:
+        while "ada" not in watchdog._counted:  # until her commands crossed the first bar and were counted
+            assert time.monotonic() < deadline, "ada's commands never passed FLOOD_PER_S: the test proves nothing"
+            queue.enqueue_many(["job"] * 16)
+    finally:
+        worker.stop()
+        thread.join(10)
+    _when, rate = watchdog._counted["ada"]
+    print(f"ada at full library speed: {rate:,.0f} calls a second counted (bar {FLOOD_CALLS_PER_S:,})")
+    assert errors == [] and rate < FLOOD_CALLS_PER_S, (errors, rate)
+    assert not said(watchdog, "is flooding"), [e.what for e in watchdog.events]
+    assert FLOOD_PER_S < FLOOD_CALLS_PER_S
+    queue.reset()
 
 
 def test_up_again_with_other_limits_is_applied_by_the_running_watchdog_and_said(
@@ -193,7 +290,7 @@ def test_up_again_with_other_limits_is_applied_by_the_running_watchdog_and_said(
 def raw_url(workshop: Workshop, name: str) -> str:
     """The learner's URL as plain redis-py reads it (the class's payload cap taken out: it
     names which scripts echoq's client calls, and a bare connection calls none)."""
-    return split_payload_cap(Workshop.load(workshop.dir).learner_url(name))[0]
+    return Workshop.load(workshop.dir).learner_url(name)
 
 
 def bob_works(workshop: Workshop) -> bool:
@@ -401,6 +498,8 @@ def test_when_the_server_is_crowded_learners_idle_connections_are_closed_and_nam
     try:
         for client in held:
             client.ping()
+        admin_client = Workshop.load(klass.dir).admin()
+        hers = [c.get("user") for c in admin_client.client_list()].count("ada")  # the earlier tests' too
         dog.start()
         deadline = time.monotonic() + RECOVERS_S + 2
         while not said(dog, "idle for 2 s"):
@@ -408,8 +507,7 @@ def test_when_the_server_is_crowded_learners_idle_connections_are_closed_and_nam
             time.sleep(0.05)
         line = said(dog, "idle for 2 s")
         assert "ada" in line and "bob" not in line, line
-        admin_client = Workshop.load(klass.dir).admin()
-        assert [c.get("user") for c in admin_client.client_list()].count("ada") < 49
+        assert [c.get("user") for c in admin_client.client_list()].count("ada") < hers
     finally:
         dog.stop()
         for client in held:

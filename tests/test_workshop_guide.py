@@ -540,9 +540,9 @@ def test_the_first_screen_shows_where_the_class_is_and_its_people_by_name_then_c
     teacher.locator(".widget-text input").first.fill("40")
     teacher.get_by_role("button", name="produce jobs").click()
     teacher.get_by_text("Produced 40 jobs").wait_for(timeout=30_000)
-    keys = classroom.ClassKeys(hub.workshop.class_name)
     instructor = echoq.connect(hub.workshop.instructor_url)
-    poll(lambda: int(instructor.hget(keys.score, f"{ADA}:delivered") or 0) >= 2, 60, "Ada's worker to take 2 jobs")
+    delivered = classroom.score_key(ADA)
+    poll(lambda: int(instructor.hget(delivered, "delivered") or 0) >= 2, 60, "Ada's worker to take 2 jobs")
     teacher.locator("select").first.select_option(label=NAMES[ADA])
     teacher.get_by_role("button", name="kill worker", exact=True).click()
     # In Ada's own notebook (its first cell tells of a worker "killed by the instructor" too).

@@ -20,10 +20,10 @@ is sent as ``local WAKE_CAP = 64``), so the two sides cannot disagree.
 is the script's SHA -- so what a lesson shows a learner is what the server runs.
 
 **A server's payload cap.** A server may take smaller payloads than the library's bound
-(a workshop's class server: 64 KiB, its URL saying ``payload_bytes=65536``). Its scripts
+(a workshop's class server: 64 KiB, stated in its key ``emq:payload_bytes``). Its scripts
 are the same files expanded with that cap in ``BOUNDS`` and a per-call budget of
 ``CALL_PAYLOADS`` times it (:func:`constants`): other text, another SHA1. A client
-connected through such a URL carries the cap (:func:`payload_cap`), and every call it
+of such a server (:func:`echoq.connect` reads the key) carries the cap (:func:`payload_cap`), and every call it
 makes names that variant; a server whose admin loaded only that variant runs nothing
 else for users who may not send EVAL, so the cap holds whatever their client says.
 
@@ -164,7 +164,7 @@ _CAP = "echoq_payload_bytes"  # the attribute a client carries its server's payl
 
 
 def payload_cap(client: object) -> int | None:
-    """The payload cap of ``client``'s server, as its URL said (None: the library's bound)."""
+    """The payload cap of ``client``'s server, as the server stated it (None: the library's bound)."""
     return getattr(client, _CAP, None)
 
 

@@ -97,6 +97,10 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
     )
     status = actions.add_parser("status", parents=[folder], help="what the class server holds, learner by learner")
     status.add_argument("--show-urls", action="store_true", help="print each learner's VALKEY_URL (with password)")
+    free = actions.add_parser(
+        "free", parents=[folder], help="delete every key of one learner's namespace: the memory they filled"
+    )
+    free.add_argument("learner", help="the learner's id, as `workshop status` lists it")
     hub = actions.add_parser("hub", parents=[folder], help="run JupyterHub for the class on this machine (offline)")
     hub.add_argument("--ip", default="127.0.0.1", help="address the hub listens on (default 127.0.0.1)")
     hub.add_argument("--port", type=int, default=8000, help="its port (default 8000)")
@@ -194,6 +198,10 @@ def _workshop(args: argparse.Namespace) -> int:
             return 0
     elif args.action == "status":
         lines = workshop.status(args.dir, show_urls=args.show_urls)
+    elif args.action == "free":
+        from .workshop import admin
+
+        lines = admin.free(args.dir, args.learner)
     elif args.action == "restart":
         from .workshop import admin
 

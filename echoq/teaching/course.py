@@ -112,10 +112,11 @@ _started: str | None = None  # the number of the lesson whose setup cell ran las
 def start(number: str, *, quiet: bool = False) -> Lesson:
     """Connect, empty the lesson's queue, and say which server this is. On a class server the
     kernel's presence starts (or notes the new lesson)."""
-    global _started
+    global _started, _cap
     _started = number
     one_line_errors()
     client = connect()
+    _cap = scripts.payload_cap(client)
     _show_figures_as_pictures()
     lesson = Lesson(number, Queue(learner.queue_name(f"lesson-{number}"), client))
     lesson.queue.reset()
@@ -390,15 +391,13 @@ def lua(name: str):  # -> IPython.display.Code
     return Code(scripts.expanded(name, _payload_cap()), language="lua")
 
 
-def _payload_cap() -> int | None:
-    """The payload cap of this kernel's server, as its ``VALKEY_URL`` names it (a class
-    server's scripts are expanded for it: the text shown is the text it runs)."""
-    from ..address import split_payload_cap
+_cap: int | None = None  # the payload cap of the server the last start() connected to
 
-    try:
-        return split_payload_cap(os.environ.get("VALKEY_URL", ""))[1]
-    except EchoqError:
-        return None
+
+def _payload_cap() -> int | None:
+    """The payload cap of this kernel's server, as it stated it when a lesson connected (a
+    class server's scripts are expanded for it: the text shown is the text it runs)."""
+    return _cap
 
 
 _INCLUDE_START = re.compile(r"^-- ---- @include (\S+) ----\n?$")

@@ -46,8 +46,9 @@ end
 -- megabytes of UTF-8 while everyone waits. The first job is always claimed.
 -- The server's cost is mostly per command, so a batch moves with few of them: one ZPOPMIN
 -- pops as many ids as are still wanted, and one ZADD parks every claimed id in active;
--- per job, one HMGET reads the row's state, payload, token and attempts, one HINCRBY mints
--- the token and one counts the try, one HSET writes the row.
+-- per job, one HMGET reads the row's state, token and attempts, HSTRLEN the payload's length
+-- and HGET the payload (only when it fits the cap), one HINCRBY mints the token and one
+-- counts the try, one HSET writes the row.
 -- With `confirm`, each claimed row also gets 'confirm' = its token, until the holder
 -- confirms the start (complete_many.lua): a stall of an unconfirmed claim is counted apart.
 local function claim_jobs(q, lease_ms, count, reply, confirm)
@@ -60,9 +61,12 @@ local function claim_jobs(q, lease_ms, count, reply, confirm)
     for i = 1, #popped, 2 do
       popped_ids = popped_ids + 1
       local id = popped[i]
-      local row, values = take_row(q, id, 'pending', 'payload', 'token', 'attempts')
-      local payload = row and values[2]
-      if payload and claimed > 0 and bytes + #payload > CALL_PAYLOAD_BYTES then
+      local row, values = take_row(q, id, 'pending', 'token', 'attempts')
+      -- The payload's length first (HSTRLEN: constant time), the payload itself only when
+      -- it fits: a row swelled past the cap by hand is dead-lettered unread.
+      local size = row and redis.call('HSTRLEN', row, 'payload') or 0
+      local fits = size <= BOUNDS.payload_bytes[2]
+      if row and fits and claimed > 0 and bytes + size > CALL_PAYLOAD_BYTES then
         -- The call's payload budget is spent: this job and the rest popped go back to
         -- pending at their own scores, untouched, for the next call.
         local back = {}
@@ -75,14 +79,20 @@ local function claim_jobs(q, lease_ms, count, reply, confirm)
         break
       end
       if row then
-        local bad = text_problem(payload, BOUNDS.payload_bytes[2])
-        if payload == false then
+        local payload, bad = false, nil
+        if fits then
+          payload = redis.call('HGET', row, 'payload')
+          bad = text_problem(payload, BOUNDS.payload_bytes[2])
+        else
+          bad = 'is ' .. size .. ' bytes, more than the ' .. BOUNDS.payload_bytes[2] .. ' allowed'
+        end
+        if fits and payload == false then
           redis.call('HINCRBY', q.stats, 'corrupt', 1)
           dead_letter(q, id, true, 'corrupt', 'the row has no payload: not delivered')
         elseif bad then
           redis.call('HINCRBY', q.stats, 'bad_payload', 1)
           dead_letter(q, id, true, 'bad_payload', 'payload ' .. bad .. ': not delivered')
-        elseif not (plain_count(values[3]) and plain_count(values[4])) then
+        elseif not (plain_count(values[2]) and plain_count(values[3])) then
           redis.call('HINCRBY', q.stats, 'corrupt', 1)
           dead_letter(q, id, true, 'corrupt', 'its token or attempts field is not a count: not delivered')
         else

@@ -39,11 +39,10 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import redis
 
 from ... import scripts
-from ...address import PAYLOAD_CAP, split_payload_cap
 from ...client import TypedRedis
 from ...errors import EchoqError, InvalidArgument, ServerUnavailable
 from ...keyspace import Keyspace, check_namespace
-from ...server import check, connect, start_server
+from ...server import _free_port, check, connect, start_server
 from ..learner import from_hub_user, normalize_hub_user
 from . import acl
 from .html import text
@@ -65,8 +64,9 @@ RESERVED = {"default", acl.INSTRUCTOR_USER}  # ACL users that exist or that we c
 # The class server's payload cap: every script loaded there refuses a payload over it, and
 # one call carries at most 16 of them (echoq.limits.CALL_PAYLOADS). Checking a payload's
 # UTF-8 holds the server for every learner, about 45-190 ms per MiB measured here: at 64 KiB
-# no call holds the class for long. Learners' URLs name it (``payload_bytes=65536``), so
-# their clients call the scripts loaded for it; the library's own bound is 1 MiB.
+# no call holds the class for long. The server states it (acl.PAYLOAD_CAP_KEY, read by
+# echoq.connect), so learners' clients call the scripts loaded for it; the library's own
+# bound is 1 MiB.
 CLASS_PAYLOAD_BYTES = 64 * 1024
 
 
@@ -76,7 +76,6 @@ def class_client(url: str, *, ping: bool = True, name: str | None = None) -> red
     bad UTF-8 replaced (a learner may write any bytes into their keys: a reader must not
     fail on them); with ``ping=False`` it sends nothing until used (a server busy with a
     learner's script answers BUSY to PING, but still takes SCRIPT KILL)."""
-    url, _cap = split_payload_cap(url)
     client = TypedRedis.from_url(
         url,
         decode_responses=True,
@@ -178,10 +177,8 @@ class Workshop:
         return acl.control_queue_name(self.class_name)
 
     def _url(self, user: str, password: str) -> str:
-        return (
-            f"redis://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/0"
-            f"?{PAYLOAD_CAP}={CLASS_PAYLOAD_BYTES}"
-        )
+        # A plain Redis URL: the class's payload cap is stated by the server (acl.PAYLOAD_CAP_KEY).
+        return f"redis://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/0"
 
     def learner_url(self, learner: str) -> str:
         return self._url(learner, self.learners[learner].password)
@@ -343,6 +340,8 @@ SERVER_CONFIG = {
     # One argument (a payload, a field) of at most 1 MiB, the least Valkey allows (its
     # default is 512 MiB): no learner's single write can hold the server for long.
     "proto-max-bulk-len": "1mb",
+    # A restart's new server copies the data at once (Valkey waits 5 s for more replicas).
+    "repl-diskless-sync-delay": "0",
 }
 
 # The class's limits, stored in workshop.json by `up` and given again to a restarted server.
@@ -419,11 +418,34 @@ def _locked(start: Callable[P, R]) -> Callable[P, R]:
     return locked
 
 
+def _ready_for_learners(admin: redis.Redis, workshop: Workshop) -> list[str]:
+    """Every script, every learner's user and the instructor's on ``admin``'s server (ACL
+    users and the script cache are not data: neither the append-only file nor a replica
+    carries them); the scripts' names."""
+    # A server `up` started holds the class's scripts and nothing else (a flush and the loads
+    # in one MULTI: no moment without them); a lent server's other scripts are its owner's.
+    loaded = scripts.preload(admin, flush=workshop.started)
+    for learner in workshop.learners.values():
+        rules = acl.learner_rules(learner.id, workshop.class_name, learner.password)
+        acl.set_user(admin, learner.id, rules, acl.learner_commands())
+    acl.set_user(
+        admin, acl.INSTRUCTOR_USER, acl.instructor_rules(workshop.instructor_password), acl.INSTRUCTOR_COMMANDS
+    )
+    return loaded
+
+
+NEXT_DIR = SERVER_DIR + ".next"  # where a restart's new server runs until it takes the class's port
+HANDOVER_S = 60.0  # the most a restart waits for the new server to copy the old one's data
+
+
 def restart(folder: str | Path | None = None, *, by: str = "the instructor (workshop restart)") -> list[str]:
-    """Stop the class server `up` started (its append-only file fsynced) and start it again
-    on the same port, with its settings, users and scripts in place before it takes a
-    connection; the lines to print. Learners' Workers ride out the gap (a lost server is
-    retried for a lease time); the dashboard shows when it was restarted."""
+    """Restart the class server `up` started with no gap a client notices: a new server is
+    started beside it on a port of its own, copies its data as a replica, gets every user,
+    setting and script; then the old one holds writes (``CLIENT PAUSE WRITE``: reads are
+    answered), the new one catches up, takes over and moves to the class's port, and the
+    old one stops. A command in flight on the old one is either answered there or never
+    ran (a write held by the pause), so a client that reconnects and retries loses
+    nothing. The lines to print."""
     where = workshop_dir(folder)
     with one_at_a_time(where):
         workshop = Workshop.load(where)
@@ -431,17 +453,106 @@ def restart(folder: str | Path | None = None, *, by: str = "the instructor (work
             raise InvalidArgument(
                 "the class server was lent to the workshop (--url): restart it yourself, then run `workshop up`"
             )
+        if SERVER_DIR not in workshop.created or not _alive(workshop.admin_url):
+            return _restart_with_a_gap(where, workshop, by)
+        lines = _hand_over(where, workshop)
+    log_event(where, f"class server restarted by {by}, on port {workshop.port}, with its users, scripts and limits")
+    return lines
+
+
+def _hand_over(where: Path, workshop: Workshop) -> list[str]:
+    import shutil
+
+    try:
+        old = workshop.admin()
+    except EchoqError as exc:  # BUSY: a script holds it
+        raise InvalidArgument(
+            f"the class server answers {str(exc).splitlines()[0]}; the watchdog ends a script that holds it "
+            "within a second: try again"
+        ) from None
+    password = unquote(urlsplit(workshop.admin_url).password or "")
+    next_dir = where / NEXT_DIR
+    shutil.rmtree(next_dir, ignore_errors=True)
+    next_dir.mkdir(mode=0o700)
+    limits = {k: workshop.settings[k] for k in SERVER_SETTINGS if k in workshop.settings}
+    with private_files():
+        server = start_server(
+            extra_config={**SERVER_CONFIG, **limits, "masterauth": password},
+            workdir=next_dir,
+            password=password,
+            bind=workshop.bind,
+            detach=True,
+        )
+    new = class_client(server.url, name=ADMIN_CLIENT)
+    try:
+        source = "127.0.0.1" if "127.0.0.1" in workshop.bind.split() else workshop.bind.split()[0]
+        old.config_set("repl-diskless-sync-delay", 0)  # a server started before this setting was the class's
+        new.execute_command("REPLICAOF", source, workshop.port)
+        _until(lambda: _synced(new), "the new class server to copy the old one's data", HANDOVER_S)
+        _ready_for_learners(new, workshop)
+        old.execute_command("CLIENT", "PAUSE", int(HANDOVER_S * 1000), "WRITE")  # writes wait; reads answered
         try:
-            workshop.admin(ping=False).shutdown(nosave=True)  # AOF everysec: fsynced at shutdown
-        except (redis.ConnectionError, ServerUnavailable):
-            pass  # it closes the connection as it exits (or was not running)
-        except redis.ResponseError as exc:  # BUSY: a script holds it
-            raise InvalidArgument(
-                f"the class server would not stop ({str(exc).splitlines()[0]}); the watchdog ends a script that "
-                "holds it within a second: try again"
-            ) from None
-        _wait_gone(workshop.server_pid)
-        restarted, lines = _up(where)
+            offset = int(old.info("replication")["master_repl_offset"])
+            _until(
+                lambda: int(new.info("replication").get("slave_repl_offset", -1)) >= offset,
+                "the new class server to catch up with the old one's last write",
+                HANDOVER_S,
+            )
+            new.execute_command("REPLICAOF", "NO", "ONE")
+            old.config_set("port", _free_port())  # the class's port free; the old one's clients stay on it
+            _open_port(new, workshop.port)
+        except BaseException:
+            old.execute_command("CLIENT", "UNPAUSE")
+            raise
+    except BaseException:
+        with contextlib.suppress(redis.RedisError):  # never leave a server nobody knows of
+            new.shutdown(nosave=True)
+        _wait_gone(server.process.pid)
+        shutil.rmtree(next_dir, ignore_errors=True)
+        raise
+    old_pid = workshop.server_pid
+    with contextlib.suppress(redis.RedisError):
+        old.shutdown(nosave=True)  # its clients' held writes never ran: they reconnect to the new one
+    _wait_gone(old_pid)
+    shutil.rmtree(where / SERVER_DIR, ignore_errors=True)
+    next_dir.rename(where / SERVER_DIR)  # the new server's files follow it (it works in its folder)
+    workshop.server_pid = server.process.pid
+    workshop.admin_url = _with_port(server.url, workshop.port)
+    workshop.restarted_at = time.time()
+    workshop.save()
+    return [
+        f"restarted the class server at {workshop.host}:{workshop.port}: {_describe(new)}, handed over from the "
+        "old one with every key, user, script and limit in place before it took a command"
+    ]
+
+
+def _synced(replica: redis.Redis) -> bool:
+    info = replica.info("replication")
+    return info.get("master_link_status") == "up" and not int(info.get("master_sync_in_progress", 1))
+
+
+def _until(check: Callable[[], bool], what: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise InvalidArgument(f"restart gave up waiting for {what} ({timeout_s:.0f} s); the old server runs on")
+        time.sleep(0.01)
+
+
+def _restart_with_a_gap(where: Path, workshop: Workshop, by: str) -> list[str]:
+    """Stop the server, then start it again on its append-only file (a server folder that
+    is not the workshop's own, or a server that is not running: nothing to hand over)."""
+    try:
+        workshop.admin(ping=False).shutdown(nosave=True)  # AOF everysec: fsynced at shutdown
+    except (redis.ConnectionError, ServerUnavailable):
+        pass  # it closes the connection as it exits (or was not running)
+    except redis.ResponseError as exc:  # BUSY: a script holds it
+        raise InvalidArgument(
+            f"the class server would not stop ({str(exc).splitlines()[0]}); the watchdog ends a script that "
+            "holds it within a second: try again"
+        ) from None
+    _wait_gone(workshop.server_pid)
+    restarted, lines = _up(where)
     log_event(where, f"class server restarted by {by}, on port {restarted.port}, with its users, scripts and limits")
     return lines
 
@@ -592,12 +703,8 @@ def _up(
         workshop.watcher_pid = previous.watcher_pid
     workshop.instructors = sorted(set(previous.instructors if previous else []) | set(instructors))
 
-    # A server `up` started holds the class's scripts and nothing else (a flush and the loads
-    # in one MULTI: no moment without them); a lent server's other scripts are its owner's.
-    loaded = scripts.preload(admin, flush=workshop.started)
-    for learner in workshop.learners.values():
-        acl.set_user(admin, learner.id, acl.learner_rules(learner.id, class_name, learner.password))
-    acl.set_user(admin, acl.INSTRUCTOR_USER, acl.instructor_rules(workshop.instructor_password))
+    loaded = _ready_for_learners(admin, workshop)
+    admin.set(acl.PAYLOAD_CAP_KEY, CLASS_PAYLOAD_BYTES)  # read by every client of the class when it connects
     if workshop.started:
         _open_port(admin, workshop.port)
     workshop.save()
@@ -617,8 +724,9 @@ def _up(
     shown = ", ".join(ids[:6]) + (f", ... ({len(ids)} in all)" if len(ids) > 6 else "")
     lines += [
         f"{len(ids)} learner user(s): {shown}",
-        f"  each may touch only emq:{{<learner>.* and the class queue emq:{{{workshop.class_queue}}}:*; "
-        "no EVAL, SCRIPT, FUNCTION, FLUSHALL/FLUSHDB, CONFIG, KEYS, SHUTDOWN, DEBUG, MONITOR, CLIENT KILL or ACL",
+        f"  each may touch only emq:{{<learner>.* and the class queue's keys emq:{{{workshop.class_queue}}}:..., "
+        f"in database 0, with {len(acl.learner_commands())} commands: the library's scripts (EVALSHA), the commands "
+        "they run, and a short list of reads (docs/WORKSHOP.md); nothing else",
         f"  {len(loaded)} scripts preloaded, for payloads of at most {CLASS_PAYLOAD_BYTES // 1024} KiB: the only Lua "
         "learners may run here (EVALSHA); their own runs on a private server in their kernel",
         f"roster (learner -> VALKEY_URL), mode 0600:  {roster_path}",
@@ -787,18 +895,17 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     wide = max([7, *(len(lid) for lid in workshop.learners)])  # every id whole: the column fits the longest
     named = min(32, max([4, *(columns(text(ln.display, None)) for ln in workshop.learners.values())]))
     lines.append(
-        f"{'learner':<{wide}} {'name':<{named}} {'user':<8} {'conns':>5} {'queues':>6} {'kernel':<6}  lessons reached"
+        f"{'learner':<{wide}} {'name':<{named}} {'user':<8} {'conns':>5} {'queues':>6} {'memory':>7} "
+        f"{'kernel':<6}  lessons reached"
     )
     from .. import presence
     from .board import ask_record, record_of
 
     skipped = 0
     for lid, learner in sorted(workshop.learners.items()):  # one order everywhere: the learner id
-        queues = {
-            key.split("}")[0][len("emq:{") :]
-            for key in admin.scan_iter(match=acl.namespace_pattern(lid), count=1000)
-            if not key.endswith(":progress")
-        }
+        keys = list(admin.scan_iter(match=acl.namespace_pattern(lid), count=1000))
+        queues = {key.split("}")[0][len("emq:{") :] for key in keys if not key.endswith(":progress")}
+        held = memory_of(admin, keys)
         pipe = admin.pipeline(transaction=False)
         ask_record(pipe, lid)  # the learner's own key: anything, even another type or 100,000 fields
         record = record_of(pipe.execute(raise_on_error=False)[0], lid)
@@ -807,8 +914,13 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
         kernel = "alive" if admin.exists(presence.alive_key(lid)) else "-"
         lines.append(
             f"{lid:<{wide}} {fit(text(learner.display, None), named)} {'ok' if lid in users else 'MISSING':<8} "
-            f"{connected.get(lid, 0):>5} {len(queues):>6} {kernel:<6}  {reached}"
+            f"{connected.get(lid, 0):>5} {len(queues):>6} {human(held):>7} {kernel:<6}  {reached}"
         )
+    shared = list(admin.scan_iter(match=Keyspace(workshop.class_queue).pattern(), count=1000))
+    lines.append(
+        f"class queue {workshop.class_queue}: {len(shared)} keys, {human(memory_of(admin, shared))} "
+        "(emptied by the dashboard's new round)"
+    )
     if skipped:
         lines.append(f"{skipped} bad entries skipped in learners' progress records (not what the kit writes)")
     lines.append(f"instructor user {acl.INSTRUCTOR_USER}: {'ok' if acl.INSTRUCTOR_USER in users else 'MISSING'}")
@@ -819,11 +931,48 @@ def status(folder: str | Path | None = None, *, show_urls: bool = False) -> list
     return lines
 
 
+def memory_of(admin: redis.Redis, keys: list[str]) -> int:
+    """The bytes ``keys`` hold, as the server counts them (MEMORY USAGE, a key gone meanwhile: 0)."""
+    total = 0
+    for start in range(0, len(keys), 500):
+        pipe = admin.pipeline(transaction=False)
+        for key in keys[start : start + 500]:
+            pipe.memory_usage(key)
+        total += sum(n for n in pipe.execute(raise_on_error=False) if isinstance(n, int))
+    return total
+
+
+def human(size: int) -> str:
+    """Bytes in a few characters, as Valkey writes them: 512B, 3.4K, 12.0M, 1.20G."""
+    for unit, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if size >= scale:
+            return f"{size / scale:.2f}{unit}" if unit == "G" else f"{size / scale:.1f}{unit}"
+    return f"{size}B"
+
+
+def free(folder: str | Path | None = None, learner: str = "") -> list[str]:
+    """Delete every key of one learner's namespace (their queues, progress record and
+    class-worker records): the memory they filled, freed in one command. Their user,
+    password and notebooks stay; their next lesson starts from an empty queue."""
+    workshop = Workshop.load(folder)
+    if learner not in workshop.learners:
+        raise InvalidArgument(
+            f"no learner {learner!r} in workshop {workshop.class_name!r}; `{command('status')}` lists them by id"
+        )
+    admin = workshop.admin()
+    keys = list(admin.scan_iter(match=acl.namespace_pattern(learner), count=1000))
+    held = memory_of(admin, keys)
+    removed = sum(int(admin.unlink(*keys[i : i + 500])) for i in range(0, len(keys), 500))
+    admin.close()
+    return [f"freed {learner}'s {removed} keys ({human(held)}): every key of {acl.namespace_pattern(learner)}"]
+
+
 def delete_class_keys(admin: redis.Redis, workshop: Workshop) -> int:
-    """Delete every key of the class: each learner's namespace, the class queue, the kill orders."""
+    """Delete every key of the class: each learner's namespace, the class queue, the kill
+    orders, the payload cap it states."""
     patterns = [acl.namespace_pattern(lid) for lid in workshop.learners]
     patterns += [Keyspace(workshop.class_queue).pattern(), Keyspace(workshop.control_queue).pattern()]
-    removed = 0
+    removed = int(admin.unlink(acl.PAYLOAD_CAP_KEY))
     for pattern in patterns:
         batch: list[str] = []
         for key in admin.scan_iter(match=pattern, count=1000):

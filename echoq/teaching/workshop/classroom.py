@@ -15,19 +15,23 @@ for the class: deliveries, redeliveries (a delivery whose token is 2 or more), e
 duplicate effects (0) and lost jobs (0). Lost is counted from one atomic snapshot of the
 class queue: every job ever enqueued is pending, active, scheduled, dead or done.
 
-Keys (all in the class queue's tag, besides the queue's own; bounded by the class's jobs):
+Keys (the class queue's own, in their shapes only: a learner's ACL names each, see
+:mod:`.acl`; everything a learner says about themselves is in their own namespace, so a
+learner can misstate only their own row; bounded by the round's jobs):
 
-==============================  ====  ==============================================
-``emq:{<class>.chaos}:score``   hash  ``<learner>:delivered|redelivered|effects|duplicates``
-``emq:{<class>.chaos}:holder``  hash  JOB id -> the learner it was last delivered to
-``emq:{<class>.chaos}:workers`` hash  learner -> ``running|stopped|killed`` ``<server ms>``
-``emq:{<class>.control}:kills`` hash  learner -> kills ordered (the instructor's only);
-                                      ``:stop`` -> stops ordered to every worker
-==============================  ====  ==============================================
+==============================================  ======  ==========================================
+``emq:{<learner>.class-worker}:score``          hash    ``delivered|redelivered|effects|duplicates``
+``emq:{<learner>.class-worker}:held``           hash    JOB id -> the token it was delivered to them with
+``emq:{<learner>.class-worker}:state``          string  ``running|stopped|killed`` ``<server ms>``
+``emq:{<learner>.class-worker}:ledger``         hash    JOB id -> ``applied|skipped`` (below)
+``emq:{<class>.control}:kills``                 hash    learner -> kills ordered (the instructor's
+                                                        only); ``:stop`` -> stops ordered to all
+==============================================  ======  ==========================================
 
-**Whose word counts.** Every key of the class queue is the learners' to write (it is shared
-on purpose), so the class's figures are checked against what each learner alone can write:
-their own ledger, ``emq:{<learner>.class-worker}:ledger`` (a hash in their namespace:
+**Whose word counts.** The class queue's keys are written by the library's moves (and a
+learner's user may send those moves' commands on them too: Valkey runs a script with its
+caller's rights), so the class's figures are checked against what each learner alone can
+write: their own ledger, ``emq:{<learner>.class-worker}:ledger`` (a hash in their namespace:
 JOB id -> ``applied`` or ``skipped``, what the effect move said when their worker ran the
 job, written before the job is completed). A class job in done that no learner's worker
 recorded running, an effect two learners' ledgers both claim, a ledger entry the class
@@ -105,18 +109,6 @@ class ClassKeys:
         return Keyspace(self.queue).prefix
 
     @property
-    def score(self) -> str:
-        return self.prefix + "score"
-
-    @property
-    def holder(self) -> str:
-        return self.prefix + "holder"
-
-    @property
-    def workers(self) -> str:
-        return self.prefix + "workers"
-
-    @property
     def kills(self) -> str:
         return Keyspace(acl.control_queue_name(self.class_name)).prefix + "kills"
 
@@ -141,6 +133,21 @@ WORKER_BEATS_KEPT_MS = 60_000  # older members are dropped at each beat: the set
 def worker_beat_key(learner: str) -> str:
     """``emq:{<learner>.class-worker}:alive``: member = one worker, score = its deadline (server ms)."""
     return Keyspace(f"{check_namespace(learner)}.class-worker").prefix + "alive"
+
+
+def score_key(learner: str) -> str:
+    """``emq:{<learner>.class-worker}:score``: what their workers report, in their namespace."""
+    return Keyspace(f"{check_namespace(learner)}.class-worker").prefix + "score"
+
+
+def held_key(learner: str) -> str:
+    """``emq:{<learner>.class-worker}:held``: JOB id -> the token it was last delivered to them with."""
+    return Keyspace(f"{check_namespace(learner)}.class-worker").prefix + "held"
+
+
+def state_key(learner: str) -> str:
+    """``emq:{<learner>.class-worker}:state``: ``running|stopped|killed <server ms>``."""
+    return Keyspace(f"{check_namespace(learner)}.class-worker").prefix + "state"
 
 
 def ledger_key(learner: str) -> str:
@@ -202,12 +209,12 @@ class ClassWorker:
 
     # the handler: note the delivery, "work", then the effect once per JOB id
     def _handle(self, delivery: Delivery) -> None:
-        k, who = self.keys, self.learner
+        who = self.learner
         pipe = self.client.pipeline(transaction=True)
-        pipe.hincrby(k.score, f"{who}:delivered", 1)
+        pipe.hincrby(score_key(who), "delivered", 1)
         if delivery.token > 1:
-            pipe.hincrby(k.score, f"{who}:redelivered", 1)
-        pipe.hset(k.holder, delivery.job_id, who)
+            pipe.hincrby(score_key(who), "redelivered", 1)
+        pipe.hset(held_key(who), delivery.job_id, delivery.token)
         pipe.execute()
         self.mine["delivered"] += 1
         self.mine["redelivered"] += delivery.token > 1
@@ -220,9 +227,9 @@ class ClassWorker:
         # In our own ledger before the job completes: a class job in done is in someone's.
         pipe.hset(ledger_key(who), delivery.job_id, result.outcome.value)
         if result.outcome is Effect.APPLIED:
-            pipe.hincrby(k.score, f"{who}:effects", 1)
+            pipe.hincrby(score_key(who), "effects", 1)
             if result.count > 1:
-                pipe.hincrby(k.score, f"{who}:duplicates", 1)
+                pipe.hincrby(score_key(who), "duplicates", 1)
         pipe.execute()
         if result.outcome is Effect.APPLIED:
             self.mine["effects"] += 1
@@ -323,7 +330,7 @@ class ClassWorker:
 
     def _status(self, state: str) -> None:
         try:
-            self.client.hset(self.keys.workers, self.learner, f"{state} {server_now_ms(self.client)}")
+            self.client.set(state_key(self.learner), f"{state} {server_now_ms(self.client)}")
         except Exception:
             pass  # only a readout: the worker's own errors are reported by the work thread
 
@@ -411,30 +418,35 @@ def stop_all(client: redis.Redis, *, klass: str | None = None) -> None:
 
 
 def new_round(
-    client: redis.Redis, alive: Iterable[str] = (), *, klass: str | None = None, timeout_s: float = 10.0
+    client: redis.Redis,
+    alive: Iterable[str] = (),
+    *,
+    klass: str | None = None,
+    learners: Iterable[str] = (),
+    timeout_s: float = 10.0,
 ) -> list[str]:
     """Stop every worker, wait until those of ``alive`` learners (kernels whose presence key lives:
-    a dead one never answers) no longer say "running", then empty the class queue and zero
-    the scoreboard. Returns the learners whose worker did not stop in time (their jobs, if
-    any, come back to the next round's scoreboard as a lease runs out)."""
+    a dead one never answers) no longer say "running", then empty the class queue and each of
+    ``learners``' (and ``alive``'s) own records of the round: counts, held jobs, ledger (their
+    worker's state stays: who was in the last round, and how it ended). Returns the learners
+    whose worker did not stop in time (their jobs, if any, come back to the next round's
+    scoreboard as a lease runs out)."""
     keys = ClassKeys(klass or class_name())
     stop_all(client, klass=keys.class_name)
-    waiting = set(alive)
+    waiting = sorted(set(alive))
     deadline = time.monotonic() + timeout_s
     while waiting and time.monotonic() < deadline:
-        states = client.hmget(keys.workers, sorted(waiting))
-        waiting = {name for name, st in zip(sorted(waiting), states, strict=True) if str(st).startswith("running")}
+        states = client.mget([state_key(name) for name in waiting])
+        waiting = [name for name, st in zip(waiting, states, strict=True) if str(st).startswith("running")]
         if waiting:
             time.sleep(0.05)
-    states = client.hgetall(keys.workers)  # who was in the last round, and how it ended: kept
-    Queue(keys.queue, client, keep_done=KEEP_DONE).reset()  # jobs, effects, score, holders
+    Queue(keys.queue, client, keep_done=KEEP_DONE).reset()  # jobs, effects
     client.delete(keys.produced)  # the scoreboard counts from what was produced: this round starts at 0
-    ledgers = {ledger_key(name) for name in [*states, *alive] if _namespace(name)}
-    if ledgers:  # each learner's own record of the round (the instructor may delete it)
-        client.delete(*ledgers)
-    if states:
-        client.hset(keys.workers, mapping=states)
-    return sorted(waiting)
+    everyone = {name for name in [*learners, *alive] if _namespace(name)}
+    mine = [key for name in sorted(everyone) for key in (score_key(name), held_key(name), ledger_key(name))]
+    if mine:  # each learner's own record of the round (the instructor may delete it)
+        client.delete(*mine)
+    return waiting
 
 
 @dataclass
@@ -480,35 +492,37 @@ class Scoreboard:
 
 
 def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, klass: str | None = None) -> Scoreboard:
-    """The scoreboard, in one MULTI (after a look at how big each learner's own ledger is).
+    """The scoreboard, in one MULTI (after a look at how big each learner's own records are).
 
     The class's figures -- jobs, where each is, completed, lost, effects and duplicate
     effects -- are counted by the reader from the queue itself, for the jobs the
     instructor produced (``produced``, which learners may not write), and checked against
     each learner's own ledger (see the module: a disagreement is named after its learner,
-    a job in done that no ledger ran is counted lost); the per-learner
-    counters are what each learner's worker reported, shown as theirs. Anything in
-    learner-writable keys that is not what the kit writes (not a whole number, a wrong
-    type, an unknown learner) is skipped and counted in ``skipped``."""
+    a job in done that no ledger ran is counted lost); the per-learner counters and worker
+    states are what each learner's worker reported in their own namespace, shown as theirs.
+    Anything a learner wrote that is not what the kit writes (not a whole number, a wrong
+    type) is skipped and counted in ``skipped``. ``learners_shown``: the roster (without it,
+    every learner whose worker ever said its state)."""
     keys = ClassKeys(klass or class_name())
     places = Keyspace(keys.queue)
-    shown = list(learners_shown)
+    shown = list(learners_shown) or _learners_with_a_state(client)
     skipped: dict[str, int] = {}
-    readable = _ledgers_to_read(client, keys, shown, skipped)
+    readable = _records_to_read(client, keys, shown, skipped)
     pipe = client.pipeline(transaction=True)
     pipe.time()
-    pipe.hgetall(keys.score)
-    pipe.hgetall(keys.workers)
     pipe.zrange(keys.produced, 0, -1)
     pipe.hgetall(places.effects)
     for place in PLACES:
         pipe.execute_command("ZINTERCARD", 2, keys.produced, getattr(places, place))
     pipe.execute_command("ZINTER", 2, keys.produced, places.done)  # the class's jobs counted done
-    pipe.hgetall(keys.holder)
+    for name in shown:  # a fixed number of fields each, however big a learner made the keys
+        pipe.hmget(score_key(name), list(COUNTS))
+        pipe.getrange(state_key(name), 0, 63)
     # In the same snapshot: a learner's ledger entry is written after the effect and before
     # the job completes, so in one moment "in done" implies an entry, and "applied" a class one.
     for name in readable:
         pipe.hgetall(ledger_key(name))
+        pipe.hgetall(held_key(name))
     reply = pipe.execute(raise_on_error=False)
 
     def valid(value: object, where: str, default: object) -> object:
@@ -518,21 +532,16 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
         return value
 
     seconds, micros = reply[0]
-    score = valid(reply[1], "the class score hash", {})
-    workers = valid(reply[2], "the class workers hash", {})
-    produced = set(valid(reply[3], "the produced jobs", []))
-    effect_counts = valid(reply[4], "the class effects ledger", {})
+    produced = set(valid(reply[1], "the produced jobs", []))
+    effect_counts = valid(reply[2], "the class effects ledger", {})
     counts = {
         place: int(valid(n, f"the class queue's {place} set", 0))
-        for place, n in zip(PLACES, reply[5 : 5 + len(PLACES)], strict=True)
+        for place, n in zip(PLACES, reply[3 : 3 + len(PLACES)], strict=True)
     }
-    done_ids = valid(reply[5 + len(PLACES)], "the class queue's done set", [])
-    holders = valid(reply[6 + len(PLACES)], "the class holder hash", {})
-    ledgers = {
-        name: {str(j): str(v) for j, v in entries.items() if j in produced}
-        for name, entries in zip(readable, reply[7 + len(PLACES) :], strict=True)
-        if isinstance(valid(entries, "learners' own ledgers", None), dict)
-    }
+    done_ids = valid(reply[3 + len(PLACES)], "the class queue's done set", [])
+    at = 4 + len(PLACES)
+    own = reply[at : at + 2 * len(shown)]
+    records = reply[at + 2 * len(shown) :]
     board = Scoreboard(
         keys.queue,
         int(seconds) * 1000 + int(micros) // 1000,
@@ -540,23 +549,33 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
         dict(counts),
         counts["done"],
     )
-    known = set(shown) or {n for n in {f.rpartition(":")[0] for f in score} | set(workers) if _namespace(n)}
-    for name in sorted(known):
-        board.by_learner[name] = Score()
-    for field_name, value in score.items():
-        name, _, count = field_name.rpartition(":")
-        number = _whole(value)
-        if name not in board.by_learner or count not in COUNTS or number is None:
-            skipped["class score fields"] = skipped.get("class score fields", 0) + 1
-            continue
-        setattr(board.by_learner[name], count, number)
-    for name, value in workers.items():
-        state, _, since = str(value).partition(" ")
-        at = _whole(since)
-        if name not in board.by_learner or state not in WORKER_STATES or at is None:
-            skipped["class worker states"] = skipped.get("class worker states", 0) + 1
-            continue
-        board.by_learner[name].worker, board.by_learner[name].since_ms = state, at
+    for i, name in enumerate(shown):
+        row = board.by_learner[name] = Score()
+        for count, value in zip(COUNTS, valid(own[2 * i], "learners' own counts", [None] * len(COUNTS)), strict=True):
+            number = _whole(value if value is not None else 0)
+            if number is None:
+                skipped["learners' own counts"] = skipped.get("learners' own counts", 0) + 1
+            else:
+                setattr(row, count, number)
+        said = valid(own[2 * i + 1], "learners' worker states", "")
+        if said:
+            state, _, since = str(said).partition(" ")
+            when = _whole(since)
+            if state not in WORKER_STATES or when is None:
+                skipped["learners' worker states"] = skipped.get("learners' worker states", 0) + 1
+            else:
+                row.worker, row.since_ms = state, when
+    ledgers: dict[str, dict[str, str]] = {}
+    holders: dict[str, tuple[int, str]] = {}  # job -> (token, learner): who says it was delivered to them last
+    for i, name in enumerate(readable):
+        entries = valid(records[2 * i], "learners' own ledgers", None)
+        if isinstance(entries, dict):
+            ledgers[name] = {str(j): str(v) for j, v in entries.items() if j in produced}
+        held = valid(records[2 * i + 1], "learners' own held jobs", None)
+        for job_id, token in held.items() if isinstance(held, dict) else []:
+            number = _whole(token)
+            if job_id in produced and number is not None and (job_id not in holders or number > holders[job_id][0]):
+                holders[job_id] = (number, name)
     effects = duplicates = 0
     forged: dict[str, int] = {}
     for job_id, value in effect_counts.items():
@@ -593,9 +612,7 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
                 board.disagree(name, CLAIMED_TWICE, job_id)
     unrecorded = [j for j in done_ids if j not in done_by_hand and j not in ran]
     for job_id in [*done_by_hand, *unrecorded]:  # a lost job made to look completed: counted lost
-        last = holders.get(job_id)
-        who = last if last in board.by_learner else "?"
-        board.disagree(who, DONE_UNRECORDED, job_id)
+        board.disagree(holders.get(job_id, (0, "?"))[1], DONE_UNRECORDED, job_id)
     board.completed -= len(done_by_hand) + len(unrecorded)
     board.total = Score(
         delivered=sum(s.delivered for s in board.by_learner.values()),
@@ -608,7 +625,7 @@ def read_scoreboard(client: redis.Redis, learners_shown: Iterable[str] = (), *, 
     board.skipped = skipped
     board.forged = forged
     if board.total.lost:
-        _attribute_lost(client, keys, produced, board)
+        _attribute_lost(client, keys, produced, board, holders)
     return board
 
 
@@ -626,26 +643,30 @@ FORGED_DONE = "class jobs in done with no effect recorded (a class worker record
 LEDGER_SLACK = 1_000
 
 
-def _ledgers_to_read(client: redis.Redis, keys: ClassKeys, shown: list[str], skipped: dict[str, int]) -> list[str]:
-    """The learners whose own ledger the scoreboard reads: those shown (else every learner
-    who ran a class worker), each ledger no larger than the round could have filled (one
-    entry per job their worker ran; ``new_round`` empties it). A bigger one, or one of
-    another type, is that learner's skipped ledger, never read whole."""
+def _learners_with_a_state(client: redis.Redis) -> list[str]:
+    """Every learner whose class worker ever said its state (a SCAN: without a roster only)."""
+    pattern = Keyspace("x.class-worker").prefix.replace("{x.", "{*.") + "state"
+    found = {str(key).split("{", 1)[1].split(".class-worker}", 1)[0] for key in client.scan_iter(match=pattern)}
+    return sorted(name for name in found if _namespace(name))
+
+
+def _records_to_read(client: redis.Redis, keys: ClassKeys, shown: list[str], skipped: dict[str, int]) -> list[str]:
+    """The learners whose own ledger and held jobs the scoreboard reads: each no larger than
+    the round could have filled (one entry per job their worker ran; ``new_round`` empties
+    them). A bigger one, or one of another type, is that learner's skipped record, never
+    read whole."""
+    jobs = client.zcard(keys.produced)
     pipe = client.pipeline(transaction=False)
-    pipe.zcard(keys.produced)
-    if not shown:
-        pipe.hkeys(keys.workers)
-    first = pipe.execute(raise_on_error=False)
-    names = shown or [n for n in (first[1] if isinstance(first[1], list) else []) if _namespace(str(n))]
-    jobs = first[0] if isinstance(first[0], int) else 0
-    pipe = client.pipeline(transaction=False)
-    for name in names:
+    for name in shown:
         pipe.hlen(ledger_key(name))
+        pipe.hlen(held_key(name))
+    sizes = pipe.execute(raise_on_error=False)
     readable = []
-    for name, size in zip(names, pipe.execute(raise_on_error=False), strict=True):
-        if isinstance(size, Exception) or size > jobs + LEDGER_SLACK:
+    for i, name in enumerate(shown):
+        ledger, held = sizes[2 * i], sizes[2 * i + 1]
+        if any(isinstance(n, Exception) or n > jobs + LEDGER_SLACK for n in (ledger, held)):
             skipped["learners' own ledgers"] = skipped.get("learners' own ledgers", 0) + 1
-        elif size:
+        elif ledger or held:
             readable.append(name)
     return readable
 
@@ -668,18 +689,18 @@ def _namespace(name: str) -> bool:
         return False
 
 
-def _attribute_lost(client: redis.Redis, keys: ClassKeys, produced: set[str], board: Scoreboard) -> None:
-    """Name the learner who last held each lost job (rare: only when the total is not 0)."""
+def _attribute_lost(
+    client: redis.Redis, keys: ClassKeys, produced: set[str], board: Scoreboard, holders: dict[str, tuple[int, str]]
+) -> None:
+    """Name the learner whose own record says each lost job was delivered to them last (by its
+    token; rare: only when the total is not 0)."""
     places = Keyspace(keys.queue)
     pipe = client.pipeline(transaction=True)
-    pipe.hgetall(keys.holder)
     for place in PLACES:
         pipe.zrange(getattr(places, place), 0, -1)
-    holders, *sets = pipe.execute(raise_on_error=False)
-    if isinstance(holders, Exception):
-        return
+    sets = pipe.execute(raise_on_error=False)
     placed = set().union(*(s for s in sets if not isinstance(s, Exception)))
     for job_id in produced - placed:
-        who = holders.get(job_id)
+        who = holders.get(job_id, (0, "?"))[1]
         if who in board.by_learner:
             board.by_learner[who].lost += 1

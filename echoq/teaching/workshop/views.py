@@ -191,8 +191,9 @@ class Dashboard(widgets.VBox):
         return "Stop ordered for every worker: each finishes the job in its hands and ends."
 
     def new_round(self) -> str:
-        alive = [lv.learner for lv in (self.refresh() or self.last).learners if lv.kernel == "alive"]
-        late = classroom.new_round(self.client, alive, klass=self.class_name)
+        shown = (self.refresh() or self.last).learners
+        alive = [lv.learner for lv in shown if lv.kernel == "alive"]
+        late = classroom.new_round(self.client, alive, klass=self.class_name, learners=[lv.learner for lv in shown])
         left = f" Still running after 10 s: {', '.join(late)}." if late else ""
         return (
             "New round: every worker stopped, the class queue emptied, the scoreboard at 0; "

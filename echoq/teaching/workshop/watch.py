@@ -21,10 +21,16 @@ and its Lua heap every ``look_s`` (1 s):
 * **a huge Lua heap** -- Valkey has no cap on the Lua heap, which ``maxmemory`` does not
   count: above ``lua-memory`` the watchdog flushes it (``SCRIPT FLUSH``, which frees the Lua
   interpreter) and loads the kit's scripts again;
-* **a flood of commands** -- Valkey serves one command at a time, so one learner sending
-  tens of thousands a second makes everyone wait: a learner over ``FLOOD_PER_S`` commands a
-  second (counted from ``CLIENT LIST``'s ``tot-cmds``; a lesson sends a few hundred) is
-  named when the flood starts and again when it ends, with how long and how many;
+* **a flood of calls** -- Valkey serves one command at a time, so one learner sending
+  tens of thousands of calls a second makes everyone wait. ``CLIENT LIST``'s ``tot-cmds``
+  counts every command a connection ran, those inside the library's scripts too (a job
+  enqueued and worked is about 30 of them for 2 or 3 calls), so it only picks whom to
+  look at: a learner whose connections ran over ``FLOOD_PER_S`` commands a second is
+  watched for ``COUNT_S`` with ``MONITOR``, which tells a call from a script's command
+  (``[0 lua]``), at most every ``RECOUNT_S``; a learner sending over ``FLOOD_CALLS_PER_S``
+  calls a second is named when the flood starts and again when it ends, with how long
+  and how many (the library's Worker and producer at full speed send far fewer: see
+  docs/WORKSHOP.md);
 * **a server that died** -- a server ``up`` started is started again.
 
 The class's settings are read again from ``workshop.json`` whenever ``up`` rewrote it: a
@@ -60,7 +66,10 @@ AUTH_GRACE_S = 3  # a connection that has not authenticated after this long is c
 CROWDED, ROOMY = 0.9, 0.8  # of maxclients: idle learners' connections closed from the first down to the second
 IDLE_S = 300.0  # how long a learner's connection must have been idle to be closed when crowded
 SCRIPT_COMMANDS = ("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro")
-FLOOD_PER_S = 5_000  # one learner's commands a second past which they are named (a lesson: a few hundred)
+FLOOD_PER_S = 5_000  # commands run a second (scripts' included) past which a learner's calls are counted
+FLOOD_CALLS_PER_S = 10_000  # calls sent a second past which a learner is named (docs/WORKSHOP.md: measured)
+COUNT_S = 0.25  # how long MONITOR counts calls, on the server's clock
+RECOUNT_S = 5.0  # a learner's calls are counted again at most this often while their commands stay high
 WATCHED_SETTINGS = ("per-learner-connections", "lua-memory", "busy-reply-threshold", "maxmemory", "maxclients")
 
 
@@ -114,6 +123,7 @@ class Watchdog:
         self._sent: dict[str, int] | None = None  # connection id -> its tot-cmds at the last look
         self._sent_at = 0.0
         self._flooding: dict[str, tuple[float, int]] = {}  # learner -> (since, commands so far)
+        self._counted: dict[str, tuple[float, float]] = {}  # learner -> (when, calls a second counted then)
 
     # -- settings ------------------------------------------------------------------------
 
@@ -161,7 +171,7 @@ class Watchdog:
             clients = admin.client_list()
             self._clients = clients
             self._connections(admin, clients)
-            self._floods(clients)
+            self._floods(admin, clients)
             self._lua_heap(admin)
         except redis.ResponseError as exc:
             if not str(exc).startswith("BUSY"):
@@ -338,10 +348,11 @@ class Watchdog:
         if changed:
             self.say(f"the class's settings changed (`workshop up`): {'; '.join(changed)}; applied from this look on")
 
-    def _floods(self, clients: list[dict]) -> None:
-        """Name a learner whose commands pass ``FLOOD_PER_S`` a second between two looks
-        (the server runs one command at a time: theirs make everyone wait), once when it
-        starts and once when it ends. A server without ``tot-cmds`` (Redis 7) is not watched."""
+    def _floods(self, admin: redis.Redis, clients: list[dict]) -> None:
+        """Name a learner who sends over ``FLOOD_CALLS_PER_S`` calls a second (the server runs
+        one command at a time: theirs make everyone wait), once when it starts and once when
+        it ends. Whom to count: learners whose connections ran over ``FLOOD_PER_S`` commands
+        a second between two looks (``tot-cmds``; a server without it, Redis 7, is not watched)."""
         counts = {str(c.get("id")): int(c["tot-cmds"]) for c in clients if str(c.get("tot-cmds", "")).isdigit()}
         at = time.monotonic()
         before, since = self._sent, self._sent_at
@@ -354,21 +365,54 @@ class Watchdog:
             if user in self.workshop.learners and cid in counts:
                 sent[user] = sent.get(user, 0) + counts[cid] - before.get(cid, 0)
         seconds = at - since
-        for user in sorted(set(sent) | set(self._flooding)):
-            rate = sent.get(user, 0) / seconds
-            if rate > FLOOD_PER_S:
+        busy = {user for user, n in sent.items() if n / seconds > FLOOD_PER_S}
+        due = [u for u in sorted(busy) if at - self._counted.get(u, (float("-inf"), 0.0))[0] >= RECOUNT_S]
+        if due:
+            calls, span = self._count_calls(admin, clients)
+            for user in due:
+                self._counted[user] = (at, calls.get(user, 0) / span)
+        for user in sorted(busy | set(self._flooding)):
+            rate = self._counted[user][1] if user in busy else 0.0
+            if rate > FLOOD_CALLS_PER_S:
                 started, total = self._flooding.get(user, (at - seconds, 0))
                 if user not in self._flooding:
                     others = sum(n for u, n in sent.items() if u != user)
                     self.say(
-                        f"{user} is flooding the class server: {sent[user]:,} commands in {seconds:.1f} s "
-                        f"({rate:,.0f} a second; the class's others together {others:,}); everyone's commands "
-                        "wait behind theirs: talk to them (as the admin, `ACL SETUSER <learner> off` stops them)"
+                        f"{user} is flooding the class server: {rate:,.0f} calls a second (counted over "
+                        f"{COUNT_S} s); their connections ran {sent[user]:,} commands in {seconds:.1f} s (the class's "
+                        f"others together {others:,}); everyone's commands wait behind theirs: talk to them "
+                        "(as the admin, `ACL SETUSER <learner> off` stops them)"
                     )
                 self._flooding[user] = (started, total + sent.get(user, 0))
             elif user in self._flooding:
                 started, total = self._flooding.pop(user)
                 self.say(f"{user}'s flood ended: {total:,} commands in {at - started:.1f} s")
+
+    def _count_calls(self, admin: redis.Redis, clients: list[dict]) -> tuple[dict[str, int], float]:
+        """Each learner's calls over ``COUNT_S`` of the server's clock, from ``MONITOR`` (a
+        line per command the server runs, those inside a script marked ``lua``: not counted),
+        and the seconds they were counted over (less when the lines came faster than they
+        were read). The connection is closed after, which ends MONITOR."""
+        users = {str(c.get("addr")): str(c.get("user")) for c in clients}
+        calls: dict[str, int] = {}
+        first: float | None = None
+        last = 0.0
+        give_up = time.monotonic() + 10 * COUNT_S  # lines may come faster than they are read: read on
+        with admin.monitor() as lines:
+            while time.monotonic() < give_up and lines.connection.can_read(timeout=COUNT_S):
+                line = lines.next_command()
+                when = float(line.get("time", 0))
+                first = when if first is None else first
+                if when > first + COUNT_S:
+                    break
+                last = when
+                if line.get("client_type") == "lua":
+                    continue  # a command a script ran, not a call
+                user = users.get(f"{line.get('client_address')}:{line.get('client_port')}")
+                if user in self.workshop.learners:
+                    calls[user] = calls.get(user, 0) + 1
+        span = last - first if first is not None and last - first > COUNT_S / 10 else COUNT_S
+        return calls, span
 
     def _lua_heap(self, admin: redis.Redis) -> None:
         memory = admin.info("memory")
