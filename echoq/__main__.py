@@ -47,7 +47,7 @@ def _server(action: str) -> int:
 
     home = user_home()
     if action == "stop":
-        print(f"stopped the user server in {home}" if stop_user_server() else f"no user server runs in {home}")
+        print(stop_user_server() or f"no user server runs in {home}")
         return 0
     server = user_server(start=action in ("start", "url"))
     if action == "url":

@@ -389,6 +389,10 @@ class UserServer:
         probe = self._client(socket_timeout=2)
         try:
             return bool(probe.ping())
+        except redis.ResponseError as exc:
+            if str(exc).startswith("MISCONF"):
+                return True  # it runs, and refuses writes (and PING) because its disk cannot take them
+            raise
         except redis.AuthenticationError:
             raise ServerUnavailable(
                 f"a server answers on {self.socket} but refuses the password in {self.home / 'password'}; "
@@ -505,28 +509,71 @@ def _start_user_server(server: UserServer, timeout_s: float) -> None:
     )
 
 
-def stop_user_server(timeout_s: float = 30.0) -> bool:
-    """Stop the user server (its append-only file is flushed first); False if none ran."""
+def stop_user_server(timeout_s: float = 30.0) -> str | None:
+    """Stop the user server (its append-only file is flushed first); None if none ran, else
+    one line saying it stopped, and what was not written when its disk could not take it.
+
+    A server whose append-only file cannot be written (a full disk) answers every write, and
+    PING, with MISCONF, and may refuse SHUTDOWN (it would flush the file): it is stopped with
+    ``SHUTDOWN NOSAVE``, else SIGTERM to its pid, and the line says what its disk lacks."""
     home = user_home()
     if not (home / "password").exists():
-        return False
+        return None
     _own_folder(home)
     with _home_locked(home):
         server = UserServer(home, _password(home))
         if not server.answers():
-            return False
+            return None
         pid = server.pid()
         client = server._client(socket_timeout=5)
         try:
-            client.shutdown()
-        except (redis.ConnectionError, redis.TimeoutError):
-            pass  # it closed the connection as it went down
+            trouble = _disk_trouble(client)
+            how = _shut_down(client, pid)
         finally:
             client.close()
         deadline = time.monotonic() + timeout_s
         while pid is not None and _running(pid) and time.monotonic() < deadline:
             time.sleep(0.01)  # another process's exit: there is no event to wait on
-        return True
+        if pid is not None and _running(pid):
+            raise ServerUnavailable(f"the user server in {home} (pid {pid}) did not stop within {timeout_s:g} s")
+        if trouble is None:
+            return f"stopped the user server in {home}"
+        return (
+            f"stopped the user server in {home}{how}; its disk did not take all its data ({trouble}, see "
+            f"{home / 'server.log'}): what it accepted after its last good write (at most about a second's) is "
+            f"not on disk; free space in {home} before it starts again"
+        )
+
+
+def _disk_trouble(client: redis.Redis) -> str | None:
+    """Why the server cannot write its data to disk now (its last AOF write or RDB save
+    failed), or None."""
+    try:
+        info = client.info("persistence")
+    except redis.ResponseError:
+        return None
+    if info.get("aof_last_write_status", "ok") != "ok":
+        return "its last write to the append-only file failed"
+    if info.get("rdb_last_bgsave_status", "ok") != "ok":
+        return "its last snapshot failed"
+    return None
+
+
+def _shut_down(client: redis.Redis, pid: int | None) -> str:
+    """SHUTDOWN; on a refusal SHUTDOWN NOSAVE; on another, SIGTERM to ``pid``. Says how, in
+    words to append to 'stopped ...' ('' for a plain SHUTDOWN)."""
+    for command, how in ((("SHUTDOWN",), ""), (("SHUTDOWN", "NOSAVE"), " with SHUTDOWN NOSAVE")):
+        try:
+            client.execute_command(*command)
+        except (redis.ConnectionError, redis.TimeoutError):
+            return how  # it closed the connection as it went down
+        except redis.ResponseError:
+            continue  # refused (MISCONF, or a save that failed): the next way
+        return how
+    if pid is None:
+        raise ServerUnavailable("the user server refused SHUTDOWN and wrote no pid file to send SIGTERM to")
+    os.kill(pid, signal.SIGTERM)
+    return f" with SIGTERM to its pid {pid}"
 
 
 def _running(pid: int) -> bool:
