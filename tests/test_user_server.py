@@ -106,7 +106,8 @@ def test_two_processes_starting_at_once_get_one_server_and_the_kit_chooses_a_thr
     pids = {process.communicate(timeout=60)[0].strip() for process in both}
     assert len(pids) == 1 and pids != {"None"}, pids
     kit = (
-        "import echoq.teaching, echoq\nc = echoq.connect()\nprint(echoq.server.source(), c.config_get('port')['port'])"
+        "import echoq.teaching, echoq\nc = echoq.connect()\n"
+        "print(echoq.server.source(), c.config_get('port')['port'])"
     )
     source, port = python(kit, unset="ECHOQ_VALKEY").split()
     assert source == "throwaway" and port != "0"  # the lesson's own server, on loopback TCP
