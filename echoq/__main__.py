@@ -91,6 +91,8 @@ def _dead(args: argparse.Namespace) -> int:
     from .errors import InvalidArgument
     from .queue import Queue
 
+    if args.action != "list" and args.all == bool(args.ids):
+        raise InvalidArgument(f"dead {args.action}: name JOB ids, or --all (not both, not neither)")
     queue = Queue(args.queue)
     if args.action == "list":
         page = queue.dead_letters(args.offset, args.limit)
@@ -103,8 +105,6 @@ def _dead(args: argparse.Namespace) -> int:
         more = f"; next page: --offset {page.next_offset}" if page.next_offset is not None else ""
         print(f"{shown} of {page.total:,} dead in {queue.name}{more}")
         return 0
-    if args.all == bool(args.ids):
-        raise InvalidArgument(f"dead {args.action}: name JOB ids, or --all (not both, not neither)")
     if args.all:
         moved = queue.requeue_all_dead() if args.action == "requeue" else queue.purge_all_dead()
         print(f"{args.action}d {moved:,} dead letters of {queue.name}")

@@ -13,6 +13,7 @@ import echoq
 from echoq import Complete, JobState, Purge, Requeue, scripts
 from echoq.queue import DEAD_PAGE_MAX
 from tests.support.helpers import assert_one_place, throwaway_env
+from tests.support.servers import fresh_name
 
 
 def _dead(queue: echoq.Queue, payloads: list[str], error: str = "boom") -> list[echoq.Claim]:
@@ -117,8 +118,8 @@ def _echoq(*args: str, url: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.one_server
-def test_the_dead_command_lists_requeues_and_purges(queue: echoq.Queue, server_url: str) -> None:
+def test_the_dead_command_lists_requeues_and_purges(valkey_client) -> None:  # type: ignore[no-untyped-def]
+    queue, server_url = echoq.Queue(fresh_name(), valkey_client), echoq.server_url()
     claims = _dead(queue, ["a", "b", "c"])
     listed = _echoq("list", queue.name, "--limit", "2", url=server_url)
     assert listed.returncode == 0, listed.stderr
@@ -132,6 +133,18 @@ def test_the_dead_command_lists_requeues_and_purges(queue: echoq.Queue, server_u
     purged = _echoq("purge", queue.name, "--all", url=server_url)
     assert purged.returncode == 0 and purged.stdout.strip() == f"purged 2 dead letters of {queue.name}", purged
     assert queue.snapshot().counts["dead"] == 0 and queue.snapshot().pending == [claims[0].job_id]
-    for bad in (["requeue", queue.name], ["purge", queue.name, claims[1].job_id, "--all"], ["purge", queue.name, "x"]):
+    for bad in (["requeue", queue.name], ["purge", queue.name, "x"]):
         refused = _echoq(*bad, url=server_url)
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and refused.stderr.startswith("echoq: ")
+    queue.reset()
+
+
+def test_the_dead_command_refuses_ids_and_all_together_or_neither_before_it_connects(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from echoq.__main__ import main
+
+    for argv in (["dead", "purge", "orders", "JOB" + "0" * 26, "--all"], ["dead", "requeue", "orders"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "name JOB ids, or --all (not both, not neither)" in err, err
