@@ -711,8 +711,9 @@ class Queue:
     def requeue_dead(self, job_ids: Sequence[str]) -> list[Requeue]:
         """Give these dead jobs a fresh chance (``requeue_dead.lua``, one call per 1000): each
         goes back to pending at its own arrival number -- its first-in, first-out place, ahead
-        of every job that arrived after it -- with fresh tries (attempts, stalled and
-        unstarted back to 0) and its token kept (a worker that held it before it died is
+        of every job that arrived after it -- with fresh tries (attempts and stalled
+        back to 0; its unstarted count, which bounds a job no worker ever starts, is kept)
+        and its token kept (a worker that held it before it died is
         still refused). An id whose row says another state is left alone (NOT_DEAD); one with
         no row is GONE. Every id is checked before the first call. One outcome per id, in order."""
         ids = self._dead_ids(job_ids, "requeue_dead")

@@ -2,9 +2,10 @@
 --
 -- For each id given whose row says 'dead': the id leaves emq:{q}:dead and goes back to
 -- pending at its own arrival number (includes/arrival), ahead of every job that arrived
--- after it, as a reaped job does; its row says 'pending' with fresh tries (attempts, stalled
--- and unstarted back to 0) and no longer says why it died (reason, dead_ms go; its last
--- error stays, for a person to read). Its token is kept: a token is never handed out twice,
+-- after it, as a reaped job does; its row says 'pending' with fresh tries (attempts and
+-- stalled back to 0) and no longer says why it died (reason, dead_ms go; its last error
+-- stays, for a person to read). Its count of unstarted recoveries is kept: it bounds a job
+-- no worker ever starts (a lost reply each time), which a requeue does not cure. Its token is kept: a token is never handed out twice,
 -- so a worker that held the job before it died is still refused by the fence. Idle workers
 -- are woken (includes/wake). An id whose row says anything else is left alone ('not_dead':
 -- a live job, whatever a stray entry in the dead set says), and one with no row cannot be
@@ -55,7 +56,7 @@ for i, id in ipairs(ARGV) do
     outcomes[i] = 'not_dead'
   else
     redis.call('ZREM', dead_key, id)
-    redis.call('HSET', row_key, 'state', 'pending', 'attempts', 0, 'stalled', 0, 'unstarted', 0)
+    redis.call('HSET', row_key, 'state', 'pending', 'attempts', 0, 'stalled', 0)
     redis.call('HDEL', row_key, 'reason', 'dead_ms', 'confirm')
     redis.call('ZADD', pending_key, arrival_of(row_key), id)
     requeued = requeued + 1

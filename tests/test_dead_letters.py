@@ -12,7 +12,7 @@ import pytest
 import echoq
 from echoq import Complete, JobState, Purge, Requeue, scripts
 from echoq.queue import DEAD_PAGE_MAX
-from tests.support.helpers import assert_one_place, throwaway_env
+from tests.support.helpers import assert_one_place, expire, throwaway_env
 from tests.support.servers import fresh_name
 
 
@@ -148,3 +148,59 @@ def test_the_dead_command_refuses_ids_and_all_together_or_neither_before_it_conn
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "name JOB ids, or --all (not both, not neither)" in err, err
+
+
+def test_the_librarys_requeue_and_lesson_07s_reference_leave_the_same_queue(valkey_client) -> None:  # type: ignore[no-untyped-def]
+    """Queue.requeue_all_dead and lesson 07's reference requeue_dead
+    (echoq/teaching/exercises/requeue/solution.lua) agree: on the exercise's generated queues
+    (the differential judge's states and comparison: every set's members and scores, every row
+    field, TTLs), and on a real queue where arrival numbers decide the place in line. The only
+    keys they may differ in are the library's own: its counters (stats) and the wake it
+    pushes for idle workers (a hint, which the lesson's script has no worker to give)."""
+    from echoq.teaching.exercises import EXERCISES, differential, fixed_time
+
+    reference = EXERCISES["requeue"].solution
+    now = fixed_time.NOW_MS
+    for n, state in enumerate(differential.generated(EXERCISES["requeue"].move)):
+        lesson, library = (echoq.Queue(fresh_name(), valkey_client) for _ in range(2))
+        try:
+            for queue in (lesson, library):
+                differential._build(queue, state, now)
+            before = differential.keyspace(valkey_client, lesson.keys.prefix)
+            moved = scripts.run_text(valkey_client, reference, [lesson.keys.dead, lesson.keys.pending], [])
+            assert library.requeue_all_dead() == moved, state.describe()
+            theirs = differential.keyspace(valkey_client, lesson.keys.prefix)
+            mine = differential.keyspace(valkey_client, library.keys.prefix)
+            mine.pop("wake", None)
+            found = differential.compare(mine, theirs, before, differential._Clock(now))
+            assert found is None, f"state {n}: {found[0]}\n{state.describe()}"
+        finally:
+            lesson.reset()
+            library.reset()
+    # A real queue: two jobs dead by stalls, one older and one younger job still pending.
+    lesson, library = (echoq.Queue(fresh_name(), valkey_client) for _ in range(2))
+    try:
+        for queue in (lesson, library):
+            queue.enqueue("older, still pending")
+            claims = queue.claim_many(1, lease_ms=60_000)  # held: it stays out of the way
+            queue.enqueue_many(["dies 1", "dies 2"])
+            dying = queue.claim_many(2, lease_ms=1)
+            queue.enqueue("younger")
+            queue.release_many(claims)  # back at its own (first) place
+            expire(queue, *dying)
+            assert len(queue.stalled_check(max_stalled=1).dead) == 2
+        scripts.run_text(valkey_client, reference, [lesson.keys.dead, lesson.keys.pending], [])
+        library.requeue_all_dead()
+        for queue in (lesson, library):
+            scored = queue.client.zrange(queue.keys.pending, 0, -1, withscores=True)
+            rows = [queue.job(job_id) for job_id, _score in scored]
+            assert [(r.payload, r.attempts, r.stalled, r.token) for r in rows] == [
+                ("older, still pending", 0, 0, 1),
+                ("dies 1", 0, 0, 1),
+                ("dies 2", 0, 0, 1),
+                ("younger", 0, 0, 0),
+            ]
+            assert [score for _id, score in scored] == [1, 2, 3, 4]  # each at its arrival number
+    finally:
+        lesson.reset()
+        library.reset()
