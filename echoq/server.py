@@ -528,7 +528,7 @@ def stop_user_server(timeout_s: float = 30.0) -> str | None:
         client = server._client(socket_timeout=5)
         try:
             trouble = _disk_trouble(client)
-            how = _shut_down(client, pid)
+            how, refusal = _shut_down(client, pid)
         finally:
             client.close()
         deadline = time.monotonic() + timeout_s
@@ -536,12 +536,19 @@ def stop_user_server(timeout_s: float = 30.0) -> str | None:
             time.sleep(0.01)  # another process's exit: there is no event to wait on
         if pid is not None and _running(pid):
             raise ServerUnavailable(f"the user server in {home} (pid {pid}) did not stop within {timeout_s:g} s")
-        if trouble is None:
+        lost = []
+        if trouble is not None:
+            lost.append(
+                f"its disk did not take all its data ({trouble}): what it accepted after its last good write (at "
+                "most about a second's) is not on disk"
+            )
+        if refusal is not None:
+            lost.append(f"it refused SHUTDOWN ({refusal}), so the snapshot a SHUTDOWN saves was not written")
+        if not lost:
             return f"stopped the user server in {home}"
         return (
-            f"stopped the user server in {home}{how}; its disk did not take all its data ({trouble}, see "
-            f"{home / 'server.log'}): what it accepted after its last good write (at most about a second's) is "
-            f"not on disk; free space in {home} before it starts again"
+            f"stopped the user server in {home}{how}; " + "; ".join(lost) + f"; see {home / 'server.log'} and free "
+            "space there before it starts again"
         )
 
 
@@ -559,21 +566,23 @@ def _disk_trouble(client: redis.Redis) -> str | None:
     return None
 
 
-def _shut_down(client: redis.Redis, pid: int | None) -> str:
-    """SHUTDOWN; on a refusal SHUTDOWN NOSAVE; on another, SIGTERM to ``pid``. Says how, in
-    words to append to 'stopped ...' ('' for a plain SHUTDOWN)."""
+def _shut_down(client: redis.Redis, pid: int | None) -> tuple[str, str | None]:
+    """SHUTDOWN; on a refusal SHUTDOWN NOSAVE; on another, SIGTERM to ``pid``. Returns how,
+    in words to append to 'stopped ...' ('' for a plain SHUTDOWN), and the first refusal."""
+    refusal = None
     for command, how in ((("SHUTDOWN",), ""), (("SHUTDOWN", "NOSAVE"), " with SHUTDOWN NOSAVE")):
         try:
             client.execute_command(*command)
         except (redis.ConnectionError, redis.TimeoutError):
-            return how  # it closed the connection as it went down
-        except redis.ResponseError:
-            continue  # refused (MISCONF, or a save that failed): the next way
-        return how
+            return how, refusal  # it closed the connection as it went down
+        except redis.ResponseError as exc:
+            refusal = refusal or str(exc).splitlines()[0]  # MISCONF, or a save that failed: the next way
+            continue
+        return how, refusal
     if pid is None:
-        raise ServerUnavailable("the user server refused SHUTDOWN and wrote no pid file to send SIGTERM to")
+        raise ServerUnavailable(f"the user server refused SHUTDOWN ({refusal}) and left no pid file for a SIGTERM")
     os.kill(pid, signal.SIGTERM)
-    return f" with SIGTERM to its pid {pid}"
+    return f" with SIGTERM to its pid {pid}", refusal
 
 
 def _running(pid: int) -> bool:

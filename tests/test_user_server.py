@@ -126,12 +126,16 @@ def test_a_folder_it_cannot_make_is_one_line_saying_what_to_set(home: Path, monk
 def test_server_stop_stops_a_server_whose_disk_is_full_and_says_what_was_not_written(home: Path) -> None:
     """A full disk, for real: the append-only file's next part is made /dev/full (every write
     to it fails with ENOSPC, root or not), and the server then refuses writes and PING with
-    MISCONF. ``server status`` still sees it; ``server stop`` stops it and says in one line
-    what was not written."""
+    MISCONF; with snapshots configured, its SHUTDOWN's save fails too (the snapshot's name is
+    taken by a folder: rename fails, root or not) and it refuses SHUTDOWN. ``server status``
+    still sees it; ``server stop`` stops it (SHUTDOWN NOSAVE) and says in one line what was not
+    written."""
     running = server.user_server()
     assert running is not None
     client = running._client(socket_timeout=5)
     try:
+        client.config_set("save", "3600 1")
+        (home / "dump.rdb").mkdir()
         client.set("before", "1")
         parts = home / "appendonlydir"
         (incr,) = parts.glob("*.incr.aof")
@@ -154,7 +158,9 @@ def test_server_stop_stops_a_server_whose_disk_is_full_and_says_what_was_not_wri
     assert status.returncode == 0 and f"running (pid {pid})" in status.stdout, status
     stopped = echoq_cli("server", "stop")
     assert stopped.returncode == 0 and stopped.stderr == "", stopped
-    assert stopped.stdout.count("\n") == 1 and stopped.stdout.startswith(f"stopped the user server in {home}")
-    assert "its last write to the append-only file failed" in stopped.stdout and "not on disk" in stopped.stdout
+    line = stopped.stdout
+    assert line.count("\n") == 1 and line.startswith(f"stopped the user server in {home} with SHUTDOWN NOSAVE; ")
+    assert "its last write to the append-only file failed" in line and "not on disk" in line, line
+    assert "it refused SHUTDOWN (" in line and "the snapshot a SHUTDOWN saves was not written" in line, line
     assert not server._running(pid)
     assert echoq_cli("server", "status").returncode == 3
