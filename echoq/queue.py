@@ -711,11 +711,12 @@ class Queue:
     def requeue_dead(self, job_ids: Sequence[str]) -> list[Requeue]:
         """Give these dead jobs a fresh chance (``requeue_dead.lua``, one call per 1000): each
         goes back to pending at its own arrival number -- its first-in, first-out place, ahead
-        of every job that arrived after it -- with fresh tries (attempts and stalled
-        back to 0; its unstarted count, which bounds a job no worker ever starts, is kept)
-        and its token kept (a worker that held it before it died is
-        still refused). An id whose row says another state is left alone (NOT_DEAD); one with
-        no row is GONE. Every id is checked before the first call. One outcome per id, in order."""
+        of every job that arrived after it -- with fresh tries (attempts and stalled back to 0;
+        its unstarted count, which bounds a job no worker ever starts, is kept) and its token
+        kept (a worker that held it before it died is still refused). This is the move lesson
+        07 has a learner write. An id whose row says another state is left alone (NOT_DEAD);
+        one with no row is GONE. Every id is checked before the first call. One outcome per
+        id, in order."""
         ids = self._dead_ids(job_ids, "requeue_dead")
         outcomes: list[Requeue] = []
         for start in range(0, len(ids), BATCH):
@@ -761,7 +762,7 @@ class Queue:
         done = offset = 0
         stays = {"not_dead", "gone"} if moved is Requeue.REQUEUED else {"not_dead"}
         while True:
-            with translating(self.client, "Queue.dead (ZRANGE)", [self.keys.dead]):
+            with translating(self.client, "Queue.*_all_dead (ZRANGE)", [self.keys.dead]):
                 found = [_text(x) for x in self.client.zrange(self.keys.dead, offset, offset + BATCH - 1)]
             if not found:
                 return done
