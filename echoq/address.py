@@ -9,6 +9,7 @@ server without its password (:func:`describe_client`). :mod:`echoq.server` conne
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import TypeAlias
@@ -21,7 +22,8 @@ from .errors import ServerUnavailable
 
 __all__ = [
     "Client",
-    "TRY_INSTEAD",
+    "try_instead",
+    "DEFAULT_SOURCE",
     "redact",
     "plain_url",
     "describe_client",
@@ -37,10 +39,25 @@ __all__ = [
 # command to the master serving its key's slot.
 Client: TypeAlias = redis.Redis | RedisCluster
 
-TRY_INSTEAD = (
-    "unset VALKEY_URL and ECHOQ_VALKEY to use the embedded server, or set VALKEY_URL "
-    "to a server you run (redis://:password@host:6379/0)"
-)
+# Which server a process uses when neither VALKEY_URL nor ECHOQ_VALKEY says: 'user' (the
+# library's) or 'throwaway' (the kit's choice). echoq.server.choose_default sets it; it is kept
+# here, beside the advice that depends on it.
+DEFAULT_SOURCE = {"source": "user"}
+_YOUR_URL = "set VALKEY_URL to a server you run (redis://:password@host:6379/0)"
+
+
+def try_instead() -> str:
+    """What a user can do about a server that cannot be reached, in words true for where this
+    process takes its server from: VALKEY_URL, ECHOQ_VALKEY, or neither (the user server, or
+    the kit's throwaway server)."""
+    if os.environ.get("VALKEY_URL", "").strip():
+        return "fix VALKEY_URL, or unset it to use your user server (python -m echoq server start)"
+    chosen = os.environ.get("ECHOQ_VALKEY", "").strip().lower()
+    if chosen:
+        return f"unset ECHOQ_VALKEY (now {chosen!r}) to use your user server, or {_YOUR_URL}"
+    if DEFAULT_SOURCE["source"] == "throwaway":
+        return f"echoq.connect() starts a new server of this process's own, or {_YOUR_URL}"
+    return f"python -m echoq server status says whether your user server runs (server start starts it), or {_YOUR_URL}"
 
 
 _QUERY_PASSWORD = re.compile(r"[?&]password=", re.IGNORECASE)

@@ -97,3 +97,11 @@ ACL_REFUSALS = (
     "can't run this command",
     "no permissions",
 )
+
+
+class OutOfMemory(EchoqError, MemoryError):
+    """The server is at its ``maxmemory`` and refused a write (its reply began ``OOM``):
+    nothing of the call ran, and sending it again once memory is free is safe. Free memory
+    (``python -m echoq dead purge --all``, or delete keys you no longer need), or raise the
+    server's ``maxmemory``; on a workshop's class server, tell the instructor (``workshop
+    status`` shows the memory; ``--maxmemory`` on the next ``up`` raises it)."""

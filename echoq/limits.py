@@ -17,6 +17,7 @@ bound              range               why this size
 ``max_stalled``    1 .. 1000           the stall count that dead-letters a job: the N-th is fatal
 ``keep_done``      0 .. 1000000        completed ids remembered for duplicate refusal
 ``keep_dead``      0 .. 1000000        dead jobs kept (rows and all); older ones are evicted
+``keep_given_ms``  0 .. 604800000      a week: how long an id a producer gave is a duplicate
 ``keep_outbox``    1 .. 1000000        effect records the outbox keeps
 ``token``          1 .. 2147483647     a fencing token (the row's token after a claim)
 ``payload_bytes``  0 .. 1048576        a job's payload: UTF-8 text of at most 1 MiB

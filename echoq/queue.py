@@ -36,6 +36,7 @@ DEFAULT_KEEP_DEAD = 10_000
 DEFAULT_KEEP_GIVEN_MS = 3_600_000
 DEFAULT_MAX_STALLED = 2  # the second stall is fatal: one stall is recovered
 BATCH = BOUNDS["count"][1]  # most jobs one batch script takes (enqueue_many, complete_many)
+DEAD_PAGE_MAX = BOUNDS["count"][1]  # most dead letters one page lists (Queue.dead_letters)
 LOCK_MAX_MS = 3_600_000  # the longest a stalled-check lock may last: an hour
 # A halt nobody popped (the worker's wait had ended) expires this long after its push; a
 # waiting worker pops it within a round trip.
@@ -94,6 +95,18 @@ class Release(StrEnum):
     RELEASED = "released"  # back in pending, unstarted; the row's attempts gave this try back
     STALE = "stale"
     GONE = "gone"
+
+
+class Requeue(StrEnum):
+    REQUEUED = "requeued"  # back in pending at its arrival number, with fresh tries
+    NOT_DEAD = "not_dead"  # its row says another state (a live job): nothing changed
+    GONE = "gone"  # no row (completed, evicted, purged, or never there): nothing changed
+
+
+class Purge(StrEnum):
+    PURGED = "purged"  # its row and its dead-set entry are deleted
+    NOT_DEAD = "not_dead"  # its row says another state (a live job): nothing changed
+    GONE = "gone"  # neither a row nor a dead-set entry: nothing changed
 
 
 @dataclass(frozen=True)
@@ -170,6 +183,28 @@ class Job:
     reason: str | None = None
     unstarted: int = 0  # recoveries of a claim never confirmed started (lua/stalled_check.lua)
     token: int = 0  # the fencing token of the latest claim (0: never claimed)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A dead job as :meth:`Queue.dead_letters` lists it: why it died and what went wrong."""
+
+    job_id: str
+    died_ms: int  # its time of death (server ms): its score in emq:{q}:dead
+    reason: str | None  # stalled, unstarted, max_attempts, bad_payload or corrupt
+    error: str | None  # the last error its handler raised (max_attempts), or what was wrong
+    attempts: int  # the tries it had, counted toward max_attempts
+    stalled: int  # the stalls counted on it
+    payload: str | bytes | None  # None: the entry has no row (a corrupt one; purge_dead removes it)
+
+
+@dataclass(frozen=True)
+class DeadPage:
+    """One page of the dead set, longest dead first (:meth:`Queue.dead_letters`)."""
+
+    letters: list[DeadLetter]
+    total: int  # jobs in the dead set when the page was read
+    next_offset: int | None  # the offset of the next page; None: this was the last
 
 
 @dataclass
@@ -671,6 +706,100 @@ class Queue:
             if len(rec) + len(died) + int(bad) < limit:
                 return StalledReport(int(now), recovered, dead, corrupt)
 
+    # -- dead letters ----------------------------------------------------------------------
+
+    def requeue_dead(self, job_ids: Sequence[str]) -> list[Requeue]:
+        """Give these dead jobs a fresh chance (``requeue_dead.lua``, one call per 1000): each
+        goes back to pending at its own arrival number -- its first-in, first-out place, ahead
+        of every job that arrived after it -- with fresh tries (attempts and stalled back to 0;
+        its unstarted count, which bounds a job no worker ever starts, is kept) and its token
+        kept (a worker that held it before it died is still refused). This is the move lesson
+        07 has a learner write. An id whose row says another state is left alone (NOT_DEAD);
+        one with no row is GONE. Every id is checked before the first call. One outcome per
+        id, in order."""
+        ids = self._dead_ids(job_ids, "requeue_dead")
+        outcomes: list[Requeue] = []
+        for start in range(0, len(ids), BATCH):
+            chunk = ids[start : start + BATCH]
+            outcomes += [
+                Requeue(_text(x)) for x in self._run("requeue_dead", self.script_keys("requeue_dead", *chunk), chunk)
+            ]
+        return outcomes
+
+    def requeue_all_dead(self) -> int:
+        """:meth:`requeue_dead` every job in the dead set, 1000 per call, longest dead first;
+        how many were requeued. Entries that cannot be requeued (no row) stay."""
+        return self._every_dead(self.requeue_dead, Requeue.REQUEUED)
+
+    def purge_dead(self, job_ids: Sequence[str]) -> list[Purge]:
+        """Forget these dead jobs for good (``purge_dead.lua``, one call per 1000): each one's
+        row, dead-set entry and effects-ledger entry are deleted (PURGED); an entry with no
+        row is removed too. An id whose row says another state is left alone (NOT_DEAD).
+        Every id is checked before the first call. One outcome per id, in order."""
+        ids = self._dead_ids(job_ids, "purge_dead")
+        outcomes: list[Purge] = []
+        for start in range(0, len(ids), BATCH):
+            chunk = ids[start : start + BATCH]
+            outcomes += [
+                Purge(_text(x)) for x in self._run("purge_dead", self.script_keys("purge_dead", *chunk), chunk)
+            ]
+        return outcomes
+
+    def purge_all_dead(self) -> int:
+        """:meth:`purge_dead` every job in the dead set, 1000 per call; how many were purged."""
+        return self._every_dead(self.purge_dead, Purge.PURGED)
+
+    def _dead_ids(self, job_ids: Sequence[str], method: str) -> list[str]:
+        if isinstance(job_ids, str | bytes) or not isinstance(job_ids, Sequence):
+            raise InvalidArgument(f"{method} takes a list of JOB ids, got {type(job_ids).__name__}")
+        return [check_job_id(job_id) for job_id in job_ids]
+
+    def _every_dead(self, move: Any, moved: StrEnum) -> int:
+        """Run ``move`` over the dead set a page of 1000 at a time. What a call leaves in the
+        set (an entry that is no JOB id, a live job's stray entry, for a requeue an entry
+        with no row) is stepped over, so every call makes progress, and the loop ends once
+        a page comes back empty; a job dead-lettered meanwhile is taken too."""
+        done = offset = 0
+        stays = {"not_dead", "gone"} if moved is Requeue.REQUEUED else {"not_dead"}
+        while True:
+            with translating(self.client, "Queue.*_all_dead (ZRANGE)", [self.keys.dead]):
+                found = [_text(x) for x in self.client.zrange(self.keys.dead, offset, offset + BATCH - 1)]
+            if not found:
+                return done
+            ids = [job_id for job_id in found if _is_job_id_text(job_id)]
+            offset += len(found) - len(ids)
+            outcomes = move(ids) if ids else []
+            done += sum(outcome is moved for outcome in outcomes)
+            offset += sum(outcome.value in stays for outcome in outcomes)
+
+    def dead_letters(self, offset: int = 0, limit: int = 100) -> DeadPage:
+        """One page of the dead set, longest dead first: each job's time of death, reason,
+        error, tries and payload. ``limit`` is the page size, 1..1000 (``DEAD_PAGE_MAX``);
+        pass the page's ``next_offset`` for the next one. A read, not a snapshot: a job
+        requeued or evicted between two pages shifts the ones after it."""
+        whole("offset", offset, 0)
+        whole("limit", limit, 1, DEAD_PAGE_MAX)
+        key = self.keys.dead
+        with translating(self.client, "Queue.dead_letters (ZRANGE, HMGET)", [key]):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zcard(key)
+            pipe.zrange(key, offset, offset + limit - 1, withscores=True)
+            total, scored = pipe.execute()
+            ids = [_text(member) for member, _score in scored]
+            named = [job_id for job_id in ids if _is_job_id_text(job_id)]  # an entry that is no JOB id has no row
+            pipe = self.client.pipeline(transaction=False)
+            for job_id in named:
+                # Raw bytes: a row something else wrote may hold bytes that are not UTF-8.
+                pipe.execute_command("HMGET", self.keys.job(job_id), *_DEAD_FIELDS, NEVER_DECODE=[])
+            rows = dict(zip(named, pipe.execute(), strict=True)) if named else {}
+        none = [None] * len(_DEAD_FIELDS)
+        letters = [
+            _dead_letter(job_id, int(float(score)), rows.get(job_id) or none)
+            for job_id, (_member, score) in zip(ids, scored, strict=True)
+        ]
+        after = offset + len(ids)
+        return DeadPage(letters, int(total), after if after < int(total) else None)
+
     # -- reads ---------------------------------------------------------------------------
 
     def snapshot(self, limit: int = 1000) -> Snapshot:
@@ -768,6 +897,34 @@ class Queue:
             for start in range(0, len(keys), 500):
                 self.client.delete(*keys[start : start + 500])
         return len(keys)
+
+
+_DEAD_FIELDS = ("state", "reason", "error", "attempts", "stalled", "payload")
+
+
+def _dead_letter(job_id: str, died_ms: int, row: list[Any]) -> DeadLetter:
+    state, reason, error, attempts, stalled, payload = row
+    if state is None and payload is None:
+        return DeadLetter(job_id, died_ms, None, None, 0, 0, None)
+
+    def number(value: Any) -> int:
+        text = _lenient(value) if isinstance(value, bytes) else ""
+        return int(text) if text.isdigit() else 0
+
+    if isinstance(payload, bytes):
+        try:
+            payload = payload.decode("utf-8")
+        except UnicodeDecodeError:
+            pass  # kept as bytes, as Queue.job keeps them
+    return DeadLetter(
+        job_id,
+        died_ms,
+        _lenient(reason) if reason else None,
+        _lenient(error) if error else None,
+        number(attempts),
+        number(stalled),
+        payload,
+    )
 
 
 def _holder(claim: Claim | str, token: int | None) -> tuple[str, int]:

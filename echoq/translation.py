@@ -40,12 +40,13 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from .address import TRY_INSTEAD, describe_client
+from .address import describe_client, try_instead
 from .errors import (
     ACL_REFUSALS,
     SCRIPT_ERRORS,
     EchoqError,
     InvalidArgument,
+    OutOfMemory,
     PermissionDenied,
     ScriptFailed,
     ServerBusy,
@@ -63,6 +64,7 @@ __all__ = [
     "is_acl_refusal",
     "denied",
     "lost_server",
+    "out_of_memory",
     "cluster_refusal",
     "cross_slot",
 ]
@@ -104,6 +106,8 @@ def translating(client: Any, what: str, keys: Sequence[str] = ()) -> Iterator[No
             raise denied(client, exc, what, keys) from None
         if _is_busy(exc):
             raise busy(what, exc) from None
+        if _is_oom(exc):
+            raise out_of_memory(what, exc) from None
         raise EchoqError(f"{what}: the server replied with an error ({first_line(exc)})") from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise lost_server(client, exc) from None
@@ -124,6 +128,8 @@ def typed(client: Any, exc: BaseException, what: str) -> BaseException:
             return denied(client, exc, what)
         if _is_busy(exc):
             return busy(what, exc)
+        if _is_oom(exc):
+            return out_of_memory(what, exc)
         return EchoqError(f"{what}: the server replied with an error ({first_line(exc)})")
     if isinstance(exc, redis.RedisError | RedisClusterException):
         return EchoqError(f"{what}: {type(exc).__name__}: {first_line(exc)}")
@@ -144,6 +150,20 @@ def busy(what: str, exc: BaseException) -> ServerBusy:
     )
 
 
+def _is_oom(exc: BaseException) -> bool:
+    """An OOM reply: the server is at its maxmemory and refuses writes (nothing ran)."""
+    return str(exc).startswith("OOM ") or isinstance(exc, redis.exceptions.OutOfMemoryError)
+
+
+def out_of_memory(what: str, exc: BaseException) -> OutOfMemory:
+    """One line for an OOM reply: what was refused, and the ways to free or add memory."""
+    return OutOfMemory(
+        f"{what}: the server is out of memory (at its maxmemory) and refused the write; nothing of this call ran. "
+        "Free memory (python -m echoq dead purge --all, or delete keys you no longer need) or raise the server's "
+        f"maxmemory; on a workshop's class server, tell the instructor ({first_line(exc)})"
+    )
+
+
 def translate(exc: redis.ResponseError, name: str, *, client: Any = None, keys: Sequence[str] = ()) -> Exception:
     """The typed error for a script's error reply: its first word looked up in SCRIPT_ERRORS;
     an ACL refusal (NOPERM on EVALSHA, or "ACL failure" inside the script) is
@@ -152,6 +172,8 @@ def translate(exc: redis.ResponseError, name: str, *, client: Any = None, keys: 
         return denied(client, exc, f"{name}.lua", keys)
     if _is_busy(exc):
         return busy(f"{name}.lua", exc)
+    if _is_oom(exc):
+        return out_of_memory(f"{name}.lua", exc)
     cluster = _cluster_reply(exc, name)
     if cluster is not None:
         return cluster
@@ -236,7 +258,7 @@ def lost_server(client: Any, exc: Exception) -> ServerUnavailable:
     reason = first_line(exc)
     return ServerUnavailable(
         f"lost Valkey at {describe_client(client)} ({reason}); is the server still running? "
-        f"Reconnect with echoq.connect(), or {TRY_INSTEAD}"
+        f"Reconnect with echoq.connect(), or {try_instead()}"
     )
 
 

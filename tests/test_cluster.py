@@ -262,6 +262,23 @@ def _case_release_many(q: echoq.Queue) -> None:
     assert snap.counts["pending"] == 2 and (snap.rows[ids[0]].token, snap.rows[ids[0]].attempts) == (1, 0)
 
 
+def _dead_on(q: echoq.Queue, n: int) -> list[str]:
+    ids = q.enqueue_many([f"d{i}" for i in range(n)])
+    for claim in q.claim_many(n):
+        q.retry(claim, error="boom", max_attempts=1)
+    return ids
+
+
+def _case_requeue_dead(q: echoq.Queue) -> None:
+    ids = _dead_on(q, 2)
+    assert q.requeue_dead(ids) == [echoq.Requeue.REQUEUED] * 2 and q.snapshot().pending == ids
+
+
+def _case_purge_dead(q: echoq.Queue) -> None:
+    ids = _dead_on(q, 2)
+    assert q.purge_dead(ids) == [echoq.Purge.PURGED] * 2 and q.snapshot().counts["dead"] == 0
+
+
 def _case_waiting(q: echoq.Queue) -> None:
     q.enqueue_many(["a", "b"])
     q.enqueue("later", delay_ms=60_000)
@@ -305,6 +322,8 @@ SCRIPT_CASES: dict[str, Callable[[echoq.Queue], None]] = {
     "extend_many": _case_extend_many,
     "release_many": _case_release_many,
     "waiting": _case_waiting,
+    "requeue_dead": _case_requeue_dead,
+    "purge_dead": _case_purge_dead,
     "teaching/bank_charge": _case_bank_charge,
 }
 
@@ -364,6 +383,15 @@ def _tour_queue(q: echoq.Queue) -> None:
     assert row is not None and row.state is JobState.DEAD
     snap = assert_one_place(q, set(ids))
     assert snap.counts == {"pending": 0, "active": 0, "scheduled": 2, "dead": 1, "done": 4}
+    # the dead letters: listed, requeued (fresh tries, its place kept), dead again, purged
+    page = q.dead_letters(limit=1)
+    assert [d.job_id for d in page.letters] == [again.job_id] and page.letters[0].reason == "stalled"
+    assert q.requeue_dead([again.job_id]) == [echoq.Requeue.REQUEUED] and q.requeue_all_dead() == 0
+    dead_again = q.claim(lease_ms=60_000)
+    assert dead_again.job_id == again.job_id and dead_again.attempts == 1
+    assert q.retry(dead_again, max_attempts=1).outcome is Retry.DEAD
+    assert q.purge_dead([again.job_id]) == [echoq.Purge.PURGED] and q.purge_all_dead() == 0
+    assert q.job(again.job_id) is None and q.snapshot().counts["dead"] == 0
     # the moves a Worker makes for itself
     ids = q.enqueue_many(["g", "h"])
     held = q.claim_many(2, lease_ms=60_000)
@@ -445,7 +473,8 @@ def test_every_public_move_has_a_cluster_tour() -> None:
         "Queue": {"claim", "claim_many", "complete", "complete_and_claim", "complete_many", "complete_many_and_claim"}
         | {"enqueue", "enqueue_many", "extend", "job", "keys_in_use", "name", "reap", "reap_once", "reset", "retry"}
         | {"snapshot", "stalled_check", "extend_many", "release_many", "stalled_check_locked"}
-        | {"wait_for_work", "waiting", "new_job_id", "new_job_ids", "script_keys", "halt_wait"},
+        | {"wait_for_work", "waiting", "new_job_id", "new_job_ids", "script_keys", "halt_wait"}
+        | {"dead_letters", "requeue_dead", "requeue_all_dead", "purge_dead", "purge_all_dead"},
         "Effects": {"apply_once", "count", "counts", "duplicates", "outbox", "total"},
         "Worker": {"abandon", "beat", "held", "in_flight", "report", "running", "state", "stop", "work"},
     }

@@ -42,6 +42,21 @@ def test_the_limits_table_is_the_bounds(monkeypatch: pytest.MonkeyPatch) -> None
     assert "| `lease_ms` | 1 .. 3,600,000 |" in gen.limits()
 
 
+def test_the_limits_table_fails_on_a_bound_with_no_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every bound says why it is that size: a bound the module's table leaves out, or gives
+    an empty "why", fails the page's generator instead of showing an empty cell."""
+    rows = [row for row in gen.rst_table(echoq.limits.__doc__ or "")[1:]]
+    assert {row[0].strip("`") for row in rows if row[2].strip()} == set(echoq.limits.BOUNDS)
+    monkeypatch.setitem(echoq.limits.BOUNDS, "keep_made_up", (0, 1))
+    with pytest.raises(ValueError, match=r"gives no reason \(why this size\) for \['keep_made_up'\]"):
+        gen.limits()
+    monkeypatch.delitem(echoq.limits.BOUNDS, "keep_made_up")
+    emptied = (echoq.limits.__doc__ or "").replace("a week: how long an id a producer gave is a duplicate", "")
+    monkeypatch.setattr(echoq.limits, "__doc__", emptied)
+    with pytest.raises(ValueError, match=r"for \['keep_given_ms'\]"):
+        gen.limits()
+
+
 def test_the_keyspace_table_is_every_key_keyspace_builds(monkeypatch: pytest.MonkeyPatch) -> None:
     text = gen.keyspace()
     ks = echoq.Keyspace("q")
@@ -74,9 +89,11 @@ def test_the_commands_page_is_each_parsers_help() -> None:
     text = gen.commands()
     commands = gen.command_tree()
     assert text.count("usage: ") == len(commands) + len(gen.benches())
-    assert {("echoq", "server"), ("echoq.teaching", "workshop", "restart")} <= {tuple(w) for w, _ in commands}
+    assert {("echoq", "server"), ("echoq", "dead", "requeue"), ("echoq.teaching", "workshop", "restart")} <= {
+        tuple(w) for w, _ in commands
+    }
     assert "### `python bench/throughput.py`" in text and "--no-bullmq" in text
-    assert "--kill-rate" in text and "{worker,chaos,workshop}" in text and "{check,server}" in text
+    assert "--kill-rate" in text and "{worker,chaos,workshop}" in text and "{check,server," in text
 
 
 def test_stored_runs_are_shown_with_their_date_and_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

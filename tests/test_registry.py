@@ -151,6 +151,8 @@ def test_every_key_a_python_caller_passes_is_the_one_the_header_names(
     queue.stalled_check()
     queue.snapshot()
     queue.waiting()
+    queue.requeue_dead([two.job_id])
+    queue.purge_dead([two.job_id])
     contrasts.naive_pop(queue)
     contrasts.apply_every(effects, one.job_id, "y")
     fast_forward(queue, 1_000)

@@ -210,7 +210,7 @@ def test_unreachable_url_gives_one_clear_line() -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "cannot reach Valkey at redis://:***@127.0.0.1:1/0" in lines[0] and "s3cret" not in lines[0]
-    assert "unset VALKEY_URL" in lines[0]
+    assert "fix VALKEY_URL, or unset it to use your user server" in lines[0]
 
 
 def test_wrong_password_gives_one_clear_line(own_server) -> None:
@@ -265,7 +265,10 @@ def test_docker_source_without_an_engine_says_so_in_one_line() -> None:
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
-    assert "no Docker engine answered" in lines[0] and "VALKEY_URL" in lines[0] and "embedded" in lines[0]
+    assert (
+        "no Docker engine answered" in lines[0]
+        and "unset ECHOQ_VALKEY (now 'docker') to use your user server" in lines[0]
+    )
 
 
 @pytest.mark.server
@@ -376,3 +379,31 @@ def test_a_database_that_is_not_a_number_is_refused_in_one_line(db: str) -> None
     with pytest.raises(echoq.ServerUnavailable, match="not a number") as info:
         echoq.connect(f"redis://:pw@127.0.0.1:1/{db}")
     assert "\n" not in str(info.value) and "pw" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("env", "default", "advice"),
+    [
+        ({"VALKEY_URL": "redis://127.0.0.1:1/0"}, "user", "fix VALKEY_URL, or unset it to use your user server"),
+        ({"ECHOQ_VALKEY": "throwaway"}, "user", "unset ECHOQ_VALKEY (now 'throwaway') to use your user server"),
+        ({}, "user", "python -m echoq server status says whether your user server runs"),
+        ({}, "throwaway", "echoq.connect() starts a new server of this process's own"),
+    ],
+)
+def test_a_lost_server_is_told_what_is_true_for_where_its_server_comes_from(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], default: str, advice: str
+) -> None:
+    """With nothing set the library uses the user server: no line says to unset what is not
+    set, nor sends the user to an "embedded server" the library would not use."""
+    from echoq.address import DEFAULT_SOURCE
+    from echoq.translation import lost_server
+
+    for name in ("VALKEY_URL", "ECHOQ_VALKEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setitem(DEFAULT_SOURCE, "source", default)
+    line = str(lost_server(redis.Redis(port=1), ConnectionError("Connection refused")))
+    assert advice in line and "embedded" not in line and "\n" not in line, line
+    for name in ("VALKEY_URL", "ECHOQ_VALKEY"):
+        assert (f"unset {name}" in line or f"{name}, or unset it" in line) == (name in env), line

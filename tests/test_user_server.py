@@ -121,3 +121,46 @@ def test_a_folder_it_cannot_make_is_one_line_saying_what_to_set(home: Path, monk
     done = echoq_cli("check")
     assert done.returncode == 2 and done.stdout == "", done
     assert done.stderr.count("\n") == 1 and "set ECHOQ_HOME to a folder you can write" in done.stderr, done.stderr
+
+
+def test_server_stop_stops_a_server_whose_disk_is_full_and_says_what_was_not_written(home: Path) -> None:
+    """A full disk, for real: the append-only file's next part is made /dev/full (every write
+    to it fails with ENOSPC, root or not), and the server then refuses writes and PING with
+    MISCONF; with snapshots configured, its SHUTDOWN's save fails too (the snapshot's name is
+    taken by a folder: rename fails, root or not) and it refuses SHUTDOWN. ``server status``
+    still sees it; ``server stop`` stops it (SHUTDOWN NOSAVE) and says in one line what was not
+    written."""
+    running = server.user_server()
+    assert running is not None
+    client = running._client(socket_timeout=5)
+    try:
+        client.config_set("save", "3600 1")
+        (home / "dump.rdb").mkdir()
+        client.set("before", "1")
+        parts = home / "appendonlydir"
+        (incr,) = parts.glob("*.incr.aof")
+        n = int(incr.name.split(".")[2])
+        os.symlink("/dev/full", incr.with_name(incr.name.replace(f".{n}.", f".{n + 1}.")))
+        client.bgrewriteaof()  # the rewrite ends by opening that next part: /dev/full
+        deadline = time.monotonic() + 10
+        while (info := client.info("persistence"))["aof_rewrite_in_progress"] or info["aof_rewrite_scheduled"]:
+            assert time.monotonic() < deadline, "the rewrite did not end"
+            time.sleep(0.01)  # the server's own background job: there is no event to wait on
+        client.set("lost", "1")  # accepted in memory; its write to the file fails
+        with pytest.raises(redis.ResponseError, match="^MISCONF .*No space left on device"):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                client.set("refused", "1")
+    finally:
+        client.close()
+    pid = running.pid()
+    status = echoq_cli("server", "status")
+    assert status.returncode == 0 and f"running (pid {pid})" in status.stdout, status
+    stopped = echoq_cli("server", "stop")
+    assert stopped.returncode == 0 and stopped.stderr == "", stopped
+    line = stopped.stdout
+    assert line.count("\n") == 1 and line.startswith(f"stopped the user server in {home} with SHUTDOWN NOSAVE; ")
+    assert "its last write to the append-only file failed" in line and "not on disk" in line, line
+    assert "it refused SHUTDOWN (" in line and "the snapshot a SHUTDOWN saves was not written" in line, line
+    assert not server._running(pid)
+    assert echoq_cli("server", "status").returncode == 3

@@ -89,6 +89,10 @@ def valid_calls(q: echoq.Queue, held: echoq.Claim) -> dict[str, tuple[list[str],
     """A call of every runnable script that is accepted on a busy queue (see ``busy``)."""
     new = q.new_job_id()
     k = q.keys
+    try:  # busy()'s dead job (none on a fresh queue, nor where a test overwrote the dead set)
+        dead = [i.decode() if isinstance(i, bytes) else i for i in q.client.zrange(k.dead, 0, 0)] or [new]
+    except redis.ResponseError:
+        dead = [new]
     return {
         "claim": (q.script_keys("claim"), [60_000, 10, 100]),
         "complete": (q.script_keys("complete", held.job_id), [held.job_id, held.token, 100]),
@@ -102,6 +106,8 @@ def valid_calls(q: echoq.Queue, held: echoq.Claim) -> dict[str, tuple[list[str],
         "extend": (q.script_keys("extend", held.job_id), [held.job_id, held.token, 60_000]),
         "extend_many": (q.script_keys("extend_many", held.job_id), [60_000, held.job_id, held.token]),
         "release_many": (q.script_keys("release_many", held.job_id), [held.job_id, held.token]),
+        "requeue_dead": (q.script_keys("requeue_dead", *dead), dead),
+        "purge_dead": (q.script_keys("purge_dead", *dead), dead),
         "reap": (q.script_keys("reap"), [100, 100]),
         "retry": (q.script_keys("retry", held.job_id), [held.job_id, held.token, "boom", 0, 3, 100]),
         "snapshot": (q.script_keys("snapshot"), [100]),
@@ -115,12 +121,13 @@ def valid_calls(q: echoq.Queue, held: echoq.Claim) -> dict[str, tuple[list[str],
 
 
 def busy(q: echoq.Queue) -> echoq.Claim:
-    """Work for every script: a held job (returned), an expired lease, a retry whose backoff
-    is due, pending jobs and an effect in the ledger."""
-    for i in range(4):
+    """Work for every script: a held job (returned), an expired lease, a dead job, a retry
+    whose backoff is due, pending jobs and an effect in the ledger."""
+    for i in range(5):
         q.enqueue(f"job {i}")
     held = q.claim(lease_ms=60_000)
     lapsed = q.claim(lease_ms=1)
+    q.retry(q.claim(lease_ms=60_000), error="boom", max_attempts=1)  # dead
     retried = q.claim(lease_ms=60_000)
     result = q.retry(retried, error="boom", backoff_ms=1)
     Effects(q).apply_once(lapsed.job_id, "charged")  # held has none yet: effect.lua applies it
@@ -149,8 +156,10 @@ def test_the_table_covers_every_script_and_every_documented_number() -> None:
     calls = valid_calls(q, echoq.Claim(echoq.new_job_id(), "", 1, 1, 0))
     assert sorted(calls) == sorted(RUNNABLE), "a runnable script has no valid call in tests/test_validation.py"
     numbers = {name: documented_numbers(name) for name in RUNNABLE}
-    # Every script that takes a number documents its range; naive_pop and waiting take none.
-    assert {n for n, found in numbers.items() if found} == set(RUNNABLE) - {"teaching/naive_pop", "waiting"}
+    # Every script that takes a number documents its range; naive_pop, waiting and the dead
+    # letters' moves (JOB ids only) take none.
+    takes_none = {"teaching/naive_pop", "waiting", "requeue_dead", "purge_dead"}
+    assert {n for n, found in numbers.items() if found} == set(RUNNABLE) - takes_none
     assert sum(map(len, numbers.values())) >= 25 and len(TABLE) >= 25 * 12, len(TABLE)
     texts = {name: documented_texts(name) for name in RUNNABLE}
     assert {n for n, found in texts.items() if found} == {

@@ -1139,3 +1139,18 @@ def test_a_stop_before_work_starts_ends_that_work_at_once_and_the_next_runs(queu
     report = worker.work()
     assert report.claimed == 0 and queue.snapshot().counts["pending"] == 3
     assert worker.work(burst=True).completed == 3
+
+
+def test_a_burst_returns_while_a_dead_workers_lease_runs_and_drains_its_job_once_it_ran_out(
+    queue: echoq.Queue,
+) -> None:
+    """What docs/worker.md says a burst drains: not a job another worker holds, even one
+    whose worker died with its lease still running; that job once its lease has run out."""
+    job_id = queue.enqueue("left by a dead worker").job_id
+    dead = queue.claim(lease_ms=500)  # claimed by a worker that is never heard from again
+    seen: list[str] = []
+    early = echoq.Worker(queue, lambda delivery: seen.append(delivery.job_id)).work(burst=True)
+    assert early.completed == 0 and seen == [] and job_id in queue.snapshot().active  # it did not wait
+    expire(queue, dead)
+    late = echoq.Worker(queue, lambda delivery: seen.append(delivery.job_id)).work(burst=True)
+    assert late.completed == 1 and seen == [job_id] and queue.snapshot().counts["done"] == 1

@@ -24,7 +24,8 @@ unknown name is an error, so a page cannot point at a table nobody makes. The so
   date, commit, command and the machine's load by tools/store_run.py, rendered by that
   bench's own ``render()`` (``<name>`` is the bench, or ``<bench>.<variant>`` for another
   stored run of it);
-- ``value-<module.NAME>`` (or ``<module.Class.attribute>``): one constant, in a sentence. It is
+- ``value-<module.NAME>`` (or ``<module.Class.attribute>``): one constant (a number, or a tuple
+  of names such as ``echoq.scripts.KEY_ORDER``, shown "a, b, c"), in a sentence. It is
   the one region kept filled in the page itself, on one line, so the page reads right where
   it is not built (``<!-- generated: value-x.Y -->18<!-- /generated -->``); a test checks
   each against the code.
@@ -157,12 +158,15 @@ def _defaults() -> dict[str, Any]:
 def limits() -> str:
     import echoq.limits
 
-    why = {row[0].strip("`"): row[2] for row in rst_table(echoq.limits.__doc__ or "")[1:]}
+    why = {row[0].strip("`"): row[2].strip() for row in rst_table(echoq.limits.__doc__ or "")[1:]}
+    missing = [name for name in echoq.limits.BOUNDS if not why.get(name)]
+    if missing:
+        raise ValueError(f"echoq/limits.py's table gives no reason (why this size) for {missing}: a bound needs one")
     defaults = _defaults()
     rows = [["bound", "range", "default", "why this size"]]
     for name, (low, high) in echoq.limits.BOUNDS.items():
         default = f"{defaults[name]:,}" if name in defaults else ""
-        rows.append([f"`{name}`", f"{low:,} .. {high:,}", default, why.get(name, "")])
+        rows.append([f"`{name}`", f"{low:,} .. {high:,}", default, why[name]])
     source = "[`echoq/limits.py`](../echoq/limits.py) (`BOUNDS`) and the defaults of `Queue`, `Worker` and `Effects`"
     return table(rows) + f"\n\nGenerated from {source}."
 
@@ -370,7 +374,7 @@ def fields(dotted: str) -> str:
 
 def value(dotted: str) -> str:
     """A constant of the code as a page says it: a whole number as it is, seconds (a name
-    ending in ``_s``) with their unit."""
+    ending in ``_s``) with their unit, a tuple of names as "a, b, c"."""
     parts = dotted.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         try:
@@ -379,8 +383,10 @@ def value(dotted: str) -> str:
             continue
         for name in parts[cut:]:
             found = getattr(found, name)
+        if isinstance(found, tuple) and found and all(isinstance(item, str) for item in found):
+            return ", ".join(found)
         if isinstance(found, bool) or not isinstance(found, int | float):
-            raise ValueError(f"{dotted} is {found!r}: not a number")
+            raise ValueError(f"{dotted} is {found!r}: not a number, nor a tuple of names")
         return _seconds(found) if parts[-1].lower().endswith("_s") else _value(found)
     raise ValueError(f"no module in {dotted}")
 

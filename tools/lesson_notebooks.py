@@ -104,6 +104,31 @@ EDITS: list[tuple[str, str, str, str]] = [
         'wanted = ("prefix = string.sub(first", "local row = q.prefix")\n'
         "[next(line.strip() for line in claim_lua if piece in line) for piece in wanted]",
     ),
+    (
+        "07_beyond_one_server.ipynb",
+        "407ce9ba",
+        "`dead` (KEYS[1]) to `pending` (KEYS[2]), set its row's `state` to `pending` and its\n"
+        "`stalled` count to 0 (leave `token` alone: it is the fencing token). The row's key is\n"
+        "not in KEYS: the script builds it.",
+        "`dead` (KEYS[1]) to `pending` (KEYS[2]) at its place in line (the row's `arrival`), and\n"
+        "give it fresh tries: its row says `state` `pending`, with `stalled` and `attempts` back to\n"
+        "0 (leave `token` alone: it is the fencing token). The row's key is\n"
+        "not in KEYS: the script builds it. The library ships this move as `Queue.requeue_dead`\n"
+        "(and `python -m echoq dead requeue`), which takes each row in KEYS and at most 1000 ids a\n"
+        "call.",
+    ),
+    (
+        "07_beyond_one_server.ipynb",
+        "8763a948",
+        "  redis.call('ZREM', KEYS[1], id)\n"
+        "  redis.call('ZADD', KEYS[2], 0, id)\n"
+        "  -- the job's row: which key is it? (state pending, and a fresh stall count)\n"
+        "  redis.call('HSET', 'job:' .. id, 'state', 'pending', 'stalled', 0)\n",
+        "  local row = 'job:' .. id  -- the job's row: which key is it?\n"
+        "  redis.call('ZREM', KEYS[1], id)\n"
+        "  redis.call('ZADD', KEYS[2], redis.call('HGET', row, 'arrival') or 0, id)  -- its place in line\n"
+        "  redis.call('HSET', row, 'state', 'pending', 'stalled', 0, 'attempts', 0)  -- fresh tries\n",
+    ),
 ]
 # Cells whose stored value the new source no longer shows: (notebook, cell id) -> the text
 # their source has once edited (a cell another change rewrote keeps its outputs).
@@ -328,10 +353,28 @@ def edit(name: str, nb: dict[str, Any]) -> None:
             lesson_07_output(cell)
 
 
+SOLUTION = re.compile(r"""^exercises\.solution\(\s*["']([\w-]+)["']\s*\)$""")
+
+
+def solution_outputs(nb: dict[str, Any]) -> None:
+    """Each stored exercise solution as the exercise's reference is now (its HTML form)."""
+    sys.path.insert(0, str(ROOT))
+    from echoq.teaching import exercises
+
+    for cell in nb["cells"]:
+        shown = SOLUTION.match(text_of(cell).strip()) if cell["cell_type"] == "code" else None
+        if not shown:
+            continue
+        for output in cell.get("outputs", []):
+            if output["output_type"] == "execute_result" and "text/html" in output["data"]:
+                output["data"]["text/html"] = exercises.solution(shown.group(1))._repr_html_().splitlines(keepends=True)
+
+
 def transform(path: Path, nb: dict[str, Any]) -> dict[str, Any]:
     markers_to_tags(nb)
     glossary_link(nb)
     prediction_outputs(nb)
+    solution_outputs(nb)
     edit(path.name, nb)
     rejected_example(path.name, nb)
     if path.name.startswith("00_"):

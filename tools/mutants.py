@@ -96,11 +96,15 @@ EQUIVALENT: dict[tuple[str, str], str] = {
         _ATOMIC
     ),
     ("requeue", _bumped("local prefix = string.sub(KEYS[1], 1, -5)", "1, -5", "0, -5")): _SUB0,
-    ("requeue", "writes swapped: redis.call('ZREM', KEYS[1], id) / redis.call('ZADD', KEYS[2], 0, id)"): _ATOMIC,
     (
         "requeue",
-        "writes swapped: redis.call('ZADD', KEYS[2], 0, id) / "
-        "redis.call('HSET', prefix .. 'job:' .. id, 'state', 'pending', 'stalled', 0)",
+        "writes swapped: redis.call('ZREM', KEYS[1], id) / "
+        "redis.call('ZADD', KEYS[2], redis.call('HGET', row, 'arrival') or 0, id)",
+    ): _ATOMIC,
+    (
+        "requeue",
+        "writes swapped: redis.call('ZADD', KEYS[2], redis.call('HGET', row, 'arrival') or 0, id) / "
+        "redis.call('HSET', row, 'state', 'pending', 'stalled', 0, 'attempts', 0)",
     ): _ATOMIC,
     **{
         ("loop", _bumped("LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2", old, new)): _TUNING

@@ -193,6 +193,8 @@ class Worker:
         """Run until :meth:`stop` (or, with ``burst``, until nothing is pending or waiting
         out a backoff, this worker holds nothing, and nothing it claimed is still leased:
         the jobs of a claim whose reply was lost are drained once their leases run out).
+        A job another worker holds is not waited for, even one whose worker died: a burst
+        returns while its lease runs, and drains it once the lease has run out.
         Returns what this call did."""
         if self._running:
             raise InvalidArgument("this worker is already working; call stop() first or start another Worker")

@@ -3,8 +3,9 @@
 local prefix = string.sub(KEYS[1], 1, -5)  -- 'emq:{q}:' : KEYS[1] without 'dead', the tag kept
 local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
 for _, id in ipairs(ids) do
+  local row = prefix .. 'job:' .. id
   redis.call('ZREM', KEYS[1], id)
-  redis.call('ZADD', KEYS[2], 0, id)
-  redis.call('HSET', prefix .. 'job:' .. id, 'state', 'pending', 'stalled', 0)
+  redis.call('ZADD', KEYS[2], redis.call('HGET', row, 'arrival') or 0, id)
+  redis.call('HSET', row, 'state', 'pending', 'stalled', 0, 'attempts', 0)
 end
 return #ids

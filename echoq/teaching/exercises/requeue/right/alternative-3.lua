@@ -5,7 +5,7 @@ local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   redis.call('ZADD', KEYS[2], 0, id)
-  redis.call('HSET', prefix .. 'job:' .. id, 'state', 'pending', 'stalled', 0)
+  redis.call('HSET', prefix .. 'job:' .. id, 'state', 'pending', 'stalled', 0, 'attempts', 0)
   redis.call('HDEL', prefix .. 'job:' .. id, 'reason')  -- no longer dead: why it died is history
 end
 return #ids

@@ -6,6 +6,6 @@ for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   redis.call('ZADD', KEYS[2], 0, id)
   redis.call('HSET', prefix .. 'job:' .. id, 'state', 'pending')
-  redis.call('HDEL', prefix .. 'job:' .. id, 'stalled')  -- no stall count: every reader takes it as 0
+  redis.call('HDEL', prefix .. 'job:' .. id, 'stalled', 'attempts')  -- no count: every reader takes it as 0
 end
 return #ids
