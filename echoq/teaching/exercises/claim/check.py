@@ -52,9 +52,9 @@ MISCONCEPTIONS = [
     Misconception(
         "not-the-oldest",
         "not the oldest job",
-        "Your claim took {got}, but {oldest} was waiting longer. All pending ids have score 0 and JOB ids "
-        "sort in the order they were made.",
-        "Among equal scores a sorted set orders by bytes; which end is the oldest id?",
+        "Your claim took {got}, but {oldest} was waiting longer. Pending scores each job by its arrival "
+        "number (1 for the first job to reach the server, 2 for the next, ...): the oldest has the lowest score.",
+        "A sorted set keeps its members in score order; which end holds the job that arrived first?",
         "ZPOPMIN takes the smallest; ZPOPMAX the largest.",
     ),
     Misconception(

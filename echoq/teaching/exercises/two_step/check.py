@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from echoq.ids import new_job_id
 from echoq.queue import Queue, _text
 from echoq.teaching import processes
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register, row_state, skew_clock
-from echoq.teaching.exercises.differential import Move, State, contract_step, crash_difference, states
+from echoq.teaching.exercises.differential import Move, State, contract_step, crash_harm, states
 from echoq.teaching.fast_forward import fast_forward
 
 POISON_LEASE_MS = 5_000  # the lease of the crashed worker's claim
@@ -52,7 +53,7 @@ TWO_STEP_MISCONCEPTIONS = [
         "taken out, put nowhere",
         "After step 2 the job was in no set: the reaper lost the very job it was meant to save.",
         "Where must the job be after the reap?",
-        "ZADD it to keys.pending with score 0.",
+        "ZADD it to keys.pending at its arrival number: the row keeps it (HGET keys.job(id) arrival).",
     ),
     Misconception(
         "row-not-pending",
@@ -245,12 +246,16 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
             "move", "not-yet", what="After step 2 the expired job was still in the active set: move it to pending."
         )
     score = queue.client.zscore(queue.keys.pending, dead)
-    if score != 0:
+    arrival = queue.client.hget(queue.keys.job(dead), "arrival")
+    arrival = int(arrival) if arrival is not None else 0
+    if score != arrival:
         run.fail(
             "move",
             "not-yet",
-            what=f"After step 2 the expired job was in pending with score {score:g}; every pending job is scored 0, "
-            "so that claims take the oldest id first (a job scored higher waits behind every job after it).",
+            what=f"After step 2 the expired job was in pending with score {score:g}; its row keeps its arrival "
+            f"number, {arrival}. Pending is first in, first out: each job is scored by the order it reached the "
+            "server, and a job put back (as reap.lua does) goes back to its own arrival number, ahead of every "
+            "job that arrived after it and behind every job that arrived before.",
         )
     row = queue.job(dead)
     if row is None or row_state(queue, dead) != "pending":
@@ -263,21 +268,22 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
     contract_step(run, MOVE, (read_expired, move_back), what="Your read_expired and move_back")
     reference = run.exercise.answer_from(run.exercise.solution)
     seen: list = []
-    crashed = crash_difference(run.client, MOVE, (read_expired, move_back), reference, run.exercise.lesson, seen=seen)
+    crashed = crash_harm(run.client, MOVE, (read_expired, move_back), reference, run.exercise.lesson, seen=seen)
     if crashed is not None:
-        k, state, difference = crashed
+        k, state, harm = crashed
         run.show(seen[-1] if seen else None)
         run.fail(
             "crash",
             "not-yet",
             what=f"Killed after its write number {k} (a worker process dies between two commands), on "
-            f"{state.describe()}: {difference}, killed after its write number {k} too -- and no crash of the "
-            "reference, after any of its writes, leaves what yours left. Separate commands can be split by a "
-            "crash: the order of your writes decides what a crash leaves half-done.",
+            f"{state.describe()}, your move_back's write {k} was {harm}. Separate commands can be split by a "
+            "crash: order your writes so that after each one the job is still where a claim or the next sweep "
+            "finds it.",
         )
     run.good(
         "crash",
-        "Killed between any two of its writes, on generated queues, your reaper left what the reference leaves.",
+        "Killed between any two of its writes, on generated queues, your reaper lost no job and left none that a "
+        "claim would dead-letter, and run again whole it finished the move as the reference does.",
     )
 
     # 2. The race of the lesson: reaper 1 frozen between its read and its move.
@@ -336,7 +342,16 @@ def _reap_both_steps(answer: Any, client: Any, queue: Queue, state: State) -> li
 
 
 def _states(rng: random.Random, size: int) -> State:
-    return states(rng, size + 1, places=("active", "active", "active", "pending", "scheduled", "dead", "done"))
+    """Jobs in every set, most with their arrival number on their row (pending scored by it), some
+    with none (a row written before arrival numbers: scored 0)."""
+    state = states(rng, size + 1, places=("active", "active", "active", "pending", "scheduled", "dead", "done"))
+    order = list(range(1, len(state.jobs) + 1))
+    rng.shuffle(order)
+    jobs = (
+        replace(j, arrival=0 if j.place == "done" or rng.random() < 0.2 else n)
+        for j, n in zip(state.jobs, order, strict=True)
+    )
+    return replace(state, jobs=tuple(jobs))
 
 
 MOVE = Move(keys=(), argv=lambda state: [], reply=lambda r: r, generate=_states, python=_reap_both_steps)
