@@ -104,7 +104,7 @@ EDITS: list[tuple[str, str, str, str]] = [
         "Write them as two steps on purpose: this is the contrast.\n"
         "\n"
         "Pending is first in, first out: each job is scored by its arrival number (the order it\n"
-        "reached the server), which its row keeps (`r.hget(keys.job(id), \"arrival\")`). Put a job back\n"
+        'reached the server), which its row keeps (`r.hget(keys.job(id), "arrival")`). Put a job back\n'
         "at that number, as `reap.lua` does: ahead of every job that arrived after it. And mind the\n"
         "order of your writes, for a worker can be killed between any two of them: out of active\n"
         "first, and a crash right after leaves the job in no set at all, lost. Mark the row and add\n"

@@ -624,12 +624,14 @@ class Judge:
                         i for i, (g, w) in enumerate(zip(got, want, strict=True)) if not _same_reply([g], [w], clock)
                     )
                     call = f" to call {n + 1}" if self.move.calls > 1 else ""
-                    seen.where = {"reply": (got[n], want[n])}
+                    # Shown as each move replied (the contract may judge only part of a reply, or its kind).
+                    said, meant = mine.reply[n], theirs.reply[n]
+                    seen.where = {"reply": (said, meant)}
                     return Verdict(
-                        f"your move replied {_show_reply(got[n], clock)}{call}; the reference move replies "
-                        f"{_show_reply(want[n], clock)}: the reply is what the caller acts on",
+                        f"your move replied {_show_reply(said, clock)}{call}; the reference move replies "
+                        f"{_show_reply(meant, clock)}: the reply is what the caller acts on",
                         state,
-                            seen=seen,
+                        seen=seen,
                     )
             if found is None:
                 return Verdict(None, state)
@@ -763,7 +765,7 @@ def _harm(state: State, seen: evidence.Sides) -> tuple[str, dict[str, Any]] | No
     a job lost (in no set a claim or a sweep reads), or a job in pending whose row names
     another set that does not hold it (a claim dead-letters it as corrupt)."""
     mine = seen.mine
-    members = {p: set((mine.get(p, ("zset", {}, -1))[1] or {})) for p in SETS}
+    members = {p: set(mine.get(p, ("zset", {}, -1))[1] or {}) for p in SETS}
     for job in state.jobs:
         if job.place == "done":
             continue
@@ -776,14 +778,12 @@ def _harm(state: State, seen: evidence.Sides) -> tuple[str, dict[str, Any]] | No
             )
         row = mine.get("job:" + job.id)
         state_now = row[1].get("state") if row is not None and row[0] == "hash" else None
-        home = {"pending": "pending", "active": "active", "scheduled": "scheduled", "dead": "dead"}.get(
-            state_now or ""
-        )
+        home = state_now if state_now in ("pending", "active", "scheduled", "dead") else None
         if "pending" in places and state_now != "pending" and (home is None or home not in places):
             return (
-                f"left {job.id} in emq:{{q}}:pending while its row's state said {state_now!r} and no other set "
-                "held it: a claim takes it out of pending, finds the row disagreeing, and dead-letters it as "
-                "corrupt, so nobody ever runs it",
+                f"left {job.id} in emq:{{q}}:pending while its row emq:{{q}}:job:{job.id} said state "
+                f"{state_now!r} and no other set held it: a claim takes it out of pending, finds the row "
+                "disagreeing, and dead-letters it as corrupt, so nobody ever runs it",
                 {"key": "job:" + job.id, "field": "state"},
             )
     return None
@@ -965,6 +965,7 @@ def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move",
             difference=verdict.difference,
             token=job.token,
             attempts=job.attempts,
+            attempts_for_token=True,  # the twin state with attempts = token showed no difference
         )
     run.fail("contract", "differs-from-reference", what=f"On {verdict.state.describe()}: {verdict.difference}.")
     return verdict

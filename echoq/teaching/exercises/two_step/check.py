@@ -32,6 +32,7 @@ TWO_STEP_MISCONCEPTIONS = [
         "live worker's job to another.",
         "Which deadlines have come? Compare each with the server's now.",
         "ZRANGEBYSCORE keys.active from -inf to now, where now comes from the server's TIME.",
+        signature=lambda e: e["job"] in e["returned"] and not e["skew"],
     ),
     Misconception(
         "reads-worker-clock",
@@ -40,6 +41,8 @@ TWO_STEP_MISCONCEPTIONS = [
         "the server's clock: your reaper judged the lease by its own clock.",
         "The deadline was written with the server's clock. Which clock must judge it?",
         "Ask the server: r.time() returns (seconds, microseconds).",
+        # the live lease returned from the fast clock only: on the server's clock step 1 left it
+        signature=lambda e: e["job"] in e["returned"] and e["skew"] and e["job"] not in e["on_server_clock"],
     ),
     Misconception(
         "moves-without-removing",
@@ -47,6 +50,7 @@ TWO_STEP_MISCONCEPTIONS = [
         "After step 2 the job was in {places}: a job in two places is claimed twice.",
         "A move takes the id out of one set as it puts it in the other.",
         "ZREM it from keys.active too.",
+        signature=lambda e: {"pending", "active"} <= set(e["after"]),
     ),
     Misconception(
         "removes-without-adding",
@@ -54,6 +58,7 @@ TWO_STEP_MISCONCEPTIONS = [
         "After step 2 the job was in no set: the reaper lost the very job it was meant to save.",
         "Where must the job be after the reap?",
         "ZADD it to keys.pending at its arrival number: the row keeps it (HGET keys.job(id) arrival).",
+        signature=lambda e: not e["after"],
     ),
     Misconception(
         "row-not-pending",
@@ -61,6 +66,7 @@ TWO_STEP_MISCONCEPTIONS = [
         "After step 2 the job was in pending but its row said state={state!r}.",
         "The row says where the job is.",
         "HSET keys.job(id) state pending.",
+        signature=lambda e: "pending" in e["after"] and e["state"] != "pending",
     ),
     Misconception(
         "counts-deliveries-not-duplicates",
@@ -69,6 +75,7 @@ TWO_STEP_MISCONCEPTIONS = [
         "crash should cost one redelivery: the duplicates are the deliveries beyond that one.",
         "Who should get the job after a crash? One worker. How many more did?",
         "duplicates = live holders after the crash - 1.",
+        signature=lambda e: e["answer"] in (e["holders"], e["holders"] + 1) and e["answer"] > e["holders"] - 1,
     ),
     Misconception(
         "recheck-still-races",
@@ -78,6 +85,7 @@ TWO_STEP_MISCONCEPTIONS = [
         "A check and a move in separate commands can always be split by another client.",
         "Only one script (or a WATCH/MULTI transaction) makes read-and-move one step. Here, write the plain "
         "two steps and count what the race does.",
+        signature=lambda e: e["in_the_lessons_race"] <= 1 and e["holders"] > 1,
     ),
 ]
 
@@ -182,6 +190,7 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
     fast_forward(queue, POISON_LEASE_MS)
     left = f"{(queue.client.zscore(queue.keys.active, live) - queue.snapshot().now_ms) / 1000:.0f} s"
     edge_seen = False
+    on_server_clock: list[str] = []
     for skew in (0.0, 3600.0):
         child = run.waited(
             "runs",
@@ -192,8 +201,18 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
         if child.error is not None:
             run.code_failed("runs", "Your read_expired", child)
         ids = (child.value or {}).get("ids", [])
+        on_server_clock = on_server_clock if skew else ids
         if live in ids:
-            run.fail("read", "reads-worker-clock" if skew else "reads-every-lease", job=live, left=left)
+            run.fail(
+                "read",
+                "reads-worker-clock" if skew else "reads-every-lease",
+                job=live,
+                left=left,
+                returned=ids,
+                skew=skew,
+                on_server_clock=on_server_clock,
+                held=f"Step 1 returned {live}, whose lease runs for {left} more on the server's clock.",
+            )
         if dead not in ids:
             run.fail(
                 "read",
@@ -232,15 +251,22 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
         f"Step 1 returned the expired leases only{exact}, judged on the server's clock (even from a clock an hour "
         f"fast), and all {MANY_EXPIRED:,} of a queue where that many had run out at once.",
     )
+    run.at(queue)  # step 2 acts on the first queue again
     child = run.waited("runs", "Your move_back", processes.spawn(_move_in_child, move_back, queue, [dead]), 15)
     if child.error is not None:
         run.code_failed("runs", "Your move_back", child)
     snap = queue.snapshot()
     places = [p for p in ("pending", "active") if dead in getattr(snap, p)]
+    after = [p for p in ("pending", "active", "scheduled", "dead") if dead in getattr(snap, p)]
+    run.saw(after=after)
     if len(places) == 2:
-        run.fail("move", "moves-without-removing", places="pending and active")
+        run.fail("move", "moves-without-removing", places=" and ".join(after))
     if not places:
-        run.fail("move", "removes-without-adding")
+        run.fail(
+            "move",
+            "removes-without-adding",
+            held=f"After step 2 the job was in {' and '.join(after) or 'no set'}, not in pending.",
+        )
     if places == ["active"]:
         run.fail(
             "move", "not-yet", what="After step 2 the expired job was still in the active set: move it to pending."
@@ -259,7 +285,12 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
         )
     row = queue.job(dead)
     if row is None or row_state(queue, dead) != "pending":
-        run.fail("move", "row-not-pending", state=row_state(queue, dead))
+        run.fail(
+            "move",
+            "row-not-pending",
+            state=row_state(queue, dead),
+            held=f"After step 2 the job's row said state={row_state(queue, dead)!r}.",
+        )
     if live not in snap.active:
         run.fail("move", "not-yet", what="Step 2 moved the live worker's job too: move only the ids it is given.")
     run.good("move", "Step 2 moved the expired job to pending and marked its row; the live lease stayed.")
@@ -287,21 +318,31 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
     )
 
     # 2. The race of the lesson: reaper 1 frozen between its read and its move.
-    scene = race(read_expired, move_back, run.queue("-race"))
+    raced = run.queue("-race")
+    scene = race(read_expired, move_back, raced)
     for reaper in scene["reapers"]:
         if reaper.error is not None:
             run.code_failed("runs", f"Your reaper ({reaper.name})", reaper)
     holders = len(scene["holders"])
     caused = max(0, holders - 1)
-    atomic = race_atomic(run.queue("-atomic"))
+    run.saw(in_the_lessons_race=holders)
+    atomic = race_atomic(run.queue("-atomic", scene=False))
     if caused == 0:
         # No duplicate in that interleaving: try every other point reaper 1 can be paused at.
         steps = scene["reapers"][0].steps
         for k in range(1, len(steps) + 1):
             other = race(read_expired, move_back, run.queue(f"-k{k}"), pause_after=k)
             if len(other["holders"]) > 1:
-                run.fail("race", "recheck-still-races", k=k, holders=len(other["holders"]))
+                run.fail(
+                    "race",
+                    "recheck-still-races",
+                    k=k,
+                    holders=len(other["holders"]),
+                    held=f"With reaper 2 and a claim run between your reaper's command {k} and the next, the job went "
+                    f"to {len(other['holders'])} live workers.",
+                )
         run.note("Your reaper gave no job to two workers at any point of the race: it acts as one atomic step.")
+    run.at(raced)  # the count is about the lesson's race
     run.good(
         "race",
         f"Raced as in the lesson (reaper 1 frozen between read and move), your two-step reaper handed the crashed "
@@ -315,7 +356,13 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
         )
     if duplicates != caused:
         if isinstance(duplicates, int) and duplicates in (holders, holders + 1) and duplicates > caused:
-            run.fail("count", "counts-deliveries-not-duplicates", answer=duplicates, holders=holders)
+            run.fail(
+                "count",
+                "counts-deliveries-not-duplicates",
+                answer=duplicates,
+                holders=holders,
+                held=f"You counted {duplicates!r}; the race caused {caused} duplicate(s).",
+            )
         run.fail("count", "not-yet", what=f"You counted {duplicates!r}; the race caused {caused} duplicate(s).")
     run.good("count", f"You counted the {caused} duplicate your reaper caused.")
 
