@@ -90,10 +90,15 @@ def assert_pictured(key: str, name: str, fb: Feedback) -> None:
     assert fb.evidence is not None, f"{key}/{name}: no picture of this rejection:\n{fb}"
     assert core.NO_PICTURE not in fb.notes
     shown = picture(fb)
-    if shown.kind == "scene":  # the scene the check recorded for the line: a scratch queue it names is the one drawn
+    if shown.kind == "scene":  # the scene the check recorded for the line: the queue and jobs it names are drawn
         for queue in set(re.findall(r"\bx\d\d-[a-z_]+-\d+-\d+[a-z0-9-]*", line)):
-            assert queue == fb.evidence.queue.split(":")[-1], f"{key}/{name}: the line is about {queue}, the picture "
-            f"shows {fb.evidence.queue}"
+            drawn = fb.evidence.queue.split(":")[-1]
+            assert queue == drawn, f"{key}/{name}: the line is about {queue}, the picture shows {drawn}"
+        for job in fb.evidence.jobs:  # on the board, unless the line says it is nowhere
+            held = any(job in value for kind, value, _ttl in fb.evidence.board.values() if kind == "zset")
+            assert held or f"job:{job}" in fb.evidence.board or re.search(r"\bno (set|key)\b", line), (
+                f"{key}/{name}: the line names {job}, which the queue pictured does not hold: {line}"
+            )
     assert shown.lit or shown.kind == "scene", f"{key}/{name}: the picture lights nothing the line names: {line}"
     for lit in shown.lit:
         part = lit.removeprefix("field ")

@@ -47,7 +47,7 @@ TWO_STEP_MISCONCEPTIONS = [
     Misconception(
         "moves-without-removing",
         "copied, not moved",
-        "After step 2 the job was in {places}: a job in two places is claimed twice.",
+        "After step 2 {job} was in {places}: a job in two places is claimed twice.",
         "A move takes the id out of one set as it puts it in the other.",
         "ZREM it from keys.active too.",
         signature=lambda e: {"pending", "active"} <= set(e["after"]),
@@ -55,7 +55,7 @@ TWO_STEP_MISCONCEPTIONS = [
     Misconception(
         "removes-without-adding",
         "taken out, put nowhere",
-        "After step 2 the job was in no set: the reaper lost the very job it was meant to save.",
+        "After step 2 {job} was in no set: the reaper lost the very job it was meant to save.",
         "Where must the job be after the reap?",
         "ZADD it to keys.pending at its arrival number: the row keeps it (HGET keys.job(id) arrival).",
         signature=lambda e: not e["after"],
@@ -63,7 +63,7 @@ TWO_STEP_MISCONCEPTIONS = [
     Misconception(
         "row-not-pending",
         "moved, but the row disagrees",
-        "After step 2 the job was in pending but its row said state={state!r}.",
+        "After step 2 {job} was in pending but its row said state={state!r}.",
         "The row says where the job is.",
         "HSET keys.job(id) state pending.",
         signature=lambda e: "pending" in e["after"] and e["state"] != "pending",
@@ -260,12 +260,13 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
     after = [p for p in ("pending", "active", "scheduled", "dead") if dead in getattr(snap, p)]
     run.saw(after=after)
     if len(places) == 2:
-        run.fail("move", "moves-without-removing", places=" and ".join(after))
+        run.fail("move", "moves-without-removing", job=dead, places=" and ".join(after))
     if not places:
         run.fail(
             "move",
             "removes-without-adding",
-            held=f"After step 2 the job was in {' and '.join(after) or 'no set'}, not in pending.",
+            job=dead,
+            held=f"After step 2 {dead} was in {' and '.join(after) or 'no set'}, not in pending.",
         )
     if places == ["active"]:
         run.fail(
@@ -288,8 +289,9 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
         run.fail(
             "move",
             "row-not-pending",
+            job=dead,
             state=row_state(queue, dead),
-            held=f"After step 2 the job's row said state={row_state(queue, dead)!r}.",
+            held=f"After step 2 the row of {dead} said state={row_state(queue, dead)!r}.",
         )
     if live not in snap.active:
         run.fail("move", "not-yet", what="Step 2 moved the live worker's job too: move only the ids it is given.")
