@@ -94,7 +94,7 @@ def assert_pictured(key: str, name: str, fb: Feedback) -> None:
         for queue in set(re.findall(r"\bx\d\d-[a-z_]+-\d+-\d+[a-z0-9-]*", line)):
             drawn = fb.evidence.queue.split(":")[-1]
             assert queue == drawn, f"{key}/{name}: the line is about {queue}, the picture shows {drawn}"
-        for job in fb.evidence.jobs:  # on the board, unless the line says it is nowhere
+        for job in fb.evidence.jobs if key not in UNSIGNED else ():  # on the board, unless the line says it is nowhere
             held = any(job in value for kind, value, _ttl in fb.evidence.board.values() if kind == "zset")
             assert held or f"job:{job}" in fb.evidence.board or re.search(r"\bno (set|key)\b", line), (
                 f"{key}/{name}: the line names {job}, which the queue pictured does not hold: {line}"
@@ -114,8 +114,9 @@ def assert_pictured(key: str, name: str, fb: Feedback) -> None:
     assert not problems, f"{key}/{name}: " + "\n".join(problems[:8])
 
 
-# Exercises whose misconceptions name themselves without a signature yet: their checks judge
-# whole histories (a worker's loop, a lease's extension, an effect) and are being reworked.
+# Exercises whose misconceptions name themselves without a signature yet, and whose scenes are not
+# yet recorded line by line: their checks judge whole histories (a worker's loop, a lease's
+# extension, an effect) and are being reworked.
 UNSIGNED = {"loop", "extend", "charge"}
 
 

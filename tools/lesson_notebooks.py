@@ -119,6 +119,26 @@ EDITS: list[tuple[str, str, str, str]] = [
         "while its row still says *active*), and your reaper, run again, must finish the move.",
     ),
     (
+        "07_beyond_one_server.ipynb",
+        "8763a948",
+        "  redis.call('ZADD', KEYS[2], 0, id)\n",
+        "  redis.call('ZADD', KEYS[2], 0, id)  -- score 0: a second chance goes ahead of every waiting job\n",
+    ),
+    (
+        "07_beyond_one_server.ipynb",
+        "407ce9ba",
+        "`dead` (KEYS[1]) to `pending` (KEYS[2]), set its row's",
+        "`dead` (KEYS[1]) to `pending` (KEYS[2]) at score 0, set its row's",
+    ),
+    (
+        "07_beyond_one_server.ipynb",
+        "407ce9ba",
+        "not in KEYS: the script builds it.",
+        "not in KEYS: the script builds it. (Score 0 puts the jobs given another chance ahead of\n"
+        "every waiting one, on purpose: the library's own moves put a job back at its arrival number,\n"
+        "which its row keeps, but a dead job revived by hand is what its operator wants run first.)",
+    ),
+    (
         "present.ipynb",
         "*",
         "its attempt no longer matches `attempts`.",

@@ -3,7 +3,7 @@
 local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
-  redis.call('ZADD', KEYS[2], 0, id)
+  redis.call('ZADD', KEYS[2], 0, id)  -- score 0: a second chance goes ahead of every waiting job
   -- the job's row: which key is it? (state pending, and a fresh stall count)
   redis.call('HSET', 'job:' .. id, 'state', 'pending', 'stalled', 0)
 end
