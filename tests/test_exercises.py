@@ -689,6 +689,26 @@ def test_a_check_that_meets_what_it_was_not_written_for_says_so_and_never_raises
     assert_well_formed(fb)
 
 
+@pytest.mark.server
+def test_a_reply_difference_shows_each_reply_as_it_was_given(valkey_client) -> None:
+    """The contract judges a complete's reply only as 'completed' or a refusal, but the line shows
+    what each move replied: the reference's {'stale'}, never the judge's own word for its class."""
+    from echoq.teaching.exercises import differential
+
+    ex = EXERCISES["complete"]
+    says_done = ex.solution.replace("return {'stale'}", "return {'completed'}")  # refuses, but says done
+    verdict = differential.judge(valkey_client, ex.move, says_done, ex.solution, ex.lesson)
+    assert verdict.difference is not None and "your move replied {'completed'}" in verdict.difference
+    assert "the reference move replies {'stale'}" in verdict.difference and "'refused'" not in verdict.difference
+
+
+@pytest.mark.server
+def test_a_line_about_no_queue_says_it_has_no_picture() -> None:
+    fb = exercises.check_two_step_reaper("not a function", print)  # fails before any queue is made
+    assert not fb.ok and fb.evidence is None and core.NO_PICTURE in fb.notes
+    assert fb._repr_mimebundle_() is None and core.NO_PICTURE in str(fb)
+
+
 def test_a_count_deleted_equals_that_count_at_zero_and_nothing_else() -> None:
     """Every reader of the library takes a missing stalled/attempts/token/unstarted as 0: the
     judge does too, and only for those, and only against 0."""
