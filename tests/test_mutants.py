@@ -297,8 +297,8 @@ def test_an_extend_lease_that_goes_on_after_a_refusal_still_says_lost_and_change
 
 @pytest.mark.server
 def test_a_mutant_that_is_not_equivalent_is_told_apart_by_a_crash(valkey_client) -> None:
-    """The crash run is what tells a two-step reaper whose order can lose a job (the row, then out of active,
-    then into pending) from the reference, whose whole moves agree."""
+    """The crash run is what tells a two-step reaper whose order can strand a job (the row marked before the
+    job is in pending: cut there, reap.lua dead-letters it) from the reference, whose whole moves agree."""
     from echoq.teaching.exercises import differential
 
     ex = EXERCISES["two_step"]

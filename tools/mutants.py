@@ -102,14 +102,6 @@ EQUIVALENT: dict[tuple[str, str], str] = {
         "writes swapped: redis.call('ZADD', KEYS[2], 0, id) / "
         "redis.call('HSET', prefix .. 'job:' .. id, 'state', 'pending', 'stalled', 0)",
     ): _ATOMIC,
-    (
-        "two_step",
-        'writes swapped: r.hset(row, "state", "pending") / '
-        'r.zadd(keys.pending, {job_id: int(r.hget(row, "arrival") or 0)})',
-    ): (
-        "another order a crash cannot hurt: into pending and the row marked, either first, before out of active "
-        "(a claim drops a pending copy whose row still says active; the next sweep moves it)"
-    ),
     **{
         ("loop", _bumped("LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2", old, new)): _TUNING
         for old, new in (("400", "401"), ("400", "399"), ("100", "101"), ("100", "99"))

@@ -688,9 +688,10 @@ def crash_harm(
 
     * lose a job: a job of the queue left in none of pending, active, scheduled and dead,
       where no claim and no sweep will ever find it;
-    * leave one that nobody can run: a job in pending whose row says another state while the
-      set of that state does not hold it, which a claim takes out of pending and dead-letters
-      as corrupt (includes/rows.lua), so it never runs;
+    * leave one that nobody can run: a job in pending (or in active) whose row says another
+      state while the set of that state does not hold it, which a claim takes out of pending
+      (reap.lua out of active, its lease run out) and dead-letters as corrupt
+      (includes/rows.lua), so it never runs;
     * leave what the move itself, run again whole (the crashed worker restarted, sweeping
       again), does not bring to where the reference's whole move leaves the queue: a job run
       twice or left stuck shows there.
@@ -762,8 +763,8 @@ def crash_harm(
 
 def _harm(state: State, seen: evidence.Sides) -> tuple[str, dict[str, Any]] | None:
     """What a crash left that must not be, read from the learner's queue after it (``seen.mine``):
-    a job lost (in no set a claim or a sweep reads), or a job in pending whose row names
-    another set that does not hold it (a claim dead-letters it as corrupt)."""
+    a job lost (in no set a claim or a sweep reads), or a job in pending or active whose row
+    names another set that does not hold it (a claim, or reap.lua, dead-letters it as corrupt)."""
     mine = seen.mine
     members = {p: set(mine.get(p, ("zset", {}, -1))[1] or {}) for p in SETS}
     for job in state.jobs:
@@ -784,6 +785,13 @@ def _harm(state: State, seen: evidence.Sides) -> tuple[str, dict[str, Any]] | No
                 f"left {job.id} in emq:{{q}}:pending while its row emq:{{q}}:job:{job.id} said state "
                 f"{state_now!r} and no other set held it: a claim takes it out of pending, finds the row "
                 "disagreeing, and dead-letters it as corrupt, so nobody ever runs it",
+                {"key": "job:" + job.id, "field": "state"},
+            )
+        if "active" in places and state_now != "active" and (home is None or home not in places):
+            return (
+                f"left {job.id} in emq:{{q}}:active, its lease run out, while its row emq:{{q}}:job:{job.id} said "
+                f"state {state_now!r} and no other set held it: reap.lua, sweeping next, finds the row "
+                "disagreeing and dead-letters it as corrupt, so nobody runs it",
                 {"key": "job:" + job.id, "field": "state"},
             )
     return None

@@ -316,7 +316,7 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
     run.good(
         "crash",
         "Killed between any two of its writes, on generated queues, your reaper lost no job and left none that a "
-        "claim would dead-letter, and run again whole it finished the move as the reference does.",
+        "claim or reap.lua would dead-letter, and run again whole it finished the move as the reference does.",
     )
 
     # 2. The race of the lesson: reaper 1 frozen between its read and its move.

@@ -11,8 +11,8 @@ def move_back(r, keys, ids):
         deadline = r.zscore(keys.active, job_id)
         if deadline is not None and deadline <= now:  # still expired?
             row = keys.job(job_id)
-            r.hset(row, "state", "pending")
             r.zadd(keys.pending, {job_id: int(r.hget(row, "arrival") or 0)})
+            r.hset(row, "state", "pending")
             r.zrem(keys.active, job_id)
 
 duplicates = 0

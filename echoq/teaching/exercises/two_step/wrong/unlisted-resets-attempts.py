@@ -6,11 +6,11 @@ def read_expired(r, keys) -> list[str]:
     return r.zrangebyscore(keys.active, "-inf", now)
 
 def move_back(r, keys, ids) -> None:
-    """Step 2: each id back in keys.pending at its arrival number, its row pending (a fresh start), then out of keys.active."""
+    """Step 2: each id back in keys.pending at its arrival number, then its row pending (a fresh start), then out of keys.active."""
     for job_id in ids:
         row = keys.job(job_id)
-        r.hset(row, mapping={"state": "pending", "attempts": 0})
         r.zadd(keys.pending, {job_id: int(r.hget(row, "arrival") or 0)})
+        r.hset(row, mapping={"state": "pending", "attempts": 0})
         r.zrem(keys.active, job_id)
 
 duplicates = 1  # the race gave one crashed job to two live workers, B and C
