@@ -88,7 +88,17 @@ def assert_pictured(key: str, name: str, fb: Feedback) -> None:
 
     line = fb.failed[1]
     assert fb.evidence is not None, f"{key}/{name}: no picture of this rejection:\n{fb}"
+    assert core.NO_PICTURE not in fb.notes
     shown = picture(fb)
+    if shown.kind == "scene":  # the scene the check recorded for the line: the queue and jobs it names are drawn
+        for queue in set(re.findall(r"\bx\d\d-[a-z_]+-\d+-\d+[a-z0-9-]*", line)):
+            drawn = fb.evidence.queue.split(":")[-1]
+            assert queue == drawn, f"{key}/{name}: the line is about {queue}, the picture shows {drawn}"
+        for job in fb.evidence.jobs if key not in UNSIGNED else ():  # on the board, unless the line says it is nowhere
+            held = any(job in value for kind, value, _ttl in fb.evidence.board.values() if kind == "zset")
+            assert held or f"job:{job}" in fb.evidence.board or re.search(r"\bno (set|key)\b", line), (
+                f"{key}/{name}: the line names {job}, which the queue pictured does not hold: {line}"
+            )
     assert shown.lit or shown.kind == "scene", f"{key}/{name}: the picture lights nothing the line names: {line}"
     for lit in shown.lit:
         part = lit.removeprefix("field ")
@@ -102,6 +112,23 @@ def assert_pictured(key: str, name: str, fb: Feedback) -> None:
     with figure.lock:
         problems = collisions(figure)
     assert not problems, f"{key}/{name}: " + "\n".join(problems[:8])
+
+
+# Exercises whose misconceptions name themselves without a signature yet, and whose scenes are not
+# yet recorded line by line: their checks judge whole histories (a worker's loop, a lease's
+# extension, an effect) and are being reworked.
+UNSIGNED = {"loop", "extend", "charge"}
+
+
+def assert_named_as_seen(key: str, fb: Feedback) -> None:
+    """A misconception of the exercise's catalogue is named only when its signature is in the
+    run's evidence (the facts the check recorded, the ✗ line's details): the check called the
+    signature, and here it is called again on what the run kept."""
+    m = fb.misconception
+    if m is None or m.name in GENERIC:
+        return
+    assert m.signature is not None or key in UNSIGNED, f"{key}/{m.name} is named with no signature to show for it"
+    assert m.seen_in(fb.observed), f"{key}: [{m.title}] was named, but its signature is not in the run's evidence"
 
 
 def assert_displayed(fb: Feedback, shown) -> None:
@@ -153,6 +180,15 @@ def assert_well_formed(fb: Feedback) -> None:
     assert text.count("✓") == len(fb.passed)
 
 
+def test_each_misconception_says_what_a_run_must_show_to_be_named() -> None:
+    """Every misconception (outside UNSIGNED) declares its signature: the naming code calls it,
+    and the wrong answers' tests call it on each run's evidence (assert_named_as_seen)."""
+    for key, ex in EXERCISES.items():
+        for m in ex.misconceptions:
+            assert m.signature is not None or key in UNSIGNED, f"{key}/{m.name} declares no signature"
+            assert m.signature is None or not m.seen_in({}), f"{key}/{m.name}: its signature holds of nothing"
+
+
 def test_every_exercise_has_its_catalogue() -> None:
     assert {ex.lesson for ex in EXERCISES.values()} == {"01", "02", "03", "04", "05", "06", "07"}
     for key, ex in EXERCISES.items():
@@ -176,6 +212,7 @@ def test_a_named_wrong_answer_is_rejected_with_its_line(key: str, misconception)
         f"{key}: expected [{misconception.title}], got:\n{fb}"
     )
     assert fb.failed[1].startswith(f"[{misconception.title}] ")
+    assert_named_as_seen(key, fb)
     assert_well_formed(fb)
     assert_as_recorded(key, misconception.example, fb)
     assert_pictured(key, misconception.name, fb)
@@ -440,6 +477,7 @@ def test_a_wrong_answer_nobody_listed_fails_on_the_difference_it_makes(key: str,
     first = ex.judge(answer)  # judged ten times by tools/verdicts.py: its verdict is the recorded one
     plain = first.misconception.name if first.misconception else None
     assert not first.ok and plain in ("differs-from-reference", "not-yet"), str(first)  # plain words, no name
+    assert_named_as_seen(key, first)
     assert named in first.failed[1], first.failed[1]
     if plain == "differs-from-reference":
         assert "the reference move" in first.failed[1] and "emq:{q}" in first.failed[1]
@@ -649,6 +687,26 @@ def test_a_check_that_meets_what_it_was_not_written_for_says_so_and_never_raises
         and "1 pending, 1 active; rows say state 'active' (1), state 'pending' (1)" in fb.failed[1]
     )
     assert_well_formed(fb)
+
+
+@pytest.mark.server
+def test_a_reply_difference_shows_each_reply_as_it_was_given(valkey_client) -> None:
+    """The contract judges a complete's reply only as 'completed' or a refusal, but the line shows
+    what each move replied: the reference's {'stale'}, never the judge's own word for its class."""
+    from echoq.teaching.exercises import differential
+
+    ex = EXERCISES["complete"]
+    says_done = ex.solution.replace("return {'stale'}", "return {'completed'}")  # refuses, but says done
+    verdict = differential.judge(valkey_client, ex.move, says_done, ex.solution, ex.lesson)
+    assert verdict.difference is not None and "your move replied {'completed'}" in verdict.difference
+    assert "the reference move replies {'stale'}" in verdict.difference and "'refused'" not in verdict.difference
+
+
+@pytest.mark.server
+def test_a_line_about_no_queue_says_it_has_no_picture() -> None:
+    fb = exercises.check_two_step_reaper("not a function", print)  # fails before any queue is made
+    assert not fb.ok and fb.evidence is None and core.NO_PICTURE in fb.notes
+    assert fb._repr_mimebundle_() is None and core.NO_PICTURE in str(fb)
 
 
 def test_a_count_deleted_equals_that_count_at_zero_and_nothing_else() -> None:

@@ -90,6 +90,37 @@ EDITS: list[tuple[str, str, str, str]] = [
         "then compare the **new** count with `max_stalled`: the `max_stalled`-th stall is fatal.",
     ),
     (
+        "04_stalled_recovery.ipynb",
+        "c09",
+        '    """Step 2: move each id from keys.active to keys.pending (score 0) and mark its row pending."""\n',
+        '    """Step 2: put each id back in keys.pending at its arrival number (its row keeps it), as reap.lua\n'
+        "    does, then mark its row pending, and only then take it out of keys.active: a crash between any\n"
+        '    two writes leaves the job where a claim, reap.lua or this reaper run again can run it."""\n',
+    ),
+    (
+        "04_stalled_recovery.ipynb",
+        "c08",
+        "Write them as two steps on purpose: this is the contrast.",
+        "Write them as two steps on purpose: this is the contrast.\n"
+        "\n"
+        "Pending is first in, first out: each job is scored by its arrival number (the order it\n"
+        'reached the server), which its row keeps (`r.hget(keys.job(id), "arrival")`). Put a job back\n'
+        "at that number, as `reap.lua` does: ahead of every job that arrived after it. And mind the\n"
+        "order of your writes, for a worker can be killed between any two of them: out of active\n"
+        "first, and a crash right after leaves the job in no set at all, lost; the row marked first,\n"
+        "and `reap.lua`, sweeping next, finds an active job whose row says *pending* and dead-letters\n"
+        "it as corrupt. Add the job to pending first, then mark its row, and take it out of active last.",
+    ),
+    (
+        "04_stalled_recovery.ipynb",
+        "c20",
+        "library takes it.",
+        "library takes it. Last, it kills your `move_back` between any two of its writes: what a\n"
+        "crash leaves must lose no job, must leave none that a claim or `reap.lua` would dead-letter\n"
+        "(in pending while its row still says *active*, or in active while it already says\n"
+        "*pending*), and your reaper, run again, must finish the move.",
+    ),
+    (
         "present.ipynb",
         "*",
         "its attempt no longer matches `attempts`.",

@@ -38,6 +38,7 @@ from ..ids import JOB_ID_RE
 from .proxies import ClientProxy, PipelineProxy
 
 __all__ = [
+    "WRITES",
     "Command",
     "Event",
     "Scene",
@@ -80,6 +81,9 @@ class Command:
 
     args: tuple[str, ...]  # the command and its arguments, as sent ('ZADD', 'emq:{…}:active', ...)
     wrote: tuple[tuple[str, str, Any], ...] = ()  # (key, type, value) after it: what the write left
+
+
+WRITES = frozenset(_WRITES)  # the commands that write, by name
 
 
 _LUA_WRITES = "{" + ", ".join(f"{name}={how}" for name, how in sorted(_WRITES.items())) + "}"
@@ -493,22 +497,12 @@ def read_queue(client: Any, prefix: str, jobs: Iterable[str] = ()) -> tuple[Keys
     return board, counts, server_now_ms(client)
 
 
-def scene(client: Any, queues: list[Any], template: str, details: dict[str, Any], watch: Watch | None) -> Scene:
-    """The queue a ✗ line is about (the newest of the run's queues holding a job it names, or
-    the newest), read now."""
+def scene(client: Any, queue: Any, template: str, details: dict[str, Any], watch: Watch | None) -> Scene:
+    """The scene a ✗ line is about: ``queue`` (the one the check recorded, never a guess), read
+    now, with the jobs and row fields the line names."""
     jobs, fields = named(template, details)
-    chosen = queues[-1]
-    if jobs:
-        for queue in reversed(queues):
-            pipe = client.pipeline(transaction=False)
-            pipe.exists(queue.keys.prefix + "job:" + jobs[0])
-            for place in SETS:
-                pipe.zscore(queue.keys.prefix + place, jobs[0])
-            if any(pipe.execute()):
-                chosen = queue
-                break
-    board, counts, now = read_queue(client, chosen.keys.prefix, jobs)
-    return Scene(chosen.name, board, counts, now, jobs, fields, watch)
+    board, counts, now = read_queue(client, queue.keys.prefix, jobs)
+    return Scene(queue.name, board, counts, now, jobs, fields, watch)
 
 
 # -- small pieces ----------------------------------------------------------------------------------

@@ -60,9 +60,22 @@ class Misconception:
     hint: str  # the first hint: a direction
     stronger: str  # the second hint: close to the code, still not the code
     example: str = ""  # a plausible wrong answer this check rejects with this line
+    # What the run must have shown for this name to be true of it, over the run's evidence (the
+    # facts the check recorded with Run.saw, and the details of the ✗ line): named only when it
+    # holds; otherwise the ✗ line says what the server held, with the generic hint.
+    signature: Callable[[dict[str, Any]], bool] | None = field(default=None, compare=False, repr=False)
 
     def render(self, **details: Any) -> str:
         return f"[{self.title}] {self.line.format(**details)}"
+
+    def seen_in(self, evidence: dict[str, Any]) -> bool:
+        """True when ``evidence`` (a run's, :attr:`Feedback.observed`) shows this misconception."""
+        if self.signature is None:
+            return True
+        try:
+            return bool(self.signature(evidence))
+        except (KeyError, TypeError, ValueError):  # a fact it needs was not recorded: not seen
+            return False
 
 
 GENERIC = {
@@ -250,6 +263,8 @@ class Feedback:
     # What the check read when it wrote the ✗ line (evidence.Sides or evidence.Scene): the
     # feedback's picture is drawn from it, and only when the feedback is shown.
     evidence: Any = field(default=None, repr=False, compare=False)
+    # The facts the run recorded and the ✗ line's details: what a misconception's signature reads.
+    observed: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -391,14 +406,25 @@ class Run:
         self.code: str | None = None  # the learner's answer as text, for the submission history
         self.watch = evidence.Watch()  # the children it starts and its own moves: the feedback's timeline
         self._shown = False  # the ✗ line's evidence was handed over by the judge (show())
+        self.seen: dict[str, Any] = {}  # facts the check recorded (saw()): what signatures read
+        self.scene: Queue | None = None  # the queue the check is acting on: a ✗ line's picture is of it
 
-    def queue(self, part: str = "") -> Queue:
-        """An empty scratch queue in the learner's namespace, deleted when the check ends."""
+    def queue(self, part: str = "", *, scene: bool = True) -> Queue:
+        """An empty scratch queue in the learner's namespace, deleted when the check ends. It is
+        the run's scene from now on (:meth:`at`), unless ``scene`` is False (a queue made for a
+        comparison, not for the ✗ lines that follow)."""
         name = f"x{self.exercise.lesson}-{self.exercise.key}-{os.getpid()}-{next(_names)}{part}"
         q = Queue(learner.queue_name(name[:64]), self.client)
         q.reset()
         self._queues.append(q)
+        if scene:
+            self.scene = q
         return q
+
+    def at(self, queue: Queue | None) -> None:
+        """The scene the next ✗ line is about: this queue (its sets, rows and timeline are its
+        picture), or None (a line about no queue: no picture)."""
+        self.scene = queue
 
     def cleanup(self, action: Callable[[], object]) -> None:
         self._cleanups.append(action)
@@ -406,7 +432,20 @@ class Run:
     def good(self, prop: str, line: str) -> None:
         self.feedback.good(prop, line)
 
+    def saw(self, **facts: Any) -> None:
+        """Record what the run showed (the evidence a misconception's signature is judged on)."""
+        self.seen.update(facts)
+
     def fail(self, prop: str, name: str, **details: Any) -> None:
+        """The ✗ line. A misconception is named only when its signature is in the run's evidence;
+        otherwise the line is ``held`` (what the server held, as the check words it) or what the
+        run's queues hold, under the generic 'not yet right'."""
+        evidence = {**self.seen, **details}
+        if not self.exercise.misconception(name).seen_in(evidence):
+            held = details.get("held") or f"After your code ran the server held: {self.left_on_server()}."
+            name, details = "not-yet", {"what": held}
+            evidence["what"] = held
+        self.feedback.observed = evidence
         if not self._shown and name != "no-answer":
             self._keep_scene(name, details)
         self.feedback.fail(prop, name, **details)
@@ -420,14 +459,17 @@ class Run:
         self.watch.note(actor, what, queue)
 
     def _keep_scene(self, name: str, details: dict[str, Any]) -> None:
-        """The scene's queue as the server holds it now, as the ✗ line is written."""
+        """The scene the check recorded (:meth:`at`), as the server holds it now, as the ✗ line
+        is written; with none, the feedback says it has no picture."""
         self.watch.failed_at = time.monotonic()
         try:
             template = self.exercise.misconception(name).line
-            if self._queues:
-                self.feedback.evidence = evidence.scene(self.client, self._queues, template, details, self.watch)
+            if self.scene is not None:
+                self.feedback.evidence = evidence.scene(self.client, self.scene, template, details, self.watch)
         except Exception:  # a picture must never cost the verdict
             self.feedback.evidence = None
+        if self.feedback.evidence is None:
+            self.feedback.note(NO_PICTURE)
 
     def note(self, line: str) -> None:
         self.feedback.note(line)
@@ -560,6 +602,9 @@ class Run:
         }.get(outcome)
         if said is not None and said not in self.feedback.notes:
             self.note(said)
+
+
+NO_PICTURE = "No picture: this ✗ line is about no queue of the run."
 
 
 def _error_words(exc: BaseException) -> str:

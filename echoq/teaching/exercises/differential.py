@@ -50,7 +50,7 @@ from ...queue import Queue, _text
 from .. import evidence, learner
 from . import fixed_time
 
-__all__ = ["Job", "Move", "State", "Trial", "Verdict", "compare", "judge", "states"]
+__all__ = ["Job", "Move", "State", "Trial", "Verdict", "compare", "crash_harm", "judge", "states"]
 
 SEED = 19  # every check generates the same states, in the same order
 TRIALS = 40  # generated states per judgement (the fixed edge states come first)
@@ -74,6 +74,7 @@ WHY = {
     "stalled": "the stall count decides when a job that keeps killing workers is dead-lettered",
     "payload": "the payload is the work the job asks for",
     "enqueued_ms": "enqueued_ms records when the job entered the queue",
+    "arrival": "arrival is the job's place in line, kept so that a job put back in pending goes back to it",
     "reply": "the reply is what the caller acts on",
 }
 
@@ -88,6 +89,7 @@ class Job:
     edge: bool = False  # for an active job: its deadline on the server's now (expired) or 1 ms after it
     payload: str = "work"
     token: int = 0  # the fencing token: at least attempts (a release gives a try back, never a token)
+    arrival: int = 0  # its arrival number (includes/arrival), kept on its row; 0: a row with none, pending score 0
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,7 @@ def _build(queue: Queue, state: State, now: int) -> None:
     for job in state.jobs:
         lease = (0 if job.expired else 1) if job.edge else (-60_000 if job.expired else 600_000)
         score = {
-            "pending": 0,
+            "pending": job.arrival,
             "active": now + lease,
             "scheduled": now + 300_000,
             "dead": now - 120_000,
@@ -211,6 +213,8 @@ def _build(queue: Queue, state: State, now: int) -> None:
         }
         if job.place == "dead":
             row["reason"] = "stalled"
+        if job.arrival:
+            row["arrival"] = job.arrival
         pipe.hset(k.prefix + "job:" + job.id, mapping=row)
     pipe.execute()
 
@@ -620,12 +624,14 @@ class Judge:
                         i for i, (g, w) in enumerate(zip(got, want, strict=True)) if not _same_reply([g], [w], clock)
                     )
                     call = f" to call {n + 1}" if self.move.calls > 1 else ""
-                    seen.where = {"reply": (got[n], want[n])}
+                    # Shown as each move replied (the contract may judge only part of a reply, or its kind).
+                    said, meant = mine.reply[n], theirs.reply[n]
+                    seen.where = {"reply": (said, meant)}
                     return Verdict(
-                        f"your move replied {_show_reply(got[n], clock)}{call}; the reference move replies "
-                        f"{_show_reply(want[n], clock)}: the reply is what the caller acts on",
+                        f"your move replied {_show_reply(said, clock)}{call}; the reference move replies "
+                        f"{_show_reply(meant, clock)}: the reply is what the caller acts on",
                         state,
-                            seen=seen,
+                        seen=seen,
                     )
             if found is None:
                 return Verdict(None, state)
@@ -641,6 +647,7 @@ class Crashed(Exception):
 
 # What a Python move writes through: each call of these is one write a crash can come before.
 WRITE_CALLS = frozenset({"zadd", "zrem", "hset", "hdel", "hincrby", "delete", "set", "zincrby", "hmset"})
+_SPLIT_WRITES = frozenset("DEL" if w == "delete" else w.upper() for w in WRITE_CALLS)  # as a command log shows them
 
 
 class CrashAfter:
@@ -664,7 +671,7 @@ class CrashAfter:
         return write
 
 
-def crash_difference(
+def crash_harm(
     client: Any,
     move: Move,
     learner: Any,
@@ -676,49 +683,117 @@ def crash_difference(
     seen: list[evidence.Sides] | None = None,
 ) -> tuple[int, State, str] | None:
     """A Python move killed after its k-th write (k = 1, 2, ... until it runs whole), on the
-    first ``trials`` generated states, against the reference killed after any number of its
-    writes: the first (k, state, difference) where what the learner's move leaves is nothing
-    the reference can leave after a crash (shown against the reference killed after its k-th
-    write), or None. A crash between two separate commands is what a two-step move is exposed
-    to; a MULTI/EXEC (a pipeline) is one command, never split. The difference's reads and
-    commands go to ``seen``, when given (the feedback's picture)."""
+    first ``trials`` generated states, judged by what a crash must not do -- not by whether
+    its writes leave what the reference's would:
+
+    * lose a job: a job of the queue left in none of pending, active, scheduled and dead,
+      where no claim and no sweep will ever find it;
+    * leave one that nobody can run: a job in pending (or in active) whose row says another
+      state while the set of that state does not hold it, which a claim takes out of pending
+      (reap.lua out of active, its lease run out) and dead-letters as corrupt
+      (includes/rows.lua), so it never runs;
+    * leave what the move itself, run again whole (the crashed worker restarted, sweeping
+      again), does not bring to where the reference's whole move leaves the queue: a job run
+      twice or left stuck shows there.
+
+    Returns the first (k, state, what the crash left and why it hurts), or None. A crash
+    between two separate commands is what a two-step move is exposed to; a MULTI/EXEC (a
+    pipeline) is one command, never split. The crashed run's reads and commands go to
+    ``seen``, when given (the feedback's picture)."""
     assert move.python is not None
     inner = move.python
 
-    def judge_pair(
-        state: State, k: int, k2: int | None, trace: bool = False
-    ) -> tuple[str | None, bool, evidence.Sides | None]:
+    def pair(state: State, k: int, again: bool, trace: bool = False) -> tuple[Verdict, bool]:
         ran_whole = [True]
 
         def run(answer: Any, c: Any, q: Queue, st: State) -> None:
-            writes = k if answer is learner else k2
+            if answer is not learner:
+                inner(answer, c, q, st)
+                return
             try:
-                inner(answer, c if writes is None else CrashAfter(c, writes), q, st)
+                inner(answer, CrashAfter(c, k), q, st)
             except Crashed:
-                if answer is learner:
-                    ran_whole[0] = False
+                ran_whole[0] = False
+            if again:
+                inner(answer, c, q, st)
 
-        pair = Judge(client, replace(move, python=run, reply=None), learner, reference, lesson)
-        pair.trace = trace
-        verdict = pair.differ(state)
-        return verdict.difference, ran_whole[0], verdict.seen
+        judge = Judge(client, replace(move, python=run, reply=None), learner, reference, lesson)
+        judge.trace = trace
+        return judge.differ(state), ran_whole[0]
 
     for state in generated(move, trials=trials)[1:]:
         for k in range(1, most + 1):
-            difference, whole, _seen = judge_pair(state, k, k)
-            if difference is not None and all(
-                judge_pair(state, k, k2)[0] is not None for k2 in [*range(0, most + 1), None] if k2 != k
-            ):
-                if seen is not None:  # once more, its commands logged: the run the feedback shows
-                    traced, _whole, last = judge_pair(state, k, k, trace=True)
-                    if traced is not None and last is not None:
-                        difference = traced
-                        after = f"killed after its write {k}"
-                        last.titles = (f"your move, {after}", f"the reference, {after}")
+            crashed, whole = pair(state, k, again=False)
+            if crashed.error is not None:
+                break  # the learner's own error: the contract step said it
+            harm = _harm(state, crashed.seen) if crashed.seen is not None else None
+            again = False
+            if harm is None:
+                restarted, _whole = pair(state, k, again=True)
+                if restarted.difference is not None and restarted.error is None:
+                    again = True
+                    harm = (
+                        "and your reaper, run again whole on what the crash left (a restarted worker sweeps "
+                        f"again), then left the queue other than the reference's whole move: {restarted.difference}",
+                        None,
+                    )
+            if harm is not None:
+                text, where = harm
+                traced, _whole = pair(state, k, again=again, trace=True)
+                last = traced.seen
+                if last is not None:
+                    writes = [c for c in last.mine_commands if c.args and c.args[0] in _SPLIT_WRITES][:k]
+                    if len(writes) == k:
+                        shown = " ".join(
+                            "emq:{q}:" + last.name_of(a) if a.startswith(last.prefixes[0]) else a
+                            for a in writes[-1].args
+                        )
+                        text = f"{shown}: {text}"
+                    if where is not None:
+                        last.where = where
+                    then = ", then run again whole" if again else ""
+                    last.titles = (f"your move, killed after its write {k}{then}", "the reference, run whole")
+                    if seen is not None:
                         seen.append(last)
-                return k, state, difference
+                return k, state, text
             if whole:
                 break  # it ran to its end: no later write to crash before
+    return None
+
+
+def _harm(state: State, seen: evidence.Sides) -> tuple[str, dict[str, Any]] | None:
+    """What a crash left that must not be, read from the learner's queue after it (``seen.mine``):
+    a job lost (in no set a claim or a sweep reads), or a job in pending or active whose row
+    names another set that does not hold it (a claim, or reap.lua, dead-letters it as corrupt)."""
+    mine = seen.mine
+    members = {p: set(mine.get(p, ("zset", {}, -1))[1] or {}) for p in SETS}
+    for job in state.jobs:
+        if job.place == "done":
+            continue
+        places = [p for p in ("pending", "active", "scheduled", "dead") if job.id in members[p]]
+        if not places and job.id not in members["done"]:
+            return (
+                f"left {job.id} in no set at all: no sweep finds it (it is not in emq:{{q}}:active) and no claim "
+                "does (it is not in emq:{q}:pending), so the job is lost",
+                {"key": "pending", "member": job.id},
+            )
+        row = mine.get("job:" + job.id)
+        state_now = row[1].get("state") if row is not None and row[0] == "hash" else None
+        home = state_now if state_now in ("pending", "active", "scheduled", "dead") else None
+        if "pending" in places and state_now != "pending" and (home is None or home not in places):
+            return (
+                f"left {job.id} in emq:{{q}}:pending while its row emq:{{q}}:job:{job.id} said state "
+                f"{state_now!r} and no other set held it: a claim takes it out of pending, finds the row "
+                "disagreeing, and dead-letters it as corrupt, so nobody ever runs it",
+                {"key": "job:" + job.id, "field": "state"},
+            )
+        if "active" in places and state_now != "active" and (home is None or home not in places):
+            return (
+                f"left {job.id} in emq:{{q}}:active, its lease run out, while its row emq:{{q}}:job:{job.id} said "
+                f"state {state_now!r} and no other set held it: reap.lua, sweeping next, finds the row "
+                "disagreeing and dead-letters it as corrupt, so nobody runs it",
+                {"key": "job:" + job.id, "field": "state"},
+            )
     return None
 
 
@@ -898,6 +973,7 @@ def contract_step(run: Any, move: Move, source: Any, *, what: str = "Your move",
             difference=verdict.difference,
             token=job.token,
             attempts=job.attempts,
+            attempts_for_token=True,  # the twin state with attempts = token showed no difference
         )
     run.fail("contract", "differs-from-reference", what=f"On {verdict.state.describe()}: {verdict.difference}.")
     return verdict

@@ -40,6 +40,7 @@ MISCONCEPTIONS = [
         "nothing on the server could ever hand it out again. This is lesson 01's lost job.",
         "Until the job is done it must sit in a set a reaper looks at.",
         "ZADD the id into KEYS[2], the active set, scored by its lease deadline.",
+        signature=lambda e: e["job"] not in e["pending"] and e["job"] not in e["active"],
     ),
     Misconception(
         "left-in-pending",
@@ -48,14 +49,16 @@ MISCONCEPTIONS = [
         "out again while A works on it.",
         "A claim MOVES the job: out of one set, into the other, in the same script.",
         "Take the id out of pending (ZPOPMIN does it) before you park it in active.",
+        signature=lambda e: e["job"] in e["pending"],
     ),
     Misconception(
         "not-the-oldest",
         "not the oldest job",
-        "Your claim took {got}, but {oldest} was waiting longer. All pending ids have score 0 and JOB ids "
-        "sort in the order they were made.",
-        "Among equal scores a sorted set orders by bytes; which end is the oldest id?",
+        "Your claim took {got}, but {oldest} was waiting longer. Pending scores each job by its arrival "
+        "number (1 for the first job to reach the server, 2 for the next, ...): the oldest has the lowest score.",
+        "A sorted set keeps its members in score order; which end holds the job that arrived first?",
         "ZPOPMIN takes the smallest; ZPOPMAX the largest.",
+        signature=lambda e: e["got"] != e["oldest"] and e["oldest"] in e["pending"],
     ),
     Misconception(
         "claims-too-many",
@@ -63,6 +66,7 @@ MISCONCEPTIONS = [
         "One claim moved {moved} jobs out of pending; a worker asked for one.",
         "Pop one id, and park that id.",
         "ZPOPMIN with no count pops one.",
+        signature=lambda e: e["moved"] > 1,
     ),
     Misconception(
         "deadline-in-the-past",
@@ -72,6 +76,7 @@ MISCONCEPTIONS = [
         "at once.",
         "The active set is scored in milliseconds of the server's clock.",
         "TIME gives {seconds, microseconds}: seconds * 1000 + microseconds // 1000, then add the lease.",
+        signature=lambda e: e["deadline"] <= e["now"],
     ),
     Misconception(
         "deadline-too-far",
@@ -80,6 +85,7 @@ MISCONCEPTIONS = [
         "deadline is {ahead} ahead of the server's now. A dead worker's job would wait that long.",
         "Check the units: milliseconds, for the deadline and for the lease.",
         "TIME's second value is MICROseconds: divide it by 1000; do not multiply the seconds by a million.",
+        signature=lambda e: e["ahead_ms"] > 0,
     ),
     Misconception(
         "token-not-bumped",
@@ -88,6 +94,7 @@ MISCONCEPTIONS = [
         "complete cannot tell the worker that lost the job from the one that holds it now.",
         "Each claim must mint a new token, on the row, where complete can compare it.",
         "HINCRBY the row's token by 1 and return the value it gives back.",
+        signature=lambda e: e["row"] == e["first_token"],
     ),
     Misconception(
         "token-not-returned",
@@ -96,6 +103,7 @@ MISCONCEPTIONS = [
         "the fence does not know, and its complete will be refused.",
         "The token the worker keeps must be the one on the row.",
         "Return the value HINCRBY returned.",
+        signature=lambda e: str(e["returned"]) != str(e["row"]),
     ),
     Misconception(
         "row-not-active",
@@ -104,6 +112,7 @@ MISCONCEPTIONS = [
         "the reaper, complete, retry and extend only accept a job whose row says 'active'.",
         "The row says where the job is. Where is it after your claim?",
         "HSET the row's state to 'active' in the claim.",
+        signature=lambda e: e["state"] != "active",
     ),
 ]
 
@@ -174,6 +183,7 @@ def check_claim_script(run: Run, source: str) -> None:
     if not a.killed:
         raise RuntimeError(f"worker A was to be killed after its claim: {a!r}")
     snap = queue.snapshot()
+    run.saw(pending=list(snap.pending), active=list(snap.active))
     moved_out = [i for i in ids if i not in snap.pending]
     if not moved_out:
         left = ids[0]
@@ -216,11 +226,22 @@ def check_claim_script(run: Run, source: str) -> None:
             state=claimed_state,
             consequence="when its lease ran out, the reaper found a row that disagreed with its set and "
             "dead-lettered the job as corrupt data: no worker will run it",
+            held=f"When its lease ran out, the reaper dead-lettered {job} as corrupt data: its row disagreed with "
+            "its set. No worker will run it.",
         )
     if job not in moved:
         score = queue.client.zscore(k.active, job)
-        ahead = _duration(int(score or 0) - server_now_ms(queue.client))
-        run.fail("lease", "deadline-too-far", job=job, lease_ms=LEASE_MS, ahead=ahead)
+        ahead_ms = int(score or 0) - server_now_ms(queue.client)
+        run.fail(
+            "lease",
+            "deadline-too-far",
+            job=job,
+            lease_ms=LEASE_MS,
+            ahead=_duration(ahead_ms),
+            ahead_ms=ahead_ms if score is not None else 0,
+            held=f"A was killed and its {LEASE_MS} ms lease had run out, yet the reaper did not take {job} back: "
+            f"it was in {queue.snapshot().place_of(job) or 'no set'}.",
+        )
     run.good(
         "lease",
         f"The lease was on the server's clock: a reaper left the job alone while the {LEASE_MS} ms ran, "
@@ -231,11 +252,20 @@ def check_claim_script(run: Run, source: str) -> None:
     b = run.waited("redeliver", "Your claim", processes.spawn(_claim_with, source, queue, name="worker B"), 10)
     again = _reply(run, b, "worker B")
     if again is None or _text(again[0]) != job:
-        run.fail("redeliver", "popped-into-nowhere", job=job)
+        snap = queue.snapshot()
+        run.fail(
+            "redeliver",
+            "popped-into-nowhere",
+            job=job,
+            pending=list(snap.pending),
+            active=list(snap.active),
+            held=f"Worker B's claim returned {again!r}, not the reaped job {job}, which was then in "
+            f"{snap.place_of(job) or 'no set'}.",
+        )
     returned = again[1]
     row_token = int(queue.client.hget(k.job(job), "token") or 0)
     if row_token == first_token:
-        run.fail("redeliver", "token-not-bumped", job=job, row=row_token)
+        run.fail("redeliver", "token-not-bumped", job=job, row=row_token, first_token=first_token)
     if str(returned) != str(row_token):
         run.fail("redeliver", "token-not-returned", returned=returned, row=row_token)
     run.good("redeliver", f"The reaped job was claimed again with token {returned}: a new fencing token.")
@@ -249,6 +279,7 @@ def check_claim_script(run: Run, source: str) -> None:
             job=job,
             state=state,
             consequence=f"B held it and did the work, but its fenced complete was refused ({outcome})",
+            held=f"Worker B held {job} and did the work, but its fenced complete was refused ({outcome}).",
         )
     run.good("complete", "Worker B's fenced complete was accepted: the job is done.")
 

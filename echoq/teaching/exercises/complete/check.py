@@ -12,9 +12,11 @@ import random
 from dataclasses import replace
 from typing import Any
 
+import redis
+
 from echoq import scripts
 from echoq.queue import Enqueue, Queue, _text
-from echoq.teaching import processes
+from echoq.teaching import evidence, processes
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register, row_state
 from echoq.teaching.exercises.differential import Job, Move, State, contract_step, states
 from echoq.teaching.fast_forward import fast_forward
@@ -30,6 +32,7 @@ COMPLETE_MISCONCEPTIONS = [
         "tries and goes back down when a try is given back unstarted; the token only grows, one per claim.",
         "Two numbers on the row grow with each claim. Which one can never be handed out twice?",
         "Compare the row's token field with the caller's token (ARGV[2]).",
+        signature=lambda e: e["token"] != e["attempts"] and e["attempts_for_token"],
     ),
     Misconception(
         "no-fence",
@@ -38,6 +41,7 @@ COMPLETE_MISCONCEPTIONS = [
         "the active set under B ({after}). If B now crashes, nothing will ever redo its work.",
         "A caller's claim came with a token. What does the row say about who holds the job now?",
         "Compare the row's state and token with what the caller holds, and reply {'stale'} before any write.",
+        signature=lambda e: e["after_b"]["completed"] and e["after_reap"]["completed"] and not e["after_b"]["active"],
     ),
     Misconception(
         "fence-on-state-only",
@@ -46,6 +50,7 @@ COMPLETE_MISCONCEPTIONS = [
         "but for B's claim, not A's ({after}).",
         "The state says the job is held; does it say by whom?",
         "The token field changes with every claim: compare it with the caller's token too.",
+        signature=lambda e: e["after_b"]["completed"] and not e["after_reap"]["changed"],
     ),
     Misconception(
         "fence-on-token-only",
@@ -54,14 +59,17 @@ COMPLETE_MISCONCEPTIONS = [
         "its token still matched, since nobody had claimed it since ({after}).",
         "Between the reap and the next claim the token has not moved. What has?",
         "Check the row's state is 'active' as well.",
+        signature=lambda e: e["after_reap"]["completed"] and not e["after_b"]["changed"],
     ),
     Misconception(
         "write-before-check",
         "writes before it checks",
-        "Your complete refused worker A ({reply}), but had already changed the job B holds ({after}). A "
-        "refused call must change nothing.",
+        "Your complete refused worker A ({reply}), but had already changed the job ({after}): its commands "
+        "wrote before they read the row. A refused call must change nothing.",
         "Read first, decide, and only then write.",
         "Move every ZREM, DEL and ZADD below the check.",
+        # its commands, logged as the server ran them: a write came before any read of the row
+        signature=lambda e: e["wrote_before_reading_the_row"],
     ),
     Misconception(
         "fence-refuses-the-holder",
@@ -70,6 +78,9 @@ COMPLETE_MISCONCEPTIONS = [
         "was refused ({reply}): your fence turns away the very worker that holds the job.",
         "Compare like with like: Lua says a number and a string differ, always.",
         "HGET returns a string and ARGV[2] is a string: compare them as they are, or tonumber() both.",
+        signature=lambda e: (
+            e["reply"] != "completed" and e["state"] == "active" and str(e["row_token"]) == str(e["token"])
+        ),
     ),
     Misconception(
         "left-in-active",
@@ -77,6 +88,7 @@ COMPLETE_MISCONCEPTIONS = [
         "{job} was completed but stayed in emq:{{q}}:active: when its lease ran out, {consequence}.",
         "Where was the job while its worker held it? It must leave that set when done.",
         "ZREM the id from KEYS[1].",
+        signature=lambda e: e["holder_reply"] == "completed" and e["in_active"],
     ),
     Misconception(
         "row-left-behind",
@@ -85,6 +97,7 @@ COMPLETE_MISCONCEPTIONS = [
         "saying where it is.",
         "A completed job's row has nothing left to say.",
         "DEL KEYS[3].",
+        signature=lambda e: e["holder_reply"] == "completed" and e["row_kept"],
     ),
     Misconception(
         "not-remembered-done",
@@ -93,6 +106,7 @@ COMPLETE_MISCONCEPTIONS = [
         "new ({outcome}): emq:{{q}}:done did not remember it, so it would run twice.",
         "enqueue refuses an id it knows. Where does it look for ids that are done?",
         "ZADD the id to KEYS[2], the done set.",
+        signature=lambda e: e["outcome"] == "enqueued",
     ),
 ]
 
@@ -111,13 +125,38 @@ COMPLETE = register(
 
 
 def _claim_then_complete(queue: Queue, source: str) -> dict[str, Any]:
-    """In a child: claim with the real script (a step), then complete with the learner's."""
+    """In a child: claim with the real script (a step), then complete with the learner's, its
+    commands logged (evidence.traced) where its text allows: what it wrote, before and after
+    what it read."""
     client = processes.counting_client(queue.client)
     q = Queue(queue.name, client)
     claim = q.claim(lease_ms=LEASE_MS)
     k = q.keys
-    reply = scripts.run_text(client, source, [k.active, k.done, k.job(claim.job_id)], [claim.job_id, claim.token])
-    return {"job": claim.job_id, "token": claim.token, "reply": _reply_text(reply)}
+    keys, argv = [k.active, k.done, k.job(claim.job_id)], [claim.job_id, claim.token]
+    commands = None
+    traced = evidence.traced(source)
+    try:
+        if traced is None:
+            raise ValueError("no trace")
+        reply, logged, _sent = evidence.untraced(scripts.run_text(client, traced, keys, argv))
+        commands = [list(c.args) for c in logged]
+    except (ValueError, redis.ResponseError) as exc:
+        if isinstance(exc, redis.ResponseError) and "Error compiling script" not in str(exc):
+            raise
+        reply = scripts.run_text(client, source, keys, argv)  # its own words, untraced
+    return {"job": claim.job_id, "token": claim.token, "reply": _reply_text(reply), "commands": commands}
+
+
+def wrote_before_reading(commands: list[list[str]] | None, row: str) -> bool | None:
+    """Did a write come before the first command that read ``row``? None: no log."""
+    if commands is None:
+        return None
+    for args in commands:
+        if args and args[0].upper() in evidence.WRITES:
+            return True
+        if row in args[1:]:
+            return False
+    return False
 
 
 def _complete_as(queue: Queue, source: str, job: str, token: int) -> str:
@@ -180,6 +219,12 @@ def _stale_call(run: Run, source: str, *, reclaim: bool) -> dict[str, Any]:
         "reply": (a.value or {}).get("reply"),
         "unchanged": unchanged,
         "after": _where(queue, job),
+        "early": wrote_before_reading((a.value or {}).get("commands"), queue.keys.job(job)),
+        "facts": {
+            "changed": not unchanged,
+            "completed": (a.value or {}).get("reply") == "completed" and not unchanged,
+            "active": job in after.active,
+        },
     }
 
 
@@ -196,6 +241,7 @@ def check_fenced_complete(run: Run, source: str) -> None:
     if child.error is not None:
         run.code_failed("runs", "Your complete", child)
     reply = child.value["reply"]
+    run.saw(holder_reply=reply)
     if reply != "completed":
         row = queue.job(job)
         state, row_token = (row_state(queue, job), row.token) if row else (None, None)
@@ -207,8 +253,11 @@ def check_fenced_complete(run: Run, source: str) -> None:
             reply=reply,
             state=state,
             row_token=row_token,
+            held=f"A worker that held {job} (token {child.value['token']}) was refused ({reply}); afterwards the "
+            f"row said state={state!r}, token={row_token!r}.",
         )
     snap = queue.snapshot()
+    run.saw(in_active=job in snap.active)
     if job in snap.active:
         fast_forward(queue)
         handed_out = job in queue.reap()
@@ -222,6 +271,7 @@ def check_fenced_complete(run: Run, source: str) -> None:
             "then anyone reading the active set saw a completed job as still held",
         )
     row = queue.job(job)
+    run.saw(row_kept=row is not None)
     if row is not None:
         run.fail("holder", "row-left-behind", job=job, state=row_state(queue, job))
     again = queue.enqueue("live holder", job_id=job)
@@ -232,9 +282,19 @@ def check_fenced_complete(run: Run, source: str) -> None:
     # 2. Two stale holders: after a reap and B's claim; after a reap alone.
     reclaimed = _stale_call(run, source, reclaim=True)
     reaped = _stale_call(run, source, reclaim=False)
+    run.saw(after_b=reclaimed["facts"], after_reap=reaped["facts"])
     for case in (reclaimed, reaped):
+        run.at(case["queue"])
         if case["reply"] != "completed" and not case["unchanged"]:
-            run.fail("stale", "write-before-check", reply=case["reply"], after=case["after"])
+            run.fail(
+                "stale",
+                "write-before-check",
+                reply=case["reply"],
+                after=case["after"],
+                wrote_before_reading_the_row=case["early"],
+                held=f"Your complete refused worker A ({case['reply']}), yet the job changed ({case['after']}). A "
+                "refused call must change nothing.",
+            )
         if case["reply"] == "completed" and case["unchanged"]:
             run.fail(
                 "stale",
@@ -243,12 +303,18 @@ def check_fenced_complete(run: Run, source: str) -> None:
                 "reply {'stale'} when you refuse.",
             )
     took_b, took_pending = not reclaimed["unchanged"], not reaped["unchanged"]
+    said = (
+        f"Worker A, frozen past its lease, called your complete when it woke: after the reaper and B's claim, "
+        f"{reclaimed['after']} (reply {reclaimed['reply']}); after the reaper alone, {reaped['after']} (reply "
+        f"{reaped['reply']}). A stale holder's complete must change nothing."
+    )
+    run.at(reclaimed["queue"] if took_b else reaped["queue"])
     if took_b and took_pending:
-        run.fail("stale", "no-fence", job=reclaimed["job"], after=reclaimed["after"])
+        run.fail("stale", "no-fence", job=reclaimed["job"], after=reclaimed["after"], held=said)
     if took_b:
-        run.fail("stale", "fence-on-state-only", job=reclaimed["job"], after=reclaimed["after"])
+        run.fail("stale", "fence-on-state-only", job=reclaimed["job"], after=reclaimed["after"], held=said)
     if took_pending:
-        run.fail("stale", "fence-on-token-only", job=reaped["job"], after=reaped["after"])
+        run.fail("stale", "fence-on-token-only", job=reaped["job"], after=reaped["after"], held=said)
     run.good(
         "stale",
         "Worker A, frozen (SIGSTOP) past its lease, was refused when it woke -- after the reap, and after B's "
@@ -257,6 +323,7 @@ def check_fenced_complete(run: Run, source: str) -> None:
 
     # 3. B, the holder, still completes with your script.
     q, b = reclaimed["queue"], reclaimed["b"]
+    run.at(q)
     child = run.waited("runs", "Your complete", processes.spawn(_complete_as, q, source, b.job_id, b.token), 15)
     final = child.value
     if final != "completed" or q.snapshot().place_of(b.job_id) != "done":
@@ -270,6 +337,11 @@ def check_fenced_complete(run: Run, source: str) -> None:
             reply=final,
             state=state,
             row_token=row_token,
+            held=f"Worker B, which held {b.job_id} (token {b.token}), was refused ({final}); afterwards the row said "
+            f"state={state!r}, token={row_token!r}."
+            if final != "completed"
+            else f"Worker B, which held {b.job_id}, was told 'completed', but the job was not done "
+            f"({_where(q, b.job_id)}).",
         )
     run.good("holder-b", "Then worker B, the job's real holder, completed it.")
 

@@ -26,6 +26,7 @@ MISCONCEPTIONS = [
         "takes a job out of pending and deletes its row in the same step.",
         "Read naive_pop.lua again: what is left on the server the moment it returns?",
         "After the pop, the only copy of the job is in the worker's memory. What happens to that memory?",
+        signature=lambda e: not e["answer"] and e["truth"],
     ),
     Misconception(
         "finished-work-lost",
@@ -34,6 +35,7 @@ MISCONCEPTIONS = [
         "that is done; only the job in the worker's hands had nowhere else to be.",
         "Which jobs were done, which were in the worker's hands, which had not been touched?",
         "A job that was popped AND processed is done. Take it out of your answer.",
+        signature=lambda e: set(e["answer"]) & set(e["finished_jobs"]),
     ),
     Misconception(
         "pending-jobs-die-with-the-worker",
@@ -42,6 +44,7 @@ MISCONCEPTIONS = [
         "them. A restarted worker will find them.",
         "A worker holds only what it has popped. Where are the jobs it never popped?",
         "Count only the job the worker had in its hands when it died.",
+        signature=lambda e: set(e["truth"]) <= set(e["answer"]) and set(e["answer"]) & set(e["waiting_jobs"]),
     ),
     Misconception(
         "the-next-job-is-lost",
@@ -49,6 +52,7 @@ MISCONCEPTIONS = [
         "{wrong} is still pending; the job lost is the one the worker had already popped when it died.",
         "The kill came after the second pop. Which job had that pop taken?",
         "The worker finished one job and was holding the next one it popped.",
+        signature=lambda e: e["next"] in e["answer"] and not set(e["answer"]) & set(e["truth"]),
     ),
     Misconception(
         "everything-is-lost",
@@ -57,6 +61,7 @@ MISCONCEPTIONS = [
         "{kept} job(s) pending and the effect of {finished_count} finished one.",
         "A worker is not the queue. What does the server hold after the kill?",
         "Count the pending jobs and the done ones: what is left?",
+        signature=lambda e: set(e["answer"]) >= set(e["jobs"]),
     ),
     Misconception(
         "a-count-not-the-jobs",
@@ -64,6 +69,7 @@ MISCONCEPTIONS = [
         'The question is which jobs: answer with a list of payloads, like ["job 4"], not {answer!r}.',
         "Name the jobs, as strings.",
         "A list with the payload of each lost job.",
+        signature=lambda e: isinstance(e["answer"], int | float),
     ),
 ]
 
@@ -114,9 +120,18 @@ def check_lost_jobs(run: Run, lost: object) -> None:
     run.good("scene", "The scene ran for real: the naive worker process was killed (SIGKILL) after its second pop.")
     if isinstance(lost, (int, float)) and not isinstance(lost, bool):
         run.fail("answer", "a-count-not-the-jobs", answer=lost)
+    # what the run showed, for the misconceptions' signatures: the next job is the one the next pop takes
+    run.saw(
+        truth=sorted(truth),
+        finished_jobs=sorted(finished),
+        waiting_jobs=sorted(waiting),
+        jobs=list(PAYLOADS),
+        next=next((p for p in PAYLOADS if p in waiting), None),
+    )
     if isinstance(lost, str) or not isinstance(lost, Collection) or not all(isinstance(x, str) for x in lost):
         run.fail("answer", "not-yet", what=f'Answer with a list of payloads such as ["job 4"], not {lost!r}.')
     answer = set(lost)
+    run.saw(answer=sorted(answer))
     show = ", ".join(sorted(truth))
     if answer == truth:
         run.good("answer", f"{show} was lost: in no key of the queue, its effect never ran.")
@@ -130,5 +145,12 @@ def check_lost_jobs(run: Run, lost: object) -> None:
     if answer & waiting and truth <= answer:
         run.fail("answer", "pending-jobs-die-with-the-worker", waiting=", ".join(sorted(answer & waiting)))
     if answer & waiting:
-        run.fail("answer", "the-next-job-is-lost", wrong=", ".join(sorted(answer & waiting)))
+        wrong = ", ".join(sorted(answer & waiting))
+        run.fail(
+            "answer",
+            "the-next-job-is-lost",
+            wrong=wrong,
+            held=f"{wrong} never left emq:{{q}}:pending after the kill: it is still there for the next worker. "
+            f"The job lost is {show}.",
+        )
     run.fail("answer", "not-yet", what=f"{sorted(answer)} are not jobs of this queue; its jobs are job 1 to job 5.")

@@ -22,7 +22,7 @@ from typing import Any
 from redis.cluster import ClusterNode, RedisCluster
 
 from echoq import scripts
-from echoq.queue import Complete, Queue
+from echoq.queue import Complete, Queue, _text
 from echoq.teaching import processes
 from echoq.teaching.exercises.core import (
     Misconception,
@@ -54,6 +54,7 @@ MISCONCEPTIONS = [
         "cluster, often on another master.",
         "Where does the queue's tag come from inside the script? Only KEYS carry it.",
         "Cut the name off KEYS[1] ('emq:{q}:dead' minus 'dead') and build the row key on what is left.",
+        signature=lambda e: e["untagged"],
     ),
     Misconception(
         "another-queues-tag",
@@ -62,6 +63,7 @@ MISCONCEPTIONS = [
         "queue; the check ran it on two.",
         "The script runs for whichever queue's KEYS it is given. Take the prefix from KEYS.",
         "string.sub(KEYS[1], 1, -5) is 'emq:{q}:' for any queue q.",
+        signature=lambda e: e["key"].startswith("emq:{") and not e["key"].startswith(e["prefix"]),
     ),
     Misconception(
         "dead-and-pending",
@@ -70,6 +72,7 @@ MISCONCEPTIONS = [
         "next reader counts it twice.",
         "Moving is two writes: add to one set and remove from the other.",
         "ZREM the id from KEYS[1] as you ZADD it to KEYS[2].",
+        signature=lambda e: e["job"] in e["pending"] and e["job"] in e["dead_after"],
     ),
     Misconception(
         "only-the-first",
@@ -77,6 +80,7 @@ MISCONCEPTIONS = [
         "{left} of {queue}'s {dead} dead jobs are still in its dead set: the script moved only {moved}.",
         "How many ids does your read of the dead set return?",
         "ZRANGE key 0 -1 is every member; 0 0 is only the first.",
+        signature=lambda e: e["moved_ids"] == e["dead_before"][:1],
     ),
     Misconception(
         "row-still-dead",
@@ -85,6 +89,7 @@ MISCONCEPTIONS = [
         "(the snapshot, the lab, a person) sees a dead job waiting to be claimed.",
         "The sets are half of a job's place; the row's state is the other half.",
         "HSET the row's 'state' to 'pending' as you move it.",
+        signature=lambda e: e["state"] == "dead",
     ),
     Misconception(
         "stall-count-kept",
@@ -93,6 +98,7 @@ MISCONCEPTIONS = [
         "so the 'second chance' is no chance at all.",
         "A fresh chance starts the stall count again.",
         "HSET the row's 'stalled' field to 0 as well.",
+        signature=lambda e: e["stalled"] == e["stalled_before"],
     ),
     Misconception(
         "token-reset",
@@ -101,6 +107,7 @@ MISCONCEPTIONS = [
         "{next}, which a stale worker already holds -- and its complete was accepted.",
         "The token only ever grows: it is how a stale worker is told apart from the current one.",
         "Reset 'stalled' only; leave 'token' as it is.",
+        signature=lambda e: e["next"] <= e["stale_token"] and e["late"] == "completed",
     ),
 ]
 
@@ -155,6 +162,12 @@ def _dead_letter(queue: Queue, count: int = DEAD) -> tuple[list[str], Any]:
     return ids, claims[0]
 
 
+def _tag(queue: Queue) -> str:
+    """The queue's hash tag, braces and all: ``{q}`` of ``emq:{q}:``."""
+    prefix = queue.keys.prefix
+    return prefix[prefix.index("{") : prefix.rindex("}") + 1]
+
+
 def _shown(key: str, queue: Queue) -> str:
     """A key as the lesson writes it: the queue's prefix as emq:{q}:, a job's id as <id>."""
     return re.sub(r"JOB[0-9A-Z]{26}", "<id>", key.replace(queue.keys.prefix, "emq:{q}:"))
@@ -188,7 +201,9 @@ def check_requeue_script(run: Run, source: str) -> None:
             raise RuntimeError(f"the lesson 07 scene did not play out on {queue.name}")
         scenes.append((queue, ids, stale))
     run.cleanup(lambda: [run.client.delete(key) for q, ids, _ in scenes for key in _stray(run.client, q, ids)])
+    dead_before = {q.name: [_text(j) for j in q.client.zrange(q.keys.dead, 0, -1)] for q, _ids, _s in scenes}
     for queue, _ids, _stale in scenes:
+        run.at(queue)
         k = queue.keys
         child = run.waited(
             "runs",
@@ -198,20 +213,19 @@ def check_requeue_script(run: Run, source: str) -> None:
         )
         if child.error is not None:
             if is_refusal(child.error):
-                run.fail(
-                    "tag",
-                    "row-key-without-the-tag",
-                    what=f"The server refused your script a key outside your queues ({refusal_words(child.error)}).",
-                )
+                said = f"The server refused your script a key outside your queues ({refusal_words(child.error)})."
+                run.fail("tag", "row-key-without-the-tag", what=said, untagged=None, held=said)
             if any(words in child.error.lower() for words in REFUSED_ON_A_CLUSTER):
                 run.fail(
                     "tag",
                     "row-key-without-the-tag",
                     what=f"The cluster refused your script on {queue.name}'s master ({_words(child.error)}).",
+                    untagged=True,  # a key in another slot than KEYS[1]'s: not on the queue's tag
                 )
             run.code_failed("runs", "Your requeue_dead", child)
     run.good("runs", "Your script ran on both queues, each on the master that serves its slot.")
     for queue, ids, _stale in scenes:
+        run.at(queue)
         stray = _stray(run.client, queue, ids)
         others = [key for key in stray if key.startswith("emq:{")]
         mine = [key for key in others if key.startswith(queue.keys.prefix)]
@@ -224,12 +238,14 @@ def check_requeue_script(run: Run, source: str) -> None:
                 "Print the prefix your script cuts from KEYS[1]: where does the cut end?",
             )
         if others:
-            run.fail("tag", "another-queues-tag", key=others[0], queue=queue.name)
+            run.fail("tag", "another-queues-tag", key=others[0], queue=queue.name, prefix=queue.keys.prefix)
         if stray:
             run.fail(
                 "tag",
                 "row-key-without-the-tag",
                 what=f"The script wrote {stray[0]!r}, which is not {queue.keys.prefix}job:<id>.",
+                untagged=_tag(queue) not in stray[0],
+                held=f"The script wrote {stray[0]!r}, which is not {queue.keys.prefix}job:<id>.",
             )
     run.good(
         "tag",
@@ -237,13 +253,27 @@ def check_requeue_script(run: Run, source: str) -> None:
         f"row, emq:{{q}}:job:<id> on KEYS[1]'s prefix, tag and all ({sum(len(ids) for _q, ids, _s in scenes)} rows).",
     )
     for queue, ids, _stale in scenes:
+        run.at(queue)
         snap = queue.snapshot()
         both = [j for j in ids if j in snap.pending and j in snap.dead]
+        run.saw(pending=list(snap.pending), dead_after=list(snap.dead))
         if both:
             run.fail("moved", "dead-and-pending", job=both[0], queue=queue.name)
         left = [j for j in ids if j in snap.dead]
         if left:
-            run.fail("moved", "only-the-first", left=len(left), queue=queue.name, dead=DEAD, moved=DEAD - len(left))
+            moved = DEAD - len(left)
+            run.fail(
+                "moved",
+                "only-the-first",
+                left=len(left),
+                queue=queue.name,
+                dead=DEAD,
+                moved=moved,
+                moved_ids=[j for j in dead_before[queue.name] if j not in snap.dead],
+                dead_before=dead_before[queue.name],
+                held=f"{len(left)} of {queue.name}'s {DEAD} dead jobs are still in its dead set: the script moved "
+                f"{moved}.",
+            )
         if not all(j in snap.pending for j in ids):
             run.fail("moved", "not-yet", what="After your script some dead job was in no set at all: it is lost.")
     many = run.queue("-many")
@@ -279,25 +309,49 @@ def check_requeue_script(run: Run, source: str) -> None:
         "that held that many.",
     )
     for queue, ids, _stale in scenes:
+        run.at(queue)
         for job_id in ids:
             row = queue.job(job_id)
             if row is None:
                 run.fail("row", "not-yet", what=f"{job_id}'s row is gone: the next claim would find an orphan.")
             state = row_state(queue, job_id)
             if state != "pending":
-                run.fail("row", "row-still-dead", job=job_id, row=queue.keys.job(job_id), state=state)
+                run.fail(
+                    "row",
+                    "row-still-dead",
+                    job=job_id,
+                    row=queue.keys.job(job_id),
+                    state=state,
+                    held=f"{job_id} is in pending but its row {queue.keys.job(job_id)} says state = {state}.",
+                )
             if row.stalled != 0:
-                run.fail("row", "stall-count-kept", job=job_id, stalled=row.stalled)
+                run.fail(
+                    "row",
+                    "stall-count-kept",
+                    job=job_id,
+                    stalled=row.stalled,
+                    stalled_before=1,  # each job was dead-lettered at its first stall (_dead_letter)
+                    held=f"{job_id} came back with its stall count at {row.stalled}: a fresh chance starts it at 0.",
+                )
     cleared = sum(
         not run.client.hexists(queue.keys.job(job_id), "stalled") for queue, ids, _stale in scenes for job_id in ids
     )
     how = "its stall count back to 0" if not cleared else f"no stall count on {cleared} (a missing count reads as 0)"
     run.good("row", f"Each row says state = pending, {how}.")
     for queue, _ids, stale in scenes:
+        run.at(queue)
         fresh = queue.claim(lease_ms=LEASE_MS)
         late = queue.complete(stale)  # the worker that held token 1 wakes up and completes
         if fresh is not None and fresh.token <= stale.token and late is Complete.COMPLETED:
-            run.fail("token", "token-reset", job=stale.job_id, token=fresh.token - 1, next=fresh.token)
+            run.fail(
+                "token",
+                "token-reset",
+                job=stale.job_id,
+                token=fresh.token - 1,
+                next=fresh.token,
+                stale_token=stale.token,
+                late=late.value,
+            )
         if late is Complete.COMPLETED:
             raise RuntimeError("a stale claim was accepted by the real complete: the check's scene is wrong")
     run.good("token", "The fencing token kept growing: a stale worker's complete of a requeued job is refused.")

@@ -38,6 +38,7 @@ STALL_MISCONCEPTIONS = [
         "stayed {count}: nothing kept the count where the next sweep could read it, so nothing will ever stop it.",
         "Each sweep is a new script run: a Lua variable starts afresh every time.",
         "HINCRBY the row's 'stalled' field by 1 for each stalled job; it returns the new count.",
+        signature=lambda e: e["count"] == 0,
     ),
     Misconception(
         "never-dead-letters",
@@ -47,6 +48,7 @@ STALL_MISCONCEPTIONS = [
         "The count is there; what should happen when it reaches max_stalled?",
         "When the new count is at or above max_stalled, ZADD the id to KEYS[3] and mark the row 'dead' instead of "
         "recovering it.",
+        signature=lambda e: e["count"] >= e["max"],
     ),
     Misconception(
         "one-stall-late",
@@ -55,6 +57,7 @@ STALL_MISCONCEPTIONS = [
         "max_stalled-th stall is fatal, here stall {max} (BullMQ's maxStalledCount = {forgiven} forgives {forgiven}).",
         "Is the count you compare the one before this stall, or after it? And is equal fatal?",
         "Compare the value HINCRBY returns (this stall included) with max_stalled, and dead-letter when it is >=.",
+        signature=lambda e: e["stall"] == e["max"] + 1,
     ),
     Misconception(
         "one-stall-early",
@@ -63,6 +66,7 @@ STALL_MISCONCEPTIONS = [
         "max_stalled are recovered; stall {max} is the fatal one.",
         "Count the stalls forgiven: with max_stalled = 2, how many are there?",
         "Recover while the new count is below max_stalled; dead-letter at or above it, without subtracting one.",
+        signature=lambda e: e["stall"] == e["max"] - 1,
     ),
     Misconception(
         "dead-in-two-places",
@@ -70,6 +74,7 @@ STALL_MISCONCEPTIONS = [
         "The dead-lettered job was in {places} at once. A job is in exactly one place at every instant.",
         "Follow one id through your branch: which sets does it end in?",
         "When you dead-letter a job, do not also ZADD it back to pending.",
+        signature=lambda e: "dead" in e["after"] and len(e["after"]) > 1,
     ),
     Misconception(
         "dead-row-not-marked",
@@ -78,6 +83,7 @@ STALL_MISCONCEPTIONS = [
         "a script fencing it, believes it is somewhere it is not.",
         "The row says where the job is.",
         "HSET the row's state to 'dead' when you dead-letter it.",
+        signature=lambda e: "dead" in e["after"] and e["state"] != "dead",
     ),
     Misconception(
         "recovered-row-not-pending",
@@ -85,6 +91,7 @@ STALL_MISCONCEPTIONS = [
         "The recovered job is back in emq:{{q}}:pending but its row says state={state!r}.",
         "The row says where the job is.",
         "HSET the row's state to 'pending' when you recover it.",
+        signature=lambda e: e["after"] == ["pending"] and e["state"] != "pending",
     ),
     Misconception(
         "counts-live-leases",
@@ -93,6 +100,7 @@ STALL_MISCONCEPTIONS = [
         "({what}).",
         "Which members of the active set are stalled? Only those whose deadline has come.",
         "Select with ZRANGEBYSCORE from -inf to the server's now.",
+        signature=lambda e: e["live_moved"] or e["live_stalled"] > 0,
     ),
 ]
 
@@ -155,16 +163,33 @@ def check_stall_count(run: Run, source: str, *, seed: int = 4, trials: tuple[int
                 left = (
                     f"{(snap.active.get(live, 0) - snap.now_ms) / 3_600_000:.0f} h" if live in snap.active else "hours"
                 )
-                run.fail("live", "counts-live-leases", left=left, what=_places(snap, live, queue))
+                run.fail(
+                    "live",
+                    "counts-live-leases",
+                    left=left,
+                    what=_places(snap, live, queue),
+                    live_moved=live not in snap.active,
+                    live_stalled=live_row.stalled if live_row else 0,
+                    held=f"A worker that is alive, its lease running for {left} more: after your sweep "
+                    f"{_places(snap, live, queue)}.",
+                )
             row = queue.job(poison)
             places = [p for p in ("pending", "active", "dead") if poison in getattr(snap, p)]
+            run.saw(after=places, state=row_state(queue, poison))
             if "dead" in places:
                 if len(places) > 1:
                     run.fail("dead", "dead-in-two-places", places=" and ".join(places))
                 if row is None or row_state(queue, poison) != "dead":
                     run.fail("dead", "dead-row-not-marked", state=row_state(queue, poison))
                 if stall < max_stalled:
-                    run.fail("threshold", "one-stall-early", max=max_stalled, stall=stall)
+                    run.fail(
+                        "threshold",
+                        "one-stall-early",
+                        max=max_stalled,
+                        stall=stall,
+                        held=f"With max_stalled = {max_stalled} the poison job was dead-lettered at stall {stall}: "
+                        f"stalls below max_stalled are recovered; stall {max_stalled} is the fatal one.",
+                    )
                 if stall > max_stalled:
                     run.fail("threshold", "one-stall-late", max=max_stalled, stall=stall, forgiven=max_stalled - 1)
                 break
@@ -186,9 +211,13 @@ def check_stall_count(run: Run, source: str, *, seed: int = 4, trials: tuple[int
                 )
         else:
             count = row.stalled if row else 0
+            said = (
+                f"A poison job killed {max_stalled + 1} workers in a row and was recovered every time; its row's "
+                f"stalled field said {count}, with max_stalled {max_stalled}."
+            )
             if count == 0:
-                run.fail("threshold", "stall-never-counted", kills=max_stalled + 1, count=count)
-            run.fail("threshold", "never-dead-letters", kills=max_stalled + 1, count=count, max=max_stalled)
+                run.fail("threshold", "stall-never-counted", kills=max_stalled + 1, count=count, held=said)
+            run.fail("threshold", "never-dead-letters", kills=max_stalled + 1, count=count, max=max_stalled, held=said)
     run.good("live", "A live worker's lease was never touched by any sweep.")
     run.good("dead", "The dead-lettered job was in emq:{q}:dead only, its row saying 'dead'.")
     shown = ", ".join(f"{m} -> dead at stall {m}" for m in sorted(order))

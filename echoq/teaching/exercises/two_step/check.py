@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from echoq.ids import new_job_id
 from echoq.queue import Queue, _text
 from echoq.teaching import processes
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register, row_state, skew_clock
-from echoq.teaching.exercises.differential import Move, State, contract_step, crash_difference, states
+from echoq.teaching.exercises.differential import Move, State, contract_step, crash_harm, states
 from echoq.teaching.fast_forward import fast_forward
 
 POISON_LEASE_MS = 5_000  # the lease of the crashed worker's claim
@@ -31,6 +32,7 @@ TWO_STEP_MISCONCEPTIONS = [
         "live worker's job to another.",
         "Which deadlines have come? Compare each with the server's now.",
         "ZRANGEBYSCORE keys.active from -inf to now, where now comes from the server's TIME.",
+        signature=lambda e: e["job"] in e["returned"] and not e["skew"],
     ),
     Misconception(
         "reads-worker-clock",
@@ -39,27 +41,32 @@ TWO_STEP_MISCONCEPTIONS = [
         "the server's clock: your reaper judged the lease by its own clock.",
         "The deadline was written with the server's clock. Which clock must judge it?",
         "Ask the server: r.time() returns (seconds, microseconds).",
+        # the live lease returned from the fast clock only: on the server's clock step 1 left it
+        signature=lambda e: e["job"] in e["returned"] and e["skew"] and e["job"] not in e["on_server_clock"],
     ),
     Misconception(
         "moves-without-removing",
         "copied, not moved",
-        "After step 2 the job was in {places}: a job in two places is claimed twice.",
+        "After step 2 {job} was in {places}: a job in two places is claimed twice.",
         "A move takes the id out of one set as it puts it in the other.",
         "ZREM it from keys.active too.",
+        signature=lambda e: {"pending", "active"} <= set(e["after"]),
     ),
     Misconception(
         "removes-without-adding",
         "taken out, put nowhere",
-        "After step 2 the job was in no set: the reaper lost the very job it was meant to save.",
+        "After step 2 {job} was in no set: the reaper lost the very job it was meant to save.",
         "Where must the job be after the reap?",
-        "ZADD it to keys.pending with score 0.",
+        "ZADD it to keys.pending at its arrival number: the row keeps it (HGET keys.job(id) arrival).",
+        signature=lambda e: not e["after"],
     ),
     Misconception(
         "row-not-pending",
         "moved, but the row disagrees",
-        "After step 2 the job was in pending but its row said state={state!r}.",
+        "After step 2 {job} was in pending but its row said state={state!r}.",
         "The row says where the job is.",
         "HSET keys.job(id) state pending.",
+        signature=lambda e: "pending" in e["after"] and e["state"] != "pending",
     ),
     Misconception(
         "counts-deliveries-not-duplicates",
@@ -68,6 +75,7 @@ TWO_STEP_MISCONCEPTIONS = [
         "crash should cost one redelivery: the duplicates are the deliveries beyond that one.",
         "Who should get the job after a crash? One worker. How many more did?",
         "duplicates = live holders after the crash - 1.",
+        signature=lambda e: e["answer"] in (e["holders"], e["holders"] + 1) and e["answer"] > e["holders"] - 1,
     ),
     Misconception(
         "recheck-still-races",
@@ -77,6 +85,7 @@ TWO_STEP_MISCONCEPTIONS = [
         "A check and a move in separate commands can always be split by another client.",
         "Only one script (or a WATCH/MULTI transaction) makes read-and-move one step. Here, write the plain "
         "two steps and count what the race does.",
+        signature=lambda e: e["in_the_lessons_race"] <= 1 and e["holders"] > 1,
     ),
 ]
 
@@ -181,6 +190,7 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
     fast_forward(queue, POISON_LEASE_MS)
     left = f"{(queue.client.zscore(queue.keys.active, live) - queue.snapshot().now_ms) / 1000:.0f} s"
     edge_seen = False
+    on_server_clock: list[str] = []
     for skew in (0.0, 3600.0):
         child = run.waited(
             "runs",
@@ -191,8 +201,18 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
         if child.error is not None:
             run.code_failed("runs", "Your read_expired", child)
         ids = (child.value or {}).get("ids", [])
+        on_server_clock = on_server_clock if skew else ids
         if live in ids:
-            run.fail("read", "reads-worker-clock" if skew else "reads-every-lease", job=live, left=left)
+            run.fail(
+                "read",
+                "reads-worker-clock" if skew else "reads-every-lease",
+                job=live,
+                left=left,
+                returned=ids,
+                skew=skew,
+                on_server_clock=on_server_clock,
+                held=f"Step 1 returned {live}, whose lease runs for {left} more on the server's clock.",
+            )
         if dead not in ids:
             run.fail(
                 "read",
@@ -231,30 +251,48 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
         f"Step 1 returned the expired leases only{exact}, judged on the server's clock (even from a clock an hour "
         f"fast), and all {MANY_EXPIRED:,} of a queue where that many had run out at once.",
     )
+    run.at(queue)  # step 2 acts on the first queue again
     child = run.waited("runs", "Your move_back", processes.spawn(_move_in_child, move_back, queue, [dead]), 15)
     if child.error is not None:
         run.code_failed("runs", "Your move_back", child)
     snap = queue.snapshot()
     places = [p for p in ("pending", "active") if dead in getattr(snap, p)]
+    after = [p for p in ("pending", "active", "scheduled", "dead") if dead in getattr(snap, p)]
+    run.saw(after=after)
     if len(places) == 2:
-        run.fail("move", "moves-without-removing", places="pending and active")
+        run.fail("move", "moves-without-removing", job=dead, places=" and ".join(after))
     if not places:
-        run.fail("move", "removes-without-adding")
+        run.fail(
+            "move",
+            "removes-without-adding",
+            job=dead,
+            held=f"After step 2 {dead} was in {' and '.join(after) or 'no set'}, not in pending.",
+        )
     if places == ["active"]:
         run.fail(
             "move", "not-yet", what="After step 2 the expired job was still in the active set: move it to pending."
         )
     score = queue.client.zscore(queue.keys.pending, dead)
-    if score != 0:
+    arrival = queue.client.hget(queue.keys.job(dead), "arrival")
+    arrival = int(arrival) if arrival is not None else 0
+    if score != arrival:
         run.fail(
             "move",
             "not-yet",
-            what=f"After step 2 the expired job was in pending with score {score:g}; every pending job is scored 0, "
-            "so that claims take the oldest id first (a job scored higher waits behind every job after it).",
+            what=f"After step 2 the expired job was in pending with score {score:g}; its row keeps its arrival "
+            f"number, {arrival}. Pending is first in, first out: each job is scored by the order it reached the "
+            "server, and a job put back (as reap.lua does) goes back to its own arrival number, ahead of every "
+            "job that arrived after it and behind every job that arrived before.",
         )
     row = queue.job(dead)
     if row is None or row_state(queue, dead) != "pending":
-        run.fail("move", "row-not-pending", state=row_state(queue, dead))
+        run.fail(
+            "move",
+            "row-not-pending",
+            job=dead,
+            state=row_state(queue, dead),
+            held=f"After step 2 the row of {dead} said state={row_state(queue, dead)!r}.",
+        )
     if live not in snap.active:
         run.fail("move", "not-yet", what="Step 2 moved the live worker's job too: move only the ids it is given.")
     run.good("move", "Step 2 moved the expired job to pending and marked its row; the live lease stayed.")
@@ -263,39 +301,50 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
     contract_step(run, MOVE, (read_expired, move_back), what="Your read_expired and move_back")
     reference = run.exercise.answer_from(run.exercise.solution)
     seen: list = []
-    crashed = crash_difference(run.client, MOVE, (read_expired, move_back), reference, run.exercise.lesson, seen=seen)
+    crashed = crash_harm(run.client, MOVE, (read_expired, move_back), reference, run.exercise.lesson, seen=seen)
     if crashed is not None:
-        k, state, difference = crashed
+        k, state, harm = crashed
         run.show(seen[-1] if seen else None)
         run.fail(
             "crash",
             "not-yet",
             what=f"Killed after its write number {k} (a worker process dies between two commands), on "
-            f"{state.describe()}: {difference}, killed after its write number {k} too -- and no crash of the "
-            "reference, after any of its writes, leaves what yours left. Separate commands can be split by a "
-            "crash: the order of your writes decides what a crash leaves half-done.",
+            f"{state.describe()}, your move_back's write {k} was {harm}. Separate commands can be split by a "
+            "crash: order your writes so that after each one the job is still where a claim or the next sweep "
+            "finds it.",
         )
     run.good(
         "crash",
-        "Killed between any two of its writes, on generated queues, your reaper left what the reference leaves.",
+        "Killed between any two of its writes, on generated queues, your reaper lost no job and left none that a "
+        "claim or reap.lua would dead-letter, and run again whole it finished the move as the reference does.",
     )
 
     # 2. The race of the lesson: reaper 1 frozen between its read and its move.
-    scene = race(read_expired, move_back, run.queue("-race"))
+    raced = run.queue("-race")
+    scene = race(read_expired, move_back, raced)
     for reaper in scene["reapers"]:
         if reaper.error is not None:
             run.code_failed("runs", f"Your reaper ({reaper.name})", reaper)
     holders = len(scene["holders"])
     caused = max(0, holders - 1)
-    atomic = race_atomic(run.queue("-atomic"))
+    run.saw(in_the_lessons_race=holders)
+    atomic = race_atomic(run.queue("-atomic", scene=False))
     if caused == 0:
         # No duplicate in that interleaving: try every other point reaper 1 can be paused at.
         steps = scene["reapers"][0].steps
         for k in range(1, len(steps) + 1):
             other = race(read_expired, move_back, run.queue(f"-k{k}"), pause_after=k)
             if len(other["holders"]) > 1:
-                run.fail("race", "recheck-still-races", k=k, holders=len(other["holders"]))
+                run.fail(
+                    "race",
+                    "recheck-still-races",
+                    k=k,
+                    holders=len(other["holders"]),
+                    held=f"With reaper 2 and a claim run between your reaper's command {k} and the next, the job went "
+                    f"to {len(other['holders'])} live workers.",
+                )
         run.note("Your reaper gave no job to two workers at any point of the race: it acts as one atomic step.")
+    run.at(raced)  # the count is about the lesson's race
     run.good(
         "race",
         f"Raced as in the lesson (reaper 1 frozen between read and move), your two-step reaper handed the crashed "
@@ -309,7 +358,13 @@ def check_two_step_reaper(run: Run, read_expired: Reader, move_back: Mover, dupl
         )
     if duplicates != caused:
         if isinstance(duplicates, int) and duplicates in (holders, holders + 1) and duplicates > caused:
-            run.fail("count", "counts-deliveries-not-duplicates", answer=duplicates, holders=holders)
+            run.fail(
+                "count",
+                "counts-deliveries-not-duplicates",
+                answer=duplicates,
+                holders=holders,
+                held=f"You counted {duplicates!r}; the race caused {caused} duplicate(s).",
+            )
         run.fail("count", "not-yet", what=f"You counted {duplicates!r}; the race caused {caused} duplicate(s).")
     run.good("count", f"You counted the {caused} duplicate your reaper caused.")
 
@@ -336,7 +391,16 @@ def _reap_both_steps(answer: Any, client: Any, queue: Queue, state: State) -> li
 
 
 def _states(rng: random.Random, size: int) -> State:
-    return states(rng, size + 1, places=("active", "active", "active", "pending", "scheduled", "dead", "done"))
+    """Jobs in every set, most with their arrival number on their row (pending scored by it), some
+    with none (a row written before arrival numbers: scored 0)."""
+    state = states(rng, size + 1, places=("active", "active", "active", "pending", "scheduled", "dead", "done"))
+    order = list(range(1, len(state.jobs) + 1))
+    rng.shuffle(order)
+    jobs = (
+        replace(j, arrival=0 if j.place == "done" or rng.random() < 0.2 else n)
+        for j, n in zip(state.jobs, order, strict=True)
+    )
+    return replace(state, jobs=tuple(jobs))
 
 
 MOVE = Move(keys=(), argv=lambda state: [], reply=lambda r: r, generate=_states, python=_reap_both_steps)

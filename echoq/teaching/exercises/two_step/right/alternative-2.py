@@ -4,9 +4,9 @@ def read_expired(r, keys):
 
 def move_back(r, keys, ids):
     if ids:
-        r.zrem(keys.active, *ids)
-        r.zadd(keys.pending, dict.fromkeys(ids, 0))
+        r.zadd(keys.pending, {i: int(r.hget(keys.job(i), "arrival") or 0) for i in ids})
         for i in ids:
             r.hset(keys.job(i), mapping={"state": "pending"})
+        r.zrem(keys.active, *ids)  # last: until here every id is still where a sweep finds it
 
 duplicates = 1

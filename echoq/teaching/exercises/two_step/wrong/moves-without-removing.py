@@ -6,7 +6,8 @@ def read_expired(r, keys) -> list[str]:
 
 def move_back(r, keys, ids):
     for job_id in ids:
-        r.zadd(keys.pending, {job_id: 0})
-        r.hset(keys.job(job_id), "state", "pending")
+        row = keys.job(job_id)
+        r.hset(row, "state", "pending")
+        r.zadd(keys.pending, {job_id: int(r.hget(row, "arrival") or 0)})
 
 duplicates = 1

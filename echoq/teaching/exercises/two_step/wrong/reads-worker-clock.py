@@ -4,10 +4,12 @@ def read_expired(r, keys):
     return r.zrangebyscore(keys.active, "-inf", int(time.time() * 1000))
 
 def move_back(r, keys, ids) -> None:
-    """Step 2: move each id from keys.active to keys.pending (score 0) and mark its row pending."""
+    """Step 2: put each id back in keys.pending at its arrival number (its row keeps it), then mark its
+    row pending, and only then take it out of keys.active."""
     for job_id in ids:
+        row = keys.job(job_id)
+        r.zadd(keys.pending, {job_id: int(r.hget(row, "arrival") or 0)})
+        r.hset(row, "state", "pending")
         r.zrem(keys.active, job_id)
-        r.zadd(keys.pending, {job_id: 0})
-        r.hset(keys.job(job_id), "state", "pending")
 
 duplicates = 1

@@ -10,8 +10,9 @@ def move_back(r, keys, ids):
     for job_id in ids:
         deadline = r.zscore(keys.active, job_id)
         if deadline is not None and deadline <= now:  # still expired?
+            row = keys.job(job_id)
+            r.zadd(keys.pending, {job_id: int(r.hget(row, "arrival") or 0)})
+            r.hset(row, "state", "pending")
             r.zrem(keys.active, job_id)
-            r.zadd(keys.pending, {job_id: 0})
-            r.hset(keys.job(job_id), "state", "pending")
 
 duplicates = 0

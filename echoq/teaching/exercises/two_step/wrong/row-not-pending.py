@@ -6,7 +6,7 @@ def read_expired(r, keys) -> list[str]:
 
 def move_back(r, keys, ids):
     for job_id in ids:
+        r.zadd(keys.pending, {job_id: int(r.hget(keys.job(job_id), "arrival") or 0)})
         r.zrem(keys.active, job_id)
-        r.zadd(keys.pending, {job_id: 0})
 
 duplicates = 1

@@ -1,4 +1,4 @@
-# expect: no crash of the reference
+# expect: dead-letters it as corrupt
 def read_expired(r, keys) -> list[str]:
     """Step 1: the ids in keys.active whose lease deadline is at or before the server's now."""
     seconds, micros = r.time()
@@ -6,10 +6,11 @@ def read_expired(r, keys) -> list[str]:
     return r.zrangebyscore(keys.active, "-inf", now)
 
 def move_back(r, keys, ids) -> None:
-    """Step 2: move each id from keys.active to keys.pending (score 0) and mark its row pending."""
+    """Step 2: into keys.pending at the row's arrival number, out of keys.active, then the row marked."""
     for job_id in ids:
-        r.zadd(keys.pending, {job_id: 0})
+        row = keys.job(job_id)
+        r.zadd(keys.pending, {job_id: int(r.hget(row, "arrival") or 0)})
         r.zrem(keys.active, job_id)
-        r.hset(keys.job(job_id), "state", "pending")
+        r.hset(row, "state", "pending")
 
 duplicates = 1  # the race gave one crashed job to two live workers, B and C

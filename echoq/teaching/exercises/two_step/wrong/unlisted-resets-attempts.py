@@ -6,10 +6,11 @@ def read_expired(r, keys) -> list[str]:
     return r.zrangebyscore(keys.active, "-inf", now)
 
 def move_back(r, keys, ids) -> None:
-    """Step 2: move each id from keys.active to keys.pending (score 0) and mark its row pending."""
+    """Step 2: each id back in keys.pending at its arrival number, then its row pending (a fresh start), then out of keys.active."""
     for job_id in ids:
+        row = keys.job(job_id)
+        r.zadd(keys.pending, {job_id: int(r.hget(row, "arrival") or 0)})
+        r.hset(row, mapping={"state": "pending", "attempts": 0})
         r.zrem(keys.active, job_id)
-        r.zadd(keys.pending, {job_id: 0})
-        r.hset(keys.job(job_id), mapping={"state": "pending", "attempts": 0})
 
 duplicates = 1  # the race gave one crashed job to two live workers, B and C
