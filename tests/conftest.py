@@ -140,7 +140,7 @@ SERVER_FIXTURES = {
 # and more of them at once would starve the animations they watch.
 BROWSER_MODULES = {
     "test_browser.py", "test_browser_habits.py", "test_workshop_guide.py", "test_frontends.py",
-    "test_site_browser.py",
+    "test_site_browser.py", "test_site_accessible.py",
 }  # fmt: skip
 
 # Files without a browser (paths from the repository's root) that `make test` runs in the
@@ -185,7 +185,7 @@ SECONDS = {
     "test_workshop_bench.py": 5, "test_launch.py": 5, "test_user_server.py": 6, "test_lab_race.py": 7,
     # the browser tests (their own pytest: tools/run-tests.sh)
     "test_workshop_guide.py": 65, "test_browser_habits.py": 38, "test_browser.py": 51,
-    "test_frontends.py": 27,
+    "test_frontends.py": 27, "test_site_accessible.py": 35,
     # a lesson: nbval's run and the second pass on the same kernel (tests/support/rerun.py)
     "07_beyond_one_server.ipynb": 31, "05_worker_path.ipynb": 16, "06_beyond.ipynb": 5,
     "04_stalled_recovery.ipynb": 4, "03_at_least_once.ipynb": 4, "class_chaos.ipynb": 4,
