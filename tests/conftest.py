@@ -143,7 +143,7 @@ SERVER_FIXTURES = {
 # and more of them at once would starve the animations they watch.
 BROWSER_MODULES = {
     "test_browser.py", "test_browser_habits.py", "test_workshop_guide.py", "test_frontends.py",
-    "test_site_browser.py",
+    "test_site_browser.py", "test_site_accessible.py",
 }  # fmt: skip
 
 # Files without a browser (paths from the repository's root) that `make test` runs in the
