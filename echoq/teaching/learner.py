@@ -26,9 +26,11 @@ def own_lua_client():  # noqa: ANN201 (an echoq client)
     """Where the Lua a learner writes runs. On a class server (a learner id and
     ``VALKEY_URL``) learners may run only the scripts the instructor loaded (Valkey cannot
     bound a script's heap or its time inside a C call, so one learner's Lua could stop the
-    class): theirs runs on a private server of this kernel's own (loopback, a password,
-    stopped at exit), started on first use. Anywhere else, the server :func:`echoq.connect`
-    gives."""
+    class): theirs runs on a private server of this kernel's own, started on first use: a
+    unix socket in a folder of the learner's own (mode 0700, no TCP port: no other user can
+    connect to it), removed at exit, or at their next start if the kernel was killed (see
+    :func:`echoq.server.start_server`'s ``private``). Anywhere else, the server
+    :func:`echoq.connect` gives."""
     global _private
     from .. import server
 
@@ -37,7 +39,7 @@ def own_lua_client():  # noqa: ANN201 (an echoq client)
     if _private is None or not _private.alive():
         import atexit
 
-        _private = server.start_server()
+        _private = server.start_server(private=True)
         atexit.register(_private.stop)
     return server.connect(_private.url)
 
