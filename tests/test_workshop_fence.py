@@ -359,6 +359,9 @@ def test_a_kernel_over_its_memory_cap_is_refused_alone_in_one_line_and_forks_pas
     took = time.monotonic() - started
     assert took < 10
     assert run_in_kernel(pid_a, "print('still here')").strip() == "still here"  # and A's lives on
+    # The same line once a lesson's setup has made its errors one line each (its own handler).
+    said = run_in_kernel(pid_a, f"from echoq.teaching import course\ncourse.one_line_errors()\n{BIG}")
+    assert said.startswith("MemoryError: this kernel reached its memory cap (2.0 GiB") and "\n" not in said, said
     held, refused = run_in_kernel(pid_a, FORKS).strip().split(" ", 1)
     assert 100 < int(held) < 256 and refused.startswith("BlockingIOError"), (held, refused)
     assert run_in_kernel(pid_b, "import subprocess; print(subprocess.run(['true']).returncode)").strip() == "0"

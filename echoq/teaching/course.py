@@ -330,6 +330,10 @@ def explain(exc: BaseException, *, at_top_level: bool = False) -> tuple[str, str
         return "ServerUnavailable", line
     if isinstance(exc, EchoqError):
         return type(exc).__name__, _first_line(exc)
+    if isinstance(exc, MemoryError):
+        from .workshop.kernel import memory_cap, over_the_cap_line
+
+        return ("MemoryError", over_the_cap_line()) if memory_cap() is not None else None  # the class hub's cap
     return None
 
 
@@ -354,7 +358,7 @@ def one_line_errors(setup_cell: str | None = None) -> None:
         ip._showtraceback(type(name, (Exception,), {}), line, shown)  # an error output of one line
         return shown
 
-    shell.set_custom_exc((*_LOST, *_REFUSED, EchoqError, KeyboardInterrupt, *_NEEDS_ABOVE), show)
+    shell.set_custom_exc((*_LOST, *_REFUSED, EchoqError, KeyboardInterrupt, MemoryError, *_NEEDS_ABOVE), show)
 
 
 def _raised_by_the_cell(tb: Any) -> bool:

@@ -14,6 +14,9 @@ What it runs, all on the machine and nothing fetched from the internet:
   already has is never overwritten). No Terminal unless ``--terminals``. The hub must run
   as root (only root can start a process as another user) and refuses otherwise, in one
   line; the learners' Python (``--learner-python``) must be one every user can run;
+  their kernels listen on unix sockets in their own runtime folder (``/run/echoq/<uid>``,
+  mode 0700), never on TCP (:mod:`.kernel`); each learner is capped (``--memory`` per
+  process, ``--tasks`` processes and threads, niceness 10: :func:`.spawner.cap`);
 * the workshop's own snippet (their ``VALKEY_URL``, the dashboard service).
 
 Files (in ``<workshop>/hub``, mode 0700, each file 0600 and root's): ``jupyterhub_config.py``,

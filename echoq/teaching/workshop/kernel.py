@@ -92,7 +92,7 @@ def over_the_cap_line() -> str:
     """What a learner sees when an allocation of their kernel is refused."""
     cap = memory_cap()
     if cap is None:
-        return "the machine has no memory left for this kernel: free what it holds (del ...) or restart it"
+        return "that allocation was refused: more memory than this kernel may have; free what it holds (del ...)"
     return (
         f"this kernel reached its memory cap ({cap / 2**30:.1f} GiB, set by the class hub for each of your "
         "processes): that allocation was refused, nobody else was touched; free what it holds (del ...) or "
