@@ -331,9 +331,8 @@ def explain(exc: BaseException, *, at_top_level: bool = False) -> tuple[str, str
     if isinstance(exc, EchoqError):
         return type(exc).__name__, _first_line(exc)
     if isinstance(exc, MemoryError):
-        from .workshop.kernel import memory_cap, over_the_cap_line
-
-        return ("MemoryError", over_the_cap_line()) if memory_cap() is not None else None  # the class hub's cap
+        capped = learner.memory_cap() is not None  # the class hub's cap
+        return ("MemoryError", learner.over_the_cap_line()) if capped else None
     return None
 
 

@@ -13,7 +13,8 @@ be TCP ports on 127.0.0.1, which any local user can connect to:
   the debugger's button).
 
 An allocation over the memory cap the hub's spawner set (``RLIMIT_DATA``) is refused: the
-cell fails with one line saying so (:func:`over_the_cap_line`), and the kernel lives on.
+cell fails with one line saying so (:func:`echoq.teaching.learner.over_the_cap_line`), and
+the kernel lives on.
 
 Run as ``python -m echoq.teaching.workshop.kernel -f <connection file>``, as the kernel
 spec in :data:`DATA_DIR` does.
@@ -25,7 +26,7 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["CONFIG_DIR", "DATA_DIR", "pipe_address", "main", "memory_cap", "over_the_cap_line"]
+__all__ = ["CONFIG_DIR", "DATA_DIR", "pipe_address", "main"]
 
 HERE = Path(__file__).resolve().parent / "jupyter"
 # JUPYTER_CONFIG_PATH for a learner's server: jupyter_server_config.json, the ipc transport.
@@ -48,6 +49,8 @@ def main() -> None:
     import zmq
     from ipykernel import debugger, iostream, kernelapp
     from zmq.eventloop.zmqstream import ZMQStream
+
+    from ..learner import over_the_cap_line  # imported now: at a MemoryError there may be no room
 
     address = pipe_address(sys.argv[1:])
 
@@ -75,35 +78,15 @@ def main() -> None:
     app = kernelapp.IPKernelApp.instance()
     app.initialize()
     if app.shell is not None:
-        app.shell.set_custom_exc((MemoryError,), _over_the_cap)
+
+        def over_the_cap(shell, etype, value, tb, tb_offset=None):  # noqa: ANN001, ANN202 (IPython's signature)
+            line = over_the_cap_line()
+            shown = [f"\x1b[0;31mMemoryError\x1b[0m: {line}"]
+            shell._showtraceback(etype, line, shown)  # an error output of one line
+            return shown
+
+        app.shell.set_custom_exc((MemoryError,), over_the_cap)
     app.start()
-
-
-def memory_cap() -> int | None:
-    """The memory cap of this process in bytes (``RLIMIT_DATA``, set by the class hub's
-    spawner), or None: none."""
-    import resource
-
-    soft, _hard = resource.getrlimit(resource.RLIMIT_DATA)
-    return None if soft == resource.RLIM_INFINITY else soft
-
-
-def over_the_cap_line() -> str:
-    """What a learner sees when an allocation of their kernel is refused."""
-    cap = memory_cap()
-    if cap is None:
-        return "that allocation was refused: more memory than this kernel may have; free what it holds (del ...)"
-    return (
-        f"this kernel reached its memory cap ({cap / 2**30:.1f} GiB, set by the class hub for each of your "
-        "processes): that allocation was refused, nobody else was touched; free what it holds (del ...) or "
-        "restart the kernel"
-    )
-
-
-def _over_the_cap(shell, etype, value, tb, tb_offset=None):  # noqa: ANN001, ANN202 (IPython's signature)
-    shown = [f"\x1b[0;31mMemoryError\x1b[0m: {over_the_cap_line()}"]
-    shell._showtraceback(etype, over_the_cap_line(), shown)  # an error output of one line
-    return shown
 
 
 if __name__ == "__main__":
