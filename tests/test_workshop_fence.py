@@ -190,6 +190,8 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
         if (folder / "workshop.json").exists():
             subprocess.run([PYTHON, "-m", "echoq.teaching", "workshop", "down", "--purge", "--dir", str(folder)],
                            env=env, timeout=60, capture_output=True)  # fmt: skip
+        for entry in [e for e in pwd.getpwall() if e.pw_name.startswith(prefix)]:  # the hub was killed, not stopped
+            shutil.rmtree(RUNTIME / str(entry.pw_uid), ignore_errors=True)
         remove_test_users(prefix)
         shutil.rmtree(shared, ignore_errors=True)
         close_again(opened)
@@ -365,3 +367,13 @@ def test_a_kernel_over_its_memory_cap_is_refused_alone_in_one_line_and_forks_pas
     held, refused = run_in_kernel(pid_a, FORKS).strip().split(" ", 1)
     assert 100 < int(held) < 256 and refused.startswith("BlockingIOError"), (held, refused)
     assert run_in_kernel(pid_b, "import subprocess; print(subprocess.run(['true']).returncode)").strip() == "0"
+
+
+def test_a_learners_runtime_folder_goes_when_their_server_stops(hub: Hub) -> None:
+    b = hub.learners[B]
+    runtime = RUNTIME / str(b.uid)
+    assert runtime.is_dir()
+    reply = hub.api(B, "DELETE", f"/hub/api/users/{B}/server")
+    assert reply.status_code in (202, 204), (reply.status_code, reply.text)
+    poll(lambda: not hub.server_ready(B) and not runtime.exists(), 60, "B's server and runtime folder to go")
+    poll(lambda: processes_of(b.uid) == [], 30, "B's kernels and private servers to end with the server")

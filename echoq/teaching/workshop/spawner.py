@@ -245,4 +245,7 @@ class ClassSpawner(LocalProcessSpawner):
 
     async def stop(self, now: bool = False) -> None:
         await super().stop(now=now)
-        remove_runtime(Path(self.runtime_root) / str(pwd.getpwnam(self.unix_name).pw_uid))
+        try:  # nothing of theirs outlives their server there
+            remove_runtime(Path(self.runtime_root) / str(pwd.getpwnam(self.unix_name).pw_uid))
+        except (KeyError, OSError) as exc:  # their user removed meanwhile, or a folder we cannot remove
+            self.log.warning("could not remove %s's runtime folder: %s", self.unix_name, exc)
