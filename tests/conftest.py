@@ -177,7 +177,7 @@ SECONDS = {
     "test_cluster.py": 21, "test_lab_truth.py": 20, "test_server.py": 16, "test_validation.py": 15,
     "test_lab_pictures.py": 15, "test_workshop_browser.py": 12, "test_workshop_people.py": 12, "test_chaos.py": 12,
     "test_layers.py": 10, "test_queue.py": 10, "test_habits.py": 10, "test_workshop.py": 9,
-    "test_workshop_attacks.py": 10, "test_workshop_fence.py": 70,
+    "test_workshop_attacks.py": 10, "test_workshop_fence.py": 80,
     # on a fresh clone its first bench installs bullmq from npm: 5 to 60 s of waiting on the
     # registry, which had better overlap with the rest than end the run
     "test_bench.py": 60,

@@ -57,6 +57,7 @@ from tests.support.hub import (
 
 PYTHON = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" / "python").exists() else sys.executable
 A, B = "learner-01", "learner-02"
+TEACHER = "teacher"  # the instructor: the dashboard service, whose kernels run as root
 GiB = 2**30
 RUNTIME = Path("/run/echoq")  # each learner's runtime folder is <this>/<uid> (ClassSpawner.runtime_root)
 
@@ -146,7 +147,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
         homes.mkdir(mode=0o755)
         python = learner_python(shared / "python", opened)
         workshop = [PYTHON, "-m", "echoq.teaching", "workshop"]
-        up = subprocess.run([*workshop, "up", "--dir", str(folder), "--count", "2", "--instructor", "teacher"],
+        up = subprocess.run([*workshop, "up", "--dir", str(folder), "--count", "2", "--instructor", TEACHER],
                             capture_output=True, text=True, env=env, timeout=60, cwd=ROOT)  # fmt: skip
         assert up.returncode == 0, up.stderr
         port = _free_port()
@@ -164,11 +165,11 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
             time.sleep(0.1)
         config = folder / "hub" / "jupyterhub_config.py"
         learners = {}
-        for who in (A, B):
+        for who in (A, B, TEACHER):
             made = subprocess.run([PYTHON, "-m", "jupyterhub", "token", who, "-f", str(config)],
                                   capture_output=True, text=True, env=env, timeout=120, cwd=config.parent)  # fmt: skip
             assert made.returncode == 0, made.stderr
-            entry = pwd.getpwnam(system_user(who, prefix))
+            entry = pwd.getpwnam(system_user(who, prefix) if who != TEACHER else "root")  # no server of their own
             learners[who] = Learner(who, entry.pw_name, entry.pw_uid, Path(entry.pw_dir), made.stdout.split()[-1])
         klass = Hub(f"http://127.0.0.1:{port}", process, folder, learners)
         for who in (A, B):
@@ -377,3 +378,30 @@ def test_a_learners_runtime_folder_goes_when_their_server_stops(hub: Hub) -> Non
     assert reply.status_code in (202, 204), (reply.status_code, reply.text)
     poll(lambda: not hub.server_ready(B) and not runtime.exists(), 60, "B's server and runtime folder to go")
     poll(lambda: processes_of(b.uid) == [], 30, "B's kernels and private servers to end with the server")
+
+
+def test_the_dashboards_kernel_listens_on_no_tcp_port_either(hub: Hub) -> None:
+    """The instructor's dashboard (Voila, a service of the hub, as root): a learner who could
+    subscribe to its kernel would see every learner's row."""
+    before = set(_descendants(hub.process.pid))
+    page = hub.api(TEACHER, "GET", "/services/echoq-dashboard/")  # Voila runs the page in a kernel
+    assert page.status_code == 200, (page.status_code, page.text[-500:])
+
+    def dashboard_kernel() -> int | None:
+        for pid in set(_descendants(hub.process.pid)) - before:
+            with contextlib.suppress(OSError):
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+                if b"echoq.teaching.workshop.kernel" in argv and Path(f"/proc/{pid}").stat().st_uid == 0:
+                    return pid
+        return None
+
+    pid = poll(dashboard_kernel, READY_S, "the dashboard's kernel (the kit's, on unix sockets)")
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(int(target[8:-1]))
+    tcp = [line.split() for t in ("tcp", "tcp6") for line in Path(f"/proc/net/{t}").read_text().splitlines()[1:]]
+    assert [f for f in tcp if f[3] == "0A" and int(f[9]) in inodes] == []  # it listens on no TCP port
