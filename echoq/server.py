@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -77,6 +77,8 @@ __all__ = [
     "user_home",
     "user_server",
     "stop_user_server",
+    "private_home",
+    "sweep_private_servers",
 ]
 
 _lock = threading.Lock()
@@ -95,9 +97,13 @@ class EmbeddedValkey:
     startup_s: float
     owns_workdir: bool = True
     host: str = "127.0.0.1"  # where clients reach it (the bind address; loopback unless asked)
+    socket: Path | None = None  # a private server's unix socket (then no TCP port: ``port`` is 0)
+    lock: int | None = field(default=None, repr=False)  # the fd whose lock says its folder is in use
 
     @property
     def url(self) -> str:
+        if self.socket is not None:
+            return f"unix://{self.socket}?password={self.password}"
         return f"redis://:{self.password}@{self.host}:{self.port}/0"
 
     def alive(self) -> bool:
@@ -113,6 +119,9 @@ class EmbeddedValkey:
                 self.process.wait()
         if self.owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.lock is not None:
+            os.close(self.lock)
+            self.lock = None
 
     def kill(self) -> None:
         """SIGKILL the server, as a power cut would: no shutdown save, no final fsync."""
@@ -197,6 +206,7 @@ def start_server(
     bind: str = "127.0.0.1",
     port: int | None = None,
     detach: bool = False,
+    private: bool = False,
 ) -> EmbeddedValkey:
     """Start a private valkey-server (or a compatible ``redis-server`` given as ``binary``).
 
@@ -208,6 +218,12 @@ def start_server(
     A shared server (``python -m echoq.teaching workshop up``) may pass ``bind`` (one address, or
     several separated by spaces; still password-protected), a fixed ``port``, and
     ``detach=True``: the server then outlives this interpreter, in a session of its own.
+
+    ``private=True``: no TCP port at all; the server listens on a unix socket in a folder of
+    its own under :func:`private_home` (mode 0700: only this user can open it), its password
+    file there too, nothing in ``/tmp``. The folder is removed by :meth:`EmbeddedValkey.stop`
+    (at exit), and, if this process dies without stopping it, by the next private server
+    this user starts (:func:`sweep_private_servers`).
     """
     binary = binary or _valkey_binary()
     given_workdir, given_password, given_port = workdir, password, port
@@ -216,18 +232,28 @@ def start_server(
         raise ServerUnavailable("bind must name at least one address (e.g. 127.0.0.1)")
     # A wildcard bind is reached on loopback from here; otherwise on the first address given.
     host = "127.0.0.1" if addresses[0] in ("0.0.0.0", "*", "::", "-::*") else addresses[0]
-    for _attempt in range(1 if given_port else 5):
-        port = given_port or _free_port()
+    for _attempt in range(1 if given_port or private else 5):
+        port = 0 if private else given_port or _free_port()
         password = given_password or secrets.token_urlsafe(24)
-        workdir = given_workdir or Path(tempfile.mkdtemp(prefix="echoq-valkey-"))  # mode 0700
+        lock = None
+        if given_workdir is not None:
+            workdir = given_workdir
+        elif private:
+            workdir, lock = _private_folder()
+        else:
+            workdir = Path(tempfile.mkdtemp(prefix="echoq-valkey-"))  # mode 0700
+        listen = (
+            {"port": "0", "unixsocket": str(workdir / SOCKET), "unixsocketperm": "700"}
+            if private
+            else {"bind": " ".join(addresses), "port": str(port), "protected-mode": "yes"}
+        )
         config = {
-            "bind": " ".join(addresses),
-            "port": str(port),
-            "protected-mode": "yes",
+            **listen,
             "requirepass": password,
             "save": '""',
             "appendonly": "no",
             "dir": str(workdir),
+            "pidfile": str(workdir / "server.pid"),
             "logfile": str(workdir / "server.log"),
             "daemonize": "no",
         }
@@ -256,15 +282,19 @@ def start_server(
                 )
             else:
                 process = popen()
-        probe = redis.Redis(host=host, port=port, password=password, socket_timeout=1)
+        if private:
+            probe = redis.Redis(unix_socket_path=str(workdir / SOCKET), password=password, socket_timeout=1)
+        else:
+            probe = redis.Redis(host=host, port=port, password=password, socket_timeout=1)
         deadline = started + timeout_s
         try:
             while time.perf_counter() < deadline and process.poll() is None:
                 try:
                     if probe.ping():
                         return EmbeddedValkey(
-                            process, port, password, workdir, time.perf_counter() - started, given_workdir is None, host
-                        )
+                            process, port, password, workdir, time.perf_counter() - started, given_workdir is None,
+                            host, workdir / SOCKET if private else None, lock,
+                        )  # fmt: skip
                 except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
                     time.sleep(0.005)
                 except redis.AuthenticationError:
@@ -276,6 +306,8 @@ def start_server(
             process.wait()
             if given_workdir is None:
                 shutil.rmtree(workdir, ignore_errors=True)
+            if lock is not None:
+                os.close(lock)
             raise
         finally:
             probe.close()
@@ -290,8 +322,10 @@ def start_server(
             process.wait()
         if given_workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
+        if lock is not None:
+            os.close(lock)
         port_taken = "Address already in use" in log or not exited  # not exited: the auth probe hit another server
-        if not port_taken:
+        if private or not port_taken:
             last_line = log.strip().splitlines()[-1] if log.strip() else "no log"
             why = "exited" if exited else f"did not answer within {timeout_s:.0f} s"
             raise ServerUnavailable(
@@ -303,6 +337,87 @@ def start_server(
         "the embedded Valkey could not start after 5 tries (ports kept being taken); "
         "set VALKEY_URL to a server you run instead"
     )
+
+
+# -- private servers: one process's own, on a unix socket in this user's folder ------------------
+
+SOCKET = "valkey.sock"
+_PRIVATE = "private"
+_IN_USE = "in-use"  # a private server's folder: locked by the process that started it, for its life
+
+
+def private_home() -> Path:
+    """Where private servers' folders are: ``echoq`` in ``XDG_RUNTIME_DIR`` (this user's
+    runtime folder: the class hub gives each learner one), else ``private`` in
+    :func:`user_home`; mode 0700 either way."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
+    if runtime and Path(runtime).is_dir():
+        return Path(runtime).resolve() / "echoq"
+    return user_home() / _PRIVATE
+
+
+def _private_folder() -> tuple[Path, int]:
+    """A fresh folder (mode 0700) under :func:`private_home` and the fd of its held lock;
+    folders whose process died without removing them are removed first."""
+    home = private_home()
+    _own_folder(home.parent)  # the runtime folder, or user_home(): this user's, 0700
+    _own_folder(home)
+    with _home_locked(home):
+        sweep_private_servers(locked=True)
+        folder = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=home))
+        if len(str(folder / SOCKET)) > 100:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise ServerUnavailable(
+                f"the socket path {folder / SOCKET} is too long for a unix socket; set ECHOQ_HOME to a shorter folder"
+            )
+        lock = os.open(folder / _IN_USE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return folder, lock
+
+
+def sweep_private_servers(*, locked: bool = False) -> list[Path]:
+    """Remove the folders of private servers whose process is gone (a kernel killed before it
+    could stop its server), ending such a server if it still runs; the folders removed."""
+    home = private_home()
+    if not home.is_dir():
+        return []
+    if not locked:
+        with _home_locked(home):
+            return sweep_private_servers(locked=True)
+    removed = []
+    for folder in sorted(p for p in home.iterdir() if p.is_dir() and not p.is_symlink()):
+        try:
+            held = os.open(folder / _IN_USE, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            held = None  # never locked (its process died as it made it): nobody's
+        except OSError:
+            continue
+        try:
+            if held is not None:
+                try:
+                    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # its process lives
+            _end_orphan(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+        finally:
+            if held is not None:
+                os.close(held)
+    return removed
+
+
+def _end_orphan(folder: Path) -> None:
+    """SIGKILL the server of ``folder`` if one still runs there (its parent died before
+    PR_SET_PDEATHSIG could be armed, or on a system without it)."""
+    try:
+        pid = int((folder / "server.pid").read_text().strip())
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return
+    if str(folder).encode() in argv:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _throwaway_server() -> EmbeddedValkey:

@@ -164,3 +164,40 @@ def test_server_stop_stops_a_server_whose_disk_is_full_and_says_what_was_not_wri
     assert "it refused SHUTDOWN (" in line and "the snapshot a SHUTDOWN saves was not written" in line, line
     assert not server._running(pid)
     assert echoq_cli("server", "status").returncode == 3
+
+
+PRIVATE_ORPHAN = (
+    "import os; from echoq import server; s = server.start_server(private=True); "
+    "print(s.workdir, s.process.pid, flush=True); os.kill(os.getpid(), 9)"
+)
+
+
+def test_a_private_server_is_a_unix_socket_in_the_users_folder_gone_at_stop_and_an_orphans_swept_next_time(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a learner's own Lua runs on a class (learner.own_lua_client): no TCP port, nothing
+    in /tmp, its folder removed at stop, or by the next one if its process was killed."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)  # alone, on a laptop: under ECHOQ_HOME
+    killed = subprocess.run([sys.executable, "-c", PRIVATE_ORPHAN], capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr  # a kernel killed outright: its folder stays
+    orphan, pid = killed.stdout.split()
+    assert Path(orphan).parent == home / "private" and Path(orphan).is_dir()
+    deadline = time.monotonic() + 30
+    while server._running(int(pid)) and time.monotonic() < deadline:
+        time.sleep(0.01)  # its server dies with it (PR_SET_PDEATHSIG): another process's exit
+    private = server.start_server(private=True)
+    try:
+        assert not Path(orphan).exists()  # swept as the next one started
+        assert private.port == 0 and private.socket == private.workdir / "valkey.sock"
+        assert private.workdir.parent == home / "private" and stat.S_IMODE(private.workdir.stat().st_mode) == 0o700
+        assert private.url.startswith(f"unix://{private.socket}?password=")
+        assert echoq.connect(private.url).ping()
+        conf = (private.workdir / "server.conf").read_text()
+        assert "port 0\n" in conf and "bind" not in conf  # its config and password: in its folder only
+        fds = Path(f"/proc/{private.process.pid}/fd")
+        inodes = {os.readlink(fd) for fd in fds.iterdir()}
+        tcp = Path("/proc/net/tcp").read_text() + Path("/proc/net/tcp6").read_text()
+        assert not [i for i in inodes if i.startswith("socket:[") and f" {i[8:-1]} " in tcp]  # no TCP socket at all
+    finally:
+        private.stop()
+    assert not private.workdir.exists() and [p.name for p in (home / "private").iterdir()] == ["lock"]

@@ -157,3 +157,46 @@ def test_shared_env_gives_learners_a_python_when_the_venvs_is_under_a_0700_folde
         remove_test_users(prefix)
         shutil.rmtree(shared, ignore_errors=True)
         shutil.rmtree(locked, ignore_errors=True)
+
+
+@pytest.mark.server
+def test_a_learners_runtime_folder_is_made_anew_theirs_0700_without_following_what_they_left(tmp_path: Path) -> None:
+    from echoq.teaching.workshop.spawner import fresh_runtime, remove_runtime
+
+    if os.geteuid() != 0:
+        pytest.skip("only root makes a folder another user's (chown)")
+    nobody = pwd.getpwuid(NOBODY)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("not theirs to remove")
+    base = tmp_path / "run"
+    old = base / str(NOBODY)
+    old.mkdir(parents=True)
+    (old / "echoq").mkdir()
+    (old / "echoq" / "password").write_text("left by an earlier user with this uid")
+    (old / "elsewhere").symlink_to(outside)  # a learner's trap: root would remove what it points to
+    folder = fresh_runtime(base, nobody)
+    assert folder == old and list(folder.iterdir()) == []  # nothing inherited
+    assert (folder.stat().st_uid, stat_mode(folder), stat_mode(base)) == (NOBODY, 0o700, 0o755)
+    assert (outside / "keep").read_text() == "not theirs to remove"
+    remove_runtime(folder)
+    assert not folder.exists() and (outside / "keep").exists()
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+@pytest.mark.server
+@pytest.mark.parametrize(("options", "said"), [
+    ({"memory": "2X"}, "--memory '2X': give a size such as 2G or 512M"),
+    ({"memory": "100M"}, "--memory 100M: a learner's JupyterLab needs at least 512M"),
+    ({"tasks": 10}, "--tasks 10: a learner's server and kernels need at least 64"),
+])  # fmt: skip
+def test_a_hubs_caps_are_checked_before_anything_is_written_in_one_line(
+    tmp_path: Path, options: dict, said: str
+) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        hub.prepare(tmp_path, hub.HubOptions(**options))
+    assert str(refused.value).startswith(said) and "\n" not in str(refused.value)
+    assert list(tmp_path.iterdir()) == []

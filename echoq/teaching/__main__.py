@@ -108,6 +108,8 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
     hub.add_argument("--user-prefix", default="jupyter-", help="learners' Unix users are PREFIX<learner> (jupyter-)")
     hub.add_argument("--learner-python", help="the Python learners' servers run, readable by all (default: this one)")
     hub.add_argument("--terminals", action="store_true", help="give learners a Terminal (default: none)")
+    hub.add_argument("--memory", default="2G", help="memory cap of each learner's process, e.g. 1G, 512M (2G)")
+    hub.add_argument("--tasks", type=int, default=256, help="processes and threads a learner may run at once (256)")
     export = actions.add_parser(
         "export", parents=[folder], help="the gradebook: one row per roster learner and exercise (CSV, JSON)"
     )
@@ -167,6 +169,8 @@ def _workshop(args: argparse.Namespace) -> int:
             user_prefix=args.user_prefix,
             learner_python=args.learner_python or sys.executable,
             terminals=args.terminals,
+            memory=args.memory,
+            tasks=args.tasks,
         )
         config, lines = hub.prepare(args.dir, options)
         return hub.run(config, lines, options)

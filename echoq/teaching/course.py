@@ -331,6 +331,9 @@ def explain(exc: BaseException, *, at_top_level: bool = False) -> tuple[str, str
         return "ServerUnavailable", line
     if isinstance(exc, EchoqError):
         return type(exc).__name__, _first_line(exc)
+    if isinstance(exc, MemoryError):
+        capped = learner.memory_cap() is not None  # the class hub's cap
+        return ("MemoryError", learner.over_the_cap_line()) if capped else None
     return None
 
 
@@ -355,7 +358,7 @@ def one_line_errors(setup_cell: str | None = None) -> None:
         ip._showtraceback(type(name, (Exception,), {}), line, shown)  # an error output of one line
         return shown
 
-    shell.set_custom_exc((*_LOST, *_REFUSED, EchoqError, KeyboardInterrupt, *_NEEDS_ABOVE), show)
+    shell.set_custom_exc((*_LOST, *_REFUSED, EchoqError, KeyboardInterrupt, MemoryError, *_NEEDS_ABOVE), show)
 
 
 def _raised_by_the_cell(tb: Any) -> bool:

@@ -17,7 +17,10 @@ import re
 
 from ..keyspace import NAMESPACE_RE, check_namespace, check_queue_name
 
-__all__ = ["learner_id", "from_hub_user", "normalize_hub_user", "queue_name", "own_lua_client"]
+__all__ = [
+    "learner_id", "from_hub_user", "normalize_hub_user", "queue_name", "own_lua_client", "memory_cap",
+    "over_the_cap_line",
+]  # fmt: skip
 
 _private = None  # this kernel's private server for a learner's own Lua (see own_lua_client)
 
@@ -26,9 +29,11 @@ def own_lua_client():  # noqa: ANN201 (an echoq client)
     """Where the Lua a learner writes runs. On a class server (a learner id and
     ``VALKEY_URL``) learners may run only the scripts the instructor loaded (Valkey cannot
     bound a script's heap or its time inside a C call, so one learner's Lua could stop the
-    class): theirs runs on a private server of this kernel's own (loopback, a password,
-    stopped at exit), started on first use. Anywhere else, the server :func:`echoq.connect`
-    gives."""
+    class): theirs runs on a private server of this kernel's own, started on first use: a
+    unix socket in a folder of the learner's own (mode 0700, no TCP port: no other user can
+    connect to it), removed at exit, or at their next start if the kernel was killed (see
+    :func:`echoq.server.start_server`'s ``private``). Anywhere else, the server
+    :func:`echoq.connect` gives."""
     global _private
     from .. import server
 
@@ -37,7 +42,7 @@ def own_lua_client():  # noqa: ANN201 (an echoq client)
     if _private is None or not _private.alive():
         import atexit
 
-        _private = server.start_server()
+        _private = server.start_server(private=True)
         atexit.register(_private.stop)
     return server.connect(_private.url)
 
@@ -76,3 +81,24 @@ def queue_name(name: str) -> str:
     """``name`` in the learner's namespace (``alice.lesson-02``), or ``name`` in solo mode."""
     learner = learner_id()
     return check_queue_name(f"{learner}.{name}" if learner else name)
+
+
+def memory_cap() -> int | None:
+    """The memory cap of this process in bytes (``RLIMIT_DATA``, set by the class hub's
+    spawner), or None: none."""
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_DATA)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def over_the_cap_line() -> str:
+    """What a learner sees when an allocation of their kernel is refused."""
+    cap = memory_cap()
+    if cap is None:
+        return "that allocation was refused: more memory than this kernel may have; free what it holds (del ...)"
+    return (
+        f"this kernel reached its memory cap ({cap / 2**30:.1f} GiB, set by the class hub for each of your "
+        "processes): that allocation was refused, nobody else was touched; free what it holds (del ...) or "
+        "restart the kernel"
+    )

@@ -209,7 +209,8 @@ def kernels_of(hub_pid: int, hub_user: str) -> list[int]:
         with contextlib.suppress(OSError):
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            if b"ipykernel_launcher" in argv and f"JUPYTERHUB_USER={hub_user}".encode() in env:
+            kernel = b"ipykernel_launcher" in argv or b"echoq.teaching.workshop.kernel" in argv  # the kit's hub's
+            if kernel and f"JUPYTERHUB_USER={hub_user}".encode() in env:
                 found.append(pid)
     return found
 

@@ -44,7 +44,7 @@ from ...errors import EchoqError, InvalidArgument, ServerUnavailable
 from ...keyspace import Keyspace, check_namespace
 from ...server import _free_port, check, connect, start_server
 from ..learner import from_hub_user, normalize_hub_user
-from . import acl
+from . import acl, kernel
 from .html import text
 from .hubinfo import SCOPES
 
@@ -1225,7 +1225,12 @@ c.JupyterHub.services.append(
         ],
         # No bytecode caches: a hub runs private (umask 077), and a cache folder it made in
         # the checkout would be one learners' kernels cannot read.
-        "environment": {{"ECHOQ_WORKSHOP": {str(workshop.dir)!r}, "PYTHONDONTWRITEBYTECODE": "1"}},
+        "environment": {{
+            "ECHOQ_WORKSHOP": {str(workshop.dir)!r}, "PYTHONDONTWRITEBYTECODE": "1",
+            # Its kernels on unix sockets in root's runtime folder, none on TCP where a learner
+            # could subscribe to what the dashboard shows (echoq/teaching/workshop/kernel.py).
+            "JUPYTER_CONFIG_PATH": {str(kernel.CONFIG_DIR)!r}, "JUPYTER_PATH": {str(kernel.DATA_DIR)!r},
+        }},
         "oauth_no_confirm": True,
     }}
 )

@@ -14,6 +14,9 @@ What it runs, all on the machine and nothing fetched from the internet:
   already has is never overwritten). No Terminal unless ``--terminals``. The hub must run
   as root (only root can start a process as another user) and refuses otherwise, in one
   line; the learners' Python (``--learner-python``) must be one every user can run;
+  their kernels listen on unix sockets in their own runtime folder (``/run/echoq/<uid>``,
+  mode 0700), never on TCP (:mod:`.kernel`); each learner is capped (``--memory`` per
+  process, ``--tasks`` processes and threads, niceness 10: :func:`.spawner.cap`);
 * the workshop's own snippet (their ``VALKEY_URL``, the dashboard service).
 
 Files (in ``<workshop>/hub``, mode 0700, each file 0600 and root's): ``jupyterhub_config.py``,
@@ -38,6 +41,7 @@ from pathlib import Path
 
 from ...errors import InvalidArgument
 from .admin import FREE_PORT_SOURCE, HUB_SNIPPET, Workshop, command, write_private
+from .kernel import CONFIG_DIR, DATA_DIR
 
 __all__ = ["HUB_DIR", "HubOptions", "find_proxy", "lesson_notebooks", "prepare", "config_text"]
 
@@ -89,6 +93,25 @@ class HubOptions:
     user_prefix: str = "jupyter-"  # Unix users are <prefix><learner id>, as TLJH names them
     learner_python: str = sys.executable  # the Python learners' servers and kernels run
     terminals: bool = False  # a Terminal for learners only when the instructor asks
+    memory: str = "2G"  # each learner's process's cap (RLIMIT_DATA): K, M, G or T bytes
+    tasks: int = 256  # processes and threads one learner's Unix user may run at once (RLIMIT_NPROC)
+    nice: int = 10  # their niceness: a learner's busy loop yields to the hub and the class server
+
+
+MEMORY_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+MIN_MEMORY = 512 * 2**20  # below this a learner's JupyterLab or kernel cannot start
+MIN_TASKS = 64  # a learner's server and a few kernels (about 15 threads each)
+
+
+def memory_bytes(size: str) -> int:
+    """``2G``, ``512M``, ``1073741824``: bytes; a one-line error for anything else, or too little."""
+    found = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)B?\s*", size.upper())
+    if not found:
+        raise InvalidArgument(f"--memory {size!r}: give a size such as 2G or 512M (K, M, G, T: powers of 1024)")
+    value = int(found[1]) * MEMORY_UNITS.get(found[2], 1)
+    if value < MIN_MEMORY:
+        raise InvalidArgument(f"--memory {size}: a learner's JupyterLab needs at least 512M; give 512M or more")
+    return value
 
 
 def config_text(workshop: Workshop, folder: Path, options: HubOptions, *, proxy: Path) -> str:
@@ -128,6 +151,14 @@ c.JupyterHub.spawner_class = "echoq.teaching.workshop.spawner.ClassSpawner"
 c.ClassSpawner.user_prefix = {options.user_prefix!r}
 c.ClassSpawner.homes = {options.homes!r}
 c.ClassSpawner.lessons = {notebooks!r}
+# Each learner capped (spawner.cap): every process's memory, their processes and threads at
+# once, their niceness. Over the memory cap an allocation is refused in that kernel alone.
+c.Spawner.mem_limit = {memory_bytes(options.memory)}
+# Kernels on unix sockets in the learner's runtime folder (0700), none on TCP
+# (echoq/teaching/workshop/kernel.py): no other user can connect to them or subscribe.
+c.Spawner.environment.update({{"JUPYTER_CONFIG_PATH": {str(CONFIG_DIR)!r}, "JUPYTER_PATH": {str(DATA_DIR)!r}}})
+c.ClassSpawner.tasks_limit = {options.tasks}
+c.ClassSpawner.nice = {options.nice}
 c.Spawner.cmd = [{options.learner_python!r}, "-m", "jupyterhub.singleuser"]
 # Offline: no news or update fetches; the app object exposed lets a script drive JupyterLab
 # (the tests). No Terminal unless the instructor asked for one (`workshop hub --terminals`).
@@ -194,6 +225,9 @@ def prepare(folder: str | Path | None = None, options: HubOptions | None = None)
     options = options or HubOptions()
     if not 1 <= options.port <= 65535:
         raise InvalidArgument(f"--port must be a TCP port from 1 to 65535, got {options.port}")
+    memory_bytes(options.memory)
+    if options.tasks < MIN_TASKS:
+        raise InvalidArgument(f"--tasks {options.tasks}: a learner's server and kernels need at least {MIN_TASKS}")
     check_root()
     workshop = Workshop.load(folder)
     proxy = find_proxy()
@@ -237,6 +271,8 @@ def prepare(folder: str | Path | None = None, options: HubOptions | None = None)
         f"each learner's server runs as their own Unix user ({entries[0].pw_name}, ...), in a home of mode 0700 "
         f"in {options.homes}, with the lessons copied there; "
         + ("a Terminal allowed (--terminals)" if options.terminals else "no Terminal"),
+        f"each learner capped: {options.memory} of memory per process, {options.tasks} processes and threads, "
+        f"nice {options.nice}; their kernels on unix sockets in their own 0700 folder, none on TCP",
         f"JupyterHub for class {workshop.class_name!r} is up at {url} (Ctrl-C stops it, and every learner's server)",
         f"  learners ({shown}) log in with their roster name and the class password: {class_password}",
         f"  instructors ({', '.join(workshop.instructors)}) log in with the password in "

@@ -9,6 +9,19 @@ in a home: the workshop folder, the hub's database, cookie secret and passwords 
 instructor's (root's), mode 0600. A learner's server gets only what the hub gives any
 server plus the workshop snippet's ``VALKEY_URL`` (their own).
 
+Each learner's processes are capped (:func:`cap`, set as root before the server runs as
+them, inherited by every kernel and process it starts): ``mem_limit`` bytes of writable
+memory per process (``RLIMIT_DATA``: an allocation past it is refused, a ``MemoryError`` in
+that learner's cell), ``tasks_limit`` processes and threads for their Unix user at once
+(``RLIMIT_NPROC``: one more ``fork`` fails, for them only), and niceness ``nice`` (their
+busy loops yield to the hub and the class server).
+
+Each learner's runtime folder, ``/run/echoq/<uid>`` (:func:`fresh_runtime`: made anew, mode
+0700, theirs, before each start; removed when their server stops), holds their kernels'
+connection files and unix sockets (the kit's hub runs kernels on ``ipc``, never TCP: see
+:mod:`.kernel`) and their private servers (:func:`echoq.server.private_home`): no other
+user can connect to any of them, and nothing of theirs outlives their server there.
+
 A spawner that would start a learner as the hub's own user or as root refuses, in one line.
 Lessons are copied into the home before each start without following anything the learner
 put there (``O_CREAT|O_EXCL|O_NOFOLLOW``, then owned by the learner): a learner's symlink
@@ -22,15 +35,18 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
+import shutil
 import subprocess
 from pathlib import Path
 
 from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
-from traitlets import List, Unicode
+from traitlets import Integer, List, Unicode
 
 from ..learner import from_hub_user
 
-__all__ = ["ClassSpawner", "system_user", "ensure_user", "copy_lessons", "refuse_unsafe", "news_off"]
+__all__ = [
+    "ClassSpawner", "system_user", "ensure_user", "copy_lessons", "refuse_unsafe", "news_off", "cap", "fresh_runtime",
+]  # fmt: skip
 
 MAX_UNIX_NAME = 32  # useradd's limit on Linux
 
@@ -142,25 +158,81 @@ def news_off(entry: pwd.struct_passwd) -> bool:
         os.close(folder)
 
 
+def fresh_runtime(root: str | Path, entry: pwd.struct_passwd) -> Path:
+    """The learner's runtime folder, ``<root>/<uid>``, made anew (mode 0700, theirs; ``root``
+    itself root's, 0755, so nobody else can place anything there): whatever a previous
+    server of theirs, or an earlier user with the same uid, left there is gone. Their
+    kernels' sockets and their private servers live in it, on paths short enough for a unix
+    socket whatever their home's length."""
+    base = Path(root)
+    base.mkdir(mode=0o755, parents=True, exist_ok=True)
+    info = base.lstat()
+    if base.is_symlink() or info.st_uid != 0:
+        raise RuntimeError(f"{base} must be a folder of root's that only root can write (mode 0755); it is not")
+    base.chmod(0o755)  # whatever the hub's umask (077): every learner passes through to their own
+    folder = base / str(entry.pw_uid)
+    remove_runtime(folder)
+    os.mkdir(folder, 0o700)
+    os.chown(folder, entry.pw_uid, entry.pw_gid, follow_symlinks=False)
+    folder.chmod(0o700)
+    return folder
+
+
+def remove_runtime(folder: Path) -> None:
+    """Remove a learner's runtime folder, following no link inside it (nor it, if one)."""
+    if folder.is_symlink() or folder.is_file():
+        folder.unlink()
+    elif folder.exists():
+        shutil.rmtree(folder)  # fd-based on Linux: a link inside is removed, never followed
+
+
+def cap(memory_bytes: int | None, tasks: int, nice: int) -> None:
+    """Cap the calling process and all it starts, before it gives root up: ``RLIMIT_DATA``
+    (every process's writable memory, ``memory_bytes``; None: none), ``RLIMIT_NPROC`` (the
+    processes and threads of its real user at once: all of one learner's, wherever they
+    run) and a niceness (a learner's busy loop yields to the hub and the class server)."""
+    import resource
+
+    if memory_bytes:
+        resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
+    os.setpriority(os.PRIO_PROCESS, 0, nice)
+
+
 class ClassSpawner(LocalProcessSpawner):
     """Each learner's server as their own Unix user (made on their first start)."""
 
     user_prefix = Unicode("jupyter-", help="Unix users are <prefix><learner id>").tag(config=True)
     homes = Unicode("/home", help="where the learners' homes are made").tag(config=True)
     lessons = List(Unicode(), help="notebooks copied into each home before a start").tag(config=True)
+    # mem_limit (JupyterHub's own setting, which LocalProcessSpawner does not enforce) is
+    # each of the learner's processes' cap here: RLIMIT_DATA, set below.
+    tasks_limit = Integer(256, help="processes and threads a learner's Unix user may run at once").tag(config=True)
+    nice = Integer(10, help="niceness of a learner's processes (0-19)").tag(config=True)
+    runtime_root = Unicode("/run/echoq", help="each learner's runtime folder is <this>/<uid>").tag(config=True)
 
     @property
     def unix_name(self) -> str:
         return system_user(self.user.name, self.user_prefix)
 
     def make_preexec_fn(self, name: str):  # noqa: ANN201 (JupyterHub's signature)
-        return set_user_setuid(self.unix_name)
+        become = set_user_setuid(self.unix_name)
+        memory, tasks, nice = self.mem_limit, self.tasks_limit, self.nice
+
+        def preexec() -> None:  # in the child, between fork and exec: caps first, as root
+            cap(memory, tasks, nice)
+            become()
+
+        return preexec
 
     def user_env(self, env: dict[str, str]) -> dict[str, str]:
         entry = pwd.getpwnam(self.unix_name)
         env["USER"] = entry.pw_name
         env["HOME"] = entry.pw_dir
         env["SHELL"] = "/bin/sh"
+        runtime = Path(self.runtime_root) / str(entry.pw_uid)
+        env["XDG_RUNTIME_DIR"] = str(runtime)  # the kit's private servers (echoq.server.private_home)
+        env["JUPYTER_RUNTIME_DIR"] = str(runtime / "jupyter")  # kernels' connection files and sockets
         return env
 
     async def start(self):  # noqa: ANN201
@@ -168,4 +240,12 @@ class ClassSpawner(LocalProcessSpawner):
         refuse_unsafe(entry)
         copy_lessons(list(self.lessons), entry)
         news_off(entry)
+        fresh_runtime(self.runtime_root, entry)
         return await super().start()
+
+    async def stop(self, now: bool = False) -> None:
+        await super().stop(now=now)
+        try:  # nothing of theirs outlives their server there
+            remove_runtime(Path(self.runtime_root) / str(pwd.getpwnam(self.unix_name).pw_uid))
+        except (KeyError, OSError) as exc:  # their user removed meanwhile, or a folder we cannot remove
+            self.log.warning("could not remove %s's runtime folder: %s", self.unix_name, exc)
