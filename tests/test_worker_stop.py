@@ -92,12 +92,12 @@ def test_work_in_the_main_thread_stops_cleanly_on_sigint_and_puts_the_old_handle
             assert stopping.wait(WAIT_S)  # the worker heard it while this job runs
 
     worker = Worker(queue, handler, lease_ms=60_000, prefetch=2, **FAST)
-    guard = threading.Timer(WAIT_S, worker.abandon)  # a signal not handled would hang work()
-    guard.start()
+    unhung = threading.Timer(WAIT_S, worker.abandon)  # a signal not handled would hang work()
+    unhung.start()
     try:
         report = worker.work()  # not a burst: only the stop ends it
     finally:
-        guard.cancel()
+        unhung.cancel()
     assert not report.abandoned
     assert during and during[0] not in before  # its own handler, for the run
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
