@@ -228,7 +228,7 @@ def test_a_handler_past_its_time_limit_is_retried_elsewhere_and_its_late_complet
     folder: Path, orders: echoq.Queue, children: list[Child]
 ) -> None:
     job_id = orders.enqueue("charge card").job_id
-    child = Child(folder, "jobs:held_first_try", "-q", orders.name, "-c", "2", "--timeout-ms", "300")
+    child = Child(folder, "jobs:held_first_try", "-q", orders.name, "--concurrency", "2", "--timeout-ms", "300")
     children.append(child)
     assert child.started() == (job_id, 1, 1)
     child.expect(f"{job_id}: the handler is still running after timeout_ms=300")
