@@ -188,7 +188,7 @@ SECONDS = {
     "test_workshop_guide.py": 65, "test_browser_habits.py": 38, "test_browser.py": 51,
     "test_frontends.py": 27,
     # a lesson: nbval's run and the second pass on the same kernel (tests/support/rerun.py)
-    "07_beyond_one_server.ipynb": 31, "05_worker_path.ipynb": 16, "06_beyond.ipynb": 5,
+    "07_beyond_one_server.ipynb": 31, "05_worker_path.ipynb": 16, "06_beyond.ipynb": 7,
     "04_stalled_recovery.ipynb": 4, "03_at_least_once.ipynb": 4, "class_chaos.ipynb": 4,
     "02_recoverable_claim.ipynb": 3, "01_naive_loop.ipynb": 3, "00_start_here.ipynb": 2,
 }  # fmt: skip
