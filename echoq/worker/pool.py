@@ -71,13 +71,14 @@ class HandlerPool:
 
     def close(self) -> None:
         """Let the threads leave once their job is done, and wait for them (not under the lock),
-        except those running a job the worker gave up: Python cannot stop a thread, so such a
-        handler runs on (a daemon thread) and whatever it returns is dropped."""
+        except those running a job the worker gave up, and any at all after a stop at once
+        (``stop(0)``): Python cannot stop a thread, so such a handler runs on (a daemon
+        thread) and whatever it returns is dropped."""
         life = self.life
         with life.lock:
             self.closing = True
             life.has_work.notify_all()
-            while self.exited < len(self._threads) - self.stuck:
+            while self.exited < len(self._threads) - self.stuck and not life.hurry:
                 life.io_wake.wait()
 
     def give_up(self, delivery: Delivery) -> None:
@@ -174,9 +175,9 @@ class HandlerPool:
         while True:
             with lock:  # one lock hold per job: hand the last one back, take the next
                 if finished is not None:
+                    if self.run != run:
+                        return  # its work() has returned: nobody to hand it to
                     if finished[0].given_up:
-                        if self.run != run:
-                            return  # its work() has returned: nobody to hand it to
                         self.stuck -= 1
                     busy.discard(finished[0])
                     if crashed.is_set():
