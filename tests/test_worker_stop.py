@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 import echoq
 from echoq import Delivery, InvalidArgument, Worker
@@ -236,3 +237,31 @@ def test_a_busy_worker_writes_no_log_record_per_job(queue: echoq.Queue, heard: H
     assert report.completed == 200
     # Its start and its stop; nothing per job, at any level.
     assert [r.levelname for r in heard.records] == ["INFO", "INFO"], heard.lines()
+
+
+class _Blip(echoq.Queue):
+    """The first complete-and-claim call fails as a cut connection would, before it reaches
+    the server; the calls after it get through."""
+
+    def __init__(self, queue: echoq.Queue) -> None:
+        super().__init__(queue.name, queue.client)
+        self.blips = 1
+
+    def complete_many_and_claim(self, claims, **kwargs):  # type: ignore[no-untyped-def]
+        if self.blips:
+            self.blips -= 1
+            raise redis.ConnectionError("Connection reset by peer")
+        return super().complete_many_and_claim(claims, **kwargs)
+
+
+def test_a_lost_server_and_its_return_are_logged(queue: echoq.Queue, heard: Heard) -> None:
+    queue.enqueue_many(["one", "two"])
+    blip = _Blip(queue)
+    report = Worker(blip, lambda d: None, lease_ms=200, **FAST).work(burst=True)
+    assert blip.blips == 0 and report.reconnected == 1 and report.completed == 2
+    lines = heard.lines()
+    lost = [line for line in lines if "does not answer" in line]
+    back = [line for line in lines if "answers again" in line]
+    said = "the server does not answer (ConnectionError: Connection reset by peer); trying again for up to 1.0 s"
+    assert lost == [f"WARNING {said}"]
+    assert len(back) == 1 and back[0].startswith("INFO the server answers again after ")
