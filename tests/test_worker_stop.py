@@ -265,3 +265,37 @@ def test_a_lost_server_and_its_return_are_logged(queue: echoq.Queue, heard: Hear
     said = "the server does not answer (ConnectionError: Connection reset by peer); trying again for up to 1.0 s"
     assert lost == [f"WARNING {said}"]
     assert len(back) == 1 and back[0].startswith("INFO the server answers again after ")
+
+
+def test_a_worker_whose_every_thread_is_past_its_limit_claims_nothing_and_gives_its_buffer_back(
+    queue: echoq.Queue, heard: Heard
+) -> None:
+    ids = queue.enqueue_many([f"job {n}" for n in range(5)])
+    release = threading.Event()
+    gave_back = heard.waiter("claimed job(s) not started")
+    held = Worker(
+        queue,
+        lambda d: release.wait(WAIT_S),
+        concurrency=1,
+        prefetch=4,
+        timeout_ms=100,
+        backoff=echoq.Backoff(base_ms=0),
+        **FAST,
+    )
+    reports: list[echoq.WorkReport] = []
+    runner = threading.Thread(target=lambda: reports.append(held.work()))
+    runner.start()
+    try:
+        assert gave_back.wait(WAIT_S)
+        # Its one thread is held: every job, the one retried and the ones given back, is
+        # another worker's to take.
+        other = Worker(queue, lambda d: None, **FAST).work(burst=True)
+        assert other.completed == 5
+    finally:
+        release.set()
+        held.stop()
+        runner.join(WAIT_S)
+    (report,) = reports
+    assert report.timed_out == 1 and report.completed == 0 and report.released == report.claimed - 1
+    snap = assert_one_place(queue, set(ids))
+    assert snap.counts["done"] == 5

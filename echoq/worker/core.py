@@ -389,7 +389,10 @@ class Worker:
         pool, calls = self._pool, self._calls
         stopping = pool.stopping
         capacity, pool.low_mark = self._policy.plan(pool.job_s)
-        room = 0 if stopping else max(0, capacity - pool.holding() - calls.asked)
+        # Every thread running a job given up (timeout_ms): a job claimed now would wait for a
+        # thread that may never come back, so claim none, and give the buffer back.
+        stuck = pool.stuck >= self.concurrency
+        room = 0 if stopping or stuck else max(0, capacity - pool.holding() - calls.asked)
         # Completions wait until the buffer is down to its low mark (pool.take_finished).
         # Pipelined, they go as soon as they fill a call with the room to claim: the server
         # runs it while the handlers work through the buffer.
@@ -397,7 +400,7 @@ class Worker:
             stopping or self._leases.due(now) or (calls.pipelining(capacity) and len(pool.finished) + room >= SPLIT_MIN)
         )
         finished = pool.take_finished(flush)
-        unstarted = pool.take_unstarted() if stopping and pool.buffer else []
+        unstarted = pool.take_unstarted() if (stopping or stuck) and pool.buffer else []
         woken, self._life.woken = self._life.woken, False
         # A handler the worker gave up holds nothing: a stop or a burst does not wait for it.
         holding = bool(pool.buffer or len(pool.busy) > pool.stuck or calls.in_flight)
