@@ -75,7 +75,8 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check lock key and blocki
   goes back through ``retry`` (a try spent, its error ``timeout: ...``) for another
   handler to take, and the late handler's completion is refused by the fence. Python
   cannot stop a thread: the late handler keeps its thread (and that slot takes no job)
-  until it returns; ``delivery.lease_lost`` tells it to give up early.
+  until it returns, and a worker whose every slot is held so claims nothing and gives
+  back its prefetched jobs; ``delivery.lease_lost`` tells a handler to give up early.
 * **Logs.** Records go to the ``echoq`` logger (``echoq.worker.*``), which the library
   leaves to the program to configure (a ``NullHandler`` drops them otherwise): a handler's
   exception with its traceback and JOB id at ERROR; retries, dead letters, lost leases,
