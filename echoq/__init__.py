@@ -12,6 +12,8 @@ chaos and durability demos); ``import echoq`` loads none of it, and the library 
 none of the kit's dependencies.
 """
 
+import logging
+
 from .address import is_cluster, redact
 from .durability import Durability
 from .effects import Effect, EffectResult, Effects
@@ -125,3 +127,7 @@ __all__ = [
     "server_url",
 ]
 __version__ = "0.2.0"
+
+# Quiet unless the program configures logging (``python -m echoq worker`` does): every record
+# goes to the "echoq" logger or one under it, and this handler drops what nothing else takes.
+logging.getLogger("echoq").addHandler(logging.NullHandler())

@@ -1,7 +1,10 @@
 """``python -m echoq check``: connect to Valkey and say which server it is.
 ``python -m echoq server start|stop|status|url``: the user server, the one that keeps this
-user's jobs when no ``VALKEY_URL`` is set (see :mod:`echoq.server`). (The teaching kit's
-commands -- chaos, its worker, workshop -- are ``python -m echoq.teaching ...``.)
+user's jobs when no ``VALKEY_URL`` is set (see :mod:`echoq.server`).
+``python -m echoq worker module:function --queue NAME``: run a handler on a queue's jobs
+until Ctrl-C or SIGTERM (see :mod:`echoq.worker.command`, which also lists its own exit
+statuses). (The teaching kit's commands -- chaos, its worker, workshop -- are
+``python -m echoq.teaching ...``.)
 
 Exit status: 0 done (``server status``: running); 3 ``server status`` of a server that is not
 running; 2 anything that went wrong -- bad options, an unreachable server, a
@@ -34,11 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     manage = sub.add_parser("server", help="the user server: the one that keeps your jobs when VALKEY_URL is not set")
     manage.add_argument("action", choices=("start", "stop", "status", "url"))
     _dead_parser(sub)
+    from .worker import command as worker_command
+
+    worker_command.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "server":
         return reporting(lambda: _server(args.action))
     if args.command == "dead":
         return reporting(lambda: _dead(args))
+    if args.command == "worker":
+        return reporting(lambda: worker_command.run(args))
     return reporting(_check)
 
 

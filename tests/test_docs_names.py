@@ -65,7 +65,7 @@ def test_a_path_that_is_not_there_fails_with_its_file_and_line() -> None:
 @pytest.mark.parametrize(
     ("line", "why"),
     [
-        ("Run `python -m echoq worker`.", "echoq has no subcommand 'worker'"),
+        ("Run `python -m echoq consume`.", "echoq has no subcommand 'consume'"),
         ("Run `python -m echoq.teaching chaos --killers 3`.", "echoq.teaching chaos has no option --killers"),
         ("Run `make serve`.", "the Makefile has no target 'serve'"),
         ("Run `python bench/throughput.py --quickly`.", "bench/throughput.py has no option --quickly"),

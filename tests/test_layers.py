@@ -328,8 +328,11 @@ def test_the_worker_package_has_no_kill_code(module: str) -> None:
     tree = ast.parse((ROOT / "echoq" / "worker" / module).read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert not imported & {"os", "signal", "subprocess"}, imported
-    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in ("kill", "killpg")]
+    # Handling SIGINT and SIGTERM (a clean stop) is signals.py's; no module sends a signal.
+    allowed = {"signal"} if module == "signals.py" else set()
+    assert not imported & ({"os", "signal", "subprocess"} - allowed), imported
+    sends = ("kill", "killpg", "raise_signal", "pthread_kill", "alarm", "setitimer")
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in sends]
 
 
 def test_a_worker_without_hooks_never_calls_os_kill_nor_a_hook(monkeypatch, queue: echoq.Queue) -> None:

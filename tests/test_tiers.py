@@ -20,6 +20,7 @@ TESTS = Path(__file__).resolve().parent
 LIBRARY_TESTS = {
     "test_batch", "test_bounds", "test_clock", "test_corrupt", "test_effects", "test_payloads",
     "test_permissions", "test_queue", "test_secrets", "test_server", "test_stateful", "test_validation",
+    "test_worker_command", "test_worker_stop",
 }  # fmt: skip
 # Library tests that still borrow from the kit, each with what it borrows: this list may
 # only shrink (a module here that no longer loads the kit fails the test below).

@@ -17,6 +17,7 @@ import io
 import json
 import os
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from .. import scripts
 from ..errors import EchoqError, PermissionDenied, ServerUnavailable
 from ..queue import Queue
 from ..server import connect, connection_settings, describe
-from ..worker import Worker
+from ..worker import Delivery, Worker, WorkReport
 from . import learner, presence, progress
 
 
@@ -688,3 +689,47 @@ def wait_until(condition: Callable[[], bool], *, timeout_s: float = 20.0, what: 
             raise TookTooLong(f"{what} did not happen within {timeout_s:.0f} s; is the machine very busy?")
         time.sleep(0.02)
     return time.monotonic() - started
+
+
+def long_job(delivery: Delivery) -> None:
+    """A handler whose job takes a minute, worked in small steps; it gives up as soon as the
+    job is no longer its own (``delivery.lease_lost``: its worker gave it back, or lost its
+    lease), as a long job should."""
+    ends = time.monotonic() + 60
+    while not delivery.lease_lost and time.monotonic() < ends:
+        time.sleep(0.02)  # one step of the work
+
+
+@dataclass(frozen=True)
+class CtrlC:
+    """What :func:`ctrl_c_mid_job` saw: the worker's report, and the seconds from the Ctrl-C
+    to ``work()`` returning (everything it held completed or given back by then)."""
+
+    report: WorkReport
+    stopped_in_s: float
+
+
+def ctrl_c_mid_job(worker: Worker, *, timeout_s: float = 20.0) -> CtrlC:
+    """Run ``worker.work()`` in this kernel's main thread, as a cell does, and press Ctrl-C once
+    a handler has started a job: SIGINT to this process, which is what Jupyter's interrupt
+    button (■) sends the kernel. Returns the report and how long the stop took."""
+    if threading.current_thread() is not threading.main_thread():
+        raise LessonCheckFailed("run this in a cell (the kernel's main thread): only there does work() take Ctrl-C")
+    pressed: list[float] = []
+    failed: list[BaseException] = []
+
+    def press() -> None:
+        try:
+            wait_until(lambda: bool(worker.in_flight), timeout_s=timeout_s, what="a handler starting a job")
+        except TookTooLong as exc:
+            failed.append(exc)
+            worker.stop()
+            return
+        pressed.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=press, name="echoq-ctrl-c", daemon=True).start()
+    report = worker.work()
+    if failed:
+        raise failed[0]
+    return CtrlC(report, time.monotonic() - pressed[0])

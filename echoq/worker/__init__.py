@@ -60,10 +60,29 @@ threads; BullMQ's single ``extendLocks`` call, stalled-check lock key and blocki
   (``lua/stalled_check.lua``: 'unstarted', bounded apart). A bare ``Queue.reap`` run
   beside the workers gives no try back. A worker with hooks claims jobs as started at once.
 * **Stop and crash.** :meth:`Worker.stop` claims nothing more, gives the unstarted
-  prefetched jobs back (``release_many.lua``: each gets its try back) and lets the running ones finish and
-  complete: nothing is held past the stop. A worker that is killed holds leases that
-  nobody extends; they run out and the stalled check returns the jobs (or, at their
-  ``max_stalled``-th stall, dead-letters them). Nothing is lost either way.
+  prefetched jobs back at once (``release_many.lua``: each gets its try back) and lets the
+  running ones finish and complete within ``grace_ms``; a handler still running then has
+  its job given back the same way (pending again for another worker, whatever the
+  handler does later fenced off), and ``stop(0)`` does that at once: nothing is held past
+  the stop. ``work()`` run in the main thread handles SIGINT and SIGTERM for the length
+  of the run (the first stops it, a second stops it at once) and puts the handlers it
+  found back when it returns; in another thread it installs none. A worker that is
+  killed holds leases that nobody extends; they run out and the stalled check returns
+  the jobs (or, at their ``max_stalled``-th stall, dead-letters them). Nothing is lost
+  either way.
+* **A time limit.** With ``timeout_ms`` (off by default), a handler still running that
+  long after it started has its job given up: its lease is no longer extended, the job
+  goes back through ``retry`` (a try spent, its error ``timeout: ...``) for another
+  handler to take, and the late handler's completion is refused by the fence. Python
+  cannot stop a thread: the late handler keeps its thread (and that slot takes no job)
+  until it returns, and a worker whose every slot is held so claims nothing and gives
+  back its prefetched jobs; ``delivery.lease_lost`` tells a handler to give up early.
+* **Logs.** Records go to the ``echoq`` logger (``echoq.worker.*``), which the library
+  leaves to the program to configure (a ``NullHandler`` drops them otherwise): a handler's
+  exception with its traceback and JOB id at ERROR; retries, dead letters, lost leases,
+  time limits, jobs given back running and completions the fence refused at WARNING;
+  start, stop, stalled jobs recovered and reconnects at INFO. Nothing is logged per job
+  that went well, and no record holds a password or a payload.
 
 **A lost server.** When Valkey stops answering (a cluster master killed and its replica
 not yet promoted, a server restarting) or answers BUSY (a script held past the server's

@@ -3,11 +3,14 @@ every worker of a queue (a lock key)."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 from ..queue import Queue, StalledReport
 from .delivery import Life
 from .outage import Outages
+
+log = logging.getLogger(__name__)
 
 
 class Beat:
@@ -49,4 +52,17 @@ class Beat:
             life.report.dead += len(stalled.dead)
             if stalled.recovered:
                 life.woken = True  # jobs went back to pending: worth a claim
+        if stalled.recovered:
+            log.info("stalled check: %d job(s) whose lease ran out back in pending: %s", *_some(stalled.recovered))
+        if stalled.dead:
+            log.warning(
+                "stalled check: %d job(s) dead-lettered, stalled max_stalled=%d times: %s",
+                *_some(stalled.dead, self.max_stalled),
+            )
         return stalled
+
+
+def _some(ids: list[str], *between: object) -> tuple[object, ...]:
+    """How many ids, then ``between``, then the first few of them (a log line stays short)."""
+    shown = ", ".join(ids[:5]) + (f", ... ({len(ids) - 5} more)" if len(ids) > 5 else "")
+    return (len(ids), *between, shown)

@@ -27,8 +27,9 @@ from .outage import Outages
 SPLIT_MIN = 16
 LANES = 2
 
-# Called with each reply: the completions' outcomes, the new claims, the call's round trip.
-OnReply = Callable[[list[Complete], list[Claim], float], None]
+# Called with each reply: the deliveries it completed, their outcomes, the new claims, the
+# call's round trip.
+OnReply = Callable[[Sequence[Delivery], list[Complete], list[Claim], float], None]
 
 
 class OneCall:
@@ -83,7 +84,7 @@ class OneCall:
             outcomes, claims = self.queue._complete_many_reply(unconfirmed.reply)
         for delivery in starting:
             delivery.confirmed = True
-        self.on_reply(outcomes, claims, time.perf_counter() - started)
+        self.on_reply(done, outcomes, claims, time.perf_counter() - started)
         return len(claims)
 
     def close(self) -> None:
@@ -160,9 +161,9 @@ class PipelinedCalls(OneCall):
         assert self.pipe is not None
         reply = self.pipe.receive()
         outcomes, claims = self.queue._complete_many_reply(reply)
-        _done, ask, _starting, sent = self.sent.popleft()
+        done, ask, _starting, sent = self.sent.popleft()
         self.asked -= ask
-        self.on_reply(outcomes, claims, time.perf_counter() - sent)
+        self.on_reply(done, outcomes, claims, time.perf_counter() - sent)
         return len(claims), ask
 
     def _lost(self, unsent: list[Delivery], asking: int) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -20,9 +22,15 @@ from .leases import Backoff, LeaseKeeper
 from .outage import Outages
 from .pacing import ClaimPace, PrefetchPolicy
 from .pool import Finished, HandlerPool
+from .signals import StopOnSignals, signal_name
 from .wake import ARM_S, Waker
 
 MAX_CONCURRENCY = 256
+# How long a stop waits for the handlers running to finish before it gives their jobs back.
+DEFAULT_GRACE_MS = 10_000
+# The longest handler time limit (timeout_ms) and grace period: a day, as a lease.
+MAX_TIMEOUT_MS = 86_400_000
+log = logging.getLogger(__name__)
 _worker_numbers = itertools.count(1)
 
 
@@ -52,6 +60,9 @@ class _Step(NamedTuple):
     holding: bool  # jobs claimed and not finished, or calls in flight
     starting: list[Delivery]  # starts to confirm
     confirm_in: float  # seconds until the next start is due to be confirmed
+    timed_out: list[Delivery]  # handlers past timeout_ms: give their jobs up through retry
+    overdue: list[Delivery]  # handlers still running at the end of a stop's grace period: give back
+    due_in: float  # seconds until a handler's time limit or the grace period ends (inf: none)
 
 
 class Worker:
@@ -73,7 +84,11 @@ class Worker:
         idle_wait_ms: int = 1_000,
         hooks: WorkerHooks | None = None,
         prefetch: int | None = None,
+        timeout_ms: int | None = None,
+        grace_ms: int = DEFAULT_GRACE_MS,
     ) -> None:
+        if not callable(handler):
+            raise InvalidArgument(f"handler must be callable, a function that takes a Delivery; got {handler!r:.60}")
         self.queue = queue
         self.handler = handler
         self.concurrency = whole("concurrency", concurrency, 1, MAX_CONCURRENCY)
@@ -90,6 +105,11 @@ class Worker:
             raise InvalidArgument(f"hooks must have a reached(delivery, checkpoint) method, got {hooks!r}")
         self.hooks = hooks
         self.prefetch = _prefetch(prefetch, self.concurrency, self.extend_every_ms)
+        # None: no time limit. Past it the job is given up through retry (see work()).
+        self.timeout_ms = (
+            None if timeout_ms is None else whole("timeout_ms", timeout_ms, 1, MAX_TIMEOUT_MS, unit="of milliseconds")
+        )
+        self.grace_ms = whole("grace_ms", grace_ms, 0, MAX_TIMEOUT_MS, unit="of milliseconds")
         self.name = f"worker-{next(_worker_numbers)}@{queue.name}"
         # Claims count as unstarted until the handler's start is confirmed (CONFIRM_S). A worker
         # with hooks (fault injection) claims them as started at once: a hook that abandons it
@@ -97,6 +117,8 @@ class Worker:
         self._confirm = hooks is None
         self._running = False
         self._stop_pending = False  # stop() came while no work() ran: the next one stops at once
+        self._grace_at = float("inf")  # time.monotonic() when a stop gives back what still runs
+        self._stop_reason = "stop()"  # what asked for the stop, for the log
 
         life = self._life = Life(hooks)
         # A lost server is waited for one lease time (at least a second) before work() gives up.
@@ -121,9 +143,17 @@ class Worker:
 
     # -- control and what may be read ---------------------------------------------------------
 
-    def stop(self) -> None:
-        """Graceful stop: claim nothing new, give back the prefetched jobs not started, let
-        the running ones finish and complete. ``work`` returns holding nothing.
+    def stop(self, grace_ms: int | None = None) -> None:
+        """Graceful stop: claim nothing new, give back at once the prefetched jobs not started
+        (each gets its try back), let the running ones finish and complete within
+        ``grace_ms`` (default: the worker's ``grace_ms``), and give back the jobs whose
+        handler still runs then (``release_many.lua``: pending again at once, for another
+        worker, their try given back; whatever the handler does later is fenced off).
+        ``work`` returns holding nothing. ``stop(0)`` gives back at once what still runs. A
+        later call may shorten the grace period, never lengthen it.
+
+        Python cannot stop a thread: a handler given back runs on in its (daemon) thread
+        until it returns, and what it returns is dropped.
 
         An idle worker blocked on the wake is woken by a push to its halt key
         (``emq:{q}:halt:<run>``), so ``work`` returns within a few round trips (what the
@@ -133,11 +163,21 @@ class Worker:
         Called while no ``work`` runs -- before it starts, as with a thread about to call it --
         it applies to the next ``work``, which then returns at once; a ``work`` that ended
         clears it, so the one after that runs as usual."""
-        with self._life.lock:
+        grace_s = (self.grace_ms if grace_ms is None else whole("grace_ms", grace_ms, 0, MAX_TIMEOUT_MS)) / 1000
+        life = self._life
+        with life.lock:
             self._stop_pending = True
             self._pool.stopping = True
-        self._life.rouse()
+            self._grace_at = min(self._grace_at, time.monotonic() + grace_s)
+            if not grace_s:
+                life.hurry = True
+        life.rouse()
         self._waker.halt()
+
+    def _stop_on_signal(self, signum: int, at_once: bool) -> None:
+        """Called by a signal handler (:class:`~echoq.worker.signals.StopOnSignals`)."""
+        self._stop_reason = f"{signal_name(signum)}, a second signal" if at_once else signal_name(signum)
+        self.stop(0 if at_once else None)
 
     def abandon(self) -> None:
         """Die now, as a SIGKILLed process would, from any thread: the jobs held are neither
@@ -195,10 +235,31 @@ class Worker:
         the jobs of a claim whose reply was lost are drained once their leases run out).
         A job another worker holds is not waited for, even one whose worker died: a burst
         returns while its lease runs, and drains it once the lease has run out.
-        Returns what this call did."""
+        Returns what this call did.
+
+        Called in the main thread, it handles SIGINT and SIGTERM while it runs (the handlers
+        found are put back when it returns): the first calls :meth:`stop`, a second
+        ``stop(0)``. In another thread it installs nothing: wire :meth:`stop` to your own
+        signals.
+
+        With ``timeout_ms``, a handler still running that long after it started has its job
+        given up: the lease is no longer extended, the job goes back through ``retry`` (with
+        the error ``timeout: ...``, counted toward ``max_attempts``), and when the handler
+        does return, its completion is refused by the fence (``report.stale``)."""
         if self._running:
             raise InvalidArgument("this worker is already working; call stop() first or start another Worker")
+        signals = StopOnSignals([self])
         self._running = True
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "%s started%s: concurrency %d, lease %d ms, %s, grace %d ms",
+                self.name,
+                " (burst)" if burst else "",
+                self.concurrency,
+                self.lease_ms,
+                "no time limit" if self.timeout_ms is None else f"time limit {self.timeout_ms} ms",
+                self.grace_ms,
+            )
         life = self._life
         life.report = WorkReport()
         life.woken = False
@@ -209,6 +270,7 @@ class Worker:
         self._calls = self._transport()
         failure: BaseException | None = None
         try:
+            signals.install()
             self._pool.start()
             with life.lock:
                 self._pool.stopping = self._stop_pending  # a stop() that came before this work()
@@ -221,10 +283,28 @@ class Worker:
             self._waker.end()
             self._pool.close()
             self._calls.close()
+            signals.restore()
             with life.lock:
                 self._stop_pending = False
+                self._grace_at = float("inf")
+                life.hurry = False
+            self._stop_reason = "stop()"
             self._running = False
         failure = failure or self._pool.failure
+        if log.isEnabledFor(logging.INFO):
+            report = life.report
+            log.info(
+                "%s stopped%s: %d completed, %d retried, %d dead-lettered, %d given back unstarted, "
+                "%d given back running, %d timed out",
+                self.name,
+                "" if failure is None else f" by {type(failure).__name__}",
+                report.completed,
+                report.retried,
+                report.dead,
+                report.released,
+                report.given_up,
+                report.timed_out,
+            )
         if failure is not None:
             # Every error out of work() is typed: a client error that escaped a move's own
             # translation (a connection lost outside one) becomes the EchoqError it means.
@@ -250,14 +330,23 @@ class Worker:
         pace = ClaimPace(self.idle_wait_ms / 1000)
         beat.start(time.monotonic())
         leases.start(time.monotonic())
+        announced = hurried = False  # the stop, and a stop at once, in the log
         while not life.crashed.is_set():
             beat.tick(time.monotonic())
             now = time.monotonic()
             with life.lock:
                 step = self._next_step(now)
             life.check()
+            if step.stopping and not announced:
+                announced = True
+                self._announce_stop(step)
+            if life.hurry and not hurried:
+                hurried = True
+                log.info("%s stopping at once (%s): giving back what still runs", self.name, self._stop_reason)
             if step.unstarted:
                 leases.release(step.unstarted)
+            if step.timed_out or step.overdue:
+                self._give_up(step, pace)
             if leases.due(now) and leases.extend(self.held):
                 with life.lock:
                     pool.drop_lost()
@@ -290,7 +379,9 @@ class Worker:
                         pace.look_at(time.monotonic() + unheard_left_s)
                 if waiting.next_due_in_ms is not None:
                     pace.look_at(time.monotonic() + waiting.next_due_in_ms / 1000)
-            deadline = min(beat.next_at, leases.next_at, pace.look_again, time.monotonic() + step.confirm_in)
+            deadline = min(
+                beat.next_at, leases.next_at, pace.look_again, time.monotonic() + min(step.confirm_in, step.due_in)
+            )
             sleep_until = self._await_wake(pace, step, deadline)
             if sleep_until is not None:
                 self._sleep(sleep_until, step)
@@ -300,7 +391,10 @@ class Worker:
         pool, calls = self._pool, self._calls
         stopping = pool.stopping
         capacity, pool.low_mark = self._policy.plan(pool.job_s)
-        room = 0 if stopping else max(0, capacity - pool.holding() - calls.asked)
+        # Every thread running a job given up (timeout_ms): a job claimed now would wait for a
+        # thread that may never come back, so claim none, and give the buffer back.
+        stuck = pool.stuck >= self.concurrency
+        room = 0 if stopping or stuck else max(0, capacity - pool.holding() - calls.asked)
         # Completions wait until the buffer is down to its low mark (pool.take_finished).
         # Pipelined, they go as soon as they fill a call with the room to claim: the server
         # runs it while the handlers work through the buffer.
@@ -308,11 +402,94 @@ class Worker:
             stopping or self._leases.due(now) or (calls.pipelining(capacity) and len(pool.finished) + room >= SPLIT_MIN)
         )
         finished = pool.take_finished(flush)
-        unstarted = pool.take_unstarted() if stopping and pool.buffer else []
+        unstarted = pool.take_unstarted() if (stopping or stuck) and pool.buffer else []
         woken, self._life.woken = self._life.woken, False
-        holding = bool(pool.buffer or pool.busy or calls.in_flight)
+        # A handler the worker gave up holds nothing: a stop or a burst does not wait for it.
+        holding = bool(pool.buffer or len(pool.busy) > pool.stuck or calls.in_flight)
         starting, confirm_in = pool.to_confirm() if self._confirm else ([], float("inf"))
-        return _Step(stopping, capacity, room, finished, unstarted, woken, holding, starting, confirm_in)
+        timed_out: list[Delivery] = []
+        overdue: list[Delivery] = []
+        due_in = float("inf")
+        if len(pool.busy) > pool.stuck and (self.timeout_ms is not None or stopping):
+            timed_out, overdue, due_in = self._past_due(now)
+        return _Step(
+            stopping,
+            capacity,
+            room,
+            finished,
+            unstarted,
+            woken,
+            holding,
+            starting,
+            confirm_in,
+            timed_out,
+            overdue,
+            due_in,
+        )
+
+    def _past_due(self, now: float) -> tuple[list[Delivery], list[Delivery], float]:
+        """Under the lock: the running handlers past ``timeout_ms``, those still running at the
+        end of a stop's grace period (each given up now), and the seconds until the next
+        such moment."""
+        pool = self._pool
+        timed_out: list[Delivery] = []
+        overdue: list[Delivery] = []
+        due_in = float("inf")
+        if pool.stopping:
+            due_in = self._grace_at - now
+        clock = time.perf_counter()
+        limit_s = None if self.timeout_ms is None else self.timeout_ms / 1000
+        for delivery in pool.busy:
+            if delivery.given_up:
+                continue
+            if limit_s is not None:
+                left = delivery.started_at + limit_s - clock
+                if left <= 0:
+                    timed_out.append(delivery)
+                    continue
+                due_in = min(due_in, left)
+            if pool.stopping and self._grace_at <= now:
+                overdue.append(delivery)
+        for delivery in (*timed_out, *overdue):
+            pool.give_up(delivery)
+        return timed_out, overdue, max(0.0, due_in)
+
+    def _give_up(self, step: _Step, pace: ClaimPace) -> None:
+        """Give up the jobs whose handler is past its time limit (through retry, counted as a
+        try) or still running at the end of a stop's grace period (given back, the try too)."""
+        leases = self._leases
+        for delivery in step.timed_out:
+            log.warning(
+                "%s: the handler is still running after timeout_ms=%d; giving the job up",
+                delivery.job_id,
+                self.timeout_ms,
+            )
+            with self._life.lock:
+                self._life.report.timed_out += 1
+            backoff_s = leases.retry(delivery, f"timeout: the handler ran past timeout_ms={self.timeout_ms}")
+            if backoff_s is None:
+                pace.dry = False
+            else:
+                pace.look_at(time.monotonic() + backoff_s)
+        if step.overdue:
+            leases.release(step.overdue, running=True)
+
+    def _announce_stop(self, step: _Step) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return
+        pool = self._pool
+        with self._life.lock:
+            running = len(pool.busy) - pool.stuck
+            grace_s = max(0.0, self._grace_at - time.monotonic())
+        log.info(
+            "%s stopping (%s): claiming nothing more; %d handler(s) running, given %.1f s to finish; "
+            "%d claimed job(s) not started go back now",
+            self.name,
+            self._stop_reason,
+            running,
+            grace_s,
+            len(step.unstarted),
+        )
 
     def _settle(self, finished: list[Finished], pace: ClaimPace) -> list[Delivery]:
         """Retry the jobs whose handler raised; the others are to be completed."""
@@ -350,7 +527,7 @@ class Worker:
             woken, claims = waited
             if claims is not None:
                 # The claim behind the wait: a look at pending, timed mostly by the wait.
-                self._on_reply([], claims, time.perf_counter() - started, timed=False)
+                self._on_reply((), [], claims, time.perf_counter() - started, timed=False)
                 pace.looked(len(claims), step.room)
                 if claims:
                     # Sleep at once: a handler thread needs the GIL to start the job, and
@@ -382,11 +559,21 @@ class Worker:
             life.io_wake.wait(wait_s)
             life.owner_waiting = False
 
-    def _on_reply(self, outcomes: list[Complete], claims: list[Claim], took_s: float, *, timed: bool = True) -> None:
+    def _on_reply(
+        self,
+        done: Sequence[Delivery],
+        outcomes: list[Complete],
+        claims: list[Claim],
+        took_s: float,
+        *,
+        timed: bool = True,
+    ) -> None:
         """Count a call's outcomes and put the jobs it claimed into the buffer."""
         life = self._life
         fresh = [Delivery(life, claim) for claim in claims]
         completed = outcomes.count(Complete.COMPLETED)
+        if completed != len(outcomes):
+            _refused(done, outcomes)
         with life.lock:
             if claims and life.unheard_lease_ms:  # a claim's deadline: the server's now when it ran, plus the lease
                 life.heard(max(claim.deadline_ms for claim in claims) - self.lease_ms)
@@ -409,6 +596,22 @@ class Worker:
         if plain and self._policy.most() >= LANES * SPLIT_MIN:
             return PipelinedCalls(self.queue, self._life, self._outages, **kinds)
         return OneCall(self.queue, self._life, self._outages, **kinds)
+
+
+def _refused(done: Sequence[Delivery], outcomes: list[Complete]) -> None:
+    """Say which completions the fence refused: a handler that finished after its job was
+    given up or its lease lost. (``gone`` for a job not known to be lost is a completion
+    sent again after a lost connection that had applied the first time: nothing to say.)"""
+    for delivery, outcome in zip(done, outcomes, strict=True):
+        if outcome is Complete.STALE or (outcome is Complete.GONE and delivery.lease_lost):
+            log.warning(
+                "%s: completion refused by the fence (%s): the handler finished after %s",
+                delivery.job_id,
+                outcome,
+                "the job was given up" if delivery.given_up else "its lease was lost",
+            )
+        elif outcome is Complete.GONE:
+            log.debug("%s: completion answered gone (sent again after a lost connection)", delivery.job_id)
 
 
 def _extend_every(lease_ms: int, extend_every_ms: int | None) -> int:

@@ -59,6 +59,8 @@ class WorkReport:
     reconnected: int = 0  # times the server stopped answering and the worker carried on once it did
     unreplicated: int = 0  # completions applied on the master that no replica confirmed (durability on)
     lost_replies: int = 0  # claiming calls whose reply never came: what they claimed was leased to nobody
+    timed_out: int = 0  # handlers still running at timeout_ms: their jobs went back through retry
+    given_up: int = 0  # handlers still running when a stop's grace period ended: their jobs given back
 
 
 class Life:
@@ -75,6 +77,7 @@ class Life:
         self.has_work = threading.Condition(self.lock)
         self.io_wake = threading.Condition(self.lock)
         self.crashed = threading.Event()
+        self.hurry = False  # a stop at once (a second signal): a lost server is not waited for
         self.report = WorkReport()
         self.owner_waiting = False  # the I/O owner sleeps on io_wake
         self.woken = False  # work may be pending (a wake, a recovery): worth a claim
@@ -138,10 +141,15 @@ class Delivery:
     def __init__(self, life: Life, claim: Claim) -> None:
         self._life = life
         self.claim = claim
-        self.lease_lost = False  # set when a lease extension was refused: stop early if you can
+        # Set when a lease extension was refused, or the worker gave the job up (given_up):
+        # the job is no longer this handler's; stop early if you can.
+        self.lease_lost = False
         self.passed_mid_job = False
         self.started_at = 0.0  # perf_counter() when a handler took it; 0.0 until then
         self.confirmed = False  # its start was sent to the server (complete_many.lua's `started`)
+        # The worker gave this job up while its handler still ran (timeout_ms, or a stop's
+        # grace period ended): whatever the handler does now, its completion is fenced off.
+        self.given_up = False
 
     @property
     def job_id(self) -> str:

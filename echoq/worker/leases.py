@@ -3,6 +3,7 @@ them -- extending their leases, giving back the unstarted ones, retrying failed 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,6 +13,8 @@ from ..limits import BOUNDS, fraction, whole
 from ..queue import Extend, Queue, Release, Retry, RetryResult, _text
 from .delivery import Delivery, Life
 from .outage import Outages
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -83,23 +86,49 @@ class LeaseKeeper:
                     delivery.lease_lost = True
                     life.report.lease_lost += 1
                     lost = True
+                    log.warning(
+                        "%s: lease lost (extension refused: %s); another worker may hold it", delivery.job_id, outcome
+                    )
         return lost
 
-    def release(self, deliveries: list[Delivery]) -> None:
-        """Give unstarted jobs back to pending: each gets its try back."""
+    def release(self, deliveries: list[Delivery], *, running: bool = False) -> None:
+        """Give jobs back to pending: each gets its try back. Unstarted ones (a stopping
+        worker's buffer), or with ``running`` the ones whose handler still ran when a stop's
+        grace period ended (given up: their completion is fenced off)."""
         self.life.check()
         outcomes = self.outages.ride_out(self.queue.release_many, [d.claim for d in deliveries])
         with self.life.lock:
             released = sum(1 for outcome in outcomes if outcome is Release.RELEASED)
-            self.life.report.released += released
-            self.life.report.stale += len(outcomes) - released
+            report = self.life.report
+            if running:
+                report.given_up += released
+            else:
+                report.released += released
+            report.stale += len(outcomes) - released
+        if running:
+            for delivery, outcome in zip(deliveries, outcomes, strict=True):
+                log.warning(
+                    "%s: handler still running when the grace period ended; %s (try given back)",
+                    delivery.job_id,
+                    "given back to pending" if outcome is Release.RELEASED else f"refused by the fence ({outcome})",
+                )
+        elif released and log.isEnabledFor(logging.INFO):
+            log.info("gave back %d claimed job(s) not started (their tries given back)", released)
 
-    def retry(self, delivery: Delivery, exc: Exception) -> float | None:
-        """Retry a job whose handler raised; returns its backoff in seconds, None if it is
-        pending again now (or dead, or refused)."""
+    def retry(self, delivery: Delivery, exc: Exception | str) -> float | None:
+        """Retry a job whose handler raised (or, given text, a job given up for that reason);
+        returns its backoff in seconds, None if it is pending again now (or dead, or refused)."""
         life = self.life
         life.check()
-        error = f"{type(exc).__name__}: {exc}"[:500]
+        error = (exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}")[:500]
+        if isinstance(exc, BaseException):
+            log.error(
+                "%s: the handler raised (try %d of %d)",
+                delivery.job_id,
+                delivery.attempts,
+                self.max_attempts,
+                exc_info=exc,
+            )
         backoff_ms = self.backoff.delay_ms(delivery.attempts)
         try:
             result = self.outages.ride_out(
@@ -118,4 +147,21 @@ class LeaseKeeper:
                 report.dead += 1
             else:
                 report.stale += 1
-        return backoff_ms / 1000 if result.outcome is Retry.SCHEDULED else None
+        outcome = result.outcome
+        if outcome is Retry.SCHEDULED:
+            log.warning("%s: retried (try %d failed); back in %d ms", delivery.job_id, delivery.attempts, backoff_ms)
+        elif outcome is Retry.RETRIED:
+            log.warning("%s: retried (try %d failed); pending again now", delivery.job_id, delivery.attempts)
+        elif outcome is Retry.DEAD:
+            log.warning(
+                "%s: dead-lettered after %d tries (max_attempts %d): %s",
+                delivery.job_id,
+                delivery.attempts,
+                self.max_attempts,
+                error,
+            )
+        else:
+            log.warning(
+                "%s: retry refused by the fence (%s): the job is no longer this worker's", delivery.job_id, outcome
+            )
+        return backoff_ms / 1000 if outcome is Retry.SCHEDULED else None

@@ -3,6 +3,7 @@ server answers, or until the worker gives up."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -11,9 +12,10 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from ..errors import ServerUnavailable
-from ..translation import lost_server
+from ..translation import first_line, lost_server
 from .delivery import Life
 
+log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 # What a server that stopped answering raises: through the registry (one line), or from a
 # plain command (a cluster's slot without a master raises ClusterDownError, or no node).
@@ -50,8 +52,17 @@ class Outages:
                 result = move(*args, **kwargs)
             except LOST_SERVER as exc:
                 now = time.monotonic()
-                first_failure = now if first_failure is None else first_failure
-                if now - first_failure >= self.give_up_s:
+                if first_failure is None:
+                    first_failure = now
+                    log.warning(
+                        "the server does not answer (%s: %s); trying again for up to %.1f s",
+                        type(exc).__name__,
+                        first_line(exc),
+                        self.give_up_s,
+                    )
+                # A stop at once (a second signal) does not wait for the server: what is
+                # held then runs out its lease, as a killed worker's would.
+                if now - first_failure >= self.give_up_s or life.hurry:
                     if isinstance(exc, ServerUnavailable):
                         raise
                     raise lost_server(self.client, exc) from None
@@ -61,10 +72,10 @@ class Outages:
                 continue
             except Exception:
                 if first_failure is not None:  # the server answered (NotReplicated, say): back
-                    self._back()
+                    self._back(first_failure)
                 raise
             if first_failure is not None:
-                self._back()
+                self._back(first_failure)
             return result
 
     def ride_out_claiming(self, lease_ms: int, move: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
@@ -83,6 +94,7 @@ class Outages:
 
         return self.ride_out(tried, *args, **kwargs)
 
-    def _back(self) -> None:
+    def _back(self, since: float) -> None:
         with self.life.lock:
             self.life.report.reconnected += 1
+        log.info("the server answers again after %.2f s; carrying on", time.monotonic() - since)

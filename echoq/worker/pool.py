@@ -46,6 +46,9 @@ class HandlerPool:
         self.failure: BaseException | None = None  # a handler's KeyboardInterrupt, SystemExit
         self.job_s: float | None = None  # handler time per job (moving average)
         self.last_take = 0.0  # perf_counter() when a handler last took a job from the buffer
+        self.stuck = 0  # deliveries in busy that the worker gave up (given_up): their handlers still run
+        self.run = 0  # which work() call the threads serve: a thread of an earlier one leaves
+        self.exited = 0  # threads of this run that have left
         self._threads: list[threading.Thread] = []
 
     # -- the owner's side (under life.lock unless said) -------------------------------------
@@ -57,20 +60,33 @@ class HandlerPool:
         self.finished.clear()
         self.stopping = self.closing = False
         self.failure = None
+        self.stuck = self.exited = 0
+        self.run += 1
         self._threads = [
-            threading.Thread(target=self._serve, name=f"echoq-handler-{n}", daemon=True)
+            threading.Thread(target=self._thread, args=(self.run,), name=f"echoq-handler-{n}", daemon=True)
             for n in range(self.concurrency)
         ]
         for thread in self._threads:
             thread.start()
 
     def close(self) -> None:
-        """Let the threads leave once their job is done, and wait for them (not under the lock)."""
-        with self.life.lock:
+        """Let the threads leave once their job is done, and wait for them (not under the lock),
+        except those running a job the worker gave up, and any at all after a stop at once
+        (``stop(0)``): Python cannot stop a thread, so such a handler runs on (a daemon
+        thread) and whatever it returns is dropped."""
+        life = self.life
+        with life.lock:
             self.closing = True
-            self.life.has_work.notify_all()
-        for thread in self._threads:
-            thread.join()
+            life.has_work.notify_all()
+            while self.exited < len(self._threads) - self.stuck and not life.hurry:
+                life.io_wake.wait()
+
+    def give_up(self, delivery: Delivery) -> None:
+        """Under the lock: the worker gives up a delivery whose handler still runs. Its lease
+        is not extended again, its start not confirmed, and its thread no longer counts as
+        holding a job (a stop, a burst, need not wait for it)."""
+        delivery.given_up = delivery.lease_lost = delivery.confirmed = True
+        self.stuck += 1
 
     def feed(self, fresh: list[Delivery]) -> None:
         self.buffer.extend(fresh)
@@ -140,7 +156,16 @@ class HandlerPool:
 
     # -- the handler threads -----------------------------------------------------------------
 
-    def _serve(self) -> None:
+    def _thread(self, run: int) -> None:
+        try:
+            self._serve(run)
+        finally:
+            with self.life.lock:
+                if self.run == run:
+                    self.exited += 1
+                    self.life.io_wake.notify_all()
+
+    def _serve(self, run: int) -> None:
         # A busy worker runs every job through this loop: the names it uses are local.
         life = self.life
         lock, busy, crashed, has_work, clock = life.lock, self.busy, life.crashed, life.has_work, time.perf_counter
@@ -150,6 +175,10 @@ class HandlerPool:
         while True:
             with lock:  # one lock hold per job: hand the last one back, take the next
                 if finished is not None:
+                    if self.run != run:
+                        return  # its work() has returned: nobody to hand it to
+                    if finished[0].given_up:
+                        self.stuck -= 1
                     busy.discard(finished[0])
                     if crashed.is_set():
                         return  # a dead worker completes nothing
@@ -185,8 +214,12 @@ class HandlerPool:
                 return
             except BaseException as exc:  # KeyboardInterrupt, SystemExit: the worker ends
                 with lock:
+                    if self.run != run:
+                        return  # a given-up handler's, after its work() returned
                     self.failure = exc
                     self.stopping = True
+                    if delivery.given_up:
+                        self.stuck -= 1
                     busy.discard(delivery)
                     life.io_wake.notify_all()
                     has_work.notify_all()
