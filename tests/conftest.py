@@ -184,7 +184,7 @@ SECONDS = {
     "test_stateful.py": 9, "test_site.py": 8, "test_workshop_folder.py": 6, "test_batch.py": 5, "test_effects.py": 5,
     "test_workshop_bench.py": 5, "test_launch.py": 5, "test_user_server.py": 6, "test_lab_race.py": 7,
     # the browser tests (their own pytest: tools/run-tests.sh)
-    "test_workshop_guide.py": 65, "test_browser_habits.py": 38, "test_browser.py": 51,
+    "test_workshop_guide.py": 65, "test_browser_habits.py": 38, "test_browser.py": 90,
     "test_frontends.py": 27,
     # a lesson: nbval's run and the second pass on the same kernel (tests/support/rerun.py)
     "07_beyond_one_server.ipynb": 31, "05_worker_path.ipynb": 16, "06_beyond.ipynb": 5,
