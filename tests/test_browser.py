@@ -229,6 +229,15 @@ def test_the_four_panels_in_voila(page, valkey_for_kernels) -> None:  # noqa: F8
                 exercise_panel(page, page, name)
             else:
                 answers_a_click(page, page, name)
+        # A change made outside the page (this test, with the library) is drawn: the kernel's
+        # re-read clock runs in Voila's kernel as in JupyterLab's.
+        from echoq import Queue, connect
+
+        claim = page.locator(".jp-OutputArea-output").filter(has=page.get_by_text("crash mid-job", exact=True)).first
+        readout = claim.locator("[role=status]").first
+        name, pending = re.search(r"emq:\{([^}]+)\}:pending holds (\d+)", readout.inner_text()).groups()  # type: ignore[union-attr]
+        Queue(name, connect(valkey_for_kernels.url)).enqueue_many(["made outside the page"] * 3)
+        poll(lambda: f"pending holds {int(pending) + 3}" in readout.inner_text(), what="jobs enqueued outside, drawn")
         # Voila shows the panels, never the code that builds them.
         assert page.get_by_text("from echoq.teaching.lab import").count() == 0
         assert page.get_by_text("ClaimLab()").count() == 0
