@@ -204,7 +204,7 @@ def shares(three: LocalCluster) -> list[dict[str, Any]]:
 
 def run(queues: int, rounds: int, jobs: dict[str, int], progress: Callable[[str], None]) -> dict[str, Any]:
     with ThreadPoolExecutor(2) as pool:
-        starting = [pool.submit(start_cluster, masters=n, replicas=0) for n in (1, 3)]
+        starting = [pool.submit(start_cluster, masters=n, replicas=0, replace=False) for n in (1, 3)]
     one, three = (f.result() for f in starting)
     try:
         names = queue_names(three, queues)

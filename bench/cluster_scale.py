@@ -169,7 +169,9 @@ def run(
 ) -> dict[str, Any]:
     # Started side by side: a new master waits about two seconds before it calls itself ok.
     with ThreadPoolExecutor(3) as pool:
-        starting = [pool.submit(start_cluster, masters=n, replicas=0) for n in (1, 3)] + [pool.submit(start_server)]
+        starting = [pool.submit(start_cluster, masters=n, replicas=0, replace=False) for n in (1, 3)] + [
+            pool.submit(start_server)
+        ]
     one, three, single = (f.result() for f in starting)
     try:
         names = queue_names(three, queues)

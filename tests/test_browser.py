@@ -16,6 +16,7 @@ Everything talks to one real Valkey, which the test also reads.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -228,6 +229,15 @@ def test_the_four_panels_in_voila(page, valkey_for_kernels) -> None:  # noqa: F8
                 exercise_panel(page, page, name)
             else:
                 answers_a_click(page, page, name)
+        # A change made outside the page (this test, with the library) is drawn: the kernel's
+        # re-read clock runs in Voila's kernel as in JupyterLab's.
+        from echoq import Queue, connect
+
+        claim = page.locator(".jp-OutputArea-output").filter(has=page.get_by_text("crash mid-job", exact=True)).first
+        readout = claim.locator("[role=status]").first
+        name, pending = re.search(r"emq:\{([^}]+)\}:pending holds (\d+)", readout.inner_text()).groups()  # type: ignore[union-attr]
+        Queue(name, connect(valkey_for_kernels.url)).enqueue_many(["made outside the page"] * 3)
+        poll(lambda: f"pending holds {int(pending) + 3}" in readout.inner_text(), what="jobs enqueued outside, drawn")
         # Voila shows the panels, never the code that builds them.
         assert page.get_by_text("from echoq.teaching.lab import").count() == 0
         assert page.get_by_text("ClaimLab()").count() == 0
@@ -283,3 +293,113 @@ def test_a_rejected_answer_is_pictured_in_jupyterlab(page, lab_server, lab_root)
             save_screenshot(shown.screenshot(), f"feedback-{key}-jupyterlab.png")
     finally:
         notebook.unlink()
+
+
+FOLLOWED = "lab-followed"  # the queue of the lab the next test shows (this session's Valkey only)
+SHOWN_CLOCK = re.compile(r"#\d+ · (\d\d):(\d\d):(\d\d\.\d)")  # the pill: "live · #7 · 21:12:46.7"
+
+
+def _readout_counts(readout, pending: int, active: int) -> bool:
+    # The readout tells a move's counts from its half-way frame on, as the picture's words do.
+    text = readout.inner_text()
+    return f"pending holds {pending}" in text and f"active holds {active}" in text
+
+
+def _drawn(readouts, counts: tuple[int, int], written: float) -> tuple[float, float]:
+    """Wait until every page's lab readout tells ``counts`` (pending, active) after a write
+    that returned at ``written`` (time.time()). How long after the write the kernel recorded
+    the frame they show (its clock, in the pill: the kernel's re-read clock at work, which
+    load on the machine hardly delays), and the seconds until the last page showed it (CPU
+    spent by Chromium and the kernel's drawing, which load does delay)."""
+    shown: dict[int, str] = {}
+    deadline = time.monotonic() + 60
+    while len(shown) < len(readouts) and time.monotonic() < deadline:
+        for n, readout in enumerate(readouts):
+            if n not in shown and _readout_counts(readout, *counts):
+                shown[n] = readout.inner_text()
+        time.sleep(0.02)
+    waited = time.time() - written
+    assert len(shown) == len(readouts), (
+        f"not drawn in 60 s on page(s) {set(range(len(readouts))) - set(shown)}: {counts}"
+    )
+    recorded = []
+    for text in shown.values():
+        h, m, s = SHOWN_CLOCK.search(text).groups()  # type: ignore[union-attr]
+        of_day = int(h) * 3600 + int(m) * 60 + float(s)
+        now = time.localtime(written)
+        written_of_day = now.tm_hour * 3600 + now.tm_min * 60 + now.tm_sec + written % 1
+        recorded.append((of_day - written_of_day + 43_200) % 86_400 - 43_200)  # across midnight too
+    return max(recorded), waited
+
+
+def test_a_lab_follows_the_server_in_every_tab(page, browser, lab_server, lab_root, valkey_for_kernels) -> None:  # noqa: F811
+    """A shown lab draws what another client does to its queue (the kernel's re-read clock)
+    within 1.5 s; a second tab of the notebook, saved before its lab cell was run again,
+    shows the lab (not "model not found"), live, and both tabs follow the server."""
+    from echoq import Queue, connect
+    from tests.support.browser import lab_url, new_context
+
+    notebook = lab_root / "notebooks" / "followed_lab.ipynb"
+    source = f'%matplotlib widget\nfrom echoq.teaching.lab import ClaimLab\nlab = ClaimLab("{FOLLOWED}")\nlab'
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": source}
+    kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.write_text(
+        json.dumps({"cells": [cell], "metadata": {"kernelspec": kernelspec}, "nbformat": 4, "nbformat_minor": 5})
+    )
+    queue = Queue(FOLLOWED, connect(valkey_for_kernels.url))
+    second = None
+    try:
+        scope = open_in_lab(page, lab_server, "notebooks/followed_lab.ipynb")
+        lab = scope.locator(".jp-OutputArea-output").filter(has=page.get_by_text("crash mid-job", exact=True))
+        first = lab.locator("[role=status]").first
+        first.wait_for(timeout=120_000)
+        poll(
+            lambda: _readout_counts(first, 0, 0) and "live" in first.inner_text(), what="the lab, live, its queue empty"
+        )
+        # Saved (as Lab does every two minutes), then the lab's cell run again: the saved
+        # notebook names the panel shown before.
+        queue.enqueue("made before the cell ran again")
+        _drawn([first], (1, 0), time.time())
+        page.evaluate("() => { window.jupyterapp.commands.execute('docmanager:save'); }")
+        poll(
+            lambda: not page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty"),
+            30,
+            what="save",
+        )
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-cell'); }")
+        poll(
+            lambda: "emptied for a clean start" in first.inner_text() and _readout_counts(first, 0, 0),
+            what="the lab shown again",
+        )
+
+        # Another client (this test) moves jobs with the library: 30 enqueued, 12 claimed.
+        queue.enqueue_many([f"job {n}" for n in range(30)])
+        queue.claim_many(12, lease_ms=600_000)
+        recorded, waited = _drawn([first], (18, 12), time.time())
+        assert recorded <= 1.5, f"the lab re-read its queue {recorded:.1f} s after a change made outside it"
+
+        # A second tab of the notebook, as saved: the lab, live.
+        second = new_context(browser)
+        other = second.new_page()
+        other.goto(lab_url(lab_server, "notebooks/followed_lab.ipynb"))
+        output = other.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output").first
+        output.wait_for(timeout=60_000)
+        poll(
+            lambda: "crash mid-job" in output.inner_text() or "Error displaying widget" in output.inner_text(),
+            what="the lab in the second tab",
+        )
+        assert "Error displaying widget" not in output.inner_text(), output.inner_text()[:300]
+        again = output.locator("[role=status]").first
+        poll(lambda: _readout_counts(again, 18, 12), what="the second tab's lab, as the server holds it")
+        save_screenshot(other.screenshot(), "lab-second-tab.png")
+
+        # Both tabs follow the server (one write: no state between two to be drawn first).
+        queue.enqueue_many([f"job {n}" for n in range(30, 40)])
+        recorded, both = _drawn([first, again], (28, 12), time.time())
+        assert recorded <= 1.5, f"the lab re-read its queue {recorded:.1f} s after a change made outside it"
+        print(f"drawn in the page {waited:.2f} s after the move; in both tabs {both:.2f} s")
+    finally:
+        if second is not None:
+            second.close()
+        notebook.unlink()
+        queue.reset()

@@ -719,6 +719,52 @@ def test_the_requeue_exercise_is_judged_on_the_cluster(client) -> None:  # type:
     assert not list(client.scan_iter(match="job:JOB*"))  # no stray row left behind
 
 
+def test_the_requeue_checks_line_says_where_the_script_ran(cluster: LocalCluster, client, valkey_client) -> None:  # type: ignore[no-untyped-def]
+    """ "each on the master that serves its slot" only when the two queues' slots are on two
+    masters; otherwise the line says the one master, or the one server."""
+    from echoq.teaching.exercises.requeue.check import _where_it_ran
+
+    by_master: dict[str, list[echoq.Queue]] = {}
+    for n in range(12):
+        queue = echoq.Queue(f"where-{n}", client)
+        by_master.setdefault(cluster.master_of(queue).name, []).append(queue)
+    apart = [group[0] for group in by_master.values()][:2]
+    together = next(group for group in by_master.values() if len(group) > 1)[:2]
+    assert len(apart) == 2 and "each on the master that serves its slot" in _where_it_ran(client, apart)
+    assert "on the one master that serves both their slots" in _where_it_ran(client, together)
+    alone = [echoq.Queue(f"where-{n}", valkey_client) for n in range(2)]
+    assert "on one server (not a cluster" in _where_it_ran(valkey_client, alone)
+
+
+@pytest.mark.server
+def test_a_second_start_cluster_stops_the_first_and_its_old_client_says_which_cell_to_run() -> None:
+    """Lesson 07's start cell run twice leaves one cluster; a cell that still holds a client
+    of a stopped cluster (the check after Run All, whose last cell stops it) is told, in one
+    line, to run the cell that starts one."""
+    from echoq.errors import ServerUnavailable
+    from echoq.teaching import course
+    from echoq.teaching.cluster import start_cluster
+
+    echoq.connect().ping()  # the lesson's own server answers: only the cluster is gone
+    first = start_cluster(masters=1, replicas=0)
+    second = None
+    try:
+        old = first.client()
+        second = start_cluster(masters=1, replicas=0)
+        assert first.stopped and not any(node.alive() for node in first.nodes)
+        assert not second.stopped and all(node.alive() for node in second.nodes)
+        with pytest.raises((ServerUnavailable, redis.ConnectionError)) as lost:
+            echoq.Queue(fresh_name("after-stop"), old).enqueue("too late")
+        said = course.explain(lost.value)
+        assert said is not None and said[0] == "ServerUnavailable", said
+        assert "cluster = start_cluster(" in said[1] and "\n" not in said[1], said
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    assert second.stopped
+
+
 def test_chaos_on_one_node_of_a_cluster_is_one_line_not_a_traceback(
     cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -124,6 +125,13 @@ def test_a_lesson_lab_animates_in_notebook_7(page, lab_root, valkey_for_kernels)
                 .filter(b => b.offsetWidth > 0 && b.scrollWidth > b.clientWidth + 1).map(b => b.innerText)"""
         )
         assert not cut, f"buttons whose label is cut: {cut}"  # nothing hidden, the controls' words included
+        # Jobs enqueued outside the page (this test, with the library) are drawn: the kernel's
+        # re-read clock ticks whatever the frontend.
+        from echoq import Queue, connect
+
+        name, pending = re.search(r"emq:\{([^}]+)\}:pending holds (\d+)", readout.inner_text()).groups()  # type: ignore[union-attr]
+        Queue(name, connect(valkey_for_kernels.url)).enqueue_many(["made outside the page"] * 3)
+        poll(lambda: f"pending holds {int(pending) + 3}" in readout.inner_text(), what="jobs enqueued outside, drawn")
         save_screenshot(panel.screenshot(), "lab-notebook7.png")
     finally:
         server.stop()

@@ -5,6 +5,7 @@ habits is in tests/test_browser_habits.py."""
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -308,9 +309,47 @@ def test_a_reset_from_elsewhere_is_drawn_on_the_next_look(lab_name: str) -> None
         Queue(lab_name, server.connect()).reset()  # another tab's reset
         assert lab._look()
         assert lab.model.frame.snapshot.counts["pending"] == 0 and "outside this panel" in lab.model.readout
-        assert lab._watch.playing and lab._watch.interval <= 2000  # a browser showing it looks this often
     finally:
         lab.close()
+
+
+@pytest.mark.server
+def test_the_kernels_clock_looks_at_every_shown_lab(lab_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The re-read clock runs on the kernel's event loop (here a real tornado loop, as the
+    kernel's is), needs no browser, and stops when no lab is shown."""
+    import asyncio
+
+    from tornado.ioloop import IOLoop
+
+    from echoq import Queue
+    from echoq.teaching.lab import ClaimLab, view
+
+    lab = ClaimLab(lab_name, live=False)
+    looks: list[bool] = []
+
+    async def main() -> None:
+        monkeypatch.setattr(view, "_kernel_loop", IOLoop.current)
+        monkeypatch.setattr(view, "_clock", None)
+        original = lab._look
+        monkeypatch.setattr(lab, "_look", lambda: looks.append(original()) or looks[-1])
+        lab.model.open()
+        view._displayed.add(lab)
+        view._start_clock()
+        Queue(lab_name, server.connect()).enqueue("from another process")
+        deadline = time.monotonic() + 30
+        while "outside this panel" not in lab.model.readout and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert lab.model.frame.snapshot.counts["pending"] == 1 and "outside this panel" in lab.model.readout
+        view._displayed.discard(lab)
+        while view._clock is not None and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert view._clock is None  # nothing shown: the clock stopped by itself
+
+    try:
+        asyncio.run(main())
+    finally:
+        lab.close()
+    assert True in looks and view.WATCH_S <= 1.0
 
 
 @pytest.mark.server

@@ -46,8 +46,12 @@ def explored() -> Iterator[tuple[echoq.Queue, dict[str, Exploration]]]:
 def test_the_two_step_reaper_duplicates_in_some_interleavings_and_the_atomic_one_in_none(explored) -> None:
     queue, ex = explored
     two_step, atomic = ex["two-step"].counts(), ex["atomic"].counts()
-    assert atomic == {"once": 6, "duplicated": 0, "lost": 0}
+    assert atomic == {"once": 6, "duplicated": 0, "dead-lettered": 0, "late": 0, "lost": 0}
     assert sum(two_step.values()) == 630 and two_step["duplicated"] > 0
+    # Where no worker got the job, the claim dead-lettered it (the gap between ZADD and HSET):
+    # it rests in the dead set, not lost.
+    assert two_step["dead-lettered"] > 0 and two_step["late"] == two_step["lost"] == 0
+    assert {run.place for run in ex["two-step"].runs if run.outcome == "dead-lettered"} == {"dead"}
     # Sweeps that do not overlap each other or the claim never go wrong.
     for run in ex["two-step"].runs:
         actors = "".join(s.actor for s in run.order)
@@ -139,3 +143,25 @@ def test_a_learners_two_step_reaper_races_cut_at_its_two_calls(valkey_client: re
     finally:
         echoq.Queue(name, valkey_client).reset()
         lab.close()
+
+
+@pytest.mark.server
+def test_a_job_the_next_reap_brings_back_is_late_not_lost(explored) -> None:
+    """Reapers that move nothing (the lesson's stub) leave the job in active under its
+    expired lease: late, since the next reap brings it back, never "lost"."""
+    from echoq.teaching.lab.race import words
+    from echoq.teaching.lab.race.model import run_one
+
+    queue, _ex = explored
+
+    def read_expired(_client, _keys):
+        return []
+
+    def move_back(_client, _keys, _ids):
+        return None
+
+    runs = [run_one(queue, order, mine=(read_expired, move_back)) for order in interleavings("yours")]
+    assert {(run.outcome, run.place) for run in runs} == {("late", "active")}
+    assert "not lost" in words.outcome(runs[-1]) and "next reap" in words.outcome(runs[-1])
+    assert queue.reap() and queue.claim() is not None  # the next reap brings it back: a worker gets it
+    queue.reset()

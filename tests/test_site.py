@@ -215,3 +215,6 @@ def test_a_rejected_answers_feedback_is_pictured_on_its_lesson_page(site: Path, 
         line = alt.partition("✗ ")[2]
         assert line.startswith("[") and html.escape(line, quote=False) in page, f"{src}: alt {alt!r}"
         assert (site / "notebooks" / src).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        # Drawn wider than the content column: a click opens it at full size (its own file).
+        link = rf'<a class="echoq-picture" href="{re.escape(src)}"[^>]*><img\b[^>]*src="{re.escape(src)}"'
+        assert re.search(link, page), f"{src}: not a link to itself"

@@ -81,6 +81,27 @@ def rejected_on(pg, what: str):
     return shown
 
 
+def test_a_rejected_answers_picture_fills_the_column_and_opens_at_full_size(page) -> None:  # noqa: F811
+    """At an ordinary laptop's width the picture takes the content column's whole width (the
+    output prompt gives up its room: docs/assets/pictures.css), and a click shows it at the
+    size it was drawn."""
+    site = built_site()
+    page.set_viewport_size({"width": 1280, "height": 1000})
+    errors = _open(page, (site / "notebooks" / "02_recoverable_claim.html").as_uri())
+    shown = rejected_on(page, "lesson 02")
+    img = shown.locator("img").first
+    sizes = img.evaluate(
+        """i => ({shown: i.getBoundingClientRect().width, drawn: i.naturalWidth,
+                  column: document.querySelector('.md-content__inner').getBoundingClientRect().width})"""
+    )
+    assert sizes["shown"] >= 0.9 * sizes["column"], sizes  # before: 572 of 688 px (the prompt's 120 px lost)
+    src = img.get_attribute("src")
+    img.click()
+    page.wait_for_url(f"**/{src}")
+    assert page.evaluate("() => document.images[0].naturalWidth") == sizes["drawn"]
+    assert not errors, errors
+
+
 # The other lesson pages with a rejected answer's feedback (tools/lesson_notebooks.py's REJECTED);
 # lesson 02's is seen above. tests/test_site.py reads all three from the built files.
 REJECTED_PAGES = {"complete": "03_at_least_once.html", "stall": "04_stalled_recovery.html"}

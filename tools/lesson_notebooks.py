@@ -129,6 +129,35 @@ EDITS: list[tuple[str, str, str, str]] = [
     ("present.ipynb", "*", "Every job is a token: a circle", "Every job is a marker: a circle"),
     ("present.ipynb", "*", "animates the tokens from place", "animates the markers from place"),
     (
+        "04_stalled_recovery.ipynb",
+        "c22a",
+        "fared: delivered **once** after the crash, **duplicated**, or **lost**.",
+        "fared: delivered **once** after the crash, **duplicated**, or not delivered: **dead-lettered**\n"
+        "(in the dead set, until someone requeues it), **late** (still where the next reap or claim\n"
+        "finds it, so not lost) or **lost** (in no set at all).",
+    ),
+    (
+        "04_stalled_recovery.ipynb",
+        "c22c",
+        'assert atomic == {"once": 6, "duplicated": 0, "lost": 0} and',
+        'assert atomic["once"] == sum(atomic.values()) == 6 and',
+    ),
+    (
+        "04_stalled_recovery.ipynb",
+        "c22d",
+        "a **×** a\nlost job (a claim that came between `ZADD` and `HSET` found the row still saying *active*\n"
+        "and dead-lettered it).",
+        "a **d** a\ndead-lettered job (a claim that came between `ZADD` and `HSET` found the row still saying\n"
+        "*active* and moved the job to the dead set as corrupt).",
+    ),
+    (
+        "04_stalled_recovery.ipynb",
+        "c22d",
+        "every interleaving leaves the job in\n`emq:{q}:active` for good: 30 lost.",
+        "every interleaving leaves the job in\n`emq:{q}:active` under its expired lease: 30 **late** (marked ○), "
+        "not lost, since the\nnext reap brings it back, but neither reaper did.",
+    ),
+    (
         "07_beyond_one_server.ipynb",
         "d2be5998",
         '[line.strip() for line in claim_lua if "prefix = string.sub(first" in line or "local row = prefix" in line]',

@@ -68,7 +68,7 @@ def draw(name: str, facts: dict[str, Any]) -> tuple[bytes, str]:
     """A recorded picture drawn again: its PNG and its alt text, as the code makes them now."""
     if "grid" in facts:
         g = facts["grid"]
-        ex = Exploration(g["reaper"], [Run((), n, "") for n in g["deliveries"]])
+        ex = Exploration(g["reaper"], [Run((), n, p) for n, p in zip(g["deliveries"], g["places"], strict=True)])
         figure = grid(ex, g["chosen"])
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=100)
@@ -159,8 +159,10 @@ def race() -> None:
     save(lab, "lab-race.png")
     ex = lab.model.exploration
     assert ex is not None
-    deliveries = [r.deliveries for r in ex.runs]
-    facts = {"grid": {"reaper": ex.reaper, "deliveries": deliveries, "chosen": ex.first("duplicated")}}
+    deliveries, places = [r.deliveries for r in ex.runs], [r.place for r in ex.runs]
+    facts = {
+        "grid": {"reaper": ex.reaper, "deliveries": deliveries, "places": places, "chosen": ex.first("duplicated")}
+    }
     RECORDED["lab-race-grid.png"] = facts
     png, alt = draw("lab-race-grid.png", facts)
     (DOCS / "lab-race-grid.png").write_bytes(png)

@@ -153,17 +153,27 @@ def stage_lesson(source: Path, dest: Path) -> None:
         picture.write_bytes(base64.b64decode(data))
 
 
+ENLARGE = "echoq-picture"  # the class of a stored picture's link to itself (docs/assets/pictures.css)
+
+
 def _picture_html(data: dict[str, Any], src: str, png: str) -> str:
-    """The output's HTML with its picture as a file: a lab's figure, readout and note, or the bare image."""
+    """The output's HTML with its picture as a file: a lab's figure, readout and note, or the
+    bare image. The picture is a link to its file: drawn wider than the content column (a
+    rejected answer's picture is), it opens at full size with a click."""
     png = "".join(png) if isinstance(png, list) else png
     shown = data.get("text/html")
     shown = "".join(shown) if isinstance(shown, list) else shown
     inline = f"data:image/png;base64,{png.strip()}"
     if shown and inline in shown:
-        return shown.replace(inline, src)
+        img = re.compile(r'<img\b[^>]*\bsrc="' + re.escape(inline) + r'"[^>]*>')
+        return img.sub(lambda m: _enlarge(m.group(0).replace(inline, src), src), shown, count=1)
     text = data.get("text/plain", "")
     alt = "".join(text) if isinstance(text, list) else text
-    return f'<img src="{src}" alt="{html.escape(alt.strip() or "a picture of this output")}"/>'
+    return _enlarge(f'<img src="{src}" alt="{html.escape(alt.strip() or "a picture of this output")}"/>', src)
+
+
+def _enlarge(img: str, src: str) -> str:
+    return f'<a class="{ENLARGE}" href="{src}" title="open the picture at full size">{img}</a>'
 
 
 # -- the reference ----------------------------------------------------------------------------

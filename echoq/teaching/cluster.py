@@ -54,6 +54,7 @@ __all__ = [
     "kill_and_watch",
     "slot_of",
     "start_cluster",
+    "stopped_here",
     "try_script",
 ]
 
@@ -117,6 +118,7 @@ class LocalCluster:
     workdir: Path
     node_timeout_ms: int
     startup_s: float = 0.0
+    stopped: bool = False
 
     # -- connecting ------------------------------------------------------------------------
 
@@ -321,11 +323,16 @@ class LocalCluster:
     # -- lifetime ----------------------------------------------------------------------------
 
     def stop(self) -> None:
+        global _current
         for node in self.nodes:
             if node.alive():
                 self.resume(node)  # a SIGSTOPped node cannot act on SIGTERM
             node.server.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
+        self.stopped = True
+        _stopped.update(node.name for node in self.nodes)
+        if _current is self:
+            _current = None
 
     def __enter__(self) -> LocalCluster:
         return self
@@ -527,6 +534,17 @@ def _parse_node_line(line: str) -> dict[str, object]:
     }
 
 
+_current: LocalCluster | None = None  # what the last start_cluster(replace=True) started, while it runs
+_stopped: set[str] = set()  # the nodes ("127.0.0.1:port") of every cluster stopped in this process
+
+
+def stopped_here(exc: BaseException) -> bool:
+    """True when ``exc`` names a node of a local cluster this process has stopped (a client
+    of it, kept in a variable, was used after its cluster's stop)."""
+    text = str(exc)
+    return any(name in text for name in _stopped)
+
+
 def start_cluster(
     masters: int = 3,
     replicas: int = 1,
@@ -534,16 +552,23 @@ def start_cluster(
     node_timeout_ms: int = 1_000,
     appendonly: bool = False,
     timeout_s: float = 30.0,
+    replace: bool = True,
 ) -> LocalCluster:
     """Start a real cluster: ``masters`` masters, each with ``replicas`` replicas, on loopback.
 
     ``appendonly=True`` turns the append-only file on in every node (``appendfsync
     everysec``), which ``WAITAOF`` needs. The cluster is stopped at interpreter exit, or by
-    :meth:`LocalCluster.stop`.
+    :meth:`LocalCluster.stop`. ``replace`` (the default) first stops the cluster the last
+    such call started in this process, if it still runs, so a cell run twice leaves one
+    cluster, not two; ``replace=False`` starts one beside any other (the benches compare
+    two, the tests' session cluster stays up whatever a test starts).
     """
+    global _current
     whole("masters", masters, 1, 16)  # fewer than 3 masters cannot vote a replica in: no failover
     whole("replicas", replicas, 0, 4)
     whole("node_timeout_ms", node_timeout_ms, 100, 60_000, unit="of milliseconds")
+    if replace and _current is not None:
+        _current.stop()
     started = time.perf_counter()
     import secrets
 
@@ -580,6 +605,9 @@ def start_cluster(
         shutil.rmtree(root, ignore_errors=True)
         raise
     cluster.startup_s = time.perf_counter() - started
+    _stopped.difference_update(node.name for node in cluster.nodes)  # a port used again is this cluster's
+    if replace:
+        _current = cluster
     return cluster
 
 

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -234,6 +235,12 @@ def _lost(exc: BaseException) -> bool:
     )
 
 
+def _cluster_stopped(exc: BaseException) -> bool:
+    """True when ``exc`` names a node of a local cluster this kernel stopped."""
+    cluster = sys.modules.get("echoq.teaching.cluster")  # not imported: no cluster was started here
+    return cluster is not None and cluster.stopped_here(exc)
+
+
 def _server_answers() -> bool:
     """True if the server of the lesson started last answers PING now."""
     from .. import server
@@ -321,6 +328,11 @@ def explain(exc: BaseException, *, at_top_level: bool = False) -> tuple[str, str
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, ServerUnavailable)):
         if not _server_answers():
             return "ServerUnavailable", _lost_line(exc)
+        if _lost(exc) and _cluster_stopped(exc):
+            return "ServerUnavailable", (
+                "this cell talks to a local cluster that was stopped (cluster.stop(), in the lesson's last cell, "
+                "or a new start_cluster()): run the cell that starts one (cluster = start_cluster(...)), then this one"
+            )
         if _lost(exc):  # another server: a cluster's node, one a cell above started or killed
             return "ServerUnavailable", (
                 f"a server this cell talks to did not answer ({_first_line(exc).split('; ')[0]}), though the "

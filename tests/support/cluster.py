@@ -16,4 +16,4 @@ if TYPE_CHECKING:
 def start_test_cluster() -> LocalCluster:
     from echoq.teaching.cluster import start_cluster
 
-    return start_cluster(masters=3, replicas=1)
+    return start_cluster(masters=3, replicas=1, replace=False)  # a test's own cluster leaves it up

@@ -7,11 +7,14 @@ controls (pause, step, speed, a timeline slider, live); reset and reconnect.
 
 * **Moves are buttons.** A click calls one explicit model method; settings (sliders,
   toggles) only set a model trait, which changes nothing on the server.
-* **No idle cost.** The one clock is in the browser: a hidden ``Play`` widget ticks only
-  while a lease counts down (or the Fleet runs) and only where a browser shows the panel.
-  With no browser attached, a panel does no periodic work at all. Where one shows it, a
-  second, slower clock (``watch_ms``) re-reads the queue and draws a change made outside the
-  panel (a cell, another tab): the picture never goes on showing a queue that is gone.
+* **Little idle cost.** The animation clock is in the browser: a hidden ``Play`` widget
+  ticks only while a lease counts down (or the Fleet runs) and only where a browser shows
+  the panel. The re-read clock is in the kernel (``WATCH_S``, on the kernel's event loop,
+  so it never runs beside a cell or a click): every shown panel re-reads its queue (one
+  atomic read; about 0.1% of a core per shown panel) and draws a change made outside it (a cell, another
+  tab, another process): the picture never goes on showing a queue that is gone. It needs
+  no browser to tick, so every view of the panel (a second tab, a reloaded page, Voila)
+  follows the server; outside a kernel there is no clock (tests call ``_look``).
 * **Lifecycle.** What a click left running (the Fleet's workers) stops when one of the
   lesson's own cells starts, and whatever a panel runs stops when it is closed or its cell
   is run again. The stored picture says it is a still picture.
@@ -28,6 +31,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import logging
 import threading
 import time
 import uuid
@@ -48,7 +52,7 @@ from .model import LabModel
 from .player import Player
 from .style import FEEDBACK
 
-__all__ = ["LabPanel", "ipympl_active"]
+__all__ = ["LabPanel", "ipympl_active", "lab_model_id"]
 
 READOUT_STYLE = "font-size:14px;line-height:1.45;max-width:980px"
 # Lifecycle words (the panels' own words are in each panel's words.py).
@@ -79,7 +83,6 @@ class LabPanel(widgets.VBox):
     """A figure with its readout, the panel's controls and the time controls, bound to one model."""
 
     tick_ms = 250  # the browser clock's period while something moves by itself
-    watch_ms = 1500  # how often a shown panel looks for changes made outside it
 
     def __init__(
         self,
@@ -150,20 +153,6 @@ class LabPanel(widgets.VBox):
             show_repeat=False,
             layout=widgets.Layout(display="none"),
         )
-        # A slower clock, also in the browser, that looks for changes made outside this panel
-        # (a cell, another tab, another kernel on the same queue): the picture must not go
-        # on showing a queue that is gone. Like the ticker it only runs where a browser shows it.
-        self._watch = widgets.Play(
-            value=0,
-            min=0,
-            max=1_000_000,
-            interval=self.watch_ms,
-            repeat=True,
-            playing=True,
-            show_repeat=False,
-            layout=widgets.Layout(display="none"),
-        )
-        self._watch.observe(self._look, "value")
         self.pause_button.on_click(lambda _b: self._clicked(self.pause))
         self.advance_button.on_click(lambda _b: self._clicked(self.step))
         self.live_button.on_click(lambda _b: self._clicked(self.go_live))
@@ -185,7 +174,15 @@ class LabPanel(widgets.VBox):
             layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
         )
         footer = widgets.HBox([self.reset_button, self.reconnect_button])
-        super().__init__([self.canvas, self.readout, *controls, time_row, footer, self._ticker, self._watch])
+        # The same lab (its kind and queue) has the same widget id in every run of its cell:
+        # a notebook saved after one run then names the panel a later run shows, so a second
+        # tab or a reloaded page finds it (a fresh id left them "model not found"). The one
+        # shown before goes first: two live widgets must never share an id.
+        model_id = lab_model_id(type(self), model.name)
+        older = _widget_instances().get(model_id)
+        if older is not None:
+            older.close()
+        super().__init__([self.canvas, self.readout, *controls, time_row, footer, self._ticker], model_id=model_id)
         model.observe(self._on_revision, "revision")
         model.observe(self._on_connected, "connected")
         self._on_connected()
@@ -247,8 +244,9 @@ class LabPanel(widgets.VBox):
         stop()
         return True
 
-    def _look(self, _change: object = None) -> bool:
-        """Re-read the queue; record a frame if it changed outside this panel. True if it had."""
+    def _look(self) -> bool:
+        """Re-read the queue; record a frame if it changed outside this panel. True if it had.
+        The kernel's re-read clock calls it every ``WATCH_S`` while the panel is shown."""
         model = self.model
         latest = model.history.latest()
         if not (model.opened and model.connected and self.player.following) or self.runs_by_itself():
@@ -493,14 +491,25 @@ class LabPanel(widgets.VBox):
         display(self._repr_mimebundle_(), raw=True, display_id=self._display_id)
         _displayed.add(self)
         _watch_cells()
+        _start_clock()
 
     def close(self) -> None:
         if hasattr(self, "player"):  # close() also runs from __del__, after a failed __init__
             self.player.close()
             self._ticker.playing = False
-            self._watch.playing = False
         _displayed.discard(self)
         super().close()
+
+
+def lab_model_id(kind: type, queue: str) -> str:
+    """The widget id of the lab ``kind`` on ``queue``: the same in every run and kernel."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"echoq-lab:{kind.__module__}.{kind.__qualname__}:{queue}").hex
+
+
+def _widget_instances() -> dict[str, widgets.Widget]:
+    from ipywidgets.widgets import widget
+
+    return widget._instances
 
 
 def _kernel_loop() -> Any:
@@ -517,6 +526,35 @@ def _kernel_loop() -> Any:
 
 _displayed: weakref.WeakSet[LabPanel] = weakref.WeakSet()
 _watching = False
+
+# -- the re-read clock ------------------------------------------------------------------------
+
+WATCH_S = 0.25  # how often the kernel re-reads each shown panel's queue (a change made outside
+# it is then drawn within about a second: this, plus the half move after which the readout tells it)
+_clock: Any = None  # the next tick's handle on the kernel's event loop, while one is due
+
+
+def _start_clock() -> None:
+    """Start the kernel's re-read clock (once; it stops by itself when no panel is shown)."""
+    global _clock
+    loop = _kernel_loop()
+    if loop is None or _clock is not None:
+        return
+    _clock = loop.call_later(WATCH_S, _clock_tick)
+
+
+def _clock_tick() -> None:
+    # On the kernel's event loop, so never beside a cell or a click (both run on that loop's
+    # thread): a look reads and records as a move does.
+    global _clock
+    panels = list(_displayed)
+    loop = _kernel_loop()
+    _clock = loop.call_later(WATCH_S, _clock_tick) if panels and loop is not None else None
+    for panel in panels:
+        try:
+            panel._look()
+        except Exception:  # one panel's failure must not stop the others' looks: it is logged
+            logging.getLogger(__name__).exception("the re-read of lab %s failed", panel.model.name)
 
 
 def _refresh_fallbacks(*_args: object) -> None:

@@ -186,6 +186,16 @@ def _stray(client: Any, queue: Queue, ids: list[str]) -> list[str]:
     return found
 
 
+def _where_it_ran(client: Any, queues: list[Queue]) -> str:
+    """The ✓ line of a script that ran on both queues: where it ran, as the client routed it."""
+    if not isinstance(client, RedisCluster):
+        return "Your script ran on both queues, on one server (not a cluster: every slot is on it)."
+    masters = {client.get_node_from_key(queue.keys.dead).name for queue in queues}
+    if len(masters) > 1:
+        return "Your script ran on both queues, each on the master that serves its slot."
+    return "Your script ran on both queues, on the one master that serves both their slots."
+
+
 @check_runner(EXERCISE)
 def check_requeue_script(run: Run, source: str) -> None:
     """Run ``requeue_dead`` on two queues whose jobs were dead-lettered by real stalls, and
@@ -223,7 +233,7 @@ def check_requeue_script(run: Run, source: str) -> None:
                     untagged=True,  # a key in another slot than KEYS[1]'s: not on the queue's tag
                 )
             run.code_failed("runs", "Your requeue_dead", child)
-    run.good("runs", "Your script ran on both queues, each on the master that serves its slot.")
+    run.good("runs", _where_it_ran(run.client, [queue for queue, _ids, _stale in scenes]))
     for queue, ids, _stale in scenes:
         run.at(queue)
         stray = _stray(run.client, queue, ids)

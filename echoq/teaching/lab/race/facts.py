@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-OUTCOMES = ("once", "duplicated", "lost")
+# What a run did to the job, in the library's own places (see Run.outcome).
+OUTCOMES = ("once", "duplicated", "dead-lettered", "late", "lost")
+WRONG = OUTCOMES[1:]  # every outcome but "once": the job was not delivered exactly once
 ACTOR = {"A": "reaper A", "B": "reaper B", "W": "worker W"}
 
 
@@ -29,7 +31,16 @@ class Run:
 
     @property
     def outcome(self) -> str:
-        return "once" if self.deliveries == 1 else ("duplicated" if self.deliveries > 1 else "lost")
+        """Delivered **once** after the crash; **duplicated** (two live workers hold it);
+        not delivered, and **dead-lettered** (a claim found its row at odds with its place
+        and moved it to dead as corrupt: it waits there for a requeue), **late** (still in
+        active under its expired lease, or in pending: the next reap or claim brings it
+        back, so it is not lost), or **lost** (in no set: nothing can find it again)."""
+        if self.deliveries:
+            return "once" if self.deliveries == 1 else "duplicated"
+        if self.place == "dead":
+            return "dead-lettered"
+        return "lost" if self.place == "nowhere" else "late"
 
 
 @dataclass

@@ -20,12 +20,14 @@ __all__ = ["RaceFigure", "grid"]
 
 LOOK = {  # outcome: (fill, mark drawn in the cell)
     "once": (PLACES["done"].colour, ""),
-    "duplicated": (FEEDBACK["bad"][1], "2"),
-    "lost": (INK, "×"),
+    "duplicated": (FEEDBACK["bad"][1], words.MARK["duplicated"]),
+    "dead-lettered": (PLACES["dead"].colour, words.MARK["dead-lettered"]),
+    "late": (PLACES["active"].colour, words.MARK["late"]),
+    "lost": (INK, words.MARK["lost"]),
 }
 CELL_IN = 0.16  # a grid cell's side, inches
 CHOSEN = "#f0e442"  # Okabe-Ito yellow: the ring around the interleaving being played
-MARKS = {"2": "$2$", "×": "x"}  # the mark's matplotlib marker
+MARKS = {"2": "$2$", "d": "$d$", "○": "o", "×": "x"}  # the mark's matplotlib marker
 COLS = 35  # cells in a row: 630 interleavings in 18 rows
 
 
@@ -41,7 +43,7 @@ class RaceFigure(ReapFigure):
             place.show_count(snap.counts[place.name] if snap else 0)
         step = state.get("step")
         self.caption.set_text(
-            words.counts_line(int(state.get("total", 0)), state.get("counts"))
+            words.counts_line(int(state.get("total", 0)), state.get("counts"), brief=True)
             + ("\n" + words.step_line(step["k"], step["n"], step["of"]) if step else "")
         )
         self.race_text.set_text(words.order_text(step["order"], step["n"]) if step else words.HOW)

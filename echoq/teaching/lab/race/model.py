@@ -3,7 +3,8 @@ worker that asks for work; EVERY interleaving of their commands is run, one by o
 live server, each from a fresh state: one job whose worker crashed and whose lease ran out.
 After each interleaving a last worker asks for work, and the run's outcome is what the
 server says: the job delivered once after the crash, duplicated (two workers hold it), or
-lost (nobody can get it). No widget and no plot here.
+not delivered: dead-lettered, late (still where the next reap or claim finds it: not lost)
+or lost (in no set). No widget and no plot here.
 
 The two-step reaper reads the expired ids, then moves each with separate commands
 (``ZRANGEBYSCORE``; ``ZREM``, ``ZADD``, ``HSET``): its interleavings with the other reaper

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..words import listed, short
-from .facts import OUTCOMES, Exploration, Run, Step
+from .facts import OUTCOMES, WRONG, Exploration, Run, Step
 
 REAPER = {
     "two-step": "two-step reapers (check, then move)",
@@ -26,17 +26,22 @@ def title(reaper: str) -> str:
     return f"The race, every interleaving · {REAPER.get(reaper, reaper)}"
 
 
-def counts_line(total: int, counts: dict[str, int] | None) -> str:
+def counts_line(total: int, counts: dict[str, int] | None, *, brief: bool = False) -> str:
+    """The counts: once and duplicated always (the race's question), the others when any.
+    ``brief``: for the board's caption, under a title that already says "every interleaving"."""
     if counts is None:
         return f"{total} interleavings, not run yet."
-    return f"{total} interleavings run: " + " · ".join(f"{name} {counts[name]}" for name in OUTCOMES)
+    shown = [name for name in OUTCOMES if name in ("once", "duplicated") or counts.get(name)]
+    run = f"{total} run" if brief else f"{total} interleavings run"
+    return f"{run}: " + " · ".join(f"{name} {counts.get(name, 0)}" for name in shown)
 
 
 def explored(ex: Exploration) -> str:
     counts = ex.counts()
-    bad = counts["duplicated"] + counts["lost"]
+    bad = sum(counts[name] for name in WRONG)
+    first = min(k for k in (ex.first(name) for name in WRONG) if k is not None) if bad else 0
     verdict = (
-        f"{bad} of them went wrong: the first is #{(ex.first('duplicated') or ex.first('lost') or 0) + 1}."
+        f"{bad} of them did not deliver the job exactly once: the first is #{first + 1}."
         if bad
         else "None went wrong: there is no gap between a read and a move for another command to run in."
     )
@@ -88,11 +93,20 @@ def sent(step: Step, ids: Sequence[str], changed: int, key: str) -> str:
 
 def outcome(run: Run) -> str:
     n = run.deliveries
-    if n == 1:
-        return "delivered once after the crash, as it should be"
-    if n > 1:
-        return f"duplicated: {n} live deliveries after one crash, two workers hold it"
-    return f"lost: not delivered again (it ended in {run.place})"
+    said = {
+        "once": "delivered once after the crash, as it should be",
+        "duplicated": f"duplicated: {n} live deliveries after one crash, two workers hold it",
+        "dead-lettered": (
+            "dead-lettered: a claim found it in pending with its row still saying active, and moved it to "
+            "the dead set as corrupt; no worker gets it until someone requeues it"
+        ),
+        "late": (
+            f"late, not lost: nobody holds it yet, but it is still in {run.place}"
+            + (" under its expired lease, and the next reap brings it back" if run.place == "active" else "")
+        ),
+        "lost": "lost: it is in no set, so no reap, claim or requeue can find it again",
+    }
+    return said[run.outcome]
 
 
 def moved_yours(step: Step, ids: Sequence[str]) -> str:
@@ -106,15 +120,20 @@ def last_worker(job_id: str | None, run: Run) -> str:
     return f"Then a last worker asks for work and {got}. Outcome: {outcome(run)}."
 
 
+MARK = {"duplicated": "2", "dead-lettered": "d", "late": "○", "lost": "×"}  # drawn in a grid's cell
+
+
 def grid_head(ex: Exploration) -> str:
-    """The grid's heading: what the cells are, the counts, the marks."""
-    return f"{REAPER[ex.reaper]}: {counts_line(len(ex.runs), ex.counts())}  (2: duplicated, ×: lost)"
+    """The grid's heading: what the cells are, the counts, the marks of the outcomes it has."""
+    counts = ex.counts()
+    marks = ", ".join(f"{MARK[name]}: {name}" for name in WRONG if counts[name]) or "2: duplicated"
+    return f"{REAPER[ex.reaper]}: {counts_line(len(ex.runs), counts)}  ({marks})"
 
 
 def grid_alt(ex: Exploration) -> str:
     """The grid's alt text: its heading, and which interleavings went wrong, by outcome."""
     wrong = []
-    for outcome in OUTCOMES[1:]:
+    for outcome in WRONG:
         ks = [k + 1 for k, run in enumerate(ex.runs) if run.outcome == outcome]
         if ks:
             wrong.append(f"{outcome}: " + ", ".join(f"#{k}" for k in ks[:12]) + (", …" if len(ks) > 12 else ""))
