@@ -414,6 +414,9 @@ def mutants(source: str, kind: str) -> list[Mutant]:
             swapped = lines[:a] + [lines[b], lines[a]] + lines[b + 1 :]
             code_a, code_b = (_code_part(lines[n], comment)[0].strip() for n in (a, b))
             add("writes swapped", f"{code_a} / {code_b}", "\n".join(swapped) + "\n")
+    if kind == "python":
+        for name, text in _busy_queue_edits(source):
+            add(name.split(":", 1)[0], name.split(": ", 1)[1], text)
     if kind == "python":  # a catch-all except that swallows what the learner's callbacks raise
         for n, line in code:
             body, _ = _code_part(line, comment)
@@ -426,6 +429,65 @@ def mutants(source: str, kind: str) -> list[Mutant]:
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
+
+
+def _block(lines: list[str], n: int) -> int:
+    """The line after the block that line ``n`` opens (its indented body)."""
+    end = n + 1
+    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > _indent(lines[n])):
+        end += 1
+    return end
+
+
+def _busy_queue_edits(source: str) -> Iterator[tuple[str, str]]:
+    """(name, text) of the learner-shaped mistakes only a busy queue or a second pending job
+    shows: the loop's beat moved into the branch where the claim found nothing; an extension
+    refused answered by claiming again and carrying on with that claim; a job other than the
+    one given extended (a fresh claim's, when one is pending); an effect keyed on the first job
+    this worker saw rather than the one given."""
+    lines = source.splitlines()
+    code = [_code_part(line, "#")[0].rstrip() for line in lines]
+    beat = next(
+        (
+            n
+            for n, line in enumerate(code)
+            if re.match(r"\s*if .*:$", line)
+            and any("stalled_check(" in body for body in lines[n + 1 : _block(lines, n)])
+        ),
+        None,
+    )
+    idle = next((n for n, line in enumerate(code) if re.match(r"\s*if claim is None:$", line)), None)
+    if beat is not None and idle is not None and idle > beat:
+        end = _block(lines, beat)
+        shift = _indent(lines[idle]) + 4 - _indent(lines[beat])
+        moved = [(" " * shift + line) if line.strip() else line for line in lines[beat:end]]
+        rest = lines[:beat] + lines[end:]
+        at = rest.index(lines[idle]) + 1
+        text = "\n".join(rest[:at] + moved + rest[at:]) + "\n"
+        yield f"moved into the idle branch: {code[beat].strip()} => under {code[idle].strip()}", text
+    for n, line in enumerate(lines):
+        body = code[n].strip()
+        if body == "return False" and n and re.search(r"q\.extend\(claim\b", lines[n - 1]):
+            pad = line[: _indent(line)]
+            again = f"{pad}if (claim := q.claim(lease_ms=LEASE_MS)) is None:  # lost it: claim again, go on\n"
+            text = "\n".join(lines[:n]) + "\n" + again + f"{pad}    return False\n" + "\n".join(lines[n + 1 :]) + "\n"
+            yield f"claims again when refused: {body} => {again.strip().split('  #')[0]}", text
+    for n, line in enumerate(lines):
+        if re.search(r"\bq\.extend\(claim\b(?!\.)", code[n]):
+            other = line.replace("q.extend(claim", "q.extend(q.claim(lease_ms=LEASE_MS) or claim", 1)
+            yield (
+                f"another job extended: {code[n].strip()} => {_code_part(other, '#')[0].strip()}",
+                "\n".join(lines[:n] + [other] + lines[n + 1 :]) + "\n",
+            )
+    for n, line in enumerate(lines):
+        if "idempotency_key=claim.job_id" in code[n]:
+            other = line.replace(
+                "idempotency_key=claim.job_id", 'idempotency_key=globals().setdefault("_first_job", claim.job_id)'
+            )
+            yield (
+                f"another job's key: {code[n].strip()} => {_code_part(other, '#')[0].strip()}",
+                "\n".join(lines[:n] + [other] + lines[n + 1 :]) + "\n",
+            )
 
 
 def _compiles(text: str, kind: str, client: object) -> bool:
