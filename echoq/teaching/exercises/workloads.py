@@ -18,11 +18,12 @@ never fewer.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from echoq.queue import Queue
 
-__all__ = ["BACKLOG", "BUSY", "Feeder", "IDLE", "Scene", "Workload"]
+__all__ = ["BACKLOG", "BUSY", "Feeder", "IDLE", "STREAM", "Scene", "Workload", "work_ms_of"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,14 @@ BUSY = Workload(
     work_ms=(5, 40),
 )
 
+STREAM = Workload(
+    "stream",
+    "a stream of orders (8 waiting, more arriving as it ran, every two orders to one card for one amount)",
+    pending=8,
+    arriving=True,
+    most=12,
+)
+
 
 @dataclass(frozen=True)
 class Scene:
@@ -61,17 +70,21 @@ class Scene:
 
 
 class Feeder:
-    """Jobs for ``queue`` under ``workload``: payloads ``"<prefix> <n> <ms> ms"`` (the work each
-    takes, drawn from a seeded generator), enqueued in bulk so that ``pending`` jobs wait."""
+    """Jobs for ``queue`` under ``workload``: payloads ``"order <n> <ms> ms"`` (the work each
+    takes, drawn from a seeded generator) or made by ``payload``, enqueued in bulk so that
+    ``pending`` jobs wait."""
 
-    def __init__(self, queue: Queue, workload: Workload, *, seed: int, prefix: str = "order") -> None:
-        self.queue, self.workload, self.prefix = queue, workload, prefix
+    def __init__(
+        self, queue: Queue, workload: Workload, *, seed: int, payload: Callable[[int, int], str] | None = None
+    ) -> None:
+        self.queue, self.workload = queue, workload
+        self.payload = payload or (lambda n, ms: f"order {n} {ms} ms")  # (n-th job, its work in ms) -> payload
         self.rng = random.Random(seed)
         self.ids: list[str] = []
 
     def _payload(self, n: int) -> str:
         low, high = self.workload.work_ms
-        return f"{self.prefix} {n} {self.rng.randint(low, high)} ms"
+        return self.payload(n, self.rng.randint(low, high))
 
     def fill(self) -> list[str]:
         """Enqueue the workload's pending jobs (up to its bound); returns their ids."""
