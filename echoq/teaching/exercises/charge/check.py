@@ -7,7 +7,11 @@ The check kills that process (SIGKILL) at every step of a delivery -- before ``c
 just before the charge, just after it, after it returned -- lets the lease run
 out, and delivers again from a NEW process; it freezes a worker (SIGSTOP) past its lease
 so that another takes the job, then lets it go on; and it sends two different orders with
-equal payloads. The verdict is the bank's own record: how many charges per order.
+equal payloads. Then the rows of :data:`SCENES` (a workload of :mod:`..workloads`, which the
+loop and extend checks share): one worker process serves a stream of orders in turn -- every two
+to one card for one amount, more arriving as it runs -- and is killed just after its third
+charge, and a new process serves the rest: what charge_order keeps in memory meets the next
+order there. The verdict is the bank's own record: how many charges per order.
 """
 
 from __future__ import annotations

@@ -19,6 +19,13 @@ takes any job they bring back (doing its effect and completing it). Four scenes:
 
 5. **another machine's clock** -- the worker's wall clock 2 s behind the server's: still once.
 
+The refused scene (held back past the lease, mid-work) and the frozen one are the rows of
+:data:`SCENES`: their queue holds two more jobs waiting behind the long one (a workload of
+:mod:`..workloads`, which the loop and charge checks share), so an extend_lease that claims when
+its extension is refused, or extends a job other than the one given, takes one of them; it must
+claim nothing, and its True must mean that this worker holds this job, read on the server as the
+worker acts on it.
+
 In every scene one earlier try of the job was given back unstarted, so its token is one ahead
 of its attempts (an extension fenced on attempts is refused, and told so). An answer that
 extends by hand (a read, then a ZADD) is also frozen between the two, while the other worker

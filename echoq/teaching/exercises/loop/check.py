@@ -17,7 +17,15 @@ Beside them: a job whose work takes longer than a beat (150 ms), with two worker
 shorter than the work lets the other worker's beat take it back, and the scene then waits for
 that second delivery, so it always happens; the row of the failing job, read as its second try
 begins (it must carry the error); and the stop: told to stop, every worker must return within
-STOP_S, or it is killed and the loop is told it never stops.
+STOP_S, or it is killed; the loop is told it never stops only when it kept sending commands and
+never asked running() (a loop asleep, or one that asked and went on, is told what it did).
+
+Then the rows of :data:`SCENES`, on workloads the extend and charge checks share
+(:mod:`..workloads`): **a busy queue** -- jobs keep arriving, 16 or more waiting, 5 to 40 ms of
+work each -- and two workers; the one that takes the first job is SIGKILLed on it, and the other
+must bring it back and do it within RECOVERY_MS of its lease running out, while every claim of its
+own finds a job (a beat that runs only when a claim finds nothing never comes round). Every scene
+before it lets the queue go quiet.
 
 While idle, a worker must wait between claims rather than spin: judged by how soon it sends
 its next command after a reply, over IDLE_S: a spinning loop answers most replies within
