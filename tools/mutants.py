@@ -6,6 +6,7 @@ contract has a gap.
     .venv/bin/python tools/mutants.py claim stall     # some exercises
     .venv/bin/python tools/mutants.py --sample 3      # three mutants per exercise (a quick look)
     .venv/bin/python tools/mutants.py --record        # the full run, written to tools/mutants.json
+    .venv/bin/python tools/mutants.py --record loop   # every mutant of some exercises (the others kept)
 
 Token-level operators: drop a line (in Lua one that calls the server; in Python any line of a
 body), swap two KEYS, +1 / -1 on an integer, flip a comparison, a fixed clock for ``TIME``
@@ -600,15 +601,20 @@ def main(argv: list[str] | None = None) -> int:
         f"score: {killed} of {made - equivalent} non-equivalent mutants killed ({equivalent} equivalent, {gaps} gaps)"
     )
     if args.record:
-        if args.sample or args.keys:
-            parser.error("--record needs the full run: every exercise, every mutant")
+        if args.sample:
+            parser.error("--record needs every mutant of each exercise it records (no --sample)")
         git = ["git", "rev-parse", "--short", "HEAD"]
         head = subprocess.run(git, capture_output=True, text=True, cwd=RECORD.parent)
-        record = {
+        made = {
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "commit": head.stdout.strip() or "unknown",
-            "exercises": {s.key: {**asdict(s), "equivalent": [list(e) for e in s.equivalent]} for s in scores},
         }
+        # Some exercises recorded: the others keep their run, each exercise saying when it was made.
+        kept = json.loads(RECORD.read_text())["exercises"] if args.keys and RECORD.exists() else {}
+        ran = {s.key: {**asdict(s), "equivalent": [list(e) for e in s.equivalent], **made} for s in scores}
+        order = [k for k, ex in EXERCISES.items() if ex.kind != "value"]
+        both = {**kept, **ran}
+        record = {**made, "exercises": {k: both[k] for k in order if k in both}}
         RECORD.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
         print(f"recorded in {RECORD}")
     return 1 if gaps else 0
