@@ -6,7 +6,7 @@ contract has a gap.
     .venv/bin/python tools/mutants.py claim stall     # some exercises
     .venv/bin/python tools/mutants.py --sample 3      # three mutants per exercise (a quick look)
     .venv/bin/python tools/mutants.py --record        # the full run, written to tools/mutants.json
-    .venv/bin/python tools/mutants.py --record loop   # every mutant of some exercises (the others kept)
+    .venv/bin/python tools/mutants.py --record loop   # some exercises' full runs (the others kept)
 
 Token-level operators: drop a line (in Lua one that calls the server; in Python any line of a
 body), swap two KEYS, +1 / -1 on an integer, flip a comparison, a fixed clock for ``TIME``
@@ -19,8 +19,12 @@ character short or long or shifted, a unit slip (ms, s, µs; cents and whole uni
 optional argument dropped, a named constant swapped for another of the module, an id cut to a
 part of it or a key made per delivery, the claim passed as parts with its attempts for its
 token, a reply taken for another, a verdict turned round, two arguments swapped, a payload
-parsed wrongly, a check of ``running()`` or of a reply removed. A mutant is named by its
-operator and the code it changed (never a line number). A mutant that does not compile is not
+parsed wrongly, a check of ``running()`` or of a reply removed. Ones only a busy queue or a
+second waiting job shows (the checks' workload rows, ``exercises/workloads.py``): the loop's
+stalled check moved into the branch where the claim found nothing, a refused extension answered
+by claiming again, a job other than the one given extended (a fresh claim's), an effect keyed on
+the first job the worker saw. A mutant is named by its operator and the code it changed (never
+a line number). A mutant that does not compile is not
 counted. Each survivor is either listed in :data:`EQUIVALENT` with why it behaves the same
 under the contract, or reported as a GAP (exit status 1).
 
