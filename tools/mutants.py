@@ -6,6 +6,7 @@ contract has a gap.
     .venv/bin/python tools/mutants.py claim stall     # some exercises
     .venv/bin/python tools/mutants.py --sample 3      # three mutants per exercise (a quick look)
     .venv/bin/python tools/mutants.py --record        # the full run, written to tools/mutants.json
+    .venv/bin/python tools/mutants.py --record loop   # some exercises' full runs (the others kept)
 
 Token-level operators: drop a line (in Lua one that calls the server; in Python any line of a
 body), swap two KEYS, +1 / -1 on an integer, flip a comparison, a fixed clock for ``TIME``
@@ -18,8 +19,12 @@ character short or long or shifted, a unit slip (ms, s, µs; cents and whole uni
 optional argument dropped, a named constant swapped for another of the module, an id cut to a
 part of it or a key made per delivery, the claim passed as parts with its attempts for its
 token, a reply taken for another, a verdict turned round, two arguments swapped, a payload
-parsed wrongly, a check of ``running()`` or of a reply removed. A mutant is named by its
-operator and the code it changed (never a line number). A mutant that does not compile is not
+parsed wrongly, a check of ``running()`` or of a reply removed. Ones only a busy queue or a
+second waiting job shows (the checks' workload rows, ``exercises/workloads.py``): the loop's
+stalled check moved into the branch where the claim found nothing, a refused extension answered
+by claiming again, a job other than the one given extended (a fresh claim's), an effect keyed on
+the first job the worker saw. A mutant is named by its operator and the code it changed (never
+a line number). A mutant that does not compile is not
 counted. Each survivor is either listed in :data:`EQUIVALENT` with why it behaves the same
 under the contract, or reported as a GAP (exit status 1).
 
@@ -418,6 +423,9 @@ def mutants(source: str, kind: str) -> list[Mutant]:
             swapped = lines[:a] + [lines[b], lines[a]] + lines[b + 1 :]
             code_a, code_b = (_code_part(lines[n], comment)[0].strip() for n in (a, b))
             add("writes swapped", f"{code_a} / {code_b}", "\n".join(swapped) + "\n")
+    if kind == "python":
+        for name, text in _busy_queue_edits(source):
+            add(name.split(":", 1)[0], name.split(": ", 1)[1], text)
     if kind == "python":  # a catch-all except that swallows what the learner's callbacks raise
         for n, line in code:
             body, _ = _code_part(line, comment)
@@ -430,6 +438,65 @@ def mutants(source: str, kind: str) -> list[Mutant]:
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
+
+
+def _block(lines: list[str], n: int) -> int:
+    """The line after the block that line ``n`` opens (its indented body)."""
+    end = n + 1
+    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > _indent(lines[n])):
+        end += 1
+    return end
+
+
+def _busy_queue_edits(source: str) -> Iterator[tuple[str, str]]:
+    """(name, text) of the learner-shaped mistakes only a busy queue or a second pending job
+    shows: the loop's beat moved into the branch where the claim found nothing; an extension
+    refused answered by claiming again and carrying on with that claim; a job other than the
+    one given extended (a fresh claim's, when one is pending); an effect keyed on the first job
+    this worker saw rather than the one given."""
+    lines = source.splitlines()
+    code = [_code_part(line, "#")[0].rstrip() for line in lines]
+    beat = next(
+        (
+            n
+            for n, line in enumerate(code)
+            if re.match(r"\s*if .*:$", line)
+            and any("stalled_check(" in body for body in lines[n + 1 : _block(lines, n)])
+        ),
+        None,
+    )
+    idle = next((n for n, line in enumerate(code) if re.match(r"\s*if claim is None:$", line)), None)
+    if beat is not None and idle is not None and idle > beat:
+        end = _block(lines, beat)
+        shift = _indent(lines[idle]) + 4 - _indent(lines[beat])
+        moved = [(" " * shift + line) if line.strip() else line for line in lines[beat:end]]
+        rest = lines[:beat] + lines[end:]
+        at = rest.index(lines[idle]) + 1
+        text = "\n".join(rest[:at] + moved + rest[at:]) + "\n"
+        yield f"moved into the idle branch: {code[beat].strip()} => under {code[idle].strip()}", text
+    for n, line in enumerate(lines):
+        body = code[n].strip()
+        if body == "return False" and n and re.search(r"q\.extend\(claim\b", lines[n - 1]):
+            pad = line[: _indent(line)]
+            again = f"{pad}if (claim := q.claim(lease_ms=LEASE_MS)) is None:  # lost it: claim again, go on\n"
+            text = "\n".join(lines[:n]) + "\n" + again + f"{pad}    return False\n" + "\n".join(lines[n + 1 :]) + "\n"
+            yield f"claims again when refused: {body} => {again.strip().split('  #')[0]}", text
+    for n, line in enumerate(lines):
+        if re.search(r"\bq\.extend\(claim\b(?!\.)", code[n]):
+            other = line.replace("q.extend(claim", "q.extend(q.claim(lease_ms=LEASE_MS) or claim", 1)
+            yield (
+                f"another job extended: {code[n].strip()} => {_code_part(other, '#')[0].strip()}",
+                "\n".join(lines[:n] + [other] + lines[n + 1 :]) + "\n",
+            )
+    for n, line in enumerate(lines):
+        if "idempotency_key=claim.job_id" in code[n]:
+            other = line.replace(
+                "idempotency_key=claim.job_id", 'idempotency_key=globals().setdefault("_first_job", claim.job_id)'
+            )
+            yield (
+                f"another job's key: {code[n].strip()} => {_code_part(other, '#')[0].strip()}",
+                "\n".join(lines[:n] + [other] + lines[n + 1 :]) + "\n",
+            )
 
 
 def _compiles(text: str, kind: str, client: object) -> bool:
@@ -542,15 +609,20 @@ def main(argv: list[str] | None = None) -> int:
         f"score: {killed} of {made - equivalent} non-equivalent mutants killed ({equivalent} equivalent, {gaps} gaps)"
     )
     if args.record:
-        if args.sample or args.keys:
-            parser.error("--record needs the full run: every exercise, every mutant")
+        if args.sample:
+            parser.error("--record needs every mutant of each exercise it records (no --sample)")
         git = ["git", "rev-parse", "--short", "HEAD"]
         head = subprocess.run(git, capture_output=True, text=True, cwd=RECORD.parent)
-        record = {
+        made = {
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "commit": head.stdout.strip() or "unknown",
-            "exercises": {s.key: {**asdict(s), "equivalent": [list(e) for e in s.equivalent]} for s in scores},
         }
+        # Some exercises recorded: the others keep their run, each exercise saying when it was made.
+        kept = json.loads(RECORD.read_text())["exercises"] if args.keys and RECORD.exists() else {}
+        ran = {s.key: {**asdict(s), "equivalent": [list(e) for e in s.equivalent], **made} for s in scores}
+        order = [k for k, ex in EXERCISES.items() if ex.kind != "value"]
+        both = {**kept, **ran}
+        record = {**made, "exercises": {k: both[k] for k in order if k in both}}
         RECORD.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
         print(f"recorded in {RECORD}")
     return 1 if gaps else 0

@@ -7,7 +7,11 @@ The check kills that process (SIGKILL) at every step of a delivery -- before ``c
 just before the charge, just after it, after it returned -- lets the lease run
 out, and delivers again from a NEW process; it freezes a worker (SIGSTOP) past its lease
 so that another takes the job, then lets it go on; and it sends two different orders with
-equal payloads. The verdict is the bank's own record: how many charges per order.
+equal payloads. Then the rows of :data:`SCENES` (a workload of :mod:`..workloads`, which the
+loop and extend checks share): one worker process serves a stream of orders in turn -- every two
+to one card for one amount, more arriving as it runs -- and is killed just after its third
+charge, and a new process serves the rest: what charge_order keeps in memory meets the next
+order there. The verdict is the bank's own record: how many charges per order.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ import inspect
 import json
 import linecache
 import os
+import select
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,9 +33,22 @@ from echoq.queue import Claim, Queue
 from echoq.teaching import learner, processes
 from echoq.teaching.bank import Bank
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
+from echoq.teaching.exercises.workloads import STREAM, Feeder, Scene
 from echoq.teaching.fast_forward import fast_forward
 
 LEASE_MS = 10_000
+
+# A worker serves one order after another in one process, so what its charge_order keeps in
+# memory meets the next order: a row of the workloads the loop and extend checks share.
+SCENES = (
+    Scene(
+        "stream",
+        STREAM,
+        "the worker SIGKILLed just after its third charge, orders still waiting, and a new process taking over",
+        "every order charged once: two orders with one card and amount are two payments",
+    ),
+)
+KILLED_AT_CHARGE = 3
 
 
 CHARGE_MISCONCEPTIONS = [
@@ -344,6 +363,9 @@ def check_charge_once(run: Run, charge_order: ChargeOrder) -> None:
         "refused", "An order the bank refused raised out of your charge_order: the job was not completed, nothing lost."
     )
 
+    for row in SCENES:
+        _play_stream(run, charge_order, row)
+
     run.one_place_each("places", orders.queue, orders.jobs)  # every order of the run, killed and frozen ones too
     run.good(
         "places", f"At the end, each of the {len(orders.jobs)} orders' jobs was in exactly one place, its row agreeing."
@@ -464,3 +486,90 @@ def _charges_after_kill_at_end(orders: _Orders, charge_order: ChargeOrder) -> in
         orders.recover()
         orders.deliver(charge_order, "Your charge_order")
     return orders.charges(card)
+
+
+def _serve(queue: Queue, bank: Bank, charge_order: ChargeOrder, stop_fd: int) -> int:
+    """A worker process serving order after order (claim, charge_order, complete) until told to
+    stop and the queue is empty; returns how many it served."""
+    client = processes.counting_client(queue.client)
+    q, b = Queue(queue.name, client), Bank(client, bank.name)
+    served = 0
+    while True:
+        claim = q.claim(lease_ms=LEASE_MS)
+        if claim is None:
+            if select.select([stop_fd], [], [], 0.005)[0]:
+                return served
+            continue
+        charge_order(claim, b)
+        processes.mark("returned")
+        q.complete(claim)
+        served += 1
+
+
+def _nth_charge(n: int) -> processes.StepAt:
+    """Just after the ``n``-th charge the bank made (the predicate runs in the worker process)."""
+    seen = [0]
+
+    def at(_step: int, label: str) -> bool:
+        seen[0] += label == "charge:after"
+        return label == "charge:after" and seen[0] == n
+
+    return at
+
+
+def _play_stream(run: Run, charge_order: ChargeOrder, row: Scene) -> None:
+    """One worker process serves a stream of orders (pairs with one card and amount) and is
+    killed just after a charge; a new process takes over the rest, and what arrives meanwhile."""
+    stream = _Orders(run)
+    feeder = Feeder(stream.queue, row.workload, seed=3, payload=lambda n, _ms: f"card-s{n // 2} {1000 + n // 2}")
+    feeder.fill()
+    for kill_at in (_nth_charge(KILLED_AT_CHARGE), None):
+        stop_r, stop_w = os.pipe()
+        child = processes.spawn(
+            _serve, stream.queue, stream.bank, charge_order, stop_r, kill_at=kill_at, name="a worker"
+        )
+        os.close(stop_r)
+        give_up, told = time.monotonic() + 15, False
+        while not child.poll().ended:
+            feeder.top_up()
+            snap = stream.queue.snapshot()
+            served = not snap.counts["pending"] and not snap.counts["active"]
+            if not told and len(feeder.ids) >= row.workload.most and served:
+                os.write(stop_w, b"x")  # everything came and was served: stop when idle
+                told = True
+            if time.monotonic() > give_up:
+                child.kill()
+                run.fail(row.name, "too-slow", what="Your charge_order, serving a stream of orders,", seconds=15)
+            time.sleep(0.005)
+        os.close(stop_w)
+        if child.error is not None and "IdempotencyConflict" in child.error:
+            run.fail(
+                row.name,
+                "not-yet",
+                what=f"One worker process served {row.workload.words} in turn: the bank refused a charge, because "
+                "your charge_order sent it an idempotency key it had already sent for another order, to another "
+                "card or amount. The key must name the job it charges, not one this worker saw before.",
+            )
+        if child.error is not None:
+            run.code_failed("runs", "Your charge_order", child)
+        if child.killed:
+            stream.recover()  # its lease runs out; the reaper gives its order back
+    stream.jobs = list(feeder.ids)
+    for n in range(0, len(stream.jobs), 2):
+        card = f"card-s{n // 2}"
+        same = len(stream.jobs[n : n + 2])
+        if stream.charges(card) != same:
+            run.fail(
+                row.name,
+                "not-yet",
+                what=f"One worker process served {row.workload.words} in turn, and a new one took over when it was "
+                f"killed just after a charge: the {same} orders to {card}, each its own job with the same card and "
+                f"amount, were charged {stream.charges(card)} time(s) in all, not {same}. Each job is one payment, "
+                "charged once, whatever this worker charged before.",
+            )
+    run.one_place_each(row.name, stream.queue, stream.jobs)
+    run.good(
+        row.name,
+        f"One worker process served {row.workload.words} in turn, {row.fault}: each of the {len(stream.jobs)} "
+        "orders was charged once.",
+    )

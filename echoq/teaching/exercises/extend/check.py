@@ -19,6 +19,13 @@ takes any job they bring back (doing its effect and completing it). Four scenes:
 
 5. **another machine's clock** -- the worker's wall clock 2 s behind the server's: still once.
 
+The refused scene (held back past the lease, mid-work) and the frozen one are the rows of
+:data:`SCENES`: their queue holds two more jobs waiting behind the long one (a workload of
+:mod:`..workloads`, which the loop and charge checks share), so an extend_lease that claims when
+its extension is refused, or extends a job other than the one given, takes one of them; it must
+claim nothing, and its True must mean that this worker holds this job, read on the server as the
+worker acts on it.
+
 In every scene one earlier try of the job was given back unstarted, so its token is one ahead
 of its attempts (an extension fenced on attempts is refused, and told so). An answer that
 extends by hand (a read, then a ZADD) is also frozen between the two, while the other worker
@@ -44,6 +51,7 @@ from echoq.queue import DEFAULT_LEASE_MS, Claim, Extend, Queue
 from echoq.teaching import processes
 from echoq.teaching.contrasts import apply_every
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register, skew_clock
+from echoq.teaching.exercises.workloads import BACKLOG, IDLE, Feeder, Scene, Workload
 from echoq.teaching.fast_forward import fast_forward
 
 LEASE_MS = 600
@@ -54,6 +62,25 @@ SPIN_EXTENDS = WORK_MS // 20  # more than one command per 20 ms of work: a busy 
 LATE_MS = LEASE_MS // 3  # how long the late-extension scene holds an extension back on the network
 LEASE_SLACK_MS = 100  # killed right after an extension, its job may be held LEASE_MS and this much more
 SKEW_S = -2.0  # the last scene's worker clock, against the server's: two machines' clocks differ
+
+# The scenes whose queue holds more than the job (rows of the workloads the loop and charge checks
+# share): an extend_lease that claims when refused, or extends a job other than the one given,
+# behaves as the reference does while the long job is alone.
+LOST, FROZEN = SCENES = (
+    Scene(
+        "lost",
+        BACKLOG,
+        f"an extension held up {2 * LEASE_MS} ms, past the lease, mid-work, while the other worker took the job over",
+        "extend_lease says True only while this worker holds this job; the effect runs once; it claims nothing",
+    ),
+    Scene(
+        "frozen",
+        BACKLOG,
+        "the worker frozen (SIGSTOP) as its work ended, past its lease, while the other worker took the job and "
+        "completed it",
+        "extend_lease says True only while this worker holds this job; the effect runs once; it claims nothing",
+    ),
+)
 
 
 EXTEND_MISCONCEPTIONS = [
@@ -121,6 +148,16 @@ EXTEND_MISCONCEPTIONS = [
         "Return False as soon as extend does not say EXTENDED.",
     ),
     Misconception(
+        "claims-again-when-refused",
+        "a lost job replaced by another",
+        "Your extension of {job} was refused (the other worker had taken the job over), and your extend_lease then "
+        "claimed {other}, a job that was waiting, and went on with that one: it returned True, so the worker did the "
+        "effect of {job}, which it no longer held (the effect ran {effects} times), while {other} sat leased to a "
+        "worker that never worked on it.",
+        "A refused extension means the job is someone else's now. What may this worker still do with it?",
+        "When q.extend does not answer EXTENDED, return False: never claim inside extend_lease.",
+    ),
+    Misconception(
         "no-final-check",
         "kept, without asking",
         "Frozen as its work ended and past its lease, while the other worker took the job and completed it, your "
@@ -158,7 +195,16 @@ BY_HAND = (
 
 class _Watched(Queue):
     """The queue as the learner's extend_lease gets it: each q.extend it makes is also a step
-    that says which token it sent and what the server answered."""
+    that says which token it sent and what the server answered, and each job it claims (once
+    the worker holds its own) is a step that names it."""
+
+    given: Claim | None = None  # the worker's own claim, once made: any later claim is extend_lease's
+
+    def claim(self, lease_ms: int = DEFAULT_LEASE_MS) -> Claim | None:
+        got = super().claim(lease_ms)
+        if self.given is not None and got is not None:
+            processes.mark(f"extend_lease claimed {got.job_id}")
+        return got
 
     def extend(self, claim: Claim | str, token: int | None = None, *, lease_ms: int = DEFAULT_LEASE_MS) -> Extend:
         outcome = super().extend(claim, token, lease_ms=lease_ms)
@@ -189,6 +235,7 @@ def long_job(
     q = _Watched(queue.name, client)
     claim = q.claim(lease_ms=LEASE_MS)
     processes.mark(f"claimed token {claim.token} attempts {claim.attempts}")
+    q.given = claim
     done = threading.Event()
     said: list[object] = []
     failed: list[BaseException] = []
@@ -218,6 +265,9 @@ def long_job(
     kept = bool(said and said[0] is True)
     if not kept:
         return {"kept": False, "said": repr(said[0])[:80] if said else "nothing"}
+    row = q.job(claim.job_id)  # True must mean: this worker holds this job, now
+    if row is None or row.state != "active" or row.token != claim.token:
+        processes.mark("kept but not held")
     apply_every(Effects(q), claim.job_id, "the report")
     processes.mark("effect")
     return {"kept": True, "complete": q.complete(claim).value}
@@ -241,13 +291,14 @@ def _final_extension() -> processes.StepAt:
 class _Scene:
     """The job, and the other worker: stalled checks every 50 ms; takes what comes back."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, workload: Workload = IDLE) -> None:
         self.run = run
         self.queue = run.queue()
         self.job = self.queue.enqueue("a long report").job_id
         # One try given back unstarted (a stopping worker's prefetch): the row's token is then one
         # ahead of its attempts, as it is in any queue that has seen a release.
         self.queue.release_many([self.queue.claim(lease_ms=LEASE_MS)])
+        self.waiting = Feeder(self.queue, workload, seed=6).fill()  # after the long job, in arrival order
         self.queue.extend(new_job_id(), 1)  # the server learns extend.lua before any count matters
         self.effects = Effects(self.queue)
         self.takeovers = 0
@@ -336,6 +387,31 @@ def _wrong_token(worker: processes.Child) -> tuple[int, int, str] | None:
             if sent == str(attempts) and attempts != token and outcome != "extended":
                 return attempts, token, outcome
     return None
+
+
+def _judge_what_it_took(run: Run, row: Scene, scene: _Scene, worker: processes.Child) -> None:
+    """With jobs waiting beside the long one: extend_lease must claim none of them, and say True
+    only while its worker holds its own job."""
+    took = [step.rsplit(" ", 1)[1] for step in worker.steps if step.startswith("extend_lease claimed ")]
+    refused = any(step.startswith("extend sent ") and not step.endswith(" extended") for step in worker.steps)
+    if took and refused and "kept but not held" in worker.steps:
+        run.fail(row.name, "claims-again-when-refused", job=scene.job, other=took[0], effects=scene.ran())
+    if took:
+        run.fail(
+            row.name,
+            "not-yet",
+            what=f"While your worker held {scene.job}, its extend_lease claimed jobs that were waiting "
+            f"(the first: {took[0]}), and nobody worked on them: each sat leased to a worker that was not "
+            "working on it, until its lease ran out. extend_lease keeps the lease of the job it was given, and "
+            "takes no job.",
+        )
+    if "kept but not held" in worker.steps and scene.ran() == 1:
+        run.fail(
+            row.name,
+            "not-yet",
+            what=f"Your extend_lease returned True when the work was done, but by then {scene.job} was no longer "
+            "this worker's (the other worker had taken it over): True must mean this worker still holds this job.",
+        )
 
 
 @check_runner(EXTEND)
@@ -468,23 +544,25 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
     # 3b. An extension held back past the lease, mid-work: the other worker takes the job and
     #     completes it; when the extension finally goes, it is refused, and extend_lease must
     #     say the job was lost (the effect must not run a second time).
-    scene = _Scene(run)
+    row = LOST
+    scene = _Scene(run, row.workload)
     worker = processes.spawn(partial(long_job, hold_extend=2), scene.queue, extend_lease, name="your worker")
     scene.play(worker, late_ms=2 * LEASE_MS)
     if scene.held:
+        _judge_what_it_took(run, row, scene, worker)
         if scene.ran() > 1 and "ZADD" in worker.steps:
-            run.fail("lost", "not-yet", what=BY_HAND)
+            run.fail(row.name, "not-yet", what=BY_HAND)
         if scene.ran() > 1:
             run.fail(
-                "lost",
+                row.name,
                 "ignores-stale",
                 outcome=f"held up {2 * LEASE_MS} ms, past the lease, while the other worker took the job over",
                 effects=scene.ran(),
             )
         run.good(
-            "lost",
-            f"One extension held up {2 * LEASE_MS} ms, past the lease, mid-work, while the other worker took the job "
-            "over: refused, your extend_lease said the job was lost, and the effect ran once.",
+            row.name,
+            f"With {row.workload.words}, {row.fault}: refused, your extend_lease said the job was lost, claimed "
+            "nothing, and the effect ran once.",
         )
 
     # 4. A frozen worker: SIGSTOP as the work ends; the lease runs out; the other worker
@@ -494,7 +572,7 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
     #    that only checks on its periodic extensions learns of the loss by luck. So the
     #    scene runs three times, and any run with the effect done twice is the verdict.
     for _try in range(3):
-        scene = _Scene(run)
+        scene = _Scene(run, FROZEN.workload)
         worker = processes.spawn(
             partial(long_job, end_on_extend=True), scene.queue, extend_lease, freeze_at="work-done", name="your worker"
         )
@@ -507,6 +585,7 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
         frozen_since = worker.frozen_since
         worker.resume()
         scene.play(worker)
+        _judge_what_it_took(run, FROZEN, scene, worker)
         if scene.ran() != 1:
             # The steps whose command went out after the freeze, by the child's clock: a step
             # made before it may reach the parent after the resume on a busy machine.
@@ -529,9 +608,9 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
                 run.fail("frozen", "not-yet", what=BY_HAND)
             run.fail("frozen", "no-final-check", effects=scene.ran())
     run.good(
-        "frozen",
-        "Frozen (SIGSTOP) past its lease while the other worker took the job and completed it, your worker woke up, "
-        "learned it had lost the job, and did not do the effect again.",
+        FROZEN.name,
+        f"With {FROZEN.workload.words}, {FROZEN.fault}: your worker woke up, learned it had lost the job, claimed "
+        "nothing, and did not do the effect again.",
     )
 
     # 4b. An extension by hand (a read, then a ZADD) has a gap between its read and its write:

@@ -17,7 +17,15 @@ Beside them: a job whose work takes longer than a beat (150 ms), with two worker
 shorter than the work lets the other worker's beat take it back, and the scene then waits for
 that second delivery, so it always happens; the row of the failing job, read as its second try
 begins (it must carry the error); and the stop: told to stop, every worker must return within
-STOP_S, or it is killed and the loop is told it never stops.
+STOP_S, or it is killed; the loop is told it never stops only when it kept sending commands and
+never asked running() (a loop asleep, or one that asked and went on, is told what it did).
+
+Then the rows of :data:`SCENES`, on workloads the extend and charge checks share
+(:mod:`..workloads`): **a busy queue** -- jobs keep arriving, 16 or more waiting, 5 to 40 ms of
+work each -- and two workers; the one that takes the first job is SIGKILLed on it, and the other
+must bring it back and do it within RECOVERY_MS of its lease running out, while every claim of its
+own finds a job (a beat that runs only when a claim finds nothing never comes round). Every scene
+before it lets the queue go quiet.
 
 While idle, a worker must wait between claims rather than spin: judged by how soon it sends
 its next command after a reply, over IDLE_S: a spinning loop answers most replies within
@@ -41,6 +49,7 @@ from echoq.effects import Effects
 from echoq.queue import DEFAULT_LEASE_MS, Claim, Complete, Queue, RetryResult
 from echoq.teaching import processes
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
+from echoq.teaching.exercises.workloads import BUSY, Feeder, Scene, work_ms_of
 
 LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2
 
@@ -64,6 +73,17 @@ STOP_S = 3.0  # a loop must return within this after running() turns False (it s
 # machine stretches a few of those, not the median of five.
 BEAT_GAPS, BEAT_WAIT_S = 5, 2.0
 LONG_WORK_MS = 150  # a job whose work outlasts the beat (and not the lease)
+
+# The scenes played on a queue that never goes quiet (rows of workloads.BUSY and its kin): a loop
+# whose beat waits for an idle queue passes every scene whose queue empties.
+SCENES = (
+    Scene(
+        "busy",
+        BUSY,
+        "a worker SIGKILLed mid-job",
+        f"its job is back and done within {RECOVERY_MS} ms after its lease ran out, by the worker running beside it",
+    ),
+)
 
 
 LOOP_MISCONCEPTIONS = [
@@ -92,6 +112,17 @@ LOOP_MISCONCEPTIONS = [
         "when the loop begins.",
         "Workers die while others are running. When does a running worker look for their jobs?",
         "Move the stalled check inside the loop, on a beat.",
+    ),
+    Misconception(
+        "beat-only-when-idle",
+        "the beat waits for an idle queue",
+        "A worker was killed holding {job} while jobs kept arriving; {overdue:.1f} s after its lease ran out it was "
+        "still not back, though the other worker ran all along, working one job after another (every claim it "
+        "made found one), and ran the stalled check not once: yours runs only when claim() finds nothing, and a "
+        "busy queue never lets it.",
+        "When is the queue never empty? Exactly when a dead worker's job is most needed back.",
+        "Run the stalled check on its beat whether or not the claim found a job: before the claim, not in its "
+        "empty branch.",
     ),
     Misconception(
         "lease-too-long",
@@ -145,8 +176,9 @@ LOOP_MISCONCEPTIONS = [
     Misconception(
         "never-stops",
         "never stops",
-        "running() returned False, and {seconds:g} s later your loop was still running: the worker could not be "
-        "stopped (a deploy, a shutdown), so it was killed, holding whatever it held.",
+        "Told to stop, your loop was still running {seconds:g} s later, still sending Valkey commands, and it never "
+        "asked running() in that time: the worker could not be stopped (a deploy, a shutdown), so it was killed, "
+        "holding whatever it held.",
         "Who decides when the worker stops? Ask it every time round the loop.",
         "Loop while running(): that is the stop signal.",
     ),
@@ -226,7 +258,7 @@ def _work(queue: Queue, work_ms: float) -> Callable[[Claim], None]:
             processes.mark(f"flaky row error {row.error if row is not None else None!r}")
         if claim.payload == LONG:
             _long_work(queue, claim)
-        time.sleep(work_ms / 1000)
+        time.sleep((work_ms + work_ms_of(claim.payload)) / 1000)
         effects.apply_once(claim.job_id, claim.payload)
         processes.mark("effect")
 
@@ -267,8 +299,15 @@ def _worker(loop: Loop, queue: Queue, stop_fd: int, work_ms: float) -> str:
     client = processes.counting_client(queue.client)
     q = _Watched(queue.name, client)
 
+    told: list[bool] = []
+
     def running() -> bool:
-        return not select.select([stop_fd], [], [], 0)[0]
+        if select.select([stop_fd], [], [], 0)[0]:
+            if not told:  # the loop asked, and heard it must stop: what a loop that never stops lacks
+                told.append(True)
+                processes.mark("told to stop")
+            return False
+        return True
 
     loop(q, _work(Queue(queue.name, client), work_ms), running)
     return "stopped" if not running() else "returned"
@@ -282,6 +321,7 @@ class Fleet:
         self.rng = random.Random(seed)
         self.workers: list[tuple[processes.Child, int]] = []
         self.kills = 0
+        self.told_at = 0.0  # when the workers were last told to stop (time.monotonic())
 
     def start(self, kill_at: processes.StepAt = None) -> processes.Child:
         stop_r, stop_w = os.pipe()
@@ -300,13 +340,40 @@ class Fleet:
         for c, w in self.workers:
             if c is child and w >= 0:
                 os.write(w, b"x")
+        self.told_at = time.monotonic()
         try:
             child.wait(STOP_S)
         except processes.ChildTimeout:
-            self.run.fail("stop", "never-stops", seconds=STOP_S)
+            self.late([child])
+
+    def late(self, late: list[processes.Child]) -> None:
+        """The ✗ line for workers still running STOP_S after they were told to stop: 'never stops'
+        only when one kept sending commands and never asked running(); otherwise what it did."""
+        for child in late:
+            sent = sum(1 for at, _ in child.step_times if at is not None and at > self.told_at)
+            if "told to stop" not in child.steps and sent:
+                self.run.fail("stop", "never-stops", seconds=STOP_S)
+        child = late[0]
+        if "told to stop" in child.steps:
+            self.run.fail(
+                "stop",
+                "not-yet",
+                what=f"Told to stop, your loop asked running(), which returned False, and {STOP_S:g} s later it was "
+                "still running: the worker could not be stopped, so it was killed, holding whatever it held. Return "
+                "once running() says False.",
+            )
+        self.run.fail(
+            "stop",
+            "not-yet",
+            what=f"Told to stop, your loop was still running {STOP_S:g} s later, and in that time it neither asked "
+            "running() nor sent Valkey a command: it was waiting (a sleep, or a wait) longer than that, so it was "
+            "killed, holding whatever it held. A worker must notice the stop soon: wait at most about a beat at a "
+            "time.",
+        )
 
     def stop_all(self) -> list[processes.Child]:
         """Tell every worker to stop; the ones still running STOP_S later are killed and returned."""
+        self.told_at = time.monotonic()
         for child, w in self.workers:
             if not child.ended:
                 try:
@@ -448,8 +515,8 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     while len(_beat_gaps(survivor.poll(), before)) < BEAT_GAPS and time.monotonic() < give_up:
         time.sleep(0.02)
     gaps = _beat_gaps(survivor, before)
-    if fleet.stop_all():
-        run.fail("stop", "never-stops", seconds=STOP_S)
+    if late := fleet.stop_all():
+        fleet.late(late)
     if pauses and quick >= SPIN_SHARE * len(pauses):
         run.fail(
             "idle",
@@ -605,4 +672,74 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         "poison",
         f"A poison job killed {kills} workers (each restarted) and then rested in emq:{{q}}:dead; "
         "the other jobs were done.",
+    )
+
+    # 4. The rows played on a busy queue (SCENES): a dead worker's job must come back while
+    #    the queue never goes quiet.
+    for n, scene in enumerate(SCENES):
+        _play_busy(run, worker_loop, scene, seed + 10 + n)
+
+
+def _empty_claims(steps: list[str]) -> int:
+    """Claims after which the worker worked on nothing: claims that found the queue empty."""
+    return sum(1 for step, after in zip(steps, [*steps[1:], ""], strict=True) if step == "claim" and after != "work")
+
+
+def _play_busy(run: Run, worker_loop: Loop, scene: Scene, seed: int) -> None:
+    """Two workers on a queue kept busy; the one that takes the first job is SIGKILLed on it. The
+    other must bring it back on its beat, while every claim of its own still finds a job."""
+    queue = run.queue(f"-{scene.name}")
+    dying = queue.enqueue(DIES_ONCE).job_id  # first in line: the first claim takes it
+    feeder = Feeder(queue, scene.workload, seed=seed)
+    feeder.fill()
+    fleet = Fleet(run, worker_loop, queue, seed)
+    run.cleanup(fleet.stop_all)
+    pair = [fleet.start(), fleet.start()]
+    give_up = time.monotonic() + 10
+    while not any(w.killed for w in pair):
+        feeder.top_up()
+        if (raised := fleet.raised()) is not None:
+            run.code_failed("runs", "Your loop", raised)
+        if time.monotonic() > give_up:
+            run.fail(scene.name, "too-slow", what="Your loop (it never worked on the first job)", seconds=10)
+        time.sleep(0.005)
+    survivor = next(w for w in pair if not w.killed)
+    since = len(survivor.poll().steps)
+    held = queue.client.zscore(queue.keys.active, dying)
+    expires = int(held) if held is not None else server_now_ms(queue.client)
+    row = queue.keys.job(dying)
+
+    def back_or_overdue() -> bool:
+        feeder.top_up()
+        return not queue.client.exists(row) or server_now_ms(queue.client) > expires + RECOVERY_MS
+
+    fleet.until(back_or_overdue, 10.0)
+    done = not queue.client.exists(row)
+    late_ms = server_now_ms(queue.client) - expires
+    steps = survivor.poll().steps[since:]
+    if (raised := fleet.raised()) is not None:
+        run.code_failed("runs", "Your loop", raised)
+    if late := fleet.stop_all():
+        fleet.late(late)
+    worked, empty = steps.count("work"), _empty_claims(steps)
+    sweeps = sum(step in SWEEPS for step in steps)
+    if not done:
+        if not sweeps and not empty and worked:
+            run.fail(scene.name, "beat-only-when-idle", job=dying, overdue=RECOVERY_MS / 1000)
+        snap = queue.snapshot()
+        ran = "ran the stalled check" if sweeps else "never ran the stalled check"
+        run.fail(
+            scene.name,
+            "not-yet",
+            what=f"A worker was killed holding {dying} while jobs kept arriving; {RECOVERY_MS / 1000:g} s after its "
+            f"lease ran out it was in {snap.place_of(dying) or 'no set'}, not done, though the other worker ran all "
+            f"along and {ran} meanwhile. A dead worker's job must come back within a few beats, busy queue or not.",
+        )
+    effects = Effects(queue).counts()
+    if effects.get(dying, 0) != 1:
+        run.fail(scene.name, "not-yet", what=f"{dying} was done, but its effect ran {effects.get(dying, 0)} times.")
+    run.good(
+        scene.name,
+        f"On {scene.workload.words}, {scene.fault}: its job was back and done {max(late_ms, 0) / 1000:.1f} s after "
+        f"its lease ran out, by the worker beside it, which worked {worked} jobs meanwhile.",
     )
