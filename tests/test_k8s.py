@@ -271,6 +271,19 @@ def test_without_a_workshop_the_admin_password_is_made_once(tmp_path: Path) -> N
     assert "maxclients 10000" in config_map["data"]["valkey.conf"]
 
 
+def test_the_guides_command(folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from echoq.teaching.__main__ import main
+
+    out = tmp_path / "k8s"
+    argv = ["workshop", "k8s", "--dir", str(folder), "--out", str(out), "--namespace", "jhub"]
+    assert main([*argv, "--image", "registry.example/echoq-learner:1"]) == 0
+    assert "roster Secret (2 learners' URLs)" in capsys.readouterr().out
+    (values,) = k8s.load_all(out / "values.yaml")
+    assert values["singleuser"]["image"] == {"name": "registry.example/echoq-learner", "tag": "1"}
+    assert main([*argv, "--image", "registry.example/echoq-learner:1", "--memory", "lots"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1  # one line, saying what to give
+
+
 @pytest.mark.parametrize(
     ("given", "said"),
     [
