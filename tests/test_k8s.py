@@ -7,7 +7,8 @@
   defaults as Helm merges them (tests/data/k8s/z2jh: see its README);
 * the snippet loaded by a real JupyterHub config into a real ``KubeSpawner``, whose pod
   manifest carries each learner's environment and limits (no cluster is contacted: the
-  pod is built, never created).
+  pod is built, never created);
+* the ACL file loaded by a real valkey-server (the one server-tier test here).
 """
 
 from __future__ import annotations
@@ -298,3 +299,33 @@ def test_bad_input_changes_nothing(folder: Path, tmp_path: Path, given: dict[str
     with pytest.raises(InvalidArgument, match=re.escape(said)):
         k8s.k8s(folder, out, **{"image": IMAGE, **given})
     assert not out.exists()
+
+
+@pytest.mark.server
+def test_a_server_started_on_the_acl_file_has_each_user_as_up_makes_them(folder: Path, tmp_path: Path) -> None:
+    """The ACL file in the Secret, loaded by a real valkey-server with the ConfigMap's
+    settings: every learner is the user `up`'s ACL SETUSER makes, and may do only that."""
+    import redis
+
+    from echoq.server import start_server
+
+    workshop = Workshop.load(folder)
+    (tmp_path / "users.acl").write_text(k8s.acl_file("admin-secret", workshop))
+    config = dict(line.split(" ", 1) for line in k8s.server_config(workshop.settings).splitlines())
+    for name in ("port", "bind", "dir"):  # the pod's own; here the test's
+        del config[name]
+    config["aclfile"] = str(tmp_path / "users.acl")
+    (tmp_path / "data").mkdir()
+    server = start_server(extra_config=config, password="admin-secret", workdir=tmp_path / "data")
+    try:
+        admin = redis.Redis.from_url(server.url)
+        # The same rules sent by `up`'s set_user to a second user: the server sees no difference.
+        acl.set_user(admin, "made-by-up", acl.learner_rules("ada", "class", "pw-ada"), acl.learner_commands())
+        assert admin.acl_getuser("ada") == admin.acl_getuser("made-by-up")
+        ada = redis.Redis(host=server.host, port=server.port, username="ada", password="pw-ada")
+        assert ada.ping()
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            ada.eval("return 1", 0)
+        assert admin.config_get("appendfsync") == {"appendfsync": "everysec"}
+    finally:
+        server.stop()
