@@ -292,6 +292,7 @@ def test_the_guides_command(folder: Path, tmp_path: Path, capsys: pytest.Capture
         ({"memory": "2 GB"}, "--memory must be"),
         ({"cpu": 0.0}, "--cpu must be"),
         ({"image": ""}, "--image is needed"),
+        ({"image": "echoq-learner@sha256:0f0f"}, "--image must be name:tag"),
     ],
 )
 def test_bad_input_changes_nothing(folder: Path, tmp_path: Path, given: dict[str, Any], said: str) -> None:

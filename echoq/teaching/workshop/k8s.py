@@ -237,6 +237,8 @@ def k8s(folder: str | Path | None, out: str | Path, *, namespace: str = "jhub", 
         raise InvalidArgument(f"--memory must be a quantity like 1G, 512M or 2Gi, got {memory!r}")
     if not 0 < cpu <= 64:
         raise InvalidArgument(f"--cpu must be a number of CPUs above 0 (e.g. 0.5, 1), got {cpu}")
+    if image and not re.fullmatch(r"[^\s@]+", image):
+        raise InvalidArgument(f"--image must be name:tag (no spaces, no @digest), got {image!r}")
     if not image:
         raise InvalidArgument(
             "--image is needed: the learners' image (name:tag), with echoq installed "
