@@ -55,6 +55,7 @@ def written(folder: Path, tmp_path: Path) -> dict[str, list[dict[str, Any]]]:
     k8s.k8s(folder, out, image=IMAGE, memory="2G", cpu=1.5)
     assert {p.name for p in out.iterdir()} == set(k8s.FILES)
     assert all(p.stat().st_mode & 0o777 == 0o600 for p in out.iterdir())
+    assert "&id" not in (out / "echoq-valkey.yaml").read_text()  # no YAML anchors: read as written
     return {name: k8s.load_all(out / name) for name in k8s.FILES}
 
 

@@ -217,7 +217,8 @@ def _yaml(documents: list[dict[str, Any]], header: str) -> str:
     import yaml
 
     class Dumper(yaml.SafeDumper):
-        pass
+        def ignore_aliases(self, data: Any) -> bool:  # each object spelt out, as people write them
+            return True
 
     def text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
         style = "|" if "\n" in value else None  # a config file or a snippet stays readable
