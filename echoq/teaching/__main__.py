@@ -115,6 +115,14 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
     )
     export.add_argument("--csv", help="the CSV file to write, mode 0600 ('-': standard output)")
     export.add_argument("--json", help="the JSON file to write, mode 0600 ('-': standard output)")
+    k8s = actions.add_parser(
+        "k8s", parents=[folder], help="the class on Kubernetes: Valkey manifests and Zero to JupyterHub values"
+    )
+    k8s.add_argument("--out", required=True, help="folder for echoq-valkey.yaml, echoq-roster.yaml, values.yaml")
+    k8s.add_argument("--namespace", default="jhub", help="the hub's namespace (default jhub)")
+    k8s.add_argument("--image", default="", help="the learners' image, name:tag, with echoq installed")
+    k8s.add_argument("--memory", default="1G", help="each learner's memory limit (default 1G)")
+    k8s.add_argument("--cpu", type=float, default=1.0, help="each learner's CPU limit (default 1)")
     down = actions.add_parser("down", parents=[folder], help="delete the users and keys; stop a started server")
     down.add_argument("--keep-server", action="store_true", help="leave a server `up` started running")
     down.add_argument(
@@ -210,6 +218,12 @@ def _workshop(args: argparse.Namespace) -> int:
         from .workshop import admin
 
         lines = admin.restart(args.dir)
+    elif args.action == "k8s":
+        from .workshop import k8s
+
+        lines = k8s.k8s(
+            args.dir, args.out, namespace=args.namespace, image=args.image, memory=args.memory, cpu=args.cpu
+        )
     else:
         lines = workshop.down(args.dir, keep_server=args.keep_server, purge=args.purge)
     print("\n".join(lines))
