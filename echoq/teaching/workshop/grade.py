@@ -8,14 +8,15 @@ instructor's side, the newest submission of every learner at every exercise:
 * the submitted code, read through the admin connection, run by the same check
   (``EXERCISES[key].judge``) in a child process started as that learner's own Unix user when the
   class hub made one (``<prefix><learner id>``, the prefix and homes read from the hub's config in
-  the workshop folder), else as ``nobody``; never as root or the instructor;
+  the workshop folder), else as a uid no account on the machine has (:data:`SPARE_UIDS`: it
+  owns nothing, so it reads nothing of the class); never as root or the instructor;
 * the child on a throwaway Valkey of its own (in a fresh folder the grading user owns, never the
   class server), with an environment holding no ``VALKEY_URL`` and no secret of the class, a
   time limit (``--timeout``, 120 s) after which its whole process group is killed ("timed out");
 * its one JSON verdict line on standard output (anything else: "failed to judge");
-* two judgements at a time at most (as ``nobody``, one at a time: two children of one user
-  could reach each other's processes); a submission judged before with the same code and the
-  same checks keeps its verdict.
+* two judgements at a time at most, each under a uid of its own (a spare uid is used by one
+  judgement at a time, and every process left running as it is killed after it); a submission
+  judged before with the same code and the same checks keeps its verdict.
 
 The verdicts go to ``grades.json`` in the workshop folder (mode 0600, the instructor's): per
 learner and exercise the sha256 of the code judged, when, the verdict and its ✗ line. The
@@ -30,6 +31,7 @@ import contextlib
 import json
 import os
 import pwd
+import queue
 import re
 import shutil
 import signal
@@ -96,24 +98,33 @@ def load(folder: Path) -> dict[tuple[str, str, str], Grade]:
 # ---------------------------------------------------------------- who the code runs as
 
 
+def _hub_config(folder: Path) -> str:
+    from .hub import HUB_DIR
+
+    try:
+        return (Path(folder) / HUB_DIR / "jupyterhub_config.py").read_text(encoding="utf-8")
+    except OSError:
+        return ""
+
+
 def hub_users(folder: Path) -> tuple[str, str] | None:
     """(user prefix, homes) of the class hub ``workshop hub`` configured in ``folder``; None
     when it made none."""
-    from .hub import HUB_DIR
-
-    config = Path(folder) / HUB_DIR / "jupyterhub_config.py"
-    try:
-        text = config.read_text(encoding="utf-8")
-    except OSError:
-        return None
+    text = _hub_config(folder)
     prefix = re.search(r"^c\.ClassSpawner\.user_prefix = '([^'\\]*)'$", text, re.M)
     homes = re.search(r"^c\.ClassSpawner\.homes = '([^'\\]*)'$", text, re.M)
     return (prefix.group(1), homes.group(1)) if prefix and homes else None
 
 
-def grading_user(hub_user: str, hub: tuple[str, str] | None) -> pwd.struct_passwd:
-    """The learner's own Unix user when the class hub made it; else ``nobody``. Never root or
-    this process's own user."""
+def hub_python(folder: Path) -> str | None:
+    """The Python the class hub runs learners' servers with (its ``--learner-python``), if any."""
+    found = re.search(r"^c\.Spawner\.cmd = \['([^'\\]+)', ", _hub_config(folder), re.M)
+    return found.group(1) if found else None
+
+
+def grading_user(hub_user: str, hub: tuple[str, str] | None) -> pwd.struct_passwd | None:
+    """The learner's own Unix user when the class hub made it; else None (a spare uid). Never
+    root or this process's own user."""
     from .spawner import refuse_unsafe, system_user
 
     if hub is not None:
@@ -123,15 +134,63 @@ def grading_user(hub_user: str, hub: tuple[str, str] | None) -> pwd.struct_passw
             if Path(entry.pw_dir).parent.resolve() == Path(homes).resolve():
                 refuse_unsafe(entry)
                 return entry
-    entry = pwd.getpwnam("nobody")
-    refuse_unsafe(entry)
-    return entry
+    return None
+
+
+SPARE_FROM = 2_147_480_000  # the first uid tried as a spare: far above any account's
+
+
+def spare_uids(count: int) -> list[int]:
+    """``count`` uids (each its own gid) that no account or group on this machine has."""
+    import grp
+
+    found: list[int] = []
+    uid = SPARE_FROM
+    while len(found) < count:
+        uid += 1
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        try:
+            grp.getgrgid(uid)
+            continue
+        except KeyError:
+            found.append(uid)
+    return found
+
+
+def no_account(uid: int, home: str = "/nonexistent") -> pwd.struct_passwd:
+    return pwd.struct_passwd((f"uid {uid} (no account)", "x", uid, uid, "", home, "/usr/sbin/nologin"))
+
+
+def running_as(uid: int) -> list[int]:
+    """The pids of the processes running as ``uid`` (a zombie is gone, only not yet reaped)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry.stat().st_uid == uid and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(entry.name))
+    return found
+
+
+def kill_everything_of(uid: int, timeout_s: float = 10.0) -> None:
+    """SIGKILL every process running as ``uid`` (a spare uid's: nobody else's), until none is left."""
+    deadline = time.monotonic() + timeout_s
+    while (left := running_as(uid)) and time.monotonic() < deadline:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
 
 
 def check_root() -> None:
     if os.geteuid() != 0:
         raise InvalidArgument(
-            "grading runs each learner's code as another Unix user (their own, or nobody), which needs root: "
+            "grading runs each learner's code as another Unix user (their own, or a uid of no account), which "
+            "needs root: "
             "run `sudo python -m echoq.teaching workshop grade`"
         )
 
@@ -242,11 +301,11 @@ def grade(
         raise InvalidArgument(f"--timeout must be more than 0 and at most 3600 seconds, got {timeout_s:g}")
     if not 1 <= jobs <= JOBS:
         raise InvalidArgument(f"jobs must be 1 or {JOBS}, got {jobs}")
-    python = learner_python or sys.executable
-    if not Path(python).is_file():
-        raise InvalidArgument(f"--learner-python {python}: no such file")
     check_root()
     workshop = Workshop.load(folder)
+    python = learner_python or hub_python(workshop.dir) or sys.executable
+    if not Path(python).is_file():
+        raise InvalidArgument(f"--learner-python {python}: no such file")
     hub = hub_users(workshop.dir)
     before = load(workshop.dir)
     people = [(lid, ln.display, ln.hub_user) for lid, ln in workshop.learners.items()]
@@ -274,12 +333,15 @@ def grade(
             counts["unchanged since the last run"] += 1
         else:
             todo.append((row, sha, checks))
+    spares = spare_uids(jobs)
+    spare: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for uid in spares:
+        spare.put(uid)
     if todo:  # the learners' Python must run for them: tried once, as the first grading user
-        entry = users[todo[0][0].learner]
+        entry = users[todo[0][0].learner] or no_account(spares[0])
         with tempfile.TemporaryDirectory(prefix="echoq-grade-") as place:
             os.chown(place, entry.pw_uid, entry.pw_gid)
             check_learner_python(python, pwd.struct_passwd((*entry[:5], place, entry.pw_shell)))
-    nobody = threading.Lock()  # children of one user could reach each other: as nobody, one at a time
     done = 0
     lock = threading.Lock()
     bar_ = _bar(len(todo)) if bar and todo else None
@@ -287,12 +349,16 @@ def grade(
     def one(item: tuple[Any, str, str]) -> Grade:
         nonlocal done
         row, sha, checks = item
-        entry = users[row.learner]
-        held = nobody if entry.pw_name == "nobody" else contextlib.nullcontext()
-        with held:
+        uid = spare.get() if users[row.learner] is None else None
+        entry = users[row.learner] or no_account(uid or 0)
+        try:
             t0 = time.monotonic()
             verdict, name, line = judge_as(entry, python, row.exercise, row.last_code, timeout_s)
             took = round(time.monotonic() - t0, 2)
+        finally:
+            if uid is not None:
+                kill_everything_of(uid)  # what escaped the process group, and its server
+                spare.put(uid)
         found = Grade(row.learner, row.lesson, row.exercise, sha, export.local_iso(int(time.time() * 1000)),
                       verdict, name, line, entry.pw_name, took, checks)  # fmt: skip
         with lock:
