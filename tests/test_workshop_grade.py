@@ -35,7 +35,7 @@ pytestmark = pytest.mark.server
 
 TIMEOUT_S = 10.0  # the judgements here take 1-2 s each unloaded; the endless loop costs this much
 WRONG_CLAIM = next(m.example for m in EXERCISES["claim"].misconceptions if m.name == "popped-into-nowhere")
-FOREVER = "while True:\n    pass\n"
+FOREVER = "import time\nwhile True:\n    time.sleep(0.5)\n"  # never ends; asleep, so it takes no core from the run
 
 
 def hostile(folder: Path) -> str:
