@@ -31,8 +31,6 @@ from echoq.teaching.exercises import EXERCISES
 from echoq.teaching.workshop import Workshop, admin, export, grade
 from tests.support.servers import IN_CI
 
-pytestmark = pytest.mark.server
-
 TIMEOUT_S = 10.0  # the judgements here take 1-2 s each unloaded; the endless loop costs this much
 WRONG_CLAIM = next(m.example for m in EXERCISES["claim"].misconceptions if m.name == "popped-into-nowhere")
 FOREVER = "import time\nwhile True:\n    time.sleep(0.5)\n"  # never ends; asleep, so it takes no core from the run
@@ -93,6 +91,7 @@ def class_of(folder: Path, roster: list[str]) -> Workshop:
     klass, _ = admin.up(folder, roster=roster, class_name="graded", watch=False)
     forge(klass, "ada", "02", "claim", EXERCISES["claim"].solution, True)  # a right answer
     forge(klass, "bob", "02", "claim", None, True)  # a pass written by hand, no submission
+    forge(klass, "bob", "09", "bogus", "lost = []", True)  # an exercise no check judges, written by hand
     forge(klass, "cy", "02", "claim", WRONG_CLAIM, True)  # a pass written by hand over a wrong answer
     forge(klass, "dee", "01", "lost", hostile(folder), True)  # reads the class's secrets while regraded
     forge(klass, "eve", "01", "lost", FOREVER, False)  # loops forever while regraded
@@ -128,6 +127,7 @@ def book(klass: Workshop) -> dict[tuple[str, str], export.Row]:
     return {(r.learner, r.exercise): r for r in export.rows(klass.instructor(), people, grade.load(klass.dir))}
 
 
+@pytest.mark.server
 def test_a_forged_pass_is_not_verified_and_a_right_answer_is(graded) -> None:
     klass, printed, _took = graded
     rows = book(klass)
@@ -141,8 +141,10 @@ def test_a_forged_pass_is_not_verified_and_a_right_answer_is(graded) -> None:
     assert "  cy · 02 claim: reported passed, verified failed: [popped into nowhere]" in printed
     assert rows["fay", "lost"].verified == "verified passed"  # graded after eve's endless loop
     assert rows["ada", "lost"].verified == "not verified" and rows["ada", "lost"].status == "not started"
+    assert rows["bob", "bogus"].disagreement == "reported passed, not verified"  # never judged, never fatal
 
 
+@pytest.mark.server
 def test_code_that_reads_the_class_secrets_is_refused_and_an_endless_loop_times_out(graded) -> None:
     klass, printed, took = graded
     rows = book(klass)
@@ -160,6 +162,7 @@ def test_code_that_reads_the_class_secrets_is_refused_and_an_endless_loop_times_
     assert not [pid for g in kept.values() for pid in grade.running_as(int(g.user.split()[1]))]  # nothing left
 
 
+@pytest.mark.server
 def test_the_gradebook_shows_reported_and_verified_side_by_side_and_the_grades_are_the_instructors(graded) -> None:
     klass, _printed, _took = graded
     path = klass.dir / grade.GRADES_FILE
@@ -182,6 +185,7 @@ def test_the_gradebook_shows_reported_and_verified_side_by_side_and_the_grades_a
     assert book(klass)["ada", "claim"].verified == "code changed since graded"
 
 
+@pytest.mark.server
 def test_grading_without_root_is_refused_in_one_line(python: str, tmp_path: Path) -> None:
     nobody = pwd.getpwnam("nobody")
     done = subprocess.run(
@@ -193,6 +197,7 @@ def test_grading_without_root_is_refused_in_one_line(python: str, tmp_path: Path
     assert done.stderr.count("\n") == 1 and "needs root" in done.stderr and "sudo" in done.stderr, done.stderr
 
 
+@pytest.mark.server
 def test_learners_are_judged_as_the_unix_users_the_hub_made(python: str, tmp_path_factory) -> None:
     from echoq.teaching.workshop.hub import HUB_DIR
     from echoq.teaching.workshop.spawner import ensure_user, system_user
@@ -223,6 +228,7 @@ def test_learners_are_judged_as_the_unix_users_the_hub_made(python: str, tmp_pat
         remove_test_users(prefix)
 
 
+@pytest.mark.server
 def test_the_dashboards_grade_button_grades_in_the_background_and_shows_both_verdicts(python, tmp_path_factory) -> None:
     """The button runs the same grading, with the Python the class hub gives learners (its
     config in the workshop folder), its progress and then reported beside verified on the page."""
@@ -257,3 +263,19 @@ def test_the_dashboards_grade_button_grades_in_the_background_and_shows_both_ver
             dash.close()
     finally:
         admin.down(folder)
+
+
+def test_the_verified_cell_says_what_was_judged_and_every_disagreement_about_a_pass() -> None:
+    code = "lost = ['job 2']"
+    sha = grade.code_digest(code)
+    judged = grade.Grade("ada", "01", "lost", sha, "", "failed", "not-yet", "[not yet right] x", "", 1.0, "")
+    assert export.verified_cell(None, None, False) == "not verified"  # no stored submission
+    assert export.verified_cell(None, code, False) == "not verified"  # no grade run yet
+    assert export.verified_cell(judged, code, False) == "verified failed: [not yet right] x"
+    assert export.verified_cell(judged, code + " ", False) == "code changed since graded"
+    assert export.verified_cell(judged, code, True).startswith("not verified: the stored code was cut")
+    assert export.disagreement("passed", "verified failed: [not yet right] x") == (
+        "reported passed, verified failed: [not yet right] x"
+    )
+    assert export.disagreement("passed", "verified passed") == export.disagreement("not yet", "timed out") == ""
+    assert export.disagreement("not yet", "verified passed") == "reported not yet, verified passed"

@@ -292,7 +292,7 @@ def grade(
 ) -> list[str]:
     """Judge every learner's newest submission at every exercise; write ``grades.json``; the
     lines to print. ``progress(done, total)`` is called after each judgement."""
-    from ..exercises import judging_digest
+    from ..exercises import EXERCISES, judging_digest
     from . import export
     from .admin import Workshop, write_private
     from .hub import check_learner_python
@@ -317,8 +317,8 @@ def grade(
     todo = []
     counts: Counter[str] = Counter()
     for row in rows:
-        if not row.last_submitted or not row.last_code:
-            continue  # no stored code: "not verified"
+        if not row.last_submitted or not row.last_code or row.exercise not in EXERCISES:
+            continue  # no stored code ("not verified"), or an exercise of no check (a record written by hand)
         where = (row.learner, row.lesson, row.exercise)
         sha = code_digest(row.last_code)
         checks = digests.setdefault(row.exercise, judging_digest(row.exercise))
