@@ -8,7 +8,7 @@ instructor's side, the newest submission of every learner at every exercise:
 * the submitted code, read through the admin connection, run by the same check
   (``EXERCISES[key].judge``) in a child process started as that learner's own Unix user when the
   class hub made one (``<prefix><learner id>``, the prefix and homes read from the hub's config in
-  the workshop folder), else as a uid no account on the machine has (:data:`SPARE_UIDS`: it
+  the workshop folder), else as a uid no account on the machine has (``SPARE_FROM`` up: it
   owns nothing, so it reads nothing of the class); never as root or the instructor;
 * the child on a throwaway Valkey of its own (in a fresh folder the grading user owns, never the
   class server), with an environment holding no ``VALKEY_URL`` and no secret of the class, a
@@ -190,8 +190,7 @@ def check_root() -> None:
     if os.geteuid() != 0:
         raise InvalidArgument(
             "grading runs each learner's code as another Unix user (their own, or a uid of no account), which "
-            "needs root: "
-            "run `sudo python -m echoq.teaching workshop grade`"
+            "needs root: run `sudo python -m echoq.teaching workshop grade`"
         )
 
 
@@ -209,22 +208,32 @@ def judge_as(
     """(verdict, misconception, line) of ``code`` at ``exercise``, judged in a child run as
     ``entry`` in a fresh folder it owns, killed with its process group at ``timeout_s``."""
     place = Path(tempfile.mkdtemp(prefix="echoq-grade-"))
-    try:
-        os.chown(place, entry.pw_uid, entry.pw_gid)
-        child = subprocess.Popen(
-            [python, "-m", __name__, "--judge", exercise],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], cwd=place, env=_child_env(place),
-            start_new_session=True, text=True,
-        )  # fmt: skip
+    # What the child prints goes to files of ours (it holds only their descriptors), each cut
+    # at OUTPUT_BYTES by the child's own file-size limit: never into this process's memory.
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         try:
-            out, err = child.communicate(code, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(child.pid)
-            child.communicate()
-            return "timed out", None, f"still running after {timeout_s:g} s: stopped"
+            os.chown(place, entry.pw_uid, entry.pw_gid)
+            child = subprocess.Popen(
+                [python, "-m", __name__, "--judge", exercise],
+                stdin=subprocess.PIPE, stdout=stdout, stderr=stderr,
+                user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], cwd=place, env=_child_env(place),
+                start_new_session=True,
+            )  # fmt: skip
+            try:
+                assert child.stdin is not None
+                with contextlib.suppress(BrokenPipeError):
+                    child.stdin.write(code.encode("utf-8", "surrogatepass"))
+                    child.stdin.close()
+                child.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill_group(child.pid)
+                child.wait()
+                return "timed out", None, f"still running after {timeout_s:g} s: stopped"
+            finally:
+                _kill_group(child.pid)  # whatever it left behind in its group
+            out, err = _read(stdout), _read(stderr)
         finally:
-            _kill_group(child.pid)  # whatever it left behind in its group
+            shutil.rmtree(place, ignore_errors=True)
         lines = out.splitlines()
         try:
             if len(lines) != 1:
@@ -235,8 +244,14 @@ def judge_as(
             last = (err.strip().splitlines() or [f"exit status {child.returncode}"])[-1]
             return "failed to judge", None, f"{exc}; {last[:300]}"
         return ("passed", None, None) if passed else ("failed", name, line)
-    finally:
-        shutil.rmtree(place, ignore_errors=True)
+
+
+OUTPUT_BYTES = 1 << 20  # the most the judging child may write to a file (its output included)
+
+
+def _read(file: Any) -> str:
+    file.seek(0)
+    return file.read(OUTPUT_BYTES).decode("utf-8", "replace")
 
 
 def _kill_group(pid: int) -> None:
@@ -246,6 +261,10 @@ def _kill_group(pid: int) -> None:
 
 def _judge_here(exercise: str) -> int:
     """The child: the code on standard input judged on a server of its own; one JSON line out."""
+    import resource
+
+    # Before any of the answer runs: a hard limit it cannot raise again.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_BYTES, OUTPUT_BYTES))
     code = sys.stdin.read()
     verdict_out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # whatever the answer prints goes to standard error, never beside the verdict
