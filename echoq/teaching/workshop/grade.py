@@ -132,7 +132,10 @@ def grading_user(hub_user: str, hub: tuple[str, str] | None) -> pwd.struct_passw
         with contextlib.suppress(KeyError, OSError):
             entry = pwd.getpwnam(system_user(hub_user, prefix))
             if Path(entry.pw_dir).parent.resolve() == Path(homes).resolve():
-                refuse_unsafe(entry)
+                try:
+                    refuse_unsafe(entry)
+                except RuntimeError as exc:  # root's, or this process's: one line, nothing judged
+                    raise InvalidArgument(str(exc)) from None
                 return entry
     return None
 
