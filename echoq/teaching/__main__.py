@@ -117,7 +117,9 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
         "grade", parents=[folder], help="judge every learner's newest submissions again, as them (root; grades.json)"
     )
     grade.add_argument("--timeout", type=float, default=120.0, help="seconds each judgement may take (default 120)")
-    grade.add_argument("--learner-python", help="the Python learners run, runnable by them (default: this one)")
+    grade.add_argument(
+        "--learner-python", help="the Python learners run, runnable by them (default: the class hub's, else this one)"
+    )
     down = actions.add_parser("down", parents=[folder], help="delete the users and keys; stop a started server")
     down.add_argument("--keep-server", action="store_true", help="leave a server `up` started running")
     down.add_argument(
