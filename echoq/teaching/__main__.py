@@ -69,7 +69,7 @@ def _add_chaos(sub: argparse._SubParsersAction) -> None:
 
 def _add_workshop(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "workshop", help="one shared Valkey for a class: up, hub, status, export, down (see docs/WORKSHOP.md)"
+        "workshop", help="one shared Valkey for a class: up, hub, status, export, grade, down (see docs/WORKSHOP.md)"
     )
     actions = p.add_subparsers(dest="action", required=True)
     folder = argparse.ArgumentParser(add_help=False)
@@ -123,6 +123,13 @@ def _add_workshop(sub: argparse._SubParsersAction) -> None:
     k8s.add_argument("--image", default="", help="the learners' image, name:tag, with echoq installed")
     k8s.add_argument("--memory", default="1G", help="each learner's memory limit (default 1G)")
     k8s.add_argument("--cpu", type=float, default=1.0, help="each learner's CPU limit (default 1)")
+    grade = actions.add_parser(
+        "grade", parents=[folder], help="judge every learner's newest submissions again, as them (root; grades.json)"
+    )
+    grade.add_argument("--timeout", type=float, default=120.0, help="seconds each judgement may take (default 120)")
+    grade.add_argument(
+        "--learner-python", help="the Python learners run, runnable by them (default: the class hub's, else this one)"
+    )
     down = actions.add_parser("down", parents=[folder], help="delete the users and keys; stop a started server")
     down.add_argument("--keep-server", action="store_true", help="leave a server `up` started running")
     down.add_argument(
@@ -191,7 +198,9 @@ def _workshop(args: argparse.Namespace) -> int:
             return 2
         found = workshop.Workshop.load(args.dir)
         people = [(lid, ln.display, ln.hub_user) for lid, ln in found.learners.items()]
-        rows = export.rows(found.instructor(), people)
+        from .workshop import grade
+
+        rows = export.rows(found.instructor(), people, grade.load(found.dir))
         lines = []
         for kind, given, text in (("CSV", args.csv, export.to_csv), ("JSON", args.json, export.to_json)):
             if given == "-":
@@ -208,6 +217,10 @@ def _workshop(args: argparse.Namespace) -> int:
                 )
         if not lines:
             return 0
+    elif args.action == "grade":
+        from .workshop import grade
+
+        lines = grade.grade(args.dir, timeout_s=args.timeout, learner_python=args.learner_python)
     elif args.action == "status":
         lines = workshop.status(args.dir, show_urls=args.show_urls)
     elif args.action == "free":

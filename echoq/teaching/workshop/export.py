@@ -12,7 +12,13 @@ order: learner id, then the course's order of exercises. Columns:
 * ``first_pass`` and ``last_submitted``: this machine's local time with its offset
   (ISO 8601, ``2026-05-04T14:02:03+02:00``);
 * ``last_code`` (the code of the newest submission, as recorded: up to 8,000 characters)
-  and ``last_code_truncated``.
+  and ``last_code_truncated``;
+* ``verified``: that code judged again out of the learner's reach by ``workshop grade``
+  (:mod:`.grade`): ``verified passed``, ``verified failed: <the ✗ line>``, ``timed out``,
+  ``code changed since graded``, or ``not verified`` (no stored submission, or no grade run
+  yet). ``status`` is what the learner's kernel reported, which the learner can write by hand;
+* ``disagreement``: where the two differ about a pass, both
+  (``reported passed, verified failed: <the ✗ line>``, ``reported passed, not verified``); else empty.
 
 A cell a spreadsheet would read as a formula -- one starting with ``=``, ``+``, ``-``,
 ``@``, a tab or a carriage return, as a learner's code may (``=HYPERLINK(...)``) -- is
@@ -26,18 +32,41 @@ dashboard offers the same two files as download links.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol
 
 import redis
 
 from .. import progress
 
-__all__ = ["COLUMNS", "Row", "rows", "to_csv", "to_json", "write", "local_iso", "FORMULA_STARTS"]
+
+class Graded(Protocol):
+    """What the gradebook reads of a verified verdict (:class:`.grade.Grade`)."""
+
+    sha256: str
+    verdict: str
+    line: str | None
+
+
+__all__ = [
+    "COLUMNS",
+    "Row",
+    "rows",
+    "to_csv",
+    "to_json",
+    "write",
+    "local_iso",
+    "FORMULA_STARTS",
+    "code_digest",
+    "verified_cell",
+    "disagreement",
+]
 
 COLUMNS = [
     "name",
@@ -52,6 +81,8 @@ COLUMNS = [
     "last_submitted",
     "last_code",
     "last_code_truncated",
+    "verified",
+    "disagreement",
 ]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may run as a formula
 
@@ -70,6 +101,8 @@ class Row:
     last_submitted: str
     last_code: str
     last_code_truncated: bool
+    verified: str = "not verified"
+    disagreement: str = ""
 
     def values(self) -> list[object]:
         return [getattr(self, c) for c in COLUMNS]
@@ -80,10 +113,15 @@ def local_iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="seconds") if ms else ""
 
 
-def rows(client: redis.Redis, learners: Iterable[tuple[str, str, str]]) -> list[Row]:
+def rows(
+    client: redis.Redis,
+    learners: Iterable[tuple[str, str, str]],
+    grades: Mapping[tuple[str, str, str], Graded] | None = None,
+) -> list[Row]:
     """The gradebook of ``learners`` (each ``(learner id, name, hub user)``), read in two
     round trips: the progress records (a pass's first time among them), then each tried
-    exercise's newest submission."""
+    exercise's newest submission; beside each, its verified verdict from ``grades``
+    (:func:`.grade.load`; none: "not verified")."""
     from .board import ask_record, exercises_of, record_of
 
     people = sorted(learners)
@@ -110,6 +148,12 @@ def rows(client: redis.Redis, learners: Iterable[tuple[str, str, str]]) -> list[
         raw = newest.get((learner, check.lesson, check.exercise))
         last = progress.parse_submissions([raw]) if isinstance(raw, str | bytes) else []
         latest = last[0] if last else None
+        status = "not started" if not check.submissions else "passed" if check.passed else "not yet"
+        verified = verified_cell(
+            (grades or {}).get((learner, check.lesson, check.exercise)),
+            latest.code if latest and latest.code else None,
+            bool(latest and latest.truncated),
+        )
         found.append(
             Row(
                 name=name,
@@ -117,16 +161,50 @@ def rows(client: redis.Redis, learners: Iterable[tuple[str, str, str]]) -> list[
                 hub_user=hub_user,
                 lesson=check.lesson,
                 exercise=check.exercise,
-                status="not started" if not check.submissions else "passed" if check.passed else "not yet",
+                status=status,
                 tries=check.submissions,
                 misconceptions=", ".join(f"{m} x{n}" for m, n in check.missed.items()),
                 first_pass=local_iso(check.first_pass_ms),
                 last_submitted=local_iso(latest.at_ms) if latest else "",
                 last_code=(latest.code or "") if latest else "",
                 last_code_truncated=bool(latest and latest.truncated),
+                verified=verified,
+                disagreement=disagreement(status, verified),
             )
         )
     return found
+
+
+def code_digest(code: str) -> str:
+    return hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def verified_cell(grade: Graded | None, code: str | None, truncated: bool) -> str:
+    """The gradebook's ``verified`` cell of one learner at one exercise."""
+    if code is None:
+        return "not verified"  # no stored submission: nothing was ever there to judge
+    if truncated:
+        return "not verified: the stored code was cut at 8,000 characters"
+    if grade is None:
+        return "not verified"
+    if grade.sha256 != code_digest(code):
+        return "code changed since graded"
+    if grade.verdict == "passed":
+        return "verified passed"
+    if grade.verdict == "failed":
+        return f"verified failed: {grade.line}"
+    if grade.verdict == "timed out":
+        return "timed out"
+    return f"{grade.verdict}: {grade.line}" if grade.line else grade.verdict
+
+
+def disagreement(status: str, verified: str) -> str:
+    """The disagreement cell: "reported passed, verified failed: ✗ ..." when the two differ about a pass; else ""."""
+    if status == "passed" and verified != "verified passed":
+        return f"reported passed, {verified}"
+    if status != "passed" and verified == "verified passed":
+        return f"reported {status}, verified passed"
+    return ""
 
 
 def safe_cell(value: object) -> str:

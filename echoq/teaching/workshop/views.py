@@ -13,7 +13,7 @@ import redis
 
 from ...errors import EchoqError, InvalidArgument
 from .. import course, progress
-from . import classroom, export, history
+from . import classroom, export, grade, history
 from .admin import Workshop
 from .board import Board, BoardData, exercises_of, local_time, render, render_chaos, time_zone
 from .html import Markup, esc
@@ -130,6 +130,12 @@ class Dashboard(widgets.VBox):
             description="gradebook", tooltip="one row per learner and exercise: CSV and JSON to download"
         )
         self.gradebook_view = widgets.HTML()
+        self.grade_button = widgets.Button(
+            description="grade", tooltip="judge every learner's newest submissions again, out of their reach (root)"
+        )
+        self.grade_view = widgets.HTML()
+        self.grade_button.on_click(lambda _b: self.start_grading())
+        self._grading: threading.Thread | None = None
         self.submission_learner.observe(lambda _c: self.show_submissions(), names="value")
         self.submission_exercise.observe(lambda _c: self.show_submissions(), names="value")
         self.gradebook_button.on_click(lambda _b: self._act(self.export_gradebook))
@@ -137,8 +143,11 @@ class Dashboard(widgets.VBox):
         submissions = widgets.VBox(
             [
                 widgets.HTML("<h3>Submissions and the gradebook</h3>"),
-                widgets.HBox([self.submission_learner, self.submission_exercise, self.gradebook_button]),
+                widgets.HBox(
+                    [self.submission_learner, self.submission_exercise, self.gradebook_button, self.grade_button]
+                ),
                 self.gradebook_view,
+                self.grade_view,
                 self.submissions_view,
             ]
         )
@@ -207,7 +216,37 @@ class Dashboard(widgets.VBox):
     def gradebook(self) -> list[export.Row]:
         """The gradebook, as ``workshop export`` writes it (see :mod:`.export`)."""
         people = [(lid, self.names.get(lid) or lid, self.hub_users.get(lid, lid)) for lid in self.board.learners]
-        return export.rows(self.client, people)
+        return export.rows(self.client, people, grade.load(self.folder) if self.folder is not None else None)
+
+    def start_grading(self) -> threading.Thread | None:
+        """Run ``workshop grade`` in the background, its progress and then each learner's
+        reported and verified verdicts below the button; None when a run is under way."""
+        if self._grading is not None and self._grading.is_alive():
+            return None
+        if self.folder is None:
+            self.grade_view.value = "<p><b>Refused:</b> grading needs the workshop folder of a class `up` made.</p>"
+            return None
+        folder = self.folder
+        self.grade_button.disabled = True
+        self.grade_view.value = "<p>grading: starting</p>"
+
+        def step(done: int, total: int) -> None:
+            self.grade_view.value = fill("<p>grading: $done of $total submissions judged</p>", done=done, total=total)
+
+        def run() -> None:
+            try:
+                lines = grade.grade(folder, progress=step, bar=False)
+                self.grade_view.value = fill("<p>$head</p>", head=lines[0]) + render_verified(self.gradebook())
+            except EchoqError as exc:
+                self.grade_view.value = fill("<p><b>Refused:</b> $why</p>", why=_line(exc))
+            except (redis.RedisError, OSError) as exc:
+                self.grade_view.value = fill("<p><b>Grading stopped:</b> $why</p>", why=_line(exc))
+            finally:
+                self.grade_button.disabled = False
+
+        self._grading = threading.Thread(target=run, name="echoq-grading", daemon=True)
+        self._grading.start()
+        return self._grading
 
     def export_gradebook(self) -> str:
         """The gradebook as two download links, CSV and JSON: the same files as ``workshop export``."""
@@ -319,6 +358,26 @@ class Dashboard(widgets.VBox):
     def close(self) -> None:
         self._closing.set()
         super().close()
+
+
+def render_verified(rows: list[export.Row]) -> Markup:
+    """Each submitted exercise: what the learner's kernel reported and the verified verdict,
+    a disagreement first and in bold."""
+    shown = sorted((r for r in rows if r.tries), key=lambda r: (not r.disagreement, r.learner, r.lesson, r.exercise))
+    if not shown:
+        return Markup("<p>No submission yet.</p>")
+    cells = "".join(
+        fill(
+            "<tr><td>$name</td><td>$lesson $exercise</td><td>$status</td><td>$verified</td></tr>",
+            name=r.name, lesson=r.lesson, exercise=r.exercise, status=r.status, verified=r.verified,
+        ).replace("<td>", "<td style='font-weight:bold'>" if r.disagreement else "<td>")
+        for r in shown
+    )  # fmt: skip
+    return Markup(
+        "<table class='echoq-verified'><tr><th>learner</th><th>exercise</th><th>reported</th><th>verified</th></tr>"
+        + cells
+        + "</table>"
+    )
 
 
 def dashboard(folder: str | None = None, **kwargs: object) -> Dashboard | widgets.HTML:
