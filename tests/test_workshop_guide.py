@@ -384,8 +384,8 @@ def test_class_chaos_starts_one_worker_each_and_the_other_ones_queue_is_refused_
     assert {e["username"] for e in refused} == set(LEARNERS)
     assert all(e["object"].startswith(f"emq:{{{OTHER[e['username']]}.") for e in refused), refused
     instructor = echoq.connect(hub.workshop.instructor_url)
-    beats = {lid: presence.parse(instructor.get(presence.alive_key(lid))) for lid in LEARNERS}
-    assert all(beats.values()), beats  # Katherine is on the class server too, under her own id
+    pulses = {lid: presence.parse(instructor.get(presence.alive_key(lid))) for lid in LEARNERS}
+    assert all(pulses.values()), pulses  # Katherine is on the class server too, under her own id
 
 
 # What a learner's kernel tries against the class's secrets and the other learner: each
@@ -581,18 +581,18 @@ def test_her_kernels_killed_with_sigkill_show_as_not_alive_and_her_page_says_its
     row = learner_row(teacher, KATHERINE)
     row.get_by_text("alive", exact=True).wait_for(timeout=15_000)
     row.get_by_text("running", exact=True).wait_for(timeout=15_000)  # her server, as the hub says
-    # Every kernel of hers (lessons 00 and 02, the probe, class chaos) beats her one presence
+    # Every kernel of hers (lessons 00 and 02, the probe, class chaos) pulses her one presence
     # key: she is "not alive" only once all of them are gone.
     instructor = echoq.connect(hub.workshop.instructor_url)
-    beat = presence.parse(instructor.get(presence.alive_key(KATHERINE)))
+    pulse = presence.parse(instructor.get(presence.alive_key(KATHERINE)))
     kernels = kernels_of(hub.process.pid, hub.workshop.learners[KATHERINE].hub_user)
-    assert beat is not None and beat.pid in kernels and len(kernels) == len(LESSONS) + 2, (beat, kernels)
+    assert pulse is not None and pulse.pid in kernels and len(kernels) == len(LESSONS) + 2, (pulse, kernels)
     for pid in kernels:
         os.kill(pid, signal.SIGKILL)  # kill -9
     killed = time.monotonic()
     row.get_by_text("not alive").wait_for(timeout=15_000)
     noticed_s = time.monotonic() - killed
-    assert noticed_s < presence.TTL_MS / 1000 + 8, noticed_s  # the beat's TTL, then a refresh and a paint
+    assert noticed_s < presence.TTL_MS / 1000 + 8, noticed_s  # the pulse's TTL, then a refresh and a paint
     assert learner_row(teacher, ADA).get_by_text("alive", exact=True).is_visible()
     # Her own page no longer claims her worker runs: its readout says the line is old.
     katherine.get_by_text("the line above is old").wait_for(state="visible", timeout=15_000)

@@ -106,21 +106,21 @@ def test_after_down_the_learners_next_cell_says_in_one_line_the_class_server_is_
     folder = tmp_path / "ending"
     workshop, _ = admin.up(folder, count=1, class_name="ending")
     monkeypatch.setattr(presence, "GONE_S", 0.5)
-    beat = presence.start(echoq.connect(workshop.learner_url("learner-01")), learner="learner-01")
+    pulse = presence.start(echoq.connect(workshop.learner_url("learner-01")), learner="learner-01")
     try:
-        assert beat is not None and workshop.instructor().exists(presence.alive_key("learner-01"))
+        assert pulse is not None and workshop.instructor().exists(presence.alive_key("learner-01"))
         admin.down(folder)
         deadline = time.monotonic() + 15
-        while beat.gone is None:
+        while pulse.gone is None:
             assert time.monotonic() < deadline, "the presence never noticed the class server was gone"
             time.sleep(0.05)
-        beat.on_cell()  # the learner runs a cell
-        beat.on_cell()  # and another: told once
+        pulse.on_cell()  # the learner runs a cell
+        pulse.on_cell()  # and another: told once
         said = capsys.readouterr().out
         assert said.count("echoq: the class server") == 1 and said.count("\n") == 1, said
         assert "is gone" in said and "%env VALKEY_URL=" in said
     finally:
-        beat.stop()
+        pulse.stop()
 
 
 def test_an_untouched_exercise_of_a_reached_lesson_is_not_started_and_a_pass_keeps_its_history(
@@ -384,17 +384,17 @@ def test_the_presence_records_when_the_kernel_connected_and_every_cell_and_lab_c
     earlier = presence.running("bob")  # a class worker's test started one in this process: a new kernel has none
     if earlier is not None:
         earlier.stop()
-        monkeypatch.delitem(presence._beats, "bob")
+        monkeypatch.delitem(presence._pulses, "bob")
     klass.instructor().hdel(progress.key("bob"), "active")
-    beat = presence.start(echoq.connect(klass.learner_url("bob")), lesson="04", learner="bob")
+    pulse = presence.start(echoq.connect(klass.learner_url("bob")), lesson="04", learner="bob")
     try:
-        assert beat is not None
+        assert pulse is not None
         record = progress.read(klass.instructor(), "bob")
         assert record.connected_ms > 0 and record.active_ms > 0  # a new kernel's first cell counts
         alive = presence.parse(klass.instructor().get(presence.alive_key("bob")))
         assert alive is not None and alive.pid == os.getpid() and alive.lesson == "04"
         assert 0 < klass.instructor().pttl(presence.alive_key("bob")) <= presence.TTL_MS
-        for act in (beat.on_cell, lambda: LabPanel._clicked(lambda: None)):  # a cell run, then a lab click
+        for act in (pulse.on_cell, lambda: LabPanel._clicked(lambda: None)):  # a cell run, then a lab click
             before = progress.read(klass.instructor(), "bob").active_ms
             wait_for_server_time(klass.instructor(), before + 1)
             act()
@@ -403,7 +403,7 @@ def test_the_presence_records_when_the_kernel_connected_and_every_cell_and_lab_c
                 assert time.monotonic() < deadline, f"{act} never moved the last activity"
                 time.sleep(0.05)
     finally:
-        beat.stop()
+        pulse.stop()
     assert not klass.instructor().exists(presence.alive_key("bob"))  # a clean end takes the key at once
 
 
@@ -455,7 +455,7 @@ def test_a_sigkilled_class_chaos_kernel_is_gone_within_3_s_while_another_kernel_
         while (lv := views_of(klass)[KATHERINE]).worker != "gone":
             assert time.monotonic() - killed < 3.0, f"Katherine's dead worker still shows {lv.worker!r}"
             time.sleep(0.05)
-        assert lv.kernel == "alive"  # her lesson kernel still beats: only the worker is gone
+        assert lv.kernel == "alive"  # her lesson kernel still pulses: only the worker is gone
         assert lv.worker_until_ms is not None and lv.worker_until_ms <= lv.now_ms
         assert KATHERINE not in dash.running() and "ada" in dash.running()
         assert dash.kill_random().startswith("Kill ordered for ada:")  # the one live worker, never Katherine's dead one

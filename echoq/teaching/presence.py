@@ -2,14 +2,14 @@
 
 On a class server (a learner id and a ``VALKEY_URL``), the first lesson started
 (:func:`echoq.teaching.course.start`) or class worker starts one daemon thread in
-the kernel. Every ``BEAT_S`` it sets ``emq:{<learner>.course}:alive`` with a time to live of
+the kernel. Every ``PULSE_S`` it sets ``emq:{<learner>.course}:alive`` with a time to live of
 ``TTL_MS``: the instructor's dashboard says "kernel alive" only while that key lives, so a
 kernel killed with ``kill -9`` (or a server the hub stopped) shows as gone within
 ``TTL_MS`` -- nothing has to say goodbye. The key's value says which process, on which
-host, in which lesson. The same beat writes into the learner's progress record when the
+host, in which lesson. The same pulse writes into the learner's progress record when the
 kernel first connected (``connected``) and when the learner last did something
 (``active``, server ms): ran a cell (IPython's ``pre_run_cell`` counts them; the cell that
-starts a kernel's beat is one), or clicked in a lab (:func:`touch`).
+starts a kernel's pulse is one), or clicked in a lab (:func:`touch`).
 
 When the class server stops answering for ``GONE_S`` -- the instructor ran ``workshop
 down`` (the learner's user is gone: the server refuses the password) or the server stopped
@@ -34,10 +34,10 @@ from ..keyspace import Keyspace, check_namespace
 from . import learner as learners
 from .progress import key as progress_key
 
-__all__ = ["BEAT_S", "TTL_MS", "Alive", "alive_key", "parse", "start", "running", "gone_notice", "touch"]
+__all__ = ["PULSE_S", "TTL_MS", "Alive", "alive_key", "parse", "start", "running", "gone_notice", "touch"]
 
-BEAT_S = 1.0
-TTL_MS = 4_000  # four beats: a busy machine may delay one or two, never four
+PULSE_S = 1.0
+TTL_MS = 4_000  # four pulses: a busy machine may delay one or two, never four
 GONE_S = 5.0
 COURSE = "course"
 
@@ -54,7 +54,7 @@ class Alive:
     pid: int
     host: str
     lesson: str | None
-    since_ms: int  # server ms the kernel started beating
+    since_ms: int  # server ms the kernel started pulsing
 
 
 def parse(raw: str | bytes | None) -> Alive | None:
@@ -67,7 +67,7 @@ def parse(raw: str | bytes | None) -> Alive | None:
         return None  # not ours: shown as not alive rather than guessed
 
 
-class _Beat:
+class _Pulse:
     def __init__(self, client: redis.Redis, learner: str) -> None:
         self.client = client
         self.learner = learner
@@ -75,7 +75,7 @@ class _Beat:
         self.progress = progress_key(learner)
         self.clock = ServerClock(refresh_s=60.0)
         self.lesson: str | None = None
-        self.acts = 1  # what the learner did (cells run, lab clicks); the cell starting the beat is the first
+        self.acts = 1  # what the learner did (cells run, lab clicks); the cell starting the pulse is the first
         self._written_acts = 0
         self.since_ms = self.clock.now_ms(client)
         self.failing_since: float | None = None
@@ -88,7 +88,7 @@ class _Beat:
         mine = {"pid": os.getpid(), "host": socket.gethostname(), "lesson": self.lesson, "since": self.since_ms}
         return json.dumps(mine)
 
-    def beat(self) -> None:
+    def pulse(self) -> None:
         now = self.clock.now_ms(self.client)
         pipe = self.client.pipeline(transaction=True)
         pipe.set(self.key, self.value(), px=TTL_MS)
@@ -102,16 +102,16 @@ class _Beat:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                self.beat()
+                self.pulse()
                 self.failing_since = None
             except Exception as exc:  # any failure to reach the server: judged by how long it lasts
                 first = self.failing_since = self.failing_since or time.monotonic()
                 if self.gone is None and time.monotonic() - first >= GONE_S:
                     try:
                         self.gone = _gone_line(self.client, exc)
-                    except Exception:  # the notice must never end the beat
+                    except Exception:  # the notice must never end the pulse
                         self.gone = "echoq: the class server is gone; run `%env VALKEY_URL=` to go on alone"
-            self._stop.wait(BEAT_S)
+            self._stop.wait(PULSE_S)
 
     def stop(self) -> None:
         """A kernel that ends cleanly takes its presence key with it at once."""
@@ -142,30 +142,30 @@ def _gone_line(client: redis.Redis, exc: BaseException) -> str:
     )
 
 
-_beats: dict[str, _Beat] = {}  # one per learner (a kernel has one; a test may run several)
+_pulses: dict[str, _Pulse] = {}  # one per learner (a kernel has one; a test may run several)
 _lock = threading.Lock()
 
 
-def running(learner: str | None = None) -> _Beat | None:
-    """The presence this process beats for ``learner`` (default: its only one), if any."""
+def running(learner: str | None = None) -> _Pulse | None:
+    """The presence this process pulses for ``learner`` (default: its only one), if any."""
     if learner is None:
-        return next(iter(_beats.values()), None)
-    return _beats.get(learner)
+        return next(iter(_pulses.values()), None)
+    return _pulses.get(learner)
 
 
 def touch() -> None:
     """The learner did something besides running a cell (a click in a lab): their last
-    activity moves at the next beat, within a second."""
-    for beat in list(_beats.values()):
-        beat.acts += 1
+    activity moves at the next pulse, within a second."""
+    for pulse in list(_pulses.values()):
+        pulse.acts += 1
 
 
 def gone_notice() -> str | None:
     """The one line about a class server that went away, or None while it answers."""
-    return next((b.gone for b in _beats.values() if b.gone), None)
+    return next((b.gone for b in _pulses.values() if b.gone), None)
 
 
-def start(client: redis.Redis, lesson: str | None = None, *, learner: str | None = None) -> _Beat | None:
+def start(client: redis.Redis, lesson: str | None = None, *, learner: str | None = None) -> _Pulse | None:
     """Start (once per process and learner) the presence of ``learner`` (default: this
     kernel's) on ``client``'s server, and note ``lesson`` as the one the learner is in.
     Nothing in solo mode (no learner id, or none given and no ``VALKEY_URL``: an embedded
@@ -177,29 +177,29 @@ def start(client: redis.Redis, lesson: str | None = None, *, learner: str | None
             return None
     learner = check_namespace(learner)
     with _lock:
-        beat = _beats.get(learner)
-        if beat is not None and beat.thread.is_alive() and not beat.gone:
-            if lesson is not None and lesson != beat.lesson:
-                beat.lesson = lesson
+        pulse = _pulses.get(learner)
+        if pulse is not None and pulse.thread.is_alive() and not pulse.gone:
+            if lesson is not None and lesson != pulse.lesson:
+                pulse.lesson = lesson
                 try:
-                    beat.beat()  # the new lesson shows at once, not a beat later
+                    pulse.pulse()  # the new lesson shows at once, not a pulse later
                 except Exception:
                     pass  # the thread keeps trying
-            return beat
-        if beat is not None:
-            beat.stop()
-            _unwatch_cells(beat)
-        beat = _Beat(client, learner)
-        beat.lesson = lesson
+            return pulse
+        if pulse is not None:
+            pulse.stop()
+            _unwatch_cells(pulse)
+        pulse = _Pulse(client, learner)
+        pulse.lesson = lesson
         try:
-            beat.beat()  # alive from the first moment, not a second later
+            pulse.pulse()  # alive from the first moment, not a second later
         except Exception:
             pass  # the thread keeps trying, and says when the server is gone for good
-        beat.thread.start()
-        atexit.register(beat.stop)
-        _watch_cells(beat)
-        _beats[learner] = beat
-        return beat
+        pulse.thread.start()
+        atexit.register(pulse.stop)
+        _watch_cells(pulse)
+        _pulses[learner] = pulse
+        return pulse
 
 
 _warned = False
@@ -228,16 +228,16 @@ def _shell():  # the IPython shell, or None
     return get_ipython()
 
 
-def _watch_cells(beat: _Beat) -> None:
+def _watch_cells(pulse: _Pulse) -> None:
     shell = _shell()
     if shell is not None:
-        shell.events.register("pre_run_cell", beat.on_cell)
+        shell.events.register("pre_run_cell", pulse.on_cell)
 
 
-def _unwatch_cells(beat: _Beat) -> None:
+def _unwatch_cells(pulse: _Pulse) -> None:
     shell = _shell()
     if shell is not None:
         try:
-            shell.events.unregister("pre_run_cell", beat.on_cell)
+            shell.events.unregister("pre_run_cell", pulse.on_cell)
         except ValueError:
             pass

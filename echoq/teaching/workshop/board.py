@@ -83,7 +83,7 @@ class LearnerView:
     record: progress.Progress | None = None
     alive: presence.Alive | None = None  # None: no live presence key (no kernel, or one that died)
     server: str | None = None  # the learner's Jupyter server, as the hub says (None: no hub to ask)
-    worker_until_ms: int | None = None  # the latest deadline a class worker of theirs beat (server ms)
+    worker_until_ms: int | None = None  # the latest deadline a class worker of theirs gave in its pulse (server ms)
     now_ms: int = 0  # the server's time of the reading
     name: str = ""  # the name the roster gave (the instructor's word for them)
     hub_user: str = ""  # their JupyterHub user name
@@ -104,7 +104,7 @@ class LearnerView:
 
     @property
     def worker(self) -> str:
-        """The class-chaos worker's state; a "running" one that beats no more (its kernel
+        """The class-chaos worker's state; a "running" one that pulses no more (its kernel
         died, even while another kernel of theirs lives) is ``gone``."""
         if self.score.worker == "running" and (self.worker_until_ms or 0) <= self.now_ms:
             return "gone"
@@ -198,15 +198,15 @@ class Board:
             records[name] = record_of(raw, name)
             skipped["progress records"] += records[name].skipped
         n = len(self.learners)
-        beats = {}
+        pulses = {}
         for name, raw in zip(self.learners, reply[1 + n : 1 + 2 * n], strict=True):
-            beats[name] = None if isinstance(raw, Exception) else presence.parse(raw)
+            pulses[name] = None if isinstance(raw, Exception) else presence.parse(raw)
         until: dict[str, int | None] = {}
         for name, raw in zip(self.learners, reply[1 + 2 * n : 1 + 3 * n], strict=True):
             try:  # a learner's key: anything may be there
                 until[name] = int(float(raw[0][1])) if raw and not isinstance(raw, Exception) else None
             except (TypeError, ValueError, IndexError, OverflowError):
-                until[name], skipped["worker beats"] = None, skipped["worker beats"] + 1
+                until[name], skipped["worker pulses"] = None, skipped["worker pulses"] + 1
         base = 1 + 3 * n
         counts: dict[str, dict[str, dict[str, int]]] = {name: {} for name in self.learners}
         for n, (name, queue) in enumerate(order):
@@ -225,7 +225,7 @@ class Board:
                 counts[name],
                 board.by_learner.get(name, classroom.Score()),
                 records[name],
-                beats[name],
+                pulses[name],
                 worker_until_ms=until[name],
                 now_ms=now_ms,
                 name=self.names.get(name, ""),

@@ -122,12 +122,12 @@ class ClassKeys:
 # -- the learner's side ----------------------------------------------------------------------
 
 
-# Each class worker (each kernel running one) beats on its own member of its learner's
+# Each class worker (each kernel running one) pulses on its own member of its learner's
 # sorted set, scored by a deadline on the server's clock: a worker SIGKILLed shows "gone"
 # once its deadline passes, whatever the learner's other kernels do.
-WORKER_BEAT_S = 0.5
-WORKER_TTL_MS = 2_000  # four beats; with the dashboard's 1 s refresh, "gone" within 3 s
-WORKER_BEATS_KEPT_MS = 60_000  # older members are dropped at each beat: the set stays small
+WORKER_PULSE_S = 0.5
+WORKER_TTL_MS = 2_000  # four pulses; with the dashboard's 1 s refresh, "gone" within 3 s
+WORKER_PULSES_KEPT_MS = 60_000  # older members are dropped at each pulse: the set stays small
 
 
 def worker_beat_key(learner: str) -> str:
@@ -192,7 +192,7 @@ class ClassWorker:
         self.worker = self._new_worker()
         self.rejoined = 0  # times the server was gone longer than the Worker rides out, and back
         self.beat_id = f"{os.getpid()}-{os.urandom(4).hex()}"
-        self._beat_at = float("-inf")
+        self._pulse_at = float("-inf")
         self._random = random.Random(seed)
         self._done = threading.Event()
         self.killed_at_ms: int | None = None
@@ -246,7 +246,7 @@ class ClassWorker:
         if self.learner != "solo":  # the dashboard orders kills only to a kernel that is alive
             presence.start(self.client, learner=self.learner)
         self._status("running")
-        self._beat()
+        self._pulse()
         work = threading.Thread(target=self._work, name=f"echoq-class-worker-{self.learner}", daemon=True)
         watch = threading.Thread(target=self._watch, name=f"echoq-class-watch-{self.learner}", daemon=True)
         self._threads = [work, watch]
@@ -284,7 +284,7 @@ class ClassWorker:
                 time.sleep(0.1)
         return False
 
-    def _beat(self, *, last: bool = False) -> None:
+    def _pulse(self, *, last: bool = False) -> None:
         """This worker's deadline, pushed 2 s ahead again; at its end (``last``) its member is removed."""
         try:
             key = worker_beat_key(self.learner)
@@ -294,23 +294,23 @@ class ClassWorker:
             now = server_now_ms(self.client)
             pipe = self.client.pipeline(transaction=True)
             pipe.zadd(key, {self.beat_id: now + WORKER_TTL_MS})
-            pipe.zremrangebyscore(key, "-inf", now - WORKER_BEATS_KEPT_MS)
-            pipe.pexpire(key, WORKER_BEATS_KEPT_MS)
+            pipe.zremrangebyscore(key, "-inf", now - WORKER_PULSES_KEPT_MS)
+            pipe.pexpire(key, WORKER_PULSES_KEPT_MS)
             pipe.execute()
-            self._beat_at = time.monotonic()
-        except Exception:  # noqa: S110 - a missed beat shows as "gone" soon: the truth
+            self._pulse_at = time.monotonic()
+        except Exception:  # noqa: S110 - a missed pulse shows as "gone" soon: the truth
             pass
 
     def _watch(self) -> None:
         try:
             self._watching()
         finally:
-            self._beat(last=True)
+            self._pulse(last=True)
 
     def _watching(self) -> None:
         while not self._done.wait(self.watch_s):
-            if time.monotonic() - self._beat_at >= WORKER_BEAT_S:
-                self._beat()
+            if time.monotonic() - self._pulse_at >= WORKER_PULSE_S:
+                self._pulse()
             try:
                 kills, stops = self.client.hmget(self.keys.kills, [self.learner, STOP_FIELD])
                 ordered = int(kills or 0)
