@@ -28,7 +28,7 @@ MISCONCEPTIONS = [
     Misconception(
         "left-in-active",
         "left in the active set",
-        "On {state}: {difference}. Given back, the job is still leased: the reaper will count a stall for it.",
+        "On {state}: {difference}. Given back, the job is in two places: in pending, and in active as if still held.",
         "A release MOVES the job, as a claim does, the other way.",
         "ZREM the id from KEYS[2].",
         signature=lambda e: e["caller"] == "holder" and e["key"] == "active",
