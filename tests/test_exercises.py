@@ -10,6 +10,7 @@ own proof: a check that let a named misconception pass, or failed a right answer
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -542,7 +543,7 @@ def test_the_reference_and_each_right_answer_never_differ_on_any_seed() -> None:
     from echoq.teaching.exercises import differential
 
     moves = {key: ex.move for key, ex in EXERCISES.items() if ex.move is not None}
-    assert set(moves) == {"claim", "complete", "stall", "requeue", "two_step"}
+    assert set(moves) == {"claim", "complete", "stall", "requeue", "two_step", "release"}
     for key, move in moves.items():  # what the ✓ line says the states hold, they hold
         made = differential.generated(move)
         assert {j.place for s in made for j in s.jobs} == set(differential.PLACES), key
@@ -786,3 +787,34 @@ def test_a_python_moves_pipelines_are_logged_as_the_server_ran_them(valkey_clien
     assert log[1].wrote == ((a, "zset", [("y", 2)]),)
     assert log[4].args == ("MULTI", "DEL", b, "EXEC") and log[4].wrote == ((b, "none", None),)
     assert log[5].wrote == ((a, "none", None),)
+
+
+def test_the_guide_to_writing_an_exercise_shows_the_release_exercise_as_it_is() -> None:
+    """docs/exercises.md walks through the `release` exercise: the folder it lists is that folder,
+    file for file; the `-- expect:` line it quotes is the unlisted wrong answer's first line; its
+    check is as short as the guide says (at most 40 lines from its registration to its end); and
+    the lesson cells it says the tool writes are in the lesson. (Its commands' paths and options
+    are checked by tests/test_docs_names.py, as every page's.)"""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    guide = (root / "docs" / "exercises.md").read_text()
+    ex = EXERCISES["release"]
+    layout = re.search(r"```text\n(echoq/teaching/exercises/release/)\n(.*?)```", guide, re.S)
+    assert layout is not None and root / layout.group(1) == ex.folder / ""
+    listed = {line.split()[0] for line in layout.group(2).splitlines()}
+    there = {
+        p.relative_to(ex.folder).as_posix()
+        for p in ex.folder.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert listed == there, f"the guide lists {sorted(listed ^ there)} wrongly"
+    (unlisted,) = ex.unlisted
+    assert f"`{unlisted[1].splitlines()[0]}`" in guide
+    code = (ex.folder / "check.py").read_text().split("\nRELEASE = register(", 1)[1]
+    lines = 1 + sum(1 for line in code.splitlines()[1:] if line.strip())
+    assert lines <= 40 and f"`release`'s check is {lines} lines" in " ".join(guide.split()), lines
+    lesson = json.loads((root / "notebooks" / "05_worker_path.ipynb").read_text())
+    sources = ["".join(cell["source"]) for cell in lesson["cells"]]
+    assert f'my_release = """\n{ex.stub}"""' in sources and "exercises.check_release(my_release)" in sources
+    assert 'exercises.solution("release")' in sources

@@ -16,6 +16,8 @@ these are changed:
   will be able to do, time), and lesson 00 shows how to attach another client to its server;
 - each stored predict-then-run question, as echoq/teaching/predictions.py words it now;
 - after an exercise's solution, the feedback on one of its catalogue's wrong answers (REJECTED);
+- an exercise's cells made from its folder (EXERCISE_CELLS): what it asks, its stub as the
+  learner's cell, its check and its solution;
 - the EDITS below: words the code no longer says, and cells whose last line printed a value
   the prose does not explain (each now asserts it, or keeps it), with the stored output that
   goes with the new source.
@@ -235,6 +237,53 @@ def rejected_example(name: str, nb: dict[str, Any]) -> None:
     )
 
 
+# Exercises whose cells are made from their folder: notebook -> (exercise, the cell they go
+# after (its first line), the variable the learner's script is kept in, what the exercise asks).
+EXERCISE_CELLS = {
+    "05_worker_path.ipynb": (
+        "release",
+        'exercises.solution("loop")',
+        "my_release",
+        "## Exercise: give a claimed job back\n"
+        "\n"
+        "A worker that stops gives back, at once, the jobs it claimed but has not started (`echoq.Worker`\n"
+        "claims a few ahead): another worker takes them without waiting out a lease. The library's\n"
+        "`release_many.lua` does it for many jobs in one call; write it for one. Reply `{'stale'}`,\n"
+        "changing nothing, unless the caller still holds the job (the row's state is `'active'` and\n"
+        "its `token` is the caller's token). Otherwise take the job out of active, mark its row\n"
+        "`'pending'`, give back the try its claim counted (the row's `attempts`: the job never\n"
+        "started), and put it back in pending at its own place in line, the row's `arrival` (0 when\n"
+        "it has none). The stub gives back anyone's job, to the front of the line, and keeps the try.\n"
+        "\n"
+        "The check runs your script and the reference release on the same queues, both reading one\n"
+        "fixed server time, and compares every key they leave: for the worker that holds the job, for\n"
+        "a worker A whose job B claimed after A's lease ran out, for a worker A whose job the reaper\n"
+        "had already put back; then on generated queues, as lesson 03's check did.",
+    ),
+}
+
+
+def exercise_cells(name: str, nb: dict[str, Any]) -> None:
+    """An exercise's cells, from its folder: what it asks, the stub, the check, the solution."""
+    if name not in EXERCISE_CELLS:
+        return
+    sys.path.insert(0, str(ROOT))
+    from echoq.teaching import exercises
+
+    key, after, variable, asks = EXERCISE_CELLS[name]
+    ex = exercises.EXERCISES[key]
+    ensure_cells(
+        nb,
+        lambda cell: text_of(cell).strip() == after,
+        [
+            (f"exercise-{key}-md", "markdown", asks),
+            (f"exercise-{key}", "code", f'{variable} = """\n{ex.stub}"""'),
+            (f"exercise-{key}-check", "code", f"exercises.{ex.check.__name__}({variable})"),
+            (f"exercise-{key}-solution", "code", f'exercises.solution("{key}")'),
+        ],
+    )
+
+
 def ensure_cells(
     nb: dict[str, Any], after: Callable[[dict[str, Any]], bool], wanted: list[tuple[str, str, str]]
 ) -> bool:
@@ -436,6 +485,7 @@ def transform(path: Path, nb: dict[str, Any]) -> dict[str, Any]:
     prediction_outputs(nb)
     solution_outputs(nb)
     edit(path.name, nb)
+    exercise_cells(path.name, nb)
     rejected_example(path.name, nb)
     if path.name.startswith("00_"):
         lesson_00(nb)

@@ -111,6 +111,19 @@ EQUIVALENT: dict[tuple[str, str], str] = {
         "writes swapped: redis.call('ZADD', KEYS[2], redis.call('HGET', row, 'arrival') or 0, id) / "
         "redis.call('HSET', row, 'state', 'pending', 'stalled', 0, 'attempts', 0)",
     ): _ATOMIC,
+    ("release", "writes swapped: redis.call('ZREM', KEYS[2], id) / redis.call('HSET', KEYS[3], 'state', 'pending')"): (
+        _ATOMIC
+    ),
+    (
+        "release",
+        "writes swapped: redis.call('HSET', KEYS[3], 'state', 'pending') / "
+        "redis.call('HINCRBY', KEYS[3], 'attempts', -1)",
+    ): _ATOMIC,
+    (
+        "release",
+        "writes swapped: redis.call('HINCRBY', KEYS[3], 'attempts', -1) / "
+        "redis.call('ZADD', KEYS[1], redis.call('HGET', KEYS[3], 'arrival') or 0, id)",
+    ): _ATOMIC,
     **{
         ("loop", _bumped("LEASE_MS, BEAT_MS, MAX_STALLED = 400, 100, 2", old, new)): _TUNING
         for old, new in (("400", "401"), ("400", "399"), ("100", "101"), ("100", "99"))

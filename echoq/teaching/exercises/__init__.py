@@ -23,6 +23,7 @@ misconceptions and its check).
  04   stall       the stall count, max_stalled-th fatal (Lua)   :func:`check_stall_count`
  04   two_step    a two-step reaper, raced; its duplicate       :func:`check_two_step_reaper`
  05   loop        the consumer loop on a beat                   :func:`check_worker_loop`
+ 05   release     a claimed job given back, its try returned    :func:`check_release`
  06   extend      lease extension that knows when it is lost    :func:`check_extend_lease`
  07   requeue     row keys built in a script, on a cluster      :func:`check_requeue_script`
 ====  ==========  ============================================  ============================
@@ -75,6 +76,7 @@ from .complete.check import check_fenced_complete  # noqa: E402
 from .extend.check import check_extend_lease, long_job  # noqa: E402
 from .loop.check import check_worker_loop  # noqa: E402
 from .lost.check import check_lost_jobs  # noqa: E402
+from .release.check import check_release  # noqa: E402
 from .requeue.check import check_requeue_script  # noqa: E402
 from .stall.check import check_stall_count  # noqa: E402
 from .two_step.check import check_two_step_reaper, race, race_atomic  # noqa: E402
@@ -94,6 +96,7 @@ __all__ = [
     "check_fenced_complete",
     "check_extend_lease",
     "check_lost_jobs",
+    "check_release",
     "check_requeue_script",
     "check_stall_count",
     "check_two_step_reaper",
