@@ -439,7 +439,8 @@ def test_a_learner_who_may_not_script_kill_runs_a_lua_check_with_no_refusal(valk
     user = f"nokill-{os.getpid()}"
     valkey_client.execute_command(
         # as a class's learner may: their own keys, and read the class's payload cap
-        "ACL", "SETUSER", user, "reset", "on", ">pw", f"~emq:{{{user}.*", "%R~emq:payload_bytes", "+@all", "-script|kill"
+        *("ACL", "SETUSER", user, "reset", "on", ">pw", f"~emq:{{{user}.*", "%R~emq:payload_bytes"),
+        *("+@all", "-script|kill"),
     )
     try:
         kw = valkey_client.connection_pool.connection_kwargs

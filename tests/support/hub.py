@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,29 @@ def _cannot(why: str) -> None:
     pytest.skip(why)
 
 
+# Under CI the hub's test modules open the checkout's folders to the learners' users; two of
+# them run at once in the browser job (its two workers), so the folders are opened by the
+# first and closed again by the last: a count in this file, under a lock, shared by the
+# processes of the run. (Closed by the first to finish, the other's learners lost the checkout
+# mid-test and their servers failed to start: 500 from the hub.)
+OPENERS = ROOT / "build" / "hub-opened.json"
+
+
+@contextlib.contextmanager
+def _openers() -> Iterator[dict]:
+    import fcntl
+
+    OPENERS.parent.mkdir(parents=True, exist_ok=True)
+    with open(OPENERS.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            state = json.loads(OPENERS.read_text())
+        except (OSError, ValueError):
+            state = {"count": 0, "modes": []}
+        yield state
+        OPENERS.write_text(json.dumps(state))
+
+
 def open_for_search(path: Path, opened: list[tuple[Path, int]]) -> None:
     """Let other users pass through every folder above ``path`` (o+x: search, not list),
     noting each folder changed and its mode in ``opened``, for :func:`close_again`. Only
@@ -119,9 +143,16 @@ def open_for_search(path: Path, opened: list[tuple[Path, int]]) -> None:
 
 
 def close_again(opened: list[tuple[Path, int]]) -> None:
-    for folder, mode in reversed(opened):
-        with contextlib.suppress(OSError):
-            folder.chmod(mode)
+    """Give this module's opened folders back to the run, closing them (their first modes)
+    only when no other module of the run still has them open."""
+    with _openers() as state:
+        state["modes"] += [[str(folder), mode] for folder, mode in opened]
+        state["count"] = max(0, state["count"] - 1)
+        if state["count"] == 0:
+            for folder, mode in reversed(state["modes"]):
+                with contextlib.suppress(OSError):
+                    Path(folder).chmod(mode)
+            state["modes"] = []
     opened.clear()
 
 
@@ -133,6 +164,8 @@ def learner_python(where: Path, opened: list[tuple[Path, int]]) -> str:
     checkout and site-packages folders for listing; skipped with the reason elsewhere."""
     python = Path(sys.executable)
     site = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    with _openers() as state:  # one more module of the run holds the folders open (close_again)
+        state["count"] += 1
     for needed in (ROOT, site):
         if not _listable_by_all(needed) and IN_CI and os.geteuid() == 0:
             open_for_search(needed, opened)
