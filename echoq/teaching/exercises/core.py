@@ -604,7 +604,7 @@ class Run:
             self.note(said)
 
 
-NO_PICTURE = "No picture: the line above is about no queue of the run."  # one ✗ in a feedback: its line
+NO_PICTURE = "No picture: this ✗ line is about no queue of the run."
 
 
 def _error_words(exc: BaseException) -> str:
