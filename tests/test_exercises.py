@@ -77,17 +77,26 @@ SHOWN = {("claim", "row-not-active"), ("complete", "fence-on-attempts"), ("stall
 PICTURE_CPU_S = 0.3  # what a picture may add to a check, drawn (CPU: a busy machine's waits are not its cost)
 
 
+# Rejections whose ✗ line is about no queue of the run (a key asked of freshly started
+# interpreters): their feedback says it has no picture.
+NO_SCENE = {("charge", "unlisted-key-from-the-clock"), ("charge", "unlisted-key-from-hash")}
+
+
 def assert_pictured(key: str, name: str, fb: Feedback) -> None:
     """A rejected answer's feedback carries its picture, drawn from the judge's own reads:
     everything it lights (a member, a set, a row, a field, a key outside the queue, a job of
     the scene) is named by the ✗ line, no text collides or is cut off, its alt text is the ✗
-    line's words, and it costs a check less than PICTURE_CPU_S."""
+    line's words, and it costs a check less than PICTURE_CPU_S. A line about no queue of the
+    run (NO_SCENE) has no picture, and its feedback says so."""
     from echoq.teaching.lab.judged.figure import figure_for
     from echoq.teaching.lab.judged.model import picture
     from echoq.teaching.lab.judged.words import FIELD_WORDS
     from tests.support.pictures import collisions
 
     line = fb.failed[1]
+    if (key, name) in NO_SCENE:  # the check recorded that no queue of the run is the line's scene
+        assert fb.evidence is None and core.NO_PICTURE in fb.notes, f"{key}/{name}: pictured:\n{fb}"
+        return
     assert fb.evidence is not None, f"{key}/{name}: no picture of this rejection:\n{fb}"
     assert core.NO_PICTURE not in fb.notes
     shown = picture(fb)
@@ -95,7 +104,7 @@ def assert_pictured(key: str, name: str, fb: Feedback) -> None:
         for queue in set(re.findall(r"\bx\d\d-[a-z_]+-\d+-\d+[a-z0-9-]*", line)):
             drawn = fb.evidence.queue.split(":")[-1]
             assert queue == drawn, f"{key}/{name}: the line is about {queue}, the picture shows {drawn}"
-        for job in fb.evidence.jobs if key not in UNSIGNED else ():  # on the board, unless the line says it is nowhere
+        for job in fb.evidence.jobs:  # on the board, unless the line says it is nowhere
             held = any(job in value for kind, value, _ttl in fb.evidence.board.values() if kind == "zset")
             assert held or f"job:{job}" in fb.evidence.board or re.search(r"\bno (set|key)\b", line), (
                 f"{key}/{name}: the line names {job}, which the queue pictured does not hold: {line}"
@@ -115,12 +124,6 @@ def assert_pictured(key: str, name: str, fb: Feedback) -> None:
     assert not problems, f"{key}/{name}: " + "\n".join(problems[:8])
 
 
-# Exercises whose misconceptions name themselves without a signature yet, and whose scenes are not
-# yet recorded line by line: their checks judge whole histories (a worker's loop, a lease's
-# extension, an effect) and are being reworked.
-UNSIGNED = {"loop", "extend", "charge"}
-
-
 def assert_named_as_seen(key: str, fb: Feedback) -> None:
     """A misconception of the exercise's catalogue is named only when its signature is in the
     run's evidence (the facts the check recorded, the ✗ line's details): the check called the
@@ -128,7 +131,7 @@ def assert_named_as_seen(key: str, fb: Feedback) -> None:
     m = fb.misconception
     if m is None or m.name in GENERIC:
         return
-    assert m.signature is not None or key in UNSIGNED, f"{key}/{m.name} is named with no signature to show for it"
+    assert m.signature is not None, f"{key}/{m.name} is named with no signature to show for it"
     assert m.seen_in(fb.observed), f"{key}: [{m.title}] was named, but its signature is not in the run's evidence"
 
 
@@ -176,17 +179,17 @@ def assert_well_formed(fb: Feedback) -> None:
     if fb.failed is not None:
         assert fb.failed[0] not in props, f"{fb.failed[0]} passed AND failed in one run:\n{fb}"
         assert fb.lines[-1].startswith("✗") and sum(line.startswith("✗") for line in fb.lines) == 1, str(fb)
-    text = str(fb)
+    text = str(fb).replace(core.NO_PICTURE, "")  # that note points at the ✗ line: it is no second mark
     assert text.count("✗") == (0 if fb.failed is None else 1)
     assert text.count("✓") == len(fb.passed)
 
 
 def test_each_misconception_says_what_a_run_must_show_to_be_named() -> None:
-    """Every misconception (outside UNSIGNED) declares its signature: the naming code calls it,
+    """Every misconception declares its signature: the naming code calls it,
     and the wrong answers' tests call it on each run's evidence (assert_named_as_seen)."""
     for key, ex in EXERCISES.items():
         for m in ex.misconceptions:
-            assert m.signature is not None or key in UNSIGNED, f"{key}/{m.name} declares no signature"
+            assert m.signature is not None, f"{key}/{m.name} declares no signature"
             assert m.signature is None or not m.seen_in({}), f"{key}/{m.name}: its signature holds of nothing"
 
 

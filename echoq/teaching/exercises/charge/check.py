@@ -59,6 +59,7 @@ CHARGE_MISCONCEPTIONS = [
         "second request was the first one again. At-least-once delivery WILL repeat a delivery.",
         "The bank remembers the idempotency keys it has charged, and charges a key once.",
         "Pass bank.charge an idempotency_key that is the same on every delivery of this job, and differs between jobs.",
+        signature=lambda e: e["charges_of_the_order"] > 1 and not any(e["keys_sent_for_the_order"]),
     ),
     Misconception(
         "seen-set-in-memory",
@@ -68,6 +69,7 @@ CHARGE_MISCONCEPTIONS = [
         "the card was charged {charges} times.",
         "What survives a SIGKILL? Not the process's variables.",
         "Keep no memory of your own: let the bank recognise the repeat from a key you send with the charge.",
+        signature=lambda e: e["same_worker_charges"] == 1 and e["charges_after_a_kill_at_the_end"] > 1,
     ),
     Misconception(
         "check-then-act",
@@ -76,6 +78,9 @@ CHARGE_MISCONCEPTIONS = [
         "{charges} times. No order of check, charge and record written in your worker closes that gap.",
         "The charge happens at the bank; your record is elsewhere. Can both change in one step?",
         "Only the system that performs the effect can check and perform it in one step: give the bank the key.",
+        signature=lambda e: (
+            e["same_worker_charges"] == 1 and e["charges_of_the_order"] > 1 and not any(e["keys_sent_for_the_order"])
+        ),
     ),
     Misconception(
         "mark-then-act",
@@ -85,6 +90,7 @@ CHARGE_MISCONCEPTIONS = [
         "a lost effect is as wrong as a double one.",
         "A record written before the effect can outlive an effect that never happened.",
         "Neither order of record and charge survives a kill between them; the bank must do both.",
+        signature=lambda e: e["killed_at"] != "claim" and e["charges_of_the_order"] == 0,
     ),
     Misconception(
         "skip-redeliveries",
@@ -94,6 +100,7 @@ CHARGE_MISCONCEPTIONS = [
         "be the first time the work gets done.",
         "Why was the job delivered again? Not always because it was done.",
         "Do not decide from the try count (claim.attempts); let the bank decide from a key.",
+        signature=lambda e: e["killed_at"] == "claim" and e["charges_of_the_order"] == 0 and e["attempt"] > 1,
     ),
     Misconception(
         "key-changes-per-delivery",
@@ -102,6 +109,7 @@ CHARGE_MISCONCEPTIONS = [
         "payments and charged {charges} times. A key must name the job, not the delivery.",
         "What is the same on every delivery of one job?",
         "The fencing token and a freshly minted id change each time; the job's own id does not.",
+        signature=lambda e: len({k for k in e["keys_sent_for_the_order"] if k is not None}) > 1,
     ),
     Misconception(
         "dedupe-by-content",
@@ -110,6 +118,7 @@ CHARGE_MISCONCEPTIONS = [
         "told jobs apart by what they say. Two jobs may carry equal payloads.",
         "What tells one job from another, and stays the same on every delivery of it?",
         "The payload is what the customer asked for, twice; each request got its own JOB id when it was enqueued.",
+        signature=lambda e: e["twin_charges"] < e["twin_orders"],
     ),
     Misconception(
         "no-effect",
@@ -117,6 +126,7 @@ CHARGE_MISCONCEPTIONS = [
         "One delivery, no crash, and the bank charged {charges} times for this order.",
         "charge_order's job is to charge the order, once.",
         "Call bank.charge(card, cents, ...) with the card and the cents from claim.payload.",
+        signature=lambda e: e["charges_of_the_order"] == 0,
     ),
 ]
 
@@ -232,6 +242,7 @@ def check_charge_once(run: Run, charge_order: ChargeOrder) -> None:
     # 1. One delivery, nothing goes wrong.
     job, card = orders.order()
     orders.deliver(charge_order, "Your charge_order")
+    run.saw(charges_of_the_order=orders.charges(card))
     if orders.charges(card) == 0:
         run.fail("once", "no-effect", charges=0)
     if orders.charges(card) > 1:
@@ -252,6 +263,7 @@ def check_charge_once(run: Run, charge_order: ChargeOrder) -> None:
     twins = orders.twins("card-twin")
     orders.deliver(charge_order, "Your charge_order")
     orders.deliver(charge_order, "Your charge_order")
+    run.saw(twin_orders=len(twins), twin_charges=orders.charges("card-twin"))
     if orders.charges("card-twin") != 2:
         keys = [k for k in orders.keys("card-twin") if k]
         if keys and all(job != keys[0] and job.startswith(keys[0]) for job in twins):
@@ -276,6 +288,7 @@ def check_charge_once(run: Run, charge_order: ChargeOrder) -> None:
     run.waited("runs", "Your charge_order", child, 15)
     if child.error is not None:
         run.code_failed("runs", "Your charge_order", child)
+    run.saw(same_worker_charges=orders.charges(card))
     if orders.charges(card) > 1:
         _too_many(run, orders, card, "same-worker", deliveries=2)
     run.good("same-worker", "A job delivered twice to the same living worker was charged once.")
@@ -294,15 +307,18 @@ def check_charge_once(run: Run, charge_order: ChargeOrder) -> None:
         orders.recover()
         second = orders.deliver(charge_order, "Your charge_order")
         charges = orders.charges(card)
+        run.saw(killed_at=at, charges_of_the_order=charges, keys_sent_for_the_order=orders.keys(card))
         if charges == 0:
             if at == "claim":
                 run.fail("kills", "skip-redeliveries", attempt=(second.value or {}).get("attempt", 2), charges=0)
             run.fail("kills", "mark-then-act", charges=0)
         if charges > 1:
             if at == "returned":
+                run.saw(charges_after_a_kill_at_the_end=charges)
                 run.fail("kills", "seen-set-in-memory", charges=charges)
             if at == "charge:after" and not any(orders.keys(card)):
-                if _charges_after_kill_at_end(orders, charge_order) > 1:
+                run.saw(charges_after_a_kill_at_the_end=_charges_after_kill_at_end(orders, charge_order))
+                if run.seen["charges_after_a_kill_at_the_end"] > 1:
                     run.fail("kills", "seen-set-in-memory", charges=charges)
                 run.fail("kills", "check-then-act", how=f"a worker was killed {where}", charges=charges)
             _too_many(run, orders, card, "kills", deliveries=2)
@@ -326,6 +342,7 @@ def check_charge_once(run: Run, charge_order: ChargeOrder) -> None:
         run.code_failed("runs", "Your charge_order", a)
     charges = orders.charges(card)
     stale = (a.value or {}).get("complete")
+    run.saw(charges_of_the_order=charges, keys_sent_for_the_order=orders.keys(card))
     if charges != 1:
         if charges > 1 and not any(orders.keys(card)):
             run.fail(
@@ -366,6 +383,7 @@ def check_charge_once(run: Run, charge_order: ChargeOrder) -> None:
     for row in SCENES:
         _play_stream(run, charge_order, row)
 
+    run.at(orders.queue)  # the stream's queues came after it
     run.one_place_each("places", orders.queue, orders.jobs)  # every order of the run, killed and frozen ones too
     run.good(
         "places", f"At the end, each of the {len(orders.jobs)} orders' jobs was in exactly one place, its row agreeing."
@@ -373,6 +391,7 @@ def check_charge_once(run: Run, charge_order: ChargeOrder) -> None:
 
     # 7. The key of one job, asked of freshly started interpreters (not forks of this one),
     #    and a day later: a key that depends on the interpreter or the clock is no key.
+    run.at(None)  # fresh interpreters and a recording bank: no queue of the run holds this job
     keys = _fresh_keys(run, charge_order)
     if keys is not None and len(set(keys)) > 1:
         shown = ", ".join(repr(k) for k in dict.fromkeys(keys))
@@ -472,6 +491,7 @@ def _url(run: Run) -> str:
 def _too_many(run: Run, orders: _Orders, card: str, prop: str, deliveries: int) -> None:
     keys = orders.keys(card)
     charges = orders.charges(card)
+    run.saw(charges_of_the_order=charges, keys_sent_for_the_order=keys)
     if any(k is not None for k in keys):
         run.fail(prop, "key-changes-per-delivery", keys=", ".join(str(k) for k in keys), charges=charges)
     run.fail(prop, "no-idempotency-key", deliveries=deliveries, charges=charges)

@@ -91,6 +91,7 @@ EXTEND_MISCONCEPTIONS = [
         "ran out and the other worker took the job over while yours was still working on it.",
         "A lease is a promise: alive until the deadline. Who extends the promise?",
         "Call q.extend(claim, lease_ms=LEASE_MS) again and again until work_done is set.",
+        signature=lambda e: e["taken_over"] > 0 and not e["extensions_sent"] and not e["deadline_pushed"],
     ),
     Misconception(
         "extends-too-rarely",
@@ -99,6 +100,7 @@ EXTEND_MISCONCEPTIONS = [
         "over while yours was still working on it. Between two extensions the lease must not expire.",
         "How long after an extension does the lease end? Extend before that.",
         "Extend at an interval well below LEASE_MS.",
+        signature=lambda e: e["taken_over"] > 0 and bool(e["extensions_sent"] or e["deadline_pushed"]),
     ),
     Misconception(
         "no-room-for-a-late-extension",
@@ -109,6 +111,7 @@ EXTEND_MISCONCEPTIONS = [
         "An extension can be late: a slow network, a busy CPU, a garbage-collection pause.",
         "Extend often enough that one extension a third of a lease late still arrives before the deadline: every "
         "half a lease or more often.",
+        signature=lambda e: e["extension_held_ms"] > 0 and e["taken_over"] > 0,
     ),
     Misconception(
         "extends-too-far",
@@ -117,6 +120,7 @@ EXTEND_MISCONCEPTIONS = [
         "that long. A dead worker's job waits that long before anyone may take it over.",
         "The lease is how long the others wait when you die. Make each extension short.",
         "Extend by LEASE_MS each time, and extend more often instead.",
+        signature=lambda e: e["lease_left_at_kill_ms"] > LEASE_MS + LEASE_SLACK_MS,
     ),
     Misconception(
         "attempts-as-the-token",
@@ -127,6 +131,7 @@ EXTEND_MISCONCEPTIONS = [
         "while yours was still working on it.",
         "Which number fences a claim? Attempts counts tries; something else changes on every claim.",
         "Pass the claim itself to q.extend, or claim.token.",
+        signature=lambda e: e["token_sent"] == e["claim_attempts"] != e["claim_token"] and e["refused_extensions"] > 0,
     ),
     Misconception(
         "deadline-against-own-clock",
@@ -138,6 +143,7 @@ EXTEND_MISCONCEPTIONS = [
         "Two clocks are never the same clock. Which one wrote the deadline?",
         "Wait a fixed part of LEASE_MS between extensions (time.monotonic() or work_done.wait), whatever the deadline "
         "says.",
+        signature=lambda e: e["unskewed_taken_over"] == 0 and e["taken_over"] > 0 and e["clock_behind_s"] > 0,
     ),
     Misconception(
         "ignores-stale",
@@ -146,6 +152,7 @@ EXTEND_MISCONCEPTIONS = [
         "extension was refused ({outcome}) and still said the job was kept, so the effect ran {effects} times.",
         "What does an extension answer when someone else holds the job?",
         "Return False as soon as extend does not say EXTENDED.",
+        signature=lambda e: e["refused_extensions"] > 0 and e["said_kept"] and e["effects"] > 1,
     ),
     Misconception(
         "claims-again-when-refused",
@@ -156,6 +163,7 @@ EXTEND_MISCONCEPTIONS = [
         "worker that never worked on it.",
         "A refused extension means the job is someone else's now. What may this worker still do with it?",
         "When q.extend does not answer EXTENDED, return False: never claim inside extend_lease.",
+        signature=lambda e: bool(e["claimed_while_holding"]) and e["refused_extensions"] > 0 and e["kept_but_not_held"],
     ),
     Misconception(
         "no-final-check",
@@ -165,6 +173,7 @@ EXTEND_MISCONCEPTIONS = [
         "times.",
         "The last extension may have been long ago. Does the worker still hold the job now?",
         "When work_done is set, extend once more and return whether that was EXTENDED.",
+        signature=lambda e: not e["extended_after_waking"] and e["said_kept"] and e["effects"] > 1,
     ),
 ]
 
@@ -360,6 +369,24 @@ class _Scene:
     def ran(self) -> int:
         return self.effects.count(self.job)
 
+    def saw(self, worker: processes.Child) -> None:
+        """What this scene showed, for the misconceptions' signatures: the extensions the worker
+        asked for and how they were answered, what its extend_lease said, what the other worker
+        did, and how often the effect ran."""
+        answer = worker.value if isinstance(worker.value, dict) else {}
+        self.run.at(self.queue)
+        self.run.saw(
+            extensions_sent=_extends_sent(worker),
+            refused_extensions=sum(
+                1 for step in worker.steps if step.startswith("extend sent ") and not step.endswith(" extended")
+            ),
+            deadline_pushed=self.pushed(),
+            taken_over=self.takeovers,
+            said_kept=answer.get("kept") is True,
+            kept_but_not_held="kept but not held" in worker.steps,
+            effects=self.ran(),
+        )
+
 
 def _commands_while_working(worker: processes.Child) -> int:
     """The commands sent between the claim and the end of the work: extend_lease's own."""
@@ -393,6 +420,8 @@ def _judge_what_it_took(run: Run, row: Scene, scene: _Scene, worker: processes.C
     """With jobs waiting beside the long one: extend_lease must claim none of them, and say True
     only while its worker holds its own job."""
     took = [step.rsplit(" ", 1)[1] for step in worker.steps if step.startswith("extend_lease claimed ")]
+    scene.saw(worker)
+    run.saw(claimed_while_holding=took)
     refused = any(step.startswith("extend sent ") and not step.endswith(" extended") for step in worker.steps)
     if took and refused and "kept but not held" in worker.steps:
         run.fail(row.name, "claims-again-when-refused", job=scene.job, other=took[0], effects=scene.ran())
@@ -429,8 +458,10 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
             break
     if scene.ran() != 1 or scene.takeovers:
         answer = worker.value if isinstance(worker.value, dict) else {}
+        scene.saw(worker)
         wrong = _wrong_token(worker)
         if wrong is not None:
+            run.saw(token_sent=wrong[0], claim_token=wrong[1], claim_attempts=wrong[0])
             run.fail("long", "attempts-as-the-token", sent=wrong[0], token=wrong[1], outcome=wrong[2].upper())
         if answer.get("kept") is False and scene.held_at_end:
             run.fail(
@@ -443,6 +474,7 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
             )
         name = "extends-too-rarely" if scene.pushed() or _extends_sent(worker) else "never-extends"
         run.fail("long", name, work_ms=WORK_MS, lease_ms=LEASE_MS, effects=scene.ran())
+    run.saw(unskewed_taken_over=scene.takeovers)
     extends = _commands_while_working(worker)
     if extends > SPIN_EXTENDS:
         run.fail(
@@ -490,6 +522,7 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
                 "its lease.",
             )
         if ahead > LEASE_MS + LEASE_SLACK_MS:
+            run.saw(lease_left_at_kill_ms=ahead)
             run.fail("killed", "extends-too-far", ahead_s=ahead / 1000, when=when)
     run.good(
         "killed",
@@ -513,6 +546,8 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
         if scene.ran() == 1 and not scene.takeovers:
             break
     else:
+        scene.saw(worker)
+        run.saw(extension_held_ms=LATE_MS if scene.held else 0)
         if scene.held and hold == 1:
             run.fail(
                 "late",
@@ -587,6 +622,7 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
         scene.play(worker)
         _judge_what_it_took(run, FROZEN, scene, worker)
         if scene.ran() != 1:
+            scene.saw(worker)
             # The steps whose command went out after the freeze, by the child's clock: a step
             # made before it may reach the parent after the resume on a busy machine.
             after = [
@@ -594,6 +630,7 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
                 for step, (sent, done) in zip(worker.steps, worker.step_times, strict=True)
                 if frozen_since is None or (done if sent is None else sent) > frozen_since
             ]
+            run.saw(extended_after_waking="extend" in after)
             if "extend" in after:
                 run.fail(
                     "frozen",
@@ -633,10 +670,14 @@ def check_extend_lease(run: Run, extend_lease: ExtendLease) -> None:
     #    once is tried again, as in scene 1.
     for _try in range(2):
         scene = _Scene(run)
-        scene.play(processes.spawn(partial(long_job, skew_s=SKEW_S), scene.queue, extend_lease, name="your worker"))
+        worker = scene.play(
+            processes.spawn(partial(long_job, skew_s=SKEW_S), scene.queue, extend_lease, name="your worker")
+        )
         if scene.ran() == 1 and not scene.takeovers:
             break
     else:
+        scene.saw(worker)
+        run.saw(clock_behind_s=-SKEW_S)
         run.fail("skew", "deadline-against-own-clock", skew=abs(SKEW_S))
     run.good(
         "skew",

@@ -94,6 +94,7 @@ LOOP_MISCONCEPTIONS = [
         "happened, and nothing will ever retry it.",
         'When may a worker say "done"? What if it dies one line later?',
         "Call q.complete(claim) after work(claim) has returned.",
+        signature=lambda e: e["done_without_effect"] == e["killed_holding"],
     ),
     Misconception(
         "no-beat",
@@ -103,6 +104,7 @@ LOOP_MISCONCEPTIONS = [
         "brought it back.",
         "Who moves an expired lease back to pending? Some worker must, again and again.",
         "Run q.stalled_check(max_stalled=MAX_STALLED) every BEAT_MS inside the loop.",
+        signature=lambda e: e["still_active"] is not None and not e["fresh_worker_brought_back"],
     ),
     Misconception(
         "reap-only-at-start",
@@ -112,6 +114,7 @@ LOOP_MISCONCEPTIONS = [
         "when the loop begins.",
         "Workers die while others are running. When does a running worker look for their jobs?",
         "Move the stalled check inside the loop, on a beat.",
+        signature=lambda e: e["still_active"] is not None and e["fresh_worker_brought_back"],
     ),
     Misconception(
         "beat-only-when-idle",
@@ -123,6 +126,9 @@ LOOP_MISCONCEPTIONS = [
         "When is the queue never empty? Exactly when a dead worker's job is most needed back.",
         "Run the stalled check on its beat whether or not the claim found a job: before the claim, not in its "
         "empty branch.",
+        signature=lambda e: (
+            not e["busy_back"] and e["busy_sweeps"] == 0 and e["busy_empty_claims"] == 0 and e["busy_worked"] > 0
+        ),
     ),
     Misconception(
         "lease-too-long",
@@ -131,6 +137,7 @@ LOOP_MISCONCEPTIONS = [
         "beat may bring it back. Use LEASE_MS.",
         "How long after a crash does the job come back? Exactly as long as its lease.",
         "Claim with lease_ms=LEASE_MS.",
+        signature=lambda e: e["killed_lease_left_ms"] > LONGEST_LEASE_MS,
     ),
     Misconception(
         "swallow-and-complete",
@@ -138,6 +145,7 @@ LOOP_MISCONCEPTIONS = [
         "work(claim) raised on {job} ({error}), and the job was completed anyway: its effect never happened.",
         "A job whose work raised is not done.",
         "On an exception, give the job back with its error (q.retry); never complete it.",
+        signature=lambda e: e["done_without_effect"] == e["raised_on"],
     ),
     Misconception(
         "one-error-ends-the-worker",
@@ -146,6 +154,7 @@ LOOP_MISCONCEPTIONS = [
         "jobs still to do.",
         "A failing job is normal; a dead worker is not.",
         "Catch Exception around work(claim), and give the job back with q.retry.",
+        signature=lambda e: e["worker_ended_with"].startswith("FlakyError"),
     ),
     Misconception(
         "poison-loops-forever",
@@ -155,6 +164,7 @@ LOOP_MISCONCEPTIONS = [
         "Something must count how often a job has stalled.",
         "Use q.stalled_check(max_stalled=MAX_STALLED), which dead-letters a job at its MAX_STALLED-th stall; "
         "q.reap() returns it forever.",
+        signature=lambda e: e["poison_place"] != "dead" and e["poison_kills"] > MAX_STALLED,
     ),
     Misconception(
         "lease-shorter-than-the-work",
@@ -163,6 +173,7 @@ LOOP_MISCONCEPTIONS = [
         "still running, another worker's beat brought the job back, and it was worked on {runs} times.",
         "How long may a worker hold a job before the others take it back? Longer than the work takes.",
         "Claim with lease_ms=LEASE_MS: the beat is how often the check runs, not how long a job may take.",
+        signature=lambda e: e["long_runs"] > 1 and e["long_least_lease_ms"] < LONG_WORK_MS,
     ),
     Misconception(
         "retried-without-its-error",
@@ -172,6 +183,7 @@ LOOP_MISCONCEPTIONS = [
         "in the dead set with no reason anyone can read.",
         "A job that failed carries why it failed, for whoever looks at it next.",
         "Pass the exception's text to q.retry (error=...).",
+        signature=lambda e: e["retried_row_error"] in ("None", "''"),
     ),
     Misconception(
         "never-stops",
@@ -181,6 +193,7 @@ LOOP_MISCONCEPTIONS = [
         "holding whatever it held.",
         "Who decides when the worker stops? Ask it every time round the loop.",
         "Loop while running(): that is the stop signal.",
+        signature=lambda e: e["commands_after_stop"] > 0 and not e["asked_running_after_stop"],
     ),
     Misconception(
         "attempts-as-the-token",
@@ -190,6 +203,7 @@ LOOP_MISCONCEPTIONS = [
         "and the server refused it: the job stays held until its lease runs out.",
         "Which number fences a claim? Attempts counts tries; something else changes on every claim.",
         "Pass the claim itself to q.complete and q.retry.",
+        signature=lambda e: e["fenced_with_the_attempts"] != e["claim_token"],
     ),
     Misconception(
         "spins-when-idle",
@@ -199,6 +213,7 @@ LOOP_MISCONCEPTIONS = [
         "comes back empty. A fleet of those keeps the server busy doing nothing.",
         "What should a worker do when there is no job?",
         "Sleep a little (a few ms up to the beat) when claim returns None.",
+        signature=lambda e: e["idle_replies"] > 0 and e["idle_quick_pauses"] >= SPIN_SHARE * e["idle_replies"],
     ),
 ]
 
@@ -349,9 +364,12 @@ class Fleet:
     def late(self, late: list[processes.Child]) -> None:
         """The ✗ line for workers still running STOP_S after they were told to stop: 'never stops'
         only when one kept sending commands and never asked running(); otherwise what it did."""
+        self.run.at(self.queue)
         for child in late:
             sent = sum(1 for at, _ in child.step_times if at is not None and at > self.told_at)
-            if "told to stop" not in child.steps and sent:
+            asked = "told to stop" in child.steps
+            if not asked and sent:
+                self.run.saw(commands_after_stop=sent, asked_running_after_stop=asked)
                 self.run.fail("stop", "never-stops", seconds=STOP_S)
         child = late[0]
         if "told to stop" in child.steps:
@@ -460,6 +478,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     dying = ids[0]
     snap = queue.snapshot()
     if dying in snap.active and snap.active[dying] - snap.now_ms > LONGEST_LEASE_MS:
+        run.saw(killed_holding=dying, killed_lease_left_ms=snap.active[dying] - snap.now_ms)
         run.fail("crash", "lease-too-long", job=dying, lease_s=(snap.active[dying] - snap.now_ms) / 1000)
     expires = snap.active.get(dying, snap.now_ms)
 
@@ -471,6 +490,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     if (raised := fleet.raised()) is not None:
         run.code_failed("runs", "Your loop", raised)
     lost = _done_without_effect(queue, ids)
+    run.saw(killed_holding=dying, done_without_effect=lost)
     if lost == dying:
         run.fail("crash", "complete-before-work", job=lost)
     if lost is not None:
@@ -487,6 +507,8 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         fresh = fleet.start()
         fleet.until(lambda: stuck not in queue.snapshot().active, RECOVERY_MS / 1000)
         fleet.stop(fresh)
+        # still in active after its lease ran out, with the other worker running all along
+        run.saw(still_active=stuck, fresh_worker_brought_back=stuck not in queue.snapshot().active)
         if stuck not in queue.snapshot().active:
             run.fail("crash", "reap-only-at-start", job=stuck, overdue=RECOVERY_MS / 1000)
         run.fail("crash", "no-beat", job=stuck, overdue=RECOVERY_MS / 1000)
@@ -517,7 +539,9 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     gaps = _beat_gaps(survivor, before)
     if late := fleet.stop_all():
         fleet.late(late)
+    run.saw(idle_quick_pauses=quick, idle_replies=len(pauses))
     if pauses and quick >= SPIN_SHARE * len(pauses):
+        run.at(queue)
         run.fail(
             "idle",
             "spins-when-idle",
@@ -563,11 +587,14 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     )
     if mixed := fleet.steps("attempts sent as the token "):
         sent, token = mixed[0].rsplit(" ", 2)[1:]
+        run.saw(fenced_with_the_attempts=int(sent), claim_token=int(token))
         run.fail("error", "attempts-as-the-token", sent=sent, token=token)
     lost = _done_without_effect(queue, ids)
+    run.saw(raised_on=ids[1], done_without_effect=lost)
     if lost is not None:
         run.fail("error", "swallow-and-complete", job=lost, error="FlakyError: the payment API timed out")
     if worker.ended:
+        run.saw(worker_ended_with=worker.error)
         if worker.error and worker.error.startswith("FlakyError"):
             run.fail("error", "one-error-ends-the-worker", error=worker.error, where="")
         if worker.error:
@@ -594,6 +621,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     fleet.stop_all()
     if not seen:
         raise RuntimeError(f"the flaky job's second try was never seen: {worker!r}")
+    run.saw(retried_row_error=seen[0])
     if seen[0] in ("None", "''"):
         run.fail("error", "retried-without-its-error", job=ids[1], error="")
     run.one_place_each("error", queue, ids)
@@ -615,6 +643,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
     runs = fleet.steps("long work")
     fleet.stop_all()
     leases = [int(step.rsplit(" ", 1)[1]) for step in runs]
+    run.saw(long_runs=len(runs), long_least_lease_ms=min(leases, default=None))
     if not leases:
         run.fail("long", "not-yet", what=f"A job whose work takes {LONG_WORK_MS} ms was never worked on within 5 s.")
     if len(runs) > 1 and min(leases) < LONG_WORK_MS:
@@ -656,6 +685,7 @@ def check_worker_loop(run: Run, worker_loop: Loop, *, seed: int = 5) -> None:
         where = snap.place_of(poison) or "nowhere"
         row = queue.job(poison)
         stalls = row.stalled if row else 0
+        run.saw(poison_place=where, poison_kills=kills)
         run.fail("poison", "poison-loops-forever", kills=kills, where=f"now in {where}, stalled count {stalls}")
     row = queue.job(poison)
     if row is not None and row.stalled != MAX_STALLED:
@@ -723,6 +753,7 @@ def _play_busy(run: Run, worker_loop: Loop, scene: Scene, seed: int) -> None:
         fleet.late(late)
     worked, empty = steps.count("work"), _empty_claims(steps)
     sweeps = sum(step in SWEEPS for step in steps)
+    run.saw(busy_back=done, busy_sweeps=sweeps, busy_empty_claims=empty, busy_worked=worked)
     if not done:
         if not sweeps and not empty and worked:
             run.fail(scene.name, "beat-only-when-idle", job=dying, overdue=RECOVERY_MS / 1000)
