@@ -49,8 +49,8 @@ def write_hostile_everywhere(workshop: Workshop) -> None:
         fields[f"check:0{n}:x:submissions"] = text  # not a number: skipped, counted
         ada.hset(f"emq:{{ada.{text}}}:stats", "enqueued", "1")  # a queue named so
         ada.zadd(f"emq:{{ada.{text}}}:pending", {"job": 0})
-        ada.hset(keys.workers, "ada", f"{text} 1")
-        ada.hset(keys.score, mapping={f"ada:{text}": text, "ada:delivered": text})
+        ada.set(classroom.state_key("ada"), f"{text} 1")  # her worker's state, in her namespace
+        ada.hset(classroom.score_key("ada"), mapping={text: text, "delivered": text})
         with pytest.raises(echoq.PermissionDenied):  # quoted by the ACL log, shown as refused
             ada.get(f"emq:{{bob.{text}}}:pending")
     ada.hset(progress.key("ada"), mapping=fields)

@@ -459,7 +459,7 @@ def test_a_sigkilled_class_chaos_kernel_is_gone_within_3_s_while_another_kernel_
         assert lv.worker_until_ms is not None and lv.worker_until_ms <= lv.now_ms
         assert KATHERINE not in dash.running() and "ada" in dash.running()
         assert dash.kill_random().startswith("Kill ordered for ada:")  # the one live worker, never Katherine's dead one
-        key = classroom.worker_beat_key(KATHERINE)
+        key = classroom.worker_pulse_key(KATHERINE)
         assert klass.instructor().zcard(key) >= 1 and klass.instructor().pttl(key) > 0  # bounded, expiring
     finally:
         dash.close()

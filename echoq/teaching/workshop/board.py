@@ -179,7 +179,7 @@ class Board:
         for name in self.learners:
             pipe.get(presence.alive_key(name))
         for name in self.learners:  # the latest deadline only: one member, whatever the set holds
-            pipe.zrange(classroom.worker_beat_key(name), -1, -1, withscores=True)
+            pipe.zrange(classroom.worker_pulse_key(name), -1, -1, withscores=True)
         order: list[tuple[str, str]] = []
         for name in self.learners:
             for queue in self._queues.get(name, []):

@@ -130,7 +130,7 @@ WORKER_TTL_MS = 2_000  # four pulses; with the dashboard's 1 s refresh, "gone" w
 WORKER_PULSES_KEPT_MS = 60_000  # older members are dropped at each pulse: the set stays small
 
 
-def worker_beat_key(learner: str) -> str:
+def worker_pulse_key(learner: str) -> str:
     """``emq:{<learner>.class-worker}:alive``: member = one worker, score = its deadline (server ms)."""
     return Keyspace(f"{check_namespace(learner)}.class-worker").prefix + "alive"
 
@@ -287,7 +287,7 @@ class ClassWorker:
     def _pulse(self, *, last: bool = False) -> None:
         """This worker's deadline, pushed 2 s ahead again; at its end (``last``) its member is removed."""
         try:
-            key = worker_beat_key(self.learner)
+            key = worker_pulse_key(self.learner)
             if last:
                 self.client.zrem(key, self.beat_id)
                 return
