@@ -27,8 +27,7 @@
 --   BADARG  no ids or more than 1000, or KEYS not the keys above of one queue
 --   BADID   an id that is not a JOB id, or a row key that is not the row of its id in that queue
 --- @include "includes/queue_keys"
---- @include "includes/args"
---- @include "includes/job_id"
+--- @include "includes/id_list"
 --- @include "includes/wake"
 --- @include "includes/arrival"
 
@@ -36,15 +35,8 @@ local pending_key, dead_key, stats_key = KEYS[1], KEYS[2], KEYS[3]
 
 local prefix, refused = named_prefix({'pending', 'dead', 'stats'})
 if not prefix then return refused end
-if #ARGV < 1 or #ARGV > BOUNDS.count[2] then
-  return redis.error_reply('BADARG give 1..' .. BOUNDS.count[2] .. ' JOB ids, got ' .. #ARGV)
-end
-for _, id in ipairs(ARGV) do
-  if not is_job_id(id) then return redis.error_reply('BADID ' .. printable(id) .. ' is not a JOB id') end
-end
-local ok
-ok, refused = rows_match(prefix, 4, ARGV)
-if not ok then return refused end
+refused = refuse_id_list(prefix, 4)
+if refused then return refused end
 
 local outcomes, requeued = {}, 0
 for i, id in ipairs(ARGV) do

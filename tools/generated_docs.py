@@ -69,7 +69,7 @@ def command_tree() -> list[tuple[list[str], str]]:
             raise ValueError(f"python -m {' '.join(words)} --help exits {code}: {text.strip()}")
         found.append((words, text))
         usage = text.split("\n\n", 1)[0]
-        choices = re.search(r"\{([\w,-]+)\} \.\.\.", usage)  # subparsers; a positional's choices has no "..."
+        choices = re.search(r"\{([\w,-]+)\}\s+\.\.\.", usage)  # subparsers; a positional's choices has no "..."
         if choices:
             todo[0:0] = [[*words, sub] for sub in choices.group(1).split(",")]
     return found
