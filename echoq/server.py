@@ -241,7 +241,7 @@ def start_server(
         elif private:
             workdir, lock = _private_folder()
         else:
-            workdir = Path(tempfile.mkdtemp(prefix="echoq-valkey-"))  # mode 0700
+            workdir = Path(tempfile.mkdtemp(prefix="echoq-valkey-", dir=_scratch_home()))  # mode 0700
         listen = (
             {"port": "0", "unixsocket": str(workdir / SOCKET), "unixsocketperm": "700"}
             if private
@@ -344,6 +344,18 @@ def start_server(
 SOCKET = "valkey.sock"
 _PRIVATE = "private"
 _IN_USE = "in-use"  # a private server's folder: locked by the process that started it, for its life
+
+
+def _scratch_home() -> Path | None:
+    """Where a throwaway server's folder goes: a class hub's learner's runtime folder (theirs,
+    0700, removed when their server stops: nothing of theirs is left in /tmp for a later
+    user of the same uid), else the system's temporary folder (None)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()
+    if not (runtime and os.environ.get("JUPYTERHUB_USER") and Path(runtime).is_dir()):
+        return None
+    home = Path(runtime).resolve() / "echoq"
+    home.mkdir(mode=0o700, exist_ok=True)
+    return home
 
 
 def private_home() -> Path:

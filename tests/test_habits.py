@@ -5,7 +5,6 @@ habits is in tests/test_browser_habits.py."""
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +17,7 @@ from echoq import server
 from echoq.errors import PermissionDenied, ServerUnavailable
 from echoq.server import start_server
 from echoq.teaching import course
-from tests.support.helpers import ANSI, throwaway_env
+from tests.support.helpers import ANSI, run_in_own_loop, throwaway_env
 
 
 @pytest.fixture
@@ -346,25 +345,10 @@ def test_the_kernels_clock_looks_at_every_shown_lab(lab_name: str, monkeypatch: 
             await asyncio.sleep(0.02)
         assert view._clock is None  # nothing shown: the clock stopped by itself
 
-    # A thread of its own: another test in this process may have left an event loop running
-    # in the main thread (nest_asyncio, a kernel's), where asyncio.run() refuses to start.
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread below
-            failed.append(exc)
-
     try:
-        thread = threading.Thread(target=run)
-        thread.start()
-        thread.join(60)
-        assert not thread.is_alive(), "the clock's test did not end in 60 s"
+        run_in_own_loop(main)
     finally:
         lab.close()
-    if failed:
-        raise failed[0]
     assert True in looks and view.WATCH_S <= 1.0
 
 

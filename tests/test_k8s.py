@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from pathlib import Path
@@ -29,6 +28,7 @@ from kubespawner import KubeSpawner
 from echoq.errors import InvalidArgument
 from echoq.teaching.workshop import acl, k8s
 from echoq.teaching.workshop.admin import Learner, Workshop, class_settings
+from tests.support.helpers import run_in_own_loop
 
 Z2JH = Path(__file__).parent / "data" / "k8s" / "z2jh"
 IMAGE = "ghcr.io/example/echoq-learner:2026.12"
@@ -231,7 +231,7 @@ def _pod(values: dict[str, Any], roster: str, tmp_path: Path, monkeypatch: pytes
         spawner = KubeSpawner(config=hub.config, user=_User(user), _mock=True)
         return await spawner.get_pod_manifest()
 
-    return asyncio.run(pod())
+    return run_in_own_loop(pod)
 
 
 def test_a_kubespawner_gives_each_learner_their_url_and_limits(

@@ -125,7 +125,7 @@ def test_the_grace_period_ends_by_giving_the_running_job_back_and_its_late_retur
     queue: echoq.Queue, heard: Heard
 ) -> None:
     job_id = queue.enqueue("slow").job_id
-    started, release = threading.Event(), threading.Event()
+    started, release, returned = threading.Event(), threading.Event(), threading.Event()
     lease_seen: list[bool] = []
 
     def handler(delivery: Delivery) -> None:
@@ -133,6 +133,7 @@ def test_the_grace_period_ends_by_giving_the_running_job_back_and_its_late_retur
             started.set()
             release.wait(WAIT_S)
             lease_seen.append(delivery.lease_lost)
+            returned.set()
 
     worker = Worker(queue, handler, lease_ms=60_000, grace_ms=50, **FAST)
     reports: list[echoq.WorkReport] = []
@@ -151,6 +152,7 @@ def test_the_grace_period_ends_by_giving_the_running_job_back_and_its_late_retur
     release.set()
     again = worker.work(burst=True)
     assert (again.completed, again.stale, again.given_up) == (1, 0, 0)
+    assert returned.wait(WAIT_S)  # the given-up handler's thread runs on its own time
     assert lease_seen == [True]
     assert queue.job(job_id) is None
 

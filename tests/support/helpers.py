@@ -128,3 +128,28 @@ def dump(q: echoq.Queue) -> dict[str, bytes]:
     """Every key of the queue, serialised exactly (DUMP): equal before and after a call that
     changed nothing."""
     return {key: q.client.dump(key) for key in sorted(q.keys_in_use())}
+
+
+def run_in_own_loop(main):  # noqa: ANN001, ANN201 (a coroutine function; what it returns)
+    """``asyncio.run(main())`` in a thread of its own: a test before this one in the same
+    process may have left an event loop running in the main thread, where asyncio.run()
+    refuses to start."""
+    import asyncio
+    import threading
+
+    done: list = []
+
+    def run() -> None:
+        try:
+            done.append((True, asyncio.run(main())))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            done.append((False, exc))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(120)
+    assert done, "the coroutine did not end in 120 s"
+    ok, value = done[0]
+    if not ok:
+        raise value
+    return value
