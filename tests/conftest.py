@@ -263,10 +263,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     with open(DURATIONS.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         root = DURATIONS.parent.parent
+        timed = {unit.partition("::")[0] for unit in _took}  # files this run timed: their old units go
         units = {
             unit: seconds
             for unit, seconds in recorded_seconds().items()
-            if unit == CLUSTER_UNIT or (root / unit.partition("::")[0]).is_file()
+            if unit == CLUSTER_UNIT
+            or (unit.partition("::")[0] not in timed and (root / unit.partition("::")[0]).is_file())
         }
         units.update((unit, round(seconds, 1)) for unit, seconds in _took.items())
         DURATIONS.write_text(json.dumps({"units": dict(sorted(units.items()))}, indent=1) + "\n")
