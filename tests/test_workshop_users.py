@@ -200,3 +200,26 @@ def test_a_hubs_caps_are_checked_before_anything_is_written_in_one_line(
         hub.prepare(tmp_path, hub.HubOptions(**options))
     assert str(refused.value).startswith(said) and "\n" not in str(refused.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_users_uid_inherits_none_of_the_kits_folders_in_the_temporary_folder(tmp_path: Path) -> None:
+    from echoq.teaching.workshop.spawner import sweep_temp
+
+    if os.geteuid() != 0:
+        pytest.skip("only root makes a folder another uid's (chown)")
+    left = tmp_path / "echoq-valkey-left"  # an earlier user's server folder, with its password
+    left.mkdir(mode=0o700)
+    (left / "server.conf").write_text("requirepass theirs\n")
+    theirs = tmp_path / "echoq-home-other"
+    theirs.mkdir()
+    not_kits = tmp_path / "something-else"
+    not_kits.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "echoq-link").symlink_to(outside)  # removed, never followed
+    for path in (left, left / "server.conf", not_kits):
+        os.chown(path, NOBODY, NOBODY)
+    os.lchown(tmp_path / "echoq-link", NOBODY, NOBODY)
+    gone = sweep_temp(NOBODY, tmp_path)
+    assert sorted(p.name for p in gone) == ["echoq-link", "echoq-valkey-left"]
+    assert not left.exists() and theirs.exists() and not_kits.exists() and outside.exists()

@@ -46,9 +46,32 @@ from ..learner import from_hub_user
 
 __all__ = [
     "ClassSpawner", "system_user", "ensure_user", "copy_lessons", "refuse_unsafe", "news_off", "cap", "fresh_runtime",
+    "sweep_temp",
 ]  # fmt: skip
 
 MAX_UNIX_NAME = 32  # useradd's limit on Linux
+
+
+def sweep_temp(uid: int, folder: str | Path | None = None) -> list[Path]:
+    """Remove the kit's folders (``echoq-*``) in the temporary folder that ``uid`` owns: a
+    user made now with a uid an earlier user had must not find that user's servers, their
+    passwords and data (a throwaway server of an older kit, a process killed before its
+    clean-up). Links are removed, never followed. The paths removed."""
+    import tempfile
+
+    gone = []
+    for path in Path(folder or tempfile.gettempdir()).glob("echoq-*"):
+        try:
+            if path.lstat().st_uid != uid:
+                continue
+            if path.is_symlink() or not path.is_dir():
+                path.unlink()
+            else:
+                shutil.rmtree(path)
+            gone.append(path)
+        except OSError:
+            continue  # gone meanwhile, or not ours to remove: the next sweep tries again
+    return gone
 
 
 def system_user(hub_user: str, prefix: str = "jupyter-") -> str:
@@ -62,7 +85,8 @@ def system_user(hub_user: str, prefix: str = "jupyter-") -> str:
 
 def ensure_user(name: str, homes: str | Path) -> pwd.struct_passwd:
     """The Unix user ``name``, made (no login shell, a group of its own, a home of mode 0700
-    in ``homes``) when it does not exist."""
+    in ``homes``) when it does not exist; a new user inherits nothing the kit left in the
+    system's temporary folder under the same uid (:func:`sweep_temp`)."""
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
@@ -73,6 +97,7 @@ def ensure_user(name: str, homes: str | Path) -> pwd.struct_passwd:
             capture_output=True,
         )
         entry = pwd.getpwnam(name)
+        sweep_temp(entry.pw_uid)
     home = Path(entry.pw_dir)
     if home.parent.resolve() != Path(homes).resolve():
         # An account this hub did not make (its home is elsewhere: /usr/sbin, /root, ...):
