@@ -814,7 +814,7 @@ def test_the_guide_to_writing_an_exercise_shows_the_release_exercise_as_it_is() 
         if p.is_file() and "__pycache__" not in p.parts
     }
     assert listed == there, f"the guide lists {sorted(listed ^ there)} wrongly"
-    (unlisted,) = ex.unlisted
+    unlisted = next(u for u in ex.unlisted if u[0].endswith("row-still-active"))  # the one the guide quotes
     assert f"`{unlisted[1].splitlines()[0]}`" in guide
     code = (ex.folder / "check.py").read_text().split("\nRELEASE = register(", 1)[1]
     lines = 1 + sum(1 for line in code.splitlines()[1:] if line.strip())

@@ -16,6 +16,15 @@ from echoq.teaching.exercises.complete.check import COMPLETE_MOVE
 from echoq.teaching.exercises.core import Misconception, Run, check_runner, load, register
 from echoq.teaching.exercises.differential import Job, Judge, Move, State, contract_step
 
+
+def _more(mine: object, reference: object) -> bool:
+    """Whether the learner's row counts more tries than the reference's (a number each)."""
+    try:
+        return int(str(mine)) > int(str(reference))
+    except ValueError:
+        return False
+
+
 MISCONCEPTIONS = [
     Misconception(
         "try-not-given-back",
@@ -23,7 +32,7 @@ MISCONCEPTIONS = [
         "On {state}: {difference}. The job never started, yet the claim's try still counts toward max attempts.",
         "The claim counted a try in the row. Was that try used?",
         "HINCRBY the row's attempts by -1.",
-        signature=lambda e: e["caller"] == "holder" and e["field"] == "attempts",
+        signature=lambda e: e["caller"] == "holder" and e.get("field") == "attempts" and _more(*e["values"]),
     ),
     Misconception(
         "left-in-active",
