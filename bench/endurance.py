@@ -369,7 +369,8 @@ def block_costs(
     times = block_times(samples, jobs, blocks)
     per_block = jobs / blocks
     out = []
-    for a, b in zip(times, times[1:], strict=False):
+    last = len(times) - 2
+    for n, (a, b) in enumerate(zip(times, times[1:], strict=False)):
         seconds = b - a
         row: dict[str, float] = {"seconds": seconds}
         ours = 0.0
@@ -384,7 +385,10 @@ def block_costs(
         row["cores_stolen"] = steal / seconds if seconds > 0 else 0.0
         row["calls_per_job"] = (value_at(samples, "calls", b) - value_at(samples, "calls", a)) / per_block
         row["us_per_job"] = ours / per_block * 1e6
-        row["crashes"] = sum(1 for t in crash_times if a <= t < b)
+        # The block edges are read off samples; a crash before the first edge or after the last
+        # (a sample delayed by a busy machine) is still in the first or the last tenth of the jobs.
+        low, high = (float("-inf") if n == 0 else a), (float("inf") if n == last else b)
+        row["crashes"] = sum(1 for t in crash_times if low <= t < high)
         inside = [s for s in samples if a <= s["t"] <= b]
         row["done_max"] = max((s["done"] for s in inside), default=0)
         row["active_max"] = max((s["active"] for s in inside), default=0)
