@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 
@@ -35,6 +35,7 @@ DEFAULT_KEEP_DEAD = 10_000
 # that enqueue within it is refused as a duplicate, whatever became of the job meanwhile.
 DEFAULT_KEEP_GIVEN_MS = 3_600_000
 DEFAULT_MAX_STALLED = 2  # the second stall is fatal: one stall is recovered
+E = TypeVar("E", bound=StrEnum)  # a dead-letter move's outcomes (Requeue, Purge)
 BATCH = BOUNDS["count"][1]  # most jobs one batch script takes (enqueue_many, complete_many)
 DEAD_PAGE_MAX = BOUNDS["count"][1]  # most dead letters one page lists (Queue.dead_letters)
 LOCK_MAX_MS = 3_600_000  # the longest a stalled-check lock may last: an hour
@@ -717,14 +718,7 @@ class Queue:
         07 has a learner write. An id whose row says another state is left alone (NOT_DEAD);
         one with no row is GONE. Every id is checked before the first call. One outcome per
         id, in order."""
-        ids = self._dead_ids(job_ids, "requeue_dead")
-        outcomes: list[Requeue] = []
-        for start in range(0, len(ids), BATCH):
-            chunk = ids[start : start + BATCH]
-            outcomes += [
-                Requeue(_text(x)) for x in self._run("requeue_dead", self.script_keys("requeue_dead", *chunk), chunk)
-            ]
-        return outcomes
+        return self._dead_move("requeue_dead", Requeue, job_ids)
 
     def requeue_all_dead(self) -> int:
         """:meth:`requeue_dead` every job in the dead set, 1000 per call, longest dead first;
@@ -736,19 +730,22 @@ class Queue:
         row, dead-set entry and effects-ledger entry are deleted (PURGED); an entry with no
         row is removed too. An id whose row says another state is left alone (NOT_DEAD).
         Every id is checked before the first call. One outcome per id, in order."""
-        ids = self._dead_ids(job_ids, "purge_dead")
-        outcomes: list[Purge] = []
-        for start in range(0, len(ids), BATCH):
-            chunk = ids[start : start + BATCH]
-            outcomes += [
-                Purge(_text(x)) for x in self._run("purge_dead", self.script_keys("purge_dead", *chunk), chunk)
-            ]
-        return outcomes
+        return self._dead_move("purge_dead", Purge, job_ids)
 
     def purge_all_dead(self) -> int:
         """:meth:`purge_dead` every job in the dead set, 1000 per call; how many were purged."""
         return self._every_dead(self.purge_dead, Purge.PURGED)
 
+
+    def _dead_move(self, name: str, outcome: type[E], job_ids: Sequence[str]) -> list[E]:
+        """``name`` (requeue_dead, purge_dead) on every id, every id checked before the first
+        call, then one call per BATCH: one outcome per id, in order."""
+        ids = self._dead_ids(job_ids, name)
+        outcomes: list[E] = []
+        for start in range(0, len(ids), BATCH):
+            chunk = ids[start : start + BATCH]
+            outcomes += [outcome(_text(x)) for x in self._run(name, self.script_keys(name, *chunk), chunk)]
+        return outcomes
     def _dead_ids(self, job_ids: Sequence[str], method: str) -> list[str]:
         if isinstance(job_ids, str | bytes) or not isinstance(job_ids, Sequence):
             raise InvalidArgument(f"{method} takes a list of JOB ids, got {type(job_ids).__name__}")
